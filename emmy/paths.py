@@ -1,0 +1,16 @@
+"""Where emmy keeps its on-disk state."""
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
+LIBRARY_DIR = PACKAGE_DIR / "library"
+
+
+def cache_dir() -> Path:
+    """The cache directory: $EMMY_CACHE_DIR, else ~/.cache/emmy. Created on first use."""
+    root = os.environ.get("EMMY_CACHE_DIR")
+    path = Path(root) if root else Path.home() / ".cache" / "emmy"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,88 @@
+"""The interface every device implements: run a list of kernel launches over named buffers.
+
+A device takes the emitted CUDA source as text and compiles it the way it needs to (NVRTC to
+a cubin for `cuda`, g++ against the emulation header for `emu`), caching the result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from emmy.errors import EmmyError
+
+
+class NoDeviceError(EmmyError):
+    """The requested device is not present on this machine."""
+
+
+class KernelCompileError(EmmyError):
+    """The kernel source did not compile; the message carries the compiler's log."""
+
+
+class KernelLaunchError(EmmyError):
+    """A launch failed: a crash, a deadlock, a timeout, or resources the device lacks."""
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A kernel parameter bound to the named buffer (passed as a device pointer)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A kernel parameter passed by value; dtype is one of "i32", "i64", "f32"."""
+
+    dtype: str
+    value: int | float
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the kernel's symbol, its geometry and its arguments in order."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    args: tuple[Arg, ...]
+
+
+class Device(ABC):
+    """A place where emitted kernels run."""
+
+    #: the device identity slug, e.g. "emu" or "nvidia-h200-sm90"
+    identity: str
+
+    @abstractmethod
+    def run(
+        self,
+        source: str,
+        launches: Sequence[Launch],
+        buffers: dict[str, np.ndarray],
+        *,
+        schedule: str = "forward",
+        timeout: float = 120.0,
+    ) -> None:
+        """Run the launches in order; results are written back into `buffers` in place."""
+
+    @abstractmethod
+    def time(
+        self,
+        source: str,
+        launches: Sequence[Launch],
+        buffers: dict[str, np.ndarray],
+        *,
+        warmup: int = 2,
+        repetitions: int = 10,
+        timeout: float = 600.0,
+    ) -> list[float]:
+        """Seconds taken by each repetition of the whole launch list (after warm-up)."""
