@@ -1,0 +1,335 @@
+"""emit-cuda: prints specialised emmy.kernel IR as CUDA C++, one printer case per op.
+
+The text includes only emmy's device header, so the same source compiles with NVRTC for a
+GPU and with g++ for the emulator. Constants are printed inline; a value known once forks
+are fixed (a loop width, a reduction group) is folded to a literal. Inside a `kernel.for`
+of width W, a load or store at `invariant + j` becomes one vector access of W elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntegerType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from emmy.backend.fold import float_literal, fold, fold_int
+from emmy.dialects import fork, kernel
+from emmy.errors import EmmyError
+
+HEADER = '#include "emmy_device.cuh"\n'
+
+STORAGE = {Float32Type: "float", Float16Type: "emmy::f16", BFloat16Type: "emmy::bf16"}
+
+INT_OPS = {
+    arith.AddiOp: "+",
+    arith.SubiOp: "-",
+    arith.MuliOp: "*",
+    arith.DivSIOp: "/",
+    arith.RemSIOp: "%",
+}
+FLOAT_OPS = {arith.AddfOp: "+", arith.SubfOp: "-", arith.MulfOp: "*", arith.DivfOp: "/"}
+BOOL_OPS = {arith.AndIOp: "&&", arith.OrIOp: "||", arith.XOrIOp: "!="}
+CALLS = {
+    arith.MaximumfOp: "emmy::fmax",
+    arith.MinimumfOp: "emmy::fmin",
+    xmath.LogOp: "emmy::log",
+    xmath.TanhOp: "emmy::tanh",
+    xmath.ErfOp: "emmy::erf",
+    xmath.SqrtOp: "emmy::sqrt",
+    xmath.RsqrtOp: "emmy::rsqrt",
+    xmath.AbsFOp: "emmy::abs",
+}
+COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
+           "oeq": "==", "une": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
+COORDINATES = {
+    kernel.ThreadIdOp: "threadIdx",
+    kernel.BlockIdOp: "blockIdx",
+    kernel.BlockDimOp: "blockDim",
+    kernel.GridDimOp: "gridDim",
+}
+REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
+
+
+class EmitError(EmmyError):
+    """The IR cannot be printed as CUDA (unresolved forks, unsupported ops)."""
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the host needs to launch one emitted kernel."""
+
+    name: str
+    family: str
+    key: str
+    config: dict[str, int | str]
+    arg_names: tuple[str, ...]
+    arg_dtypes: tuple[str, ...]
+    grid: int
+    block: int
+    smem: int
+
+
+@dataclass
+class CudaProgram:
+    source: str
+    kernels: dict[str, KernelInfo] = field(default_factory=dict)
+
+
+def c_type(typ: Attribute) -> str:
+    if isinstance(typ, Float32Type):
+        return "float"
+    if isinstance(typ, IntegerType):
+        return "bool" if typ.width.data == 1 else ("int" if typ.width.data == 32 else "long long")
+    raise EmitError(f"no CUDA type for {typ}")
+
+
+def dtype_name(typ: Attribute) -> str:
+    return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]
+
+
+def emit_module(module: ModuleOp) -> CudaProgram:
+    """CUDA source for every site of a specialised module, with launch information."""
+    program = CudaProgram(HEADER)
+    for op in module.walk():
+        if isinstance(op, fork.KnobOp | fork.AlternativesOp):
+            raise EmitError("the module still has unresolved forks: run resolve-forks and specialize-forks first")
+    for site in module.ops:
+        if not isinstance(site, fork.SiteOp):
+            continue
+        launch = next(op for op in site.body.block.ops if isinstance(op, kernel.LaunchOp))
+        func = next(op for op in site.body.block.ops if isinstance(op, kernel.FuncOp))
+        program.source += "\n" + KernelPrinter(func).print()
+        config = site.attributes.get("config")
+        program.kernels[func.sym_name.data] = KernelInfo(
+            name=func.sym_name.data,
+            family=site.family.data,
+            key=site.key.data,
+            config=_config_dict(config),
+            arg_names=tuple(n.data for n in func.arg_names),
+            arg_dtypes=tuple(dtype_name(a.type.element) for a in func.body.block.args),
+            grid=fold_int(launch.grid, "the grid size"),
+            block=fold_int(launch.block, "the block size"),
+            smem=fold_int(launch.smem, "the shared memory size"),
+        )
+    return program
+
+
+def _config_dict(config: Attribute | None) -> dict[str, int | str]:
+    if config is None:
+        return {}
+    return {name: fork.option_value(value) for name, value in config.data.items()}
+
+
+class KernelPrinter:
+    """Prints one kernel.func; every SSA value gets a C name or an inline literal."""
+
+    def __init__(self, func: kernel.FuncOp):
+        self.func = func
+        self.names: dict[SSAValue, str] = {}
+        self.lines: list[str] = []
+        self.indent = 1
+        self.counter = 0
+        # loads/stores of a vector loop: the op -> the C array element it reads or writes
+        self.lane_access: dict[Operation, str] = {}
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
+
+    def value(self, ssa: SSAValue) -> str:
+        if ssa in self.names:
+            return self.names[ssa]
+        known = fold(ssa)
+        if known is not None:
+            return self.literal(known, ssa.type)
+        raise EmitError(f"value {ssa} is used before it is defined")
+
+    @staticmethod
+    def literal(value: int | float, typ: Attribute) -> str:
+        if isinstance(typ, Float32Type):
+            return float_literal(float(value))
+        if isinstance(typ, IntegerType) and typ.width.data == 1:
+            return "true" if value else "false"
+        return str(int(value))
+
+    def define(self, ssa: SSAValue, expression: str) -> None:
+        name = self.fresh()
+        self.names[ssa] = name
+        self.line(f"const {c_type(ssa.type)} {name} = {expression};")
+
+    def print(self) -> str:
+        params = []
+        stored = {op.ptr for op in self.func.walk() if isinstance(op, kernel.StoreOp)}
+        for arg, arg_name in zip(self.func.body.block.args, self.func.arg_names, strict=True):
+            element = STORAGE[type(arg.type.element)]
+            name = f"p_{arg_name.data}"
+            self.names[arg] = name
+            const = "" if arg in stored else "const "
+            params.append(f"{const}{element}* __restrict__ {name}")
+        name = self.func.sym_name.data
+        self.block(self.func.body.block)
+        body = "\n".join(self.lines)
+        return f"EMMY_KERNEL void {name}({', '.join(params)}) {{\n{body}\n}}\nEMMY_EMU_ENTRY({name})\n"
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.operation(op)
+
+    def operation(self, op: Operation) -> None:
+        if isinstance(op, arith.ConstantOp | kernel.ReturnOp | kernel.YieldOp):
+            return
+        if type(op) in INT_OPS or type(op) in FLOAT_OPS or type(op) in BOOL_OPS:
+            symbol = INT_OPS.get(type(op)) or FLOAT_OPS.get(type(op)) or BOOL_OPS[type(op)]
+            self.define(op.results[0], f"{self.value(op.operands[0])} {symbol} {self.value(op.operands[1])}")
+        elif type(op) in CALLS:
+            args = ", ".join(self.value(o) for o in op.operands)
+            self.define(op.results[0], f"{CALLS[type(op)]}({args})")
+        elif isinstance(op, xmath.ExpOp):
+            fast = op.fastmath == arith.FastMathFlagsAttr("fast")
+            self.define(op.result, f"emmy::{'fast_exp' if fast else 'exp'}({self.value(op.operand)})")
+        elif isinstance(op, arith.MaxSIOp | arith.MinSIOp):
+            a, b = self.value(op.operands[0]), self.value(op.operands[1])
+            cmp = ">" if isinstance(op, arith.MaxSIOp) else "<"
+            self.define(op.results[0], f"({a} {cmp} {b} ? {a} : {b})")
+        elif isinstance(op, arith.CmpiOp | arith.CmpfOp):
+            predicate = op.predicate.value.data
+            names = arith.CMPI_COMPARISON_OPERATIONS if isinstance(op, arith.CmpiOp) else arith.CMPF_COMPARISON_OPERATIONS
+            symbol = COMPARE[names[predicate]]
+            self.define(op.result, f"{self.value(op.lhs)} {symbol} {self.value(op.rhs)}")
+        elif isinstance(op, arith.SelectOp):
+            self.define(op.result, f"{self.value(op.cond)} ? {self.value(op.lhs)} : {self.value(op.rhs)}")
+        elif isinstance(op, arith.NegfOp):
+            self.define(op.result, f"-{self.value(op.operands[0])}")
+        elif isinstance(op, arith.SIToFPOp):
+            self.define(op.result, f"(float){self.value(op.input)}")
+        elif type(op) in COORDINATES:
+            self.define(op.result, f"(int){COORDINATES[type(op)]}.{op.dim.data}")
+        elif isinstance(op, kernel.LoadOp):
+            access = self.lane_access.get(op)
+            address = f"{self.value(op.ptr)} + {self.value(op.index)}"
+            self.define(op.result, access if access else f"emmy::load({address})")
+        elif isinstance(op, kernel.StoreOp):
+            access = self.lane_access.get(op)
+            if access:
+                self.line(f"{access} = {self.value(op.value)};")
+            else:
+                self.line(f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});")
+        elif isinstance(op, kernel.BarrierOp):
+            self.line("emmy::sync_threads();")
+        elif isinstance(op, kernel.GroupReduceOp):
+            self.group_reduce(op)
+        elif isinstance(op, kernel.ForOp):
+            self.loop(op)
+        else:
+            raise EmitError(f"emit-cuda has no case for {op.name}")
+
+    def group_reduce(self, op: kernel.GroupReduceOp) -> None:
+        group = fold_int(op.group, "the reduction group")
+        strategy = op.strategies.data[fold_int(op.strategy, "the reduction strategy")].data
+        params = f"<{group}, emmy::Reduce::{strategy}>"
+        if op.kind.data == "online_softmax":
+            m, s = (self.fresh("r") for _ in range(2))
+            self.line(f"float {m} = {self.value(op.values[0])}, {s} = {self.value(op.values[1])};")
+            self.line(f"emmy::group_reduce_online{params}({m}, {s}, emmy::smem());")
+            self.names[op.reduced[0]], self.names[op.reduced[1]] = m, s
+            return
+        value = self.value(op.values[0])
+        self.define(
+            op.reduced[0], f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, emmy::smem())"
+        )
+
+    def loop(self, op: kernel.ForOp) -> None:
+        width = fold_int(op.width, "the loop width")
+        if width not in (1, 2, 4, 8, 16):
+            raise EmitError(f"loop width {width} is not 1, 2, 4, 8 or 16")
+        index, *carried_args = op.body.block.args
+        carried = []
+        for arg, init, result in zip(carried_args, op.iter_args, op.res, strict=True):
+            name = self.fresh("c")
+            self.line(f"{c_type(arg.type)} {name} = {self.value(init)};")
+            self.names[arg] = self.names[result] = name
+            carried.append(name)
+        start = self.fresh("j")
+        self.line(
+            f"for (int {start} = {self.value(op.lower)}; {start} < {self.value(op.upper)}; "
+            f"{start} += {self.value(op.step)}) {{"
+        )
+        self.indent += 1
+        stores: list[str] = []
+        if width > 1:
+            lane = self.fresh("k")
+            stores = self.vector_accesses(op, width, start, lane)
+            self.line("#pragma unroll")
+            self.line(f"for (int {lane} = 0; {lane} < {width}; ++{lane}) {{")
+            self.indent += 1
+            self.names[index] = self.fresh("i")
+            self.line(f"const int {self.names[index]} = {start} + {lane};")
+        else:
+            self.names[index] = start
+        self.block(op.body.block)
+        yield_op = op.body.block.last_op
+        assert isinstance(yield_op, kernel.YieldOp)
+        for name, value in zip(carried, yield_op.values, strict=True):
+            self.line(f"{name} = {self.value(value)};")
+        if width > 1:
+            self.indent -= 1
+            self.line("}")
+        for line in stores:
+            self.line(line)
+        self.indent -= 1
+        self.line("}")
+
+    def vector_accesses(self, op: kernel.ForOp, width: int, start: str, lane: str) -> list[str]:
+        """Turns loads/stores at `invariant + j` into whole-vector accesses; returns the
+        vector stores to print after the lanes."""
+        index = op.body.block.args[0]
+        stores = []
+        for inner in op.body.block.ops:
+            if not isinstance(inner, kernel.LoadOp | kernel.StoreOp):
+                continue
+            base = self.invariant_base(inner.index, index, op)
+            if base is None:
+                continue
+            array = self.fresh("vec")
+            address = f"{self.value(inner.ptr)} + {base} + {start}"
+            self.line(f"float {array}[{width}];")
+            if isinstance(inner, kernel.LoadOp):
+                self.line(f"emmy::load_vec<{width}>({address}, {array});")
+            else:
+                stores.append(f"emmy::store_vec<{width}>({address}, {array});")
+            self.lane_access[inner] = f"{array}[{lane}]"
+        return stores
+
+    def invariant_base(self, offset: SSAValue, index: SSAValue, loop: kernel.ForOp) -> str | None:
+        if offset == index:
+            return "0"
+        owner = offset.owner
+        if not isinstance(owner, arith.AddiOp):
+            return None
+        lhs, rhs = owner.lhs, owner.rhs
+        other = rhs if lhs == index else lhs if rhs == index else None
+        if other is None or _defined_inside(other, loop):
+            return None
+        return self.value(other)
+
+
+def _defined_inside(value: SSAValue, loop: Operation) -> bool:
+    owner = value.owner
+    op = owner if isinstance(owner, Operation) else owner.parent_op()
+    while op is not None:
+        if op is loop:
+            return True
+        op = op.parent_op()
+    return False

@@ -1,0 +1,534 @@
+"""emmy.kernel: SIMT-level kernel ops and the host-side launches.
+
+A kernel is a `kernel.func` whose parameters are device pointers. Its body computes with
+builtin integer/float types using arith and math, reads the CUDA thread coordinates,
+loads and stores through pointers (converting storage types to f32 and back), loops with
+`kernel.for` (a strided loop whose element index may be vectorised by `width`), and
+reduces across groups of threads with `kernel.group_reduce`. `kernel.launch` gives the
+launch geometry of a kernel as SSA values of its site; `kernel.call` binds a site's
+kernel to tensors on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FunctionType,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+    i32,
+)
+from xdsl.dialects.utils import parse_assignment, print_assignment
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasParent,
+    IsTerminator,
+    Pure,
+    RecursiveMemoryEffect,
+    SymbolOpInterface,
+)
+from xdsl.utils.exceptions import VerifyException
+
+#: storage element types a kernel pointer may point to
+FLOAT_STORAGE = (Float32Type, Float16Type, BFloat16Type)
+DIMENSIONS = ("x", "y", "z")
+
+
+@irdl_attr_definition
+class PtrType(ParametrizedAttribute, TypeAttribute):
+    """A device pointer to elements of a storage type, e.g. `!kernel.ptr<bf16>`."""
+
+    name = "kernel.ptr"
+    element: Attribute
+
+    def __init__(self, element: Attribute):
+        super().__init__(element)
+
+    def verify(self) -> None:
+        if not isinstance(self.element, (*FLOAT_STORAGE, IntegerType)):
+            raise VerifyException(f"kernel.ptr cannot point to {self.element}")
+
+
+def loaded_type(element: Attribute) -> Attribute:
+    """Floats of any storage type are loaded as f32; integers as themselves."""
+    if isinstance(element, FLOAT_STORAGE):
+        return Float32Type()
+    return element
+
+
+@irdl_op_definition
+class FuncOp(IRDLOperation):
+    """A kernel function: device pointer parameters, no results.
+
+        kernel.func @scale(%x : !kernel.ptr<f32>, %y : !kernel.ptr<f32>) {
+          kernel.return
+        }
+
+    Not isolated from above: the body may use the fork values of its site.
+    """
+
+    name = "kernel.func"
+
+    sym_name = prop_def(StringAttr)
+    arg_names = prop_def(ArrayAttr[StringAttr])
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), RecursiveMemoryEffect())
+
+    def __init__(self, name: str, arg_names: Sequence[str], arg_types: Sequence[Attribute]):
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "arg_names": ArrayAttr([StringAttr(n) for n in arg_names]),
+            },
+            regions=[Region(Block(arg_types=arg_types))],
+        )
+
+    @property
+    def function_type(self) -> FunctionType:
+        return FunctionType.from_lists([a.type for a in self.body.block.args], [])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string("(")
+        args = zip(self.body.block.args, self.arg_names.data, strict=True)
+        for i, (arg, arg_name) in enumerate(args):
+            if i:
+                printer.print_string(", ")
+            printer.print_ssa_value(arg)
+            printer.print_string(" : ")
+            printer.print_attribute(arg.type)
+            printer.print_string(f' "{arg_name.data}"')
+        printer.print_string(") ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FuncOp:
+        name = parser.parse_symbol_name().data
+
+        def parse_param() -> tuple[Parser.Argument, str]:
+            arg = parser.parse_argument(expect_type=True)
+            return arg, parser.parse_str_literal()
+
+        params = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parse_param)
+        body = parser.parse_region([arg for arg, _ in params])
+        op = cls(name, [n for _, n in params], [])
+        op.body.detach_block(0)
+        op.body.add_block(body.detach_block(0))
+        return op
+
+    def verify_(self) -> None:
+        if len(self.arg_names) != len(self.body.block.args):
+            raise VerifyException("kernel.func needs one name per parameter")
+        for arg in self.body.block.args:
+            if not isinstance(arg.type, PtrType):
+                raise VerifyException(f"kernel.func parameters must be kernel.ptr, got {arg.type}")
+        if not isinstance(self.body.block.last_op, ReturnOp):
+            raise VerifyException("kernel.func body must end with kernel.return")
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    """Ends a kernel function: `kernel.return`."""
+
+    name = "kernel.return"
+    traits = traits_def(IsTerminator(), HasParent(FuncOp))
+    assembly_format = "attr-dict"
+
+
+class _CoordinateOp(IRDLOperation):
+    """A CUDA thread coordinate along one dimension, as i32."""
+
+    dim = prop_def(StringAttr)
+    result = result_def(i32)
+    traits = traits_def(Pure())
+    assembly_format = "$dim attr-dict"
+
+    def __init__(self, dim: str = "x"):
+        super().__init__(properties={"dim": StringAttr(dim)}, result_types=[i32])
+
+    def verify_(self) -> None:
+        if self.dim.data not in DIMENSIONS:
+            raise VerifyException(f"{self.name} dimension must be x, y or z, got {self.dim.data!r}")
+
+
+@irdl_op_definition
+class ThreadIdOp(_CoordinateOp):
+    """`%t = kernel.thread_id "x"`: threadIdx.x."""
+
+    name = "kernel.thread_id"
+
+
+@irdl_op_definition
+class BlockIdOp(_CoordinateOp):
+    """`%b = kernel.block_id "x"`: blockIdx.x."""
+
+    name = "kernel.block_id"
+
+
+@irdl_op_definition
+class BlockDimOp(_CoordinateOp):
+    """`%n = kernel.block_dim "x"`: blockDim.x."""
+
+    name = "kernel.block_dim"
+
+
+@irdl_op_definition
+class GridDimOp(_CoordinateOp):
+    """`%n = kernel.grid_dim "x"`: gridDim.x."""
+
+    name = "kernel.grid_dim"
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Loads one element, converting float storage to f32.
+
+    %v = kernel.load %x[%i] : !kernel.ptr<bf16> -> f32
+    """
+
+    name = "kernel.load"
+    ptr = operand_def(PtrType)
+    index = operand_def(i32)
+    result = result_def()
+    assembly_format = "$ptr `[` $index `]` attr-dict `:` type($ptr) `->` type($result)"
+
+    def __init__(self, ptr: SSAValue, index: SSAValue):
+        assert isinstance(ptr.type, PtrType)
+        super().__init__(operands=[ptr, index], result_types=[loaded_type(ptr.type.element)])
+
+    def verify_(self) -> None:
+        assert isinstance(self.ptr.type, PtrType)
+        expected = loaded_type(self.ptr.type.element)
+        if self.result.type != expected:
+            raise VerifyException(
+                f"kernel.load from {self.ptr.type} gives {expected}, not {self.result.type}"
+            )
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Stores one element, converting from f32 to the pointer's storage type.
+
+    kernel.store %v, %y[%i] : f32, !kernel.ptr<bf16>
+    """
+
+    name = "kernel.store"
+    value = operand_def()
+    ptr = operand_def(PtrType)
+    index = operand_def(i32)
+    assembly_format = "$value `,` $ptr `[` $index `]` attr-dict `:` type($value) `,` type($ptr)"
+
+    def __init__(self, value: SSAValue, ptr: SSAValue, index: SSAValue):
+        super().__init__(operands=[value, ptr, index])
+
+    def verify_(self) -> None:
+        assert isinstance(self.ptr.type, PtrType)
+        expected = loaded_type(self.ptr.type.element)
+        if self.value.type != expected:
+            raise VerifyException(
+                f"kernel.store to {self.ptr.type} takes {expected}, not {self.value.type}"
+            )
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Carries loop values to the next iteration of a kernel.for."""
+
+    name = "kernel.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[values])
+
+
+@irdl_op_definition
+class ForOp(IRDLOperation):
+    """A strided loop over element indices, vectorisable by `width` consecutive elements.
+
+        %s = kernel.for %j = %lo to %hi step %st width %w iter_args(%acc = %zero) -> (f32) {
+          ...
+          kernel.yield %next : f32
+        }
+
+    Semantics: for j0 in range(lo, hi, step): for k in range(width): body(j = j0 + k).
+    The range must be a multiple of `width` (the kernel's constraints guarantee it), so
+    loads and stores at `base + j` can be emitted as one vector access per `j0`. The
+    width is usually a fork: it must be a constant of 1, 2, 4, 8 or 16 once forks are
+    specialised.
+    """
+
+    name = "kernel.for"
+    lower = operand_def(i32)
+    upper = operand_def(i32)
+    step = operand_def(i32)
+    width = operand_def(i32)
+    iter_args = var_operand_def()
+    res = var_result_def()
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        lower: SSAValue,
+        upper: SSAValue,
+        step: SSAValue,
+        width: SSAValue,
+        iter_args: Sequence[SSAValue],
+        body: Region,
+    ):
+        super().__init__(
+            operands=[lower, upper, step, width, iter_args],
+            result_types=[[a.type for a in iter_args]],
+            regions=[body],
+        )
+
+    def print(self, printer: Printer) -> None:
+        index, *carried = self.body.block.args
+        printer.print_string(" ")
+        printer.print_ssa_value(index)
+        printer.print_string(" = ")
+        printer.print_ssa_value(self.lower)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.upper)
+        printer.print_string(" step ")
+        printer.print_ssa_value(self.step)
+        printer.print_string(" width ")
+        printer.print_ssa_value(self.width)
+        if carried:
+            printer.print_string(" iter_args(")
+            printer.print_list(
+                zip(carried, self.iter_args, strict=True),
+                lambda pair: print_assignment(printer, *pair),
+            )
+            printer.print_string(") -> (")
+            printer.print_list([a.type for a in carried], printer.print_attribute)
+            printer.print_string(")")
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        index = parser.parse_argument(expect_type=False)
+        parser.parse_punctuation("=")
+        lower = parser.parse_operand()
+        parser.parse_keyword("to")
+        upper = parser.parse_operand()
+        parser.parse_keyword("step")
+        step = parser.parse_operand()
+        parser.parse_keyword("width")
+        width = parser.parse_operand()
+        carried: list[Parser.UnresolvedArgument] = []
+        inits = []
+        types: list[Attribute] = []
+        if parser.parse_optional_keyword("iter_args"):
+            pairs = parser.parse_comma_separated_list(
+                Parser.Delimiter.PAREN, lambda: parse_assignment(parser)
+            )
+            parser.parse_punctuation("->")
+            types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+            carried = [arg for arg, _ in pairs]
+            inits = [parser.resolve_operand(o, t) for (_, o), t in zip(pairs, types, strict=True)]
+        args = [index.resolve(i32), *(a.resolve(t) for a, t in zip(carried, types, strict=True))]
+        body = parser.parse_region(args)
+        return cls(lower, upper, step, width, inits, body)
+
+    def verify_(self) -> None:
+        index, *carried = self.body.block.args
+        if index.type != i32:
+            raise VerifyException("kernel.for index must be i32")
+        if [a.type for a in carried] != [a.type for a in self.iter_args]:
+            raise VerifyException("kernel.for iter_args and block arguments differ in type")
+        last = self.body.block.last_op
+        if not isinstance(last, YieldOp):
+            raise VerifyException("kernel.for body must end with kernel.yield")
+        if [v.type for v in last.values] != [a.type for a in self.iter_args]:
+            raise VerifyException("kernel.yield must carry the loop's iter_args types")
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`kernel.barrier`: every thread of the block waits here (__syncthreads)."""
+
+    name = "kernel.barrier"
+    assembly_format = "attr-dict"
+
+
+REDUCE_KINDS = {"sum": 1, "max": 1, "online_softmax": 2}
+
+
+@irdl_op_definition
+class GroupReduceOp(IRDLOperation):
+    """Reduces values over aligned groups of `group` consecutive threads of a block.
+
+        %m = kernel.group_reduce "max" (%v) group %g strategy %s ["shuffle", "smem"]
+
+    Every thread of the block must reach it (it uses barriers and the block's shared memory
+    as scratch); every thread gets its group's result. `strategy` selects one of
+    `strategies` by index; kind `online_softmax` combines (max, sum) pairs.
+    """
+
+    name = "kernel.group_reduce"
+    kind = prop_def(StringAttr)
+    strategies = prop_def(ArrayAttr[StringAttr])
+    values = var_operand_def()
+    group = operand_def(i32)
+    strategy = operand_def(i32)
+    reduced = var_result_def()
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    KNOWN_STRATEGIES: ClassVar[tuple[str, ...]] = ("shuffle", "smem")
+
+    def __init__(
+        self,
+        kind: str,
+        values: Sequence[SSAValue],
+        group: SSAValue,
+        strategy: SSAValue,
+        strategies: Sequence[str],
+    ):
+        super().__init__(
+            operands=[values, group, strategy],
+            result_types=[[v.type for v in values]],
+            properties={
+                "kind": StringAttr(kind),
+                "strategies": ArrayAttr([StringAttr(s) for s in strategies]),
+            },
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.kind)
+        printer.print_string(" (")
+        printer.print_list(self.values, printer.print_ssa_value)
+        printer.print_string(") group ")
+        printer.print_ssa_value(self.group)
+        printer.print_string(" strategy ")
+        printer.print_ssa_value(self.strategy)
+        printer.print_string(" ")
+        printer.print_attribute(self.strategies)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GroupReduceOp:
+        kind = parser.parse_str_literal()
+        values = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN,
+            lambda: parser.resolve_operand(parser.parse_unresolved_operand(), Float32Type()),
+        )
+        parser.parse_keyword("group")
+        group = parser.parse_operand()
+        parser.parse_keyword("strategy")
+        strategy = parser.parse_operand()
+        strategies = parser.parse_attribute()
+        if not isinstance(strategies, ArrayAttr):
+            parser.raise_error("expected the list of strategy names")
+        return cls(kind, values, group, strategy, [s.data for s in strategies])
+
+    def verify_(self) -> None:
+        arity = REDUCE_KINDS.get(self.kind.data)
+        if arity is None:
+            raise VerifyException(f"unknown reduction kind {self.kind.data!r}")
+        if len(self.values) != arity:
+            raise VerifyException(f"reduction {self.kind.data!r} takes {arity} value(s)")
+        if any(v.type != Float32Type() for v in self.values):
+            raise VerifyException("kernel.group_reduce reduces f32 values")
+        unknown = [s.data for s in self.strategies if s.data not in self.KNOWN_STRATEGIES]
+        if unknown:
+            raise VerifyException(f"unknown reduction strategy {unknown[0]!r}")
+
+
+@irdl_op_definition
+class LaunchOp(IRDLOperation):
+    """The launch geometry of a site's kernel, in 1-D.
+
+    kernel.launch @softmax_0 grid %g block %b smem %s
+    """
+
+    name = "kernel.launch"
+    kernel = prop_def(SymbolRefAttr)
+    grid = operand_def(i32)
+    block = operand_def(i32)
+    smem = operand_def(i32)
+    assembly_format = "$kernel `grid` $grid `block` $block `smem` $smem attr-dict"
+
+    def __init__(self, kernel: str, grid: SSAValue, block: SSAValue, smem: SSAValue):
+        super().__init__(operands=[grid, block, smem], properties={"kernel": SymbolRefAttr(kernel)})
+
+
+@irdl_op_definition
+class CallOp(IRDLOperation):
+    """Runs a site on host tensors: inputs bound to the kernel's leading parameters, one
+    fresh output tensor per result bound to the trailing ones.
+
+        %y = kernel.call @softmax_0(%x) : (tensor<4x1000xf32>) -> tensor<4x1000xf32>
+    """
+
+    name = "kernel.call"
+    site = prop_def(SymbolRefAttr)
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    assembly_format = "$site `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)"
+
+    def __init__(self, site: str, inputs: Sequence[SSAValue], output_types: Sequence[Attribute]):
+        super().__init__(
+            operands=[inputs],
+            result_types=[output_types],
+            properties={"site": SymbolRefAttr(site)},
+        )
+
+
+Kernel = Dialect(
+    "kernel",
+    [
+        FuncOp,
+        ReturnOp,
+        ThreadIdOp,
+        BlockIdOp,
+        BlockDimOp,
+        GridDimOp,
+        LoadOp,
+        StoreOp,
+        ForOp,
+        YieldOp,
+        BarrierOp,
+        GroupReduceOp,
+        LaunchOp,
+        CallOp,
+    ],
+    [PtrType],
+)

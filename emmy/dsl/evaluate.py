@@ -1,0 +1,100 @@
+"""Evaluates kernel-language expressions over a problem key and a config, in Python.
+
+Used for fork constraints (which configs are valid for a key) before any IR is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from lark import Token, Tree
+
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
+
+Value = int | float | str | bool
+
+
+class EvaluationError(Exception):
+    def __init__(self, node: Tree | Token, message: str):
+        super().__init__(message)
+        self.node = node
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _sizeof(dtype: Value) -> int:
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"sizeof needs a dtype, not {dtype!r}")
+    return DTYPE_BYTES[str(dtype)]
+
+
+FUNCTIONS: dict[str, Callable[..., Value]] = {
+    "ceil_div": _ceil_div,
+    "min": min,
+    "max": max,
+    "sizeof": _sizeof,
+}
+
+BINARY: dict[str, Callable[[Value, Value], Value]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a // b if isinstance(a, int) and isinstance(b, int) else a / b,
+    "%": lambda a, b: a % b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def evaluate(
+    node: Tree | Token, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()
+) -> Value:
+    """The value of an expression; names not in `env` but in `symbols` stand for themselves."""
+    if isinstance(node, Token):
+        raise EvaluationError(node, f"unexpected {node!s}")
+    kind = node.data
+    children = node.children
+    if kind == "int_lit":
+        return int(children[0])
+    if kind == "float_lit":
+        return float(children[0])
+    if kind == "name":
+        name = str(children[0])
+        if name in env:
+            return env[name]
+        if name in symbols:
+            return name
+        raise EvaluationError(node, f"unknown name {name!r}")
+    if kind == "neg":
+        return -evaluate(children[0], env, symbols)
+    if kind == "not_":
+        return not evaluate(children[0], env, symbols)
+    if kind == "and_expr":
+        return all(evaluate(c, env, symbols) for c in children)
+    if kind == "or_expr":
+        return any(evaluate(c, env, symbols) for c in children)
+    if kind in ("sum_expr", "product", "cmp_expr"):
+        value = evaluate(children[0], env, symbols)
+        for op, rhs in zip(children[1::2], children[2::2], strict=True):
+            try:
+                value = BINARY[str(op)](value, evaluate(rhs, env, symbols))
+            except (ZeroDivisionError, TypeError) as error:
+                raise EvaluationError(node, str(error)) from None
+        return value
+    if kind == "call":
+        fname = str(children[0])
+        function = FUNCTIONS.get(fname)
+        if function is None:
+            raise EvaluationError(node, f"{fname}() cannot be used here")
+        args = [evaluate(a, env, symbols) for a in children[1].children] if children[1] else []
+        try:
+            return function(*args)
+        except (TypeError, ValueError) as error:
+            raise EvaluationError(node, f"{fname}(): {error}") from None
+    raise EvaluationError(node, f"{kind} cannot be used here")

@@ -1,0 +1,51 @@
+"""The kernel library: every family declared in emmy/library/*.emmy, loaded once."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from functools import cache
+
+from emmy.dialects import fork
+from emmy.dsl.lower import Lowering, canonical_key, check_key, valid
+from emmy.dsl.parser import KernelDecl, parse_file
+from emmy.errors import EmmyError
+from emmy.paths import LIBRARY_DIR
+
+
+@cache
+def families() -> dict[str, KernelDecl]:
+    decls: dict[str, KernelDecl] = {}
+    for path in sorted(LIBRARY_DIR.glob("*.emmy")):
+        for decl in parse_file(path):
+            decls[decl.name] = decl
+    return decls
+
+
+def family(name: str) -> KernelDecl:
+    decl = families().get(name)
+    if decl is None:
+        raise EmmyError(f"unknown kernel family {name!r}; known: {', '.join(sorted(families()))}")
+    return decl
+
+
+def instantiate(decl: KernelDecl, key: Mapping[str, int | str], site_name: str) -> fork.SiteOp:
+    """The site of `decl` for one problem key, with all its forks unresolved."""
+    return Lowering(decl, key, site_name).site()
+
+
+def configs(decl: KernelDecl, key: Mapping[str, int | str]) -> Iterator[dict[str, int | str]]:
+    """Every valid config of a key, in the declared order of forks and options."""
+    check_key(decl, key)
+    names = [f.name for f in decl.forks]
+    for values in itertools.product(*(f.options for f in decl.forks)):
+        config = dict(zip(names, values, strict=True))
+        if valid(decl, key, config):
+            yield config
+
+
+def default_config(decl: KernelDecl) -> dict[str, int | str]:
+    return {f.name: f.default for f in decl.forks}
+
+
+__all__ = ["families", "family", "instantiate", "configs", "default_config", "canonical_key"]

@@ -1,0 +1,748 @@
+"""Instantiates a kernel declaration for one problem key as a `fork.site` of emmy.kernel IR.
+
+Integers are i32, floats f32, conditions i1. Fork values are the i32 results of
+`fork.knob` ops; symbolic forks select `fork.alternatives` branches with `match` and
+reduction strategies in `group_reduce`. Tensor indexing linearises over the key's dims;
+inside a `width` loop, an access whose last index is the loop index and whose other
+indices do not change in the loop is computed before the loop, so the emitter can make it
+one vector access.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from lark import Token, Tree
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    Region,
+    f32,
+    i1,
+    i32,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from emmy.dialects import fork, kernel
+from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, evaluate
+from emmy.dsl.keys import format_key
+from emmy.dsl.parser import DslError, KernelDecl, parse_expression
+
+STORAGE_TYPES: dict[str, Attribute] = {
+    "f32": Float32Type(),
+    "f16": Float16Type(),
+    "bf16": BFloat16Type(),
+}
+BROADCAST_KINDS = ("full", "row", "col", "scalar")
+
+INT_BINARY = {
+    "+": arith.AddiOp,
+    "-": arith.SubiOp,
+    "*": arith.MuliOp,
+    "/": arith.DivSIOp,
+    "%": arith.RemSIOp,
+}
+FLOAT_BINARY = {"+": arith.AddfOp, "-": arith.SubfOp, "*": arith.MulfOp, "/": arith.DivfOp}
+INT_COMPARE = {"==": "eq", "!=": "ne", "<": "slt", "<=": "sle", ">": "sgt", ">=": "sge"}
+FLOAT_COMPARE = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "oge"}
+FLOAT_UNARY: dict[str, Callable[[SSAValue], Operation]] = {
+    "exp": xmath.ExpOp,
+    "fast_exp": lambda x: xmath.ExpOp(x, arith.FastMathFlagsAttr("fast")),
+    "log": xmath.LogOp,
+    "tanh": xmath.TanhOp,
+    "erf": xmath.ErfOp,
+    "sqrt": xmath.SqrtOp,
+    "rsqrt": xmath.RsqrtOp,
+    "abs": xmath.AbsFOp,
+}
+COORDINATES = {
+    "thread_id": kernel.ThreadIdOp,
+    "block_id": kernel.BlockIdOp,
+    "block_dim": kernel.BlockDimOp,
+    "grid_dim": kernel.GridDimOp,
+}
+
+
+def canonical_key(decl: KernelDecl, key: Mapping[str, int | str]) -> str:
+    """The problem key as the same string on every machine: the declared order of names."""
+    return format_key(decl.key, key)
+
+
+def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
+    missing = [name for name in decl.key if name not in key]
+    if missing:
+        raise DslError(
+            decl.path, decl.line, 1, f"kernel {decl.name} needs key {', '.join(missing)}"
+        )
+    for param in decl.params:
+        if str(key[param.dtype]) not in STORAGE_TYPES:
+            raise DslError(
+                decl.path, decl.line, 1, f"unsupported dtype {key[param.dtype]!r} for {param.name}"
+            )
+
+
+def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, int | str]) -> bool:
+    """Whether a config satisfies every fork's constraint for this key."""
+    env = {**key, **config}
+    symbols = frozenset(o for f in decl.forks if f.is_symbolic for o in f.options)
+    for decl_fork in decl.forks:
+        if decl_fork.where is None:
+            continue
+        try:
+            if not evaluate(decl_fork.where, env, symbols):
+                return False
+        except EvaluationError as error:
+            raise decl.error(error.node, f"constraint of fork {decl_fork.name}: {error}") from None
+    return True
+
+
+@dataclass
+class Value:
+    """A name's binding: an SSA value, or a dtype/symbol known at instantiation."""
+
+    ssa: SSAValue | None = None
+    constant: int | str | None = None
+    mutable: bool = False
+
+
+@dataclass
+class Scope:
+    names: dict[str, Value] = field(default_factory=dict)
+    loop_defined: set[str] = field(default_factory=set)
+
+
+class Lowering:
+    """Builds the IR of one site; `block` is where ops are appended."""
+
+    def __init__(self, decl: KernelDecl, key: Mapping[str, int | str], site_name: str):
+        self.decl, self.key, self.site_name = decl, dict(key), site_name
+        self.block = Block()
+        self.scope = Scope()
+        self.knobs: dict[str, fork.KnobOp] = {}
+        # blocks enclosing the innermost `width` loop, where loop-invariant indexing goes
+        self.hoist_stack: list[tuple[Block, str, set[str]]] = []
+        self.uses_reduction = False
+
+    # -- building blocks -------------------------------------------------------------
+    def add(self, op: Operation) -> SSAValue | None:
+        self.block.add_op(op)
+        return op.results[0] if op.results else None
+
+    def const_int(self, value: int) -> SSAValue:
+        return self.add(arith.ConstantOp(IntegerAttr(value, i32)))
+
+    def const_float(self, value: float) -> SSAValue:
+        return self.add(arith.ConstantOp(FloatAttr(value, f32)))
+
+    def error(self, node: Tree | Token, message: str) -> DslError:
+        return self.decl.error(node, message)
+
+    # -- the site -----------------------------------------------------------------------
+    def site(self) -> fork.SiteOp:
+        decl = self.decl
+        check_key(decl, self.key)
+        for name in decl.key:
+            value = self.key[name]
+            self.scope.names[name] = Value(constant=value)
+        for decl_fork in decl.forks:
+            where = None
+            if decl_fork.where is not None:
+                where = self.decl_text(decl_fork.where)
+            knob = fork.KnobOp(decl_fork.name, list(decl_fork.options), decl_fork.default, where)
+            self.knobs[decl_fork.name] = knob
+            self.add(knob)
+            self.scope.names[decl_fork.name] = Value(ssa=knob.result)
+        params, arg_names, arg_types = self.signature()
+        site_block = self.block
+        func = kernel.FuncOp(self.site_name, arg_names, arg_types)
+        for name, arg in zip(arg_names, func.body.block.args, strict=True):
+            self.scope.names[name] = Value(ssa=arg)
+        self.params = params
+        self.block = func.body.block
+        for stmt in decl.body:
+            self.statement(stmt)
+        self.add(kernel.ReturnOp())
+        self.block = site_block
+        grid = self.int_expr(decl.launch["grid"])
+        block = self.int_expr(decl.launch["block"])
+        if "shared" in decl.launch:
+            smem = self.int_expr(decl.launch["shared"])
+        elif self.uses_reduction:
+            raise self.error(
+                decl.body[0],
+                "group_reduce needs `shared = ...` (at least 8 bytes per thread) in launch",
+            )
+        else:
+            smem = self.const_int(0)
+        self.add(func)
+        self.add(kernel.LaunchOp(self.site_name, grid, block, smem))
+        key_text = canonical_key(decl, self.key)
+        return fork.SiteOp(self.site_name, decl.name, key_text, Region(site_block))
+
+    def decl_text(self, node: Tree) -> str:
+        """The source text of a constraint, kept on the knob for readers of the IR."""
+        from emmy.dsl.unparse import unparse
+
+        return unparse(node)
+
+    def signature(self) -> tuple[dict[str, tuple[str, ...]], list[str], list[Attribute]]:
+        """Kernel parameters: a variadic param expands to one pointer per input of the key."""
+        params: dict[str, tuple[str, ...]] = {}
+        names: list[str] = []
+        types: list[Attribute] = []
+        for param in self.decl.params:
+            element = STORAGE_TYPES[str(self.key[param.dtype])]
+            if param.variadic:
+                kinds = self.input_kinds()
+                for i in range(len(kinds)):
+                    names.append(f"in{i}")
+                    params[f"in{i}"] = param.dims
+                    types.append(kernel.PtrType(element))
+                continue
+            names.append(param.name)
+            params[param.name] = param.dims
+            types.append(kernel.PtrType(element))
+        return params, names, types
+
+    def input_kinds(self) -> list[str]:
+        kinds = str(self.key.get("inputs", "")).split("/") if self.key.get("inputs") else []
+        for kind in kinds:
+            if kind not in BROADCAST_KINDS:
+                raise DslError(self.decl.path, self.decl.line, 1, f"unknown input kind {kind!r}")
+        return kinds
+
+    # -- statements --------------------------------------------------------------------
+    def statement(self, node: Tree) -> None:
+        handler = getattr(self, f"stmt_{node.data}", None)
+        if handler is None:
+            raise self.error(node, f"unsupported statement {node.data}")
+        handler(node)
+
+    def bind(self, name_token: Token, value: Value) -> None:
+        name = str(name_token)
+        if name in self.scope.names and self.scope.names[name].constant is not None:
+            raise self.error(name_token, f"{name!r} is a key name and cannot be rebound")
+        if name in self.knobs:
+            raise self.error(name_token, f"{name!r} is a fork and cannot be rebound")
+        self.scope.names[name] = value
+        for _, _, defined in self.hoist_stack:
+            defined.add(name)
+
+    def stmt_let_stmt(self, node: Tree) -> None:
+        target, expr = node.children
+        if target.data == "single_target":
+            self.bind(target.children[0], Value(ssa=self.expr(expr)))
+            return
+        values = self.multi_expr(expr)
+        if len(values) != len(target.children):
+            raise self.error(node, f"expected {len(values)} names, got {len(target.children)}")
+        for name, value in zip(target.children, values, strict=True):
+            self.bind(name, Value(ssa=value))
+
+    def stmt_var_stmt(self, node: Tree) -> None:
+        name, expr = node.children
+        self.bind(name, Value(ssa=self.expr(expr), mutable=True))
+
+    def stmt_assign_stmt(self, node: Tree) -> None:
+        name, expr = node.children
+        current = self.scope.names.get(str(name))
+        if current is None or not current.mutable:
+            raise self.error(name, f"{name!s} is not a var (declare it with `var`)")
+        value = self.expr(expr)
+        if value.type != current.ssa.type:
+            raise self.error(
+                expr, f"{name!s} is {_type_name(current.ssa.type)}, not {_type_name(value.type)}"
+            )
+        self.scope.names[str(name)] = Value(ssa=value, mutable=True)
+        for _, _, defined in self.hoist_stack:
+            defined.add(str(name))
+
+    def stmt_store_stmt(self, node: Tree) -> None:
+        name, args, expr = node.children
+        ptr, offset = self.address(node, str(name), args.children)
+        value = self.expr(expr)
+        if value.type != f32:
+            raise self.error(expr, "only floats can be stored")
+        self.add(kernel.StoreOp(value, ptr, offset))
+
+    def stmt_for_stmt(self, node: Tree) -> None:
+        index_name, lo_node, hi_node, step_node, *rest = node.children
+        width_node = (
+            rest[0]
+            if rest and isinstance(rest[0], Tree) and rest[0].data not in _STATEMENTS
+            else None
+        )
+        body = rest[1:] if width_node is not None else rest
+        lower, upper, step = (self.int_expr(n) for n in (lo_node, hi_node, step_node))
+        width = self.int_expr(width_node) if width_node is not None else self.const_int(1)
+        carried = sorted(
+            n
+            for n in _assigned_names(body)
+            if n in self.scope.names and self.scope.names[n].mutable
+        )
+        inits = [self.scope.names[n].ssa for n in carried]
+        body_block = Block(arg_types=[i32, *(v.type for v in inits)])
+        outer_block, outer_names = self.block, dict(self.scope.names)
+        self.scope.names[str(index_name)] = Value(ssa=body_block.args[0])
+        for name, arg in zip(carried, body_block.args[1:], strict=True):
+            self.scope.names[name] = Value(ssa=arg, mutable=True)
+        self.hoist_stack.append((outer_block, str(index_name), {str(index_name), *carried}))
+        self.block = body_block
+        for stmt in body:
+            self.statement(stmt)
+        self.add(kernel.YieldOp(*(self.scope.names[n].ssa for n in carried)))
+        self.hoist_stack.pop()
+        self.block, self.scope.names = outer_block, outer_names
+        loop = kernel.ForOp(lower, upper, step, width, inits, Region(body_block))
+        self.add(loop)
+        for name, result in zip(carried, loop.res, strict=True):
+            self.scope.names[name] = Value(ssa=result, mutable=True)
+
+    def stmt_match_stmt(self, node: Tree) -> None:
+        name, *arms = node.children
+        decl_fork = self.decl.fork(str(name))
+        if decl_fork is None or not decl_fork.is_symbolic:
+            raise self.error(name, f"match needs a symbolic fork, and {name!s} is not one")
+        arm_names = [str(arm.children[0]) for arm in arms]
+        if sorted(arm_names) != sorted(map(str, decl_fork.options)):
+            raise self.error(
+                node,
+                f"match {name!s} must have one arm per option {list(decl_fork.options)}, got {arm_names}",
+            )
+        regions = []
+        by_name = {str(arm.children[0]): arm for arm in arms}
+        outer_block, outer_names = self.block, dict(self.scope.names)
+        for option in decl_fork.options:
+            arm = by_name[str(option)]
+            for assigned in _assigned_names(arm.children[1:]):
+                if assigned in outer_names:
+                    raise self.error(
+                        arm, f"a match arm cannot assign {assigned!r} declared outside it"
+                    )
+            self.block = Block()
+            for stmt in arm.children[1:]:
+                self.statement(stmt)
+            regions.append(Region(self.block))
+            self.scope.names = dict(outer_names)
+        self.block = outer_block
+        self.add(
+            fork.AlternativesOp(
+                self.knobs[str(name)].result, list(map(str, decl_fork.options)), regions
+            )
+        )
+
+    # -- expressions --------------------------------------------------------------------
+    def int_expr(self, node: Tree) -> SSAValue:
+        value = self.expr(node)
+        if value.type != i32:
+            raise self.error(node, f"expected an integer, got {_type_name(value.type)}")
+        return value
+
+    def multi_expr(self, node: Tree) -> list[SSAValue]:
+        if node.data == "call" and str(node.children[0]) == "group_reduce":
+            return self.group_reduce(node)
+        return [self.expr(node)]
+
+    def expr(self, node: Tree | Token) -> SSAValue:
+        if isinstance(node, Token):
+            raise self.error(node, f"unexpected {node!s}")
+        handler = getattr(self, f"expr_{node.data}", None)
+        if handler is None:
+            raise self.error(node, f"unsupported expression {node.data}")
+        return handler(node)
+
+    def expr_int_lit(self, node: Tree) -> SSAValue:
+        return self.const_int(int(node.children[0]))
+
+    def expr_float_lit(self, node: Tree) -> SSAValue:
+        return self.const_float(float(node.children[0]))
+
+    def expr_name(self, node: Tree) -> SSAValue:
+        name = str(node.children[0])
+        if name == "inf":
+            return self.const_float(math.inf)
+        binding = self.scope.names.get(name)
+        if binding is None:
+            raise self.error(node, f"unknown name {name!r}")
+        if binding.ssa is not None:
+            return binding.ssa
+        if isinstance(binding.constant, int):
+            return self.const_int(binding.constant)
+        raise self.error(node, f"{name!r} is {binding.constant!r}, not a number")
+
+    def expr_neg(self, node: Tree) -> SSAValue:
+        value = self.expr(node.children[0])
+        if value.type == f32:
+            return self.add(arith.NegfOp(value))
+        return self.add(arith.SubiOp(self.const_int(0), value))
+
+    def expr_not_(self, node: Tree) -> SSAValue:
+        value = self.condition(node.children[0])
+        return self.add(arith.XOrIOp(value, self.add(arith.ConstantOp(IntegerAttr(1, i1)))))
+
+    def condition(self, node: Tree) -> SSAValue:
+        value = self.expr(node)
+        if value.type != i1:
+            raise self.error(node, "expected a condition")
+        return value
+
+    def expr_and_expr(self, node: Tree) -> SSAValue:
+        result = self.condition(node.children[0])
+        for child in node.children[1:]:
+            result = self.add(arith.AndIOp(result, self.condition(child)))
+        return result
+
+    def expr_or_expr(self, node: Tree) -> SSAValue:
+        result = self.condition(node.children[0])
+        for child in node.children[1:]:
+            result = self.add(arith.OrIOp(result, self.condition(child)))
+        return result
+
+    def expr_sum_expr(self, node: Tree) -> SSAValue:
+        return self.arithmetic(node)
+
+    def expr_product(self, node: Tree) -> SSAValue:
+        return self.arithmetic(node)
+
+    def arithmetic(self, node: Tree) -> SSAValue:
+        value = self.expr(node.children[0])
+        for op, rhs_node in zip(node.children[1::2], node.children[2::2], strict=True):
+            rhs = self.expr(rhs_node)
+            value = self.binary(node, str(op), value, rhs)
+        return value
+
+    def binary(self, node: Tree, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        if lhs.type != rhs.type:
+            raise self.error(
+                node, f"{_type_name(lhs.type)} {op} {_type_name(rhs.type)}: convert with float()"
+            )
+        table = INT_BINARY if lhs.type == i32 else FLOAT_BINARY
+        if op not in table:
+            raise self.error(node, f"operator {op} is not defined on {_type_name(lhs.type)}")
+        return self.add(table[op](lhs, rhs))
+
+    def expr_cmp_expr(self, node: Tree) -> SSAValue:
+        lhs_node, op, rhs_node = node.children
+        symbolic = self.symbolic_comparison(lhs_node, rhs_node)
+        if symbolic is not None:
+            lhs, rhs = symbolic
+        else:
+            lhs, rhs = self.expr(lhs_node), self.expr(rhs_node)
+        if lhs.type != rhs.type:
+            raise self.error(
+                node, f"cannot compare {_type_name(lhs.type)} with {_type_name(rhs.type)}"
+            )
+        if lhs.type == f32:
+            return self.add(arith.CmpfOp(lhs, rhs, FLOAT_COMPARE[str(op)]))
+        return self.add(arith.CmpiOp(lhs, rhs, INT_COMPARE[str(op)]))
+
+    def symbolic_comparison(self, lhs: Tree, rhs: Tree) -> tuple[SSAValue, SSAValue] | None:
+        """`algo == online`: a symbolic fork against one of its options, by index."""
+        if lhs.data != "name" or rhs.data != "name":
+            return None
+        decl_fork = self.decl.fork(str(lhs.children[0]))
+        if decl_fork is None or not decl_fork.is_symbolic:
+            return None
+        option = str(rhs.children[0])
+        if option not in decl_fork.options:
+            raise self.error(rhs, f"{option!r} is not an option of fork {decl_fork.name}")
+        return self.knobs[decl_fork.name].result, self.const_int(decl_fork.options.index(option))
+
+    def expr_index(self, node: Tree) -> SSAValue:
+        name, args = node.children
+        ptr, offset = self.address(node, str(name), args.children)
+        return self.add(kernel.LoadOp(ptr, offset))
+
+    def address(self, node: Tree, name: str, indices: list[Tree]) -> tuple[SSAValue, SSAValue]:
+        if name not in self.params:
+            raise self.error(node, f"{name!r} is not a tensor parameter")
+        dims = self.params[name]
+        if len(indices) != len(dims):
+            raise self.error(
+                node, f"{name} has {len(dims)} dimension(s), indexed with {len(indices)}"
+            )
+        ptr = self.scope.names[name].ssa
+        hoist = self.hoist_target(indices)
+        if hoist is None:
+            return ptr, self.linear_offset(node, dims, indices)
+        # the leading indices are loop invariant: compute them before the loop
+        loop_block = self.block
+        self.block = hoist
+        prefix = (
+            self.linear_offset(node, dims[:-1], indices[:-1], trailing=dims[-1])
+            if len(dims) > 1
+            else None
+        )
+        self.block = loop_block
+        last = self.int_expr(indices[-1])
+        return ptr, (last if prefix is None else self.add(arith.AddiOp(prefix, last)))
+
+    def hoist_target(self, indices: list[Tree]) -> Block | None:
+        if not self.hoist_stack:
+            return None
+        outer_block, loop_index, defined = self.hoist_stack[-1]
+        last = indices[-1]
+        if last.data != "name" or str(last.children[0]) != loop_index:
+            return None
+        if any(_names_in(i) & defined for i in indices[:-1]):
+            return None
+        return outer_block
+
+    def linear_offset(
+        self, node: Tree, dims: tuple[str, ...], indices: list[Tree], trailing: str | None = None
+    ) -> SSAValue:
+        """Row-major offset of `indices` over `dims`, times the size of a trailing dim."""
+        offset: SSAValue | None = None
+        for dim, index in zip(dims, indices, strict=True):
+            value = self.int_expr(index)
+            if offset is None:
+                offset = value
+            else:
+                offset = self.add(
+                    arith.AddiOp(self.add(arith.MuliOp(offset, self.dim_value(node, dim))), value)
+                )
+        if trailing is not None:
+            offset = self.add(arith.MuliOp(offset, self.dim_value(node, trailing)))
+        assert offset is not None
+        return offset
+
+    def dim_value(self, node: Tree, dim: str) -> SSAValue:
+        value = self.key.get(dim)
+        if not isinstance(value, int):
+            raise self.error(node, f"dimension {dim!r} is not an integer of the key")
+        return self.const_int(value)
+
+    def expr_call(self, node: Tree) -> SSAValue:
+        fname = str(node.children[0])
+        arg_nodes = node.children[1].children if node.children[1] is not None else []
+        if fname == "group_reduce":
+            results = self.group_reduce(node)
+            if len(results) != 1:
+                raise self.error(
+                    node, "this reduction gives several values: use `let (a, b) = ...`"
+                )
+            return results[0]
+        if fname == "fn":
+            return self.elementwise_chain(node, arg_nodes)
+        if fname == "sizeof":
+            return self.const_int(self.sizeof(node, arg_nodes))
+        if fname in COORDINATES:
+            if arg_nodes:
+                raise self.error(node, f"{fname}() takes no arguments")
+            return self.add(COORDINATES[fname]("x"))
+        args = [self.expr(a) for a in arg_nodes]
+        return self.builtin(node, fname, args)
+
+    def builtin(self, node: Tree, fname: str, args: list[SSAValue]) -> SSAValue:
+        def arity(n: int) -> None:
+            if len(args) != n:
+                raise self.error(node, f"{fname}() takes {n} argument(s), got {len(args)}")
+
+        def floats() -> None:
+            if any(a.type != f32 for a in args):
+                raise self.error(node, f"{fname}() takes floats")
+
+        if fname in FLOAT_UNARY:
+            arity(1)
+            floats()
+            return self.add(FLOAT_UNARY[fname](args[0]))
+        if fname in ACTIVATIONS:
+            arity(1)
+            floats()
+            return ACTIVATIONS[fname](self, args[0])
+        if fname in ("min", "max"):
+            arity(2)
+            if args[0].type != args[1].type:
+                raise self.error(
+                    node, f"{fname}() of {_type_name(args[0].type)} and {_type_name(args[1].type)}"
+                )
+            if args[0].type == f32:
+                return self.add((arith.MinimumfOp if fname == "min" else arith.MaximumfOp)(*args))
+            return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(*args))
+        if fname == "ceil_div":
+            arity(2)
+            a, b = args
+            if a.type != i32 or b.type != i32:
+                raise self.error(node, "ceil_div() takes integers")
+            one = self.const_int(1)
+            return self.add(
+                arith.DivSIOp(self.add(arith.SubiOp(self.add(arith.AddiOp(a, b)), one)), b)
+            )
+        if fname == "select":
+            arity(3)
+            cond, a, b = args
+            if cond.type != i1 or a.type != b.type:
+                raise self.error(
+                    node, "select(condition, a, b) needs a condition and two values of one type"
+                )
+            return self.add(arith.SelectOp(cond, a, b))
+        if fname == "float":
+            arity(1)
+            if args[0].type != i32:
+                raise self.error(node, "float() converts an integer")
+            return self.add(arith.SIToFPOp(args[0], f32))
+        raise self.error(node, f"unknown function {fname}()")
+
+    def sizeof(self, node: Tree, arg_nodes: list[Tree]) -> int:
+        if len(arg_nodes) != 1 or arg_nodes[0].data != "name":
+            raise self.error(node, "sizeof() takes a dtype name")
+        dtype = self.key.get(str(arg_nodes[0].children[0]))
+        if dtype not in DTYPE_BYTES:
+            raise self.error(node, f"sizeof({arg_nodes[0].children[0]!s}): not a dtype")
+        return DTYPE_BYTES[str(dtype)]
+
+    def group_reduce(self, node: Tree) -> list[SSAValue]:
+        arg_nodes = node.children[1].children if node.children[1] is not None else []
+        if len(arg_nodes) < 4 or arg_nodes[0].data != "name" or arg_nodes[-1].data != "name":
+            raise self.error(node, "group_reduce(kind, value..., group, strategy)")
+        kind = str(arg_nodes[0].children[0])
+        arity = kernel.REDUCE_KINDS.get(kind)
+        if arity is None:
+            raise self.error(
+                arg_nodes[0], f"unknown reduction {kind!r}; one of {sorted(kernel.REDUCE_KINDS)}"
+            )
+        if len(arg_nodes) != arity + 3:
+            raise self.error(node, f"reduction {kind} takes {arity} value(s)")
+        strategy_fork = self.decl.fork(str(arg_nodes[-1].children[0]))
+        if strategy_fork is None or not strategy_fork.is_symbolic:
+            raise self.error(arg_nodes[-1], "the reduction strategy must be a symbolic fork")
+        unknown = set(map(str, strategy_fork.options)) - set(kernel.GroupReduceOp.KNOWN_STRATEGIES)
+        if unknown:
+            raise self.error(arg_nodes[-1], f"unknown reduction strategy {sorted(unknown)[0]!r}")
+        values = [self.expr(n) for n in arg_nodes[1:-2]]
+        if any(v.type != f32 for v in values):
+            raise self.error(node, "group_reduce reduces floats")
+        group = self.int_expr(arg_nodes[-2])
+        self.uses_reduction = True
+        op = kernel.GroupReduceOp(
+            kind,
+            values,
+            group,
+            self.knobs[strategy_fork.name].result,
+            list(map(str, strategy_fork.options)),
+        )
+        self.add(op)
+        return list(op.results)
+
+    def elementwise_chain(self, node: Tree, arg_nodes: list[Tree]) -> SSAValue:
+        """`fn(i)`: the key's chain of operations over its inputs, at element i."""
+        if len(arg_nodes) != 1:
+            raise self.error(node, "fn() takes the element index")
+        index = self.int_expr(arg_nodes[0])
+        text = self.key.get("fn")
+        if not isinstance(text, str):
+            raise self.error(node, "fn() needs a key `fn` with the chain of operations")
+        chain = parse_expression(text, "<fn of the key>")
+        kinds = self.input_kinds()
+        cols = self.key.get("cols", 1)
+        saved = self.scope.names
+        inputs: dict[str, Value] = {}
+        for i, kind in enumerate(kinds):
+            ptr = saved[f"in{i}"].ssa
+            if kind == "full":
+                offset = index
+            elif kind == "row":
+                offset = self.add(arith.RemSIOp(index, self.const_int(int(cols))))
+            elif kind == "col":
+                offset = self.add(arith.DivSIOp(index, self.const_int(int(cols))))
+            else:
+                offset = self.const_int(0)
+            inputs[f"in{i}"] = Value(ssa=self.add(kernel.LoadOp(ptr, offset)))
+        self.scope.names = inputs
+        try:
+            return self.expr(chain)
+        finally:
+            self.scope.names = saved
+
+
+def _gelu(lowering: Lowering, x: SSAValue) -> SSAValue:
+    add = lowering.add
+    half = lowering.const_float(0.5)
+    scaled = add(arith.MulfOp(x, lowering.const_float(0.7071067811865476)))
+    one_plus = add(arith.AddfOp(lowering.const_float(1.0), add(xmath.ErfOp(scaled))))
+    return add(arith.MulfOp(add(arith.MulfOp(half, x)), one_plus))
+
+
+def _gelu_tanh(lowering: Lowering, x: SSAValue) -> SSAValue:
+    add, c = lowering.add, lowering.const_float
+    cube = add(arith.MulfOp(add(arith.MulfOp(x, x)), x))
+    inner = add(
+        arith.MulfOp(
+            c(0.7978845608028654), add(arith.AddfOp(x, add(arith.MulfOp(c(0.044715), cube))))
+        )
+    )
+    one_plus = add(arith.AddfOp(c(1.0), add(xmath.TanhOp(inner))))
+    return add(arith.MulfOp(add(arith.MulfOp(c(0.5), x)), one_plus))
+
+
+def _sigmoid(lowering: Lowering, x: SSAValue) -> SSAValue:
+    add, c = lowering.add, lowering.const_float
+    return add(
+        arith.DivfOp(c(1.0), add(arith.AddfOp(c(1.0), add(xmath.ExpOp(add(arith.NegfOp(x)))))))
+    )
+
+
+def _silu(lowering: Lowering, x: SSAValue) -> SSAValue:
+    return lowering.add(arith.MulfOp(x, _sigmoid(lowering, x)))
+
+
+def _relu(lowering: Lowering, x: SSAValue) -> SSAValue:
+    return lowering.add(arith.MaximumfOp(x, lowering.const_float(0.0)))
+
+
+ACTIVATIONS: dict[str, Callable[[Lowering, SSAValue], SSAValue]] = {
+    "gelu": _gelu,
+    "gelu_tanh": _gelu_tanh,
+    "sigmoid": _sigmoid,
+    "silu": _silu,
+    "relu": _relu,
+}
+
+_STATEMENTS = {"let_stmt", "var_stmt", "assign_stmt", "store_stmt", "for_stmt", "match_stmt"}
+
+
+def _assigned_names(stmts: list[Tree]) -> set[str]:
+    names: set[str] = set()
+    for stmt in stmts:
+        if not isinstance(stmt, Tree):
+            continue
+        if stmt.data == "assign_stmt":
+            names.add(str(stmt.children[0]))
+        names |= _assigned_names(
+            [
+                c
+                for c in stmt.children
+                if isinstance(c, Tree) and c.data in _STATEMENTS | {"match_arm"}
+            ]
+        )
+    return names
+
+
+def _names_in(node: Tree | Token) -> set[str]:
+    if isinstance(node, Token):
+        return set()
+    if node.data == "name":
+        return {str(node.children[0])}
+    return (
+        set().union(*(_names_in(c) for c in node.children if c is not None))
+        if node.children
+        else set()
+    )
+
+
+def _type_name(typ: Attribute) -> str:
+    if typ == i32:
+        return "an integer"
+    if typ == f32:
+        return "a float"
+    if isinstance(typ, IntegerType) and typ.width.data == 1:
+        return "a condition"
+    return str(typ)

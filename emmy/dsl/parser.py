@@ -1,0 +1,204 @@
+"""Parses .emmy kernel declarations into `KernelDecl`s; errors name file:line:column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from emmy.errors import EmmyError
+
+GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+
+class DslError(EmmyError):
+    """An error in a .emmy file, reported as `file:line:column: message`."""
+
+    def __init__(self, path: str, line: int, column: int, message: str):
+        super().__init__(f"{path}:{line}:{column}: {message}")
+        self.path, self.line, self.column = path, line, column
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    direction: str  # "in" | "out"
+    dtype: str  # a key name such as "T"
+    dims: tuple[str, ...]
+    variadic: bool
+
+
+@dataclass(frozen=True)
+class ForkDecl:
+    name: str
+    default: int | str
+    options: tuple[int | str, ...]
+    where: Tree | None
+    line: int
+    column: int
+
+    @property
+    def is_symbolic(self) -> bool:
+        return isinstance(self.default, str)
+
+
+@dataclass
+class KernelDecl:
+    """Everything a kernel declaration says: signature, key, forks, launch and body."""
+
+    name: str
+    path: str
+    line: int
+    params: list[Param]
+    key: list[str]
+    example: dict[str, int | str] = field(default_factory=dict)
+    forks: list[ForkDecl] = field(default_factory=list)
+    launch: dict[str, Tree] = field(default_factory=dict)
+    body: list[Tree] = field(default_factory=list)
+
+    def fork(self, name: str) -> ForkDecl | None:
+        return next((f for f in self.forks if f.name == name), None)
+
+    def error(self, node: Tree | Token | None, message: str) -> DslError:
+        line, column = position(node) if node is not None else (self.line, 1)
+        return DslError(self.path, line, column, message)
+
+
+def position(node: Tree | Token) -> tuple[int, int]:
+    if isinstance(node, Token):
+        return node.line or 0, node.column or 0
+    if getattr(node.meta, "empty", True):
+        for child in node.children:
+            if isinstance(child, (Tree, Token)):
+                return position(child)
+        return 0, 0
+    return node.meta.line, node.meta.column
+
+
+@cache
+def _parser(start: str) -> Lark:
+    return Lark(
+        GRAMMAR.read_text(), start=start, parser="lalr", propagate_positions=True, cache=True
+    )
+
+
+def _syntax_error(path: str, error: UnexpectedInput) -> DslError:
+    line, column = getattr(error, "line", 0) or 0, getattr(error, "column", 0) or 0
+    if isinstance(error, UnexpectedToken):
+        found = "end of file" if error.token.type == "$END" else repr(str(error.token))
+        expected = ", ".join(sorted(error.expected)[:6])
+        message = f"unexpected {found}; expected one of: {expected}"
+    elif isinstance(error, UnexpectedCharacters):
+        message = f"unexpected character {error.char!r}"
+    elif isinstance(error, UnexpectedEOF):
+        message = "unexpected end of file"
+    else:
+        message = str(error).splitlines()[0]
+    return DslError(path, line, column, message)
+
+
+def parse_source(text: str, path: str = "<string>") -> list[KernelDecl]:
+    """All kernel declarations of a .emmy source text."""
+    try:
+        tree = _parser("start").parse(text)
+    except UnexpectedInput as error:
+        raise _syntax_error(path, error) from None
+    return [_kernel(path, node) for node in tree.children]
+
+
+def parse_file(path: str | Path) -> list[KernelDecl]:
+    return parse_source(Path(path).read_text(), str(path))
+
+
+def parse_expression(text: str, path: str = "<expression>") -> Tree:
+    """One expression in the kernel language, e.g. an elementwise chain of a problem key."""
+    try:
+        return _parser("expr").parse(text)
+    except UnexpectedInput as error:
+        raise _syntax_error(path, error) from None
+
+
+def _option(node: Tree) -> int | str:
+    token = node.children[0]
+    return int(token) if node.data == "int_option" else str(token)
+
+
+def _kernel(path: str, node: Tree) -> KernelDecl:
+    name, params, *rest = node.children
+    decl = KernelDecl(str(name), path, node.meta.line, [], [])
+    for param in params.children:
+        pname, direction, dtype, dims, *variadic = param.children
+        decl.params.append(
+            Param(
+                str(pname),
+                str(direction),
+                str(dtype),
+                tuple(map(str, dims.children)),
+                bool(variadic),
+            )
+        )
+    for item in rest:
+        match item.data:
+            case "key_clause":
+                decl.key = [str(t) for t in item.children]
+            case "example_clause":
+                for binding in item.children:
+                    bname, value = binding.children
+                    decl.example[str(bname)] = (
+                        int(value) if value.type == "SIGNED_INT" else str(value).strip('"')
+                    )
+            case "fork_clause":
+                fname, default, *options = item.children
+                where = (
+                    options.pop()
+                    if options
+                    and isinstance(options[-1], Tree)
+                    and options[-1].data not in ("int_option", "sym_option")
+                    else None
+                )
+                decl.forks.append(
+                    ForkDecl(
+                        str(fname),
+                        _option(default),
+                        tuple(_option(o) for o in options),
+                        where,
+                        fname.line or 0,
+                        fname.column or 0,
+                    )
+                )
+            case "launch_clause":
+                for launch_item in item.children:
+                    lname, expr = launch_item.children
+                    decl.launch[str(lname)] = expr
+            case _:
+                decl.body.append(item)
+    _check_declaration(decl, node)
+    return decl
+
+
+def _check_declaration(decl: KernelDecl, node: Tree) -> None:
+    if not decl.key:
+        raise decl.error(node, f"kernel {decl.name} declares no key")
+    for fork in decl.forks:
+        if fork.default not in fork.options:
+            raise DslError(
+                decl.path,
+                fork.line,
+                fork.column,
+                f"default {fork.default!r} of fork {fork.name} is not among its options",
+            )
+        if len({type(o) for o in fork.options}) != 1:
+            raise DslError(
+                decl.path, fork.line, fork.column, f"fork {fork.name} mixes integers and symbols"
+            )
+    for required in ("grid", "block"):
+        if required not in decl.launch:
+            raise decl.error(node, f"kernel {decl.name} has no launch {required}")
+    unknown = set(decl.launch) - {"grid", "block", "shared"}
+    if unknown:
+        raise decl.error(
+            decl.launch[sorted(unknown)[0]], f"unknown launch item {sorted(unknown)[0]!r}"
+        )

@@ -1,0 +1,64 @@
+"""specialize-forks: applies resolved forks, so that only constants remain.
+
+Each resolved `fork.knob` becomes an `arith.constant` of its value (a symbol's index), the
+chosen region of each `fork.alternatives` is inlined in its place, and the site keeps its
+config and the provenance of every choice as attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i32
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from emmy.backend.fold import fold_int
+from emmy.dialects import fork
+from emmy.errors import EmmyError
+
+
+class KnobToConstant(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.KnobOp, rewriter: PatternRewriter) -> None:
+        if op.value is None:
+            raise EmmyError(f"fork {op.knob_name.data!r} is unresolved: run resolve-forks first")
+        encoded = op.encode(fork.option_value(op.value))
+        rewriter.replace_op(op, arith.ConstantOp(IntegerAttr(encoded, i32)))
+
+
+class InlineChosenAlternative(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.AlternativesOp, rewriter: PatternRewriter) -> None:
+        if isinstance(op.selector.owner, fork.KnobOp):
+            return  # the knob becomes a constant first
+        chosen = op.branches[fold_int(op.selector, "the alternatives selector")]
+        rewriter.inline_block(chosen.block, InsertPoint.before(op))
+        rewriter.erase_op(op)
+
+
+@dataclass(frozen=True)
+class SpecializeForks(ModulePass):
+    name = "specialize-forks"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for site in op.walk():
+            if isinstance(site, fork.SiteOp) and site.knobs():
+                site.attributes["config"] = DictionaryAttr(
+                    {k.knob_name.data: k.value for k in site.knobs() if k.value is not None}
+                )
+                site.attributes["provenance"] = DictionaryAttr(
+                    {k.knob_name.data: k.provenance for k in site.knobs() if k.provenance is not None}
+                )
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([KnobToConstant(), InlineChosenAlternative()])
+        ).rewrite_module(op)
