@@ -105,7 +105,9 @@ class SiteOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(f' "{self.family.data}" "{self.key.data}" ')
+        printer.print_string(f' "{self.family.data}" "{self.key.data}"')
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False)
 
     @classmethod
@@ -113,10 +115,14 @@ class SiteOp(IRDLOperation):
         name = parser.parse_symbol_name().data
         family = parser.parse_str_literal()
         key = parser.parse_str_literal()
+        attributes = parser.parse_optional_attr_dict_with_keyword()
         body = parser.parse_region()
         if not body.blocks:
             body.add_block(Block())
-        return cls(name, family, key, body)
+        site = cls(name, family, key, body)
+        if attributes is not None:
+            site.attributes |= attributes.data
+        return site
 
     def verify_(self) -> None:
         names = [k.knob_name.data for k in self.knobs()]
@@ -264,7 +270,7 @@ class AlternativesOp(IRDLOperation):
         printer.print_attribute(self.names)
         for branch in self.branches:
             printer.print_string(" ")
-            printer.print_region(branch, print_entry_block_args=False)
+            printer.print_region(branch, print_entry_block_args=False, print_empty_block=False)
 
     @classmethod
     def parse(cls, parser: Parser) -> AlternativesOp:

@@ -198,7 +198,7 @@ class ConstantOp(IRDLOperation):
     value = prop_def(FloatAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$value attr-dict `:` type($result)"
+    assembly_format = "$value attr-dict `->` type($result)"
 
     def __init__(self, value: float, dtype: Attribute):
         super().__init__(

@@ -77,7 +77,8 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
         super().__init__(element)
 
     def verify(self) -> None:
-        if not isinstance(self.element, (*FLOAT_STORAGE, IntegerType)):
+        integer = isinstance(self.element, IntegerType) and self.element.width.data in (32, 64)
+        if not (integer or isinstance(self.element, FLOAT_STORAGE)):
             raise VerifyException(f"kernel.ptr cannot point to {self.element}")
 
 

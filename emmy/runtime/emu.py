@@ -37,7 +37,19 @@ from emmy.runtime.device import (
 )
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu" / "emu_runner.cpp"
-KERNEL_FLAGS = ("-DEMMY_EMU", "-O2", "-std=c++17", "-ffp-contract=off", "-fPIC", "-shared")
+# -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;
+# -fstack-clash-protection probes big frames page by page, so that a kernel with too much local
+# memory hits its fiber's guard page instead of silently writing over a neighbouring stack.
+KERNEL_FLAGS = (
+    "-DEMMY_EMU",
+    "-O2",
+    "-std=c++17",
+    "-ffp-contract=off",
+    "-fPIC",
+    "-shared",
+    "-fno-semantic-interposition",
+    "-fstack-clash-protection",
+)
 RUNNER_FLAGS = ("-DEMMY_EMU", "-O2", "-std=c++17", "-rdynamic", "-pthread")
 #: the largest dynamic shared memory per block of an H100/H200
 DEFAULT_SMEM_LIMIT = 227 * 1024

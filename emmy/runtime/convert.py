@@ -1,0 +1,57 @@
+"""Tensors ↔ device buffers, and comparison with a reference at the dtype's tolerance.
+
+Buffers are numpy arrays of the storage type: float32, float16, and bfloat16 kept as its
+uint16 bit pattern (numpy has no bfloat16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+#: (rtol, atol) per dtype: emmy computes in f32 and rounds once, torch eager may round
+#: every intermediate of a chain, so low-precision results can differ by a few ulps
+TOLERANCES = {
+    torch.float32: (1e-5, 1e-6),
+    torch.float16: (4e-3, 1e-4),
+    torch.bfloat16: (3e-2, 1e-3),
+}
+
+
+def to_storage(tensor: torch.Tensor) -> np.ndarray:
+    tensor = tensor.detach().contiguous().cpu()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(np.uint16).copy()
+    return tensor.numpy().copy()
+
+
+def from_storage(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    summary: str
+
+
+def compare(actual: torch.Tensor, expected: torch.Tensor) -> Comparison:
+    """Every element within the dtype's tolerance; NaN where the reference is NaN."""
+    rtol, atol = TOLERANCES[expected.dtype]
+    a, e = actual.float(), expected.float()
+    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    bad = int((~close).sum())
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    worst = float((a - e).abs()[finite].max()) if bool(finite.any()) else 0.0
+    if bad:
+        index = tuple(int(i) for i in torch.nonzero(~close)[0])
+        return Comparison(
+            False,
+            f"MISMATCH: {bad} of {e.numel()} elements differ (first at {list(index)}: "
+            f"{float(a[index])} vs {float(e[index])}); max abs error {worst:.3g}",
+        )
+    return Comparison(True, f"OK: matches torch eager (max abs error {worst:.3g}, rtol {rtol}, atol {atol})")

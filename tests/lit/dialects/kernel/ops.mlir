@@ -1,0 +1,51 @@
+// RUN: emmy-opt %s | emmy-opt | filecheck %s
+
+fork.site @k "k" "n=8" {
+  %c1 = arith.constant 1 : i32
+  %c4 = arith.constant 4 : i32
+  %c64 = arith.constant 64 : i32
+  %strategy = arith.constant 0 : i32
+  kernel.func @k(%x : !kernel.ptr<bf16> "x", %y : !kernel.ptr<f32> "y") {
+    // CHECK: kernel.func @k(%{{.*}} : !kernel.ptr<bf16> "x", %{{.*}} : !kernel.ptr<f32> "y") {
+    %t = kernel.thread_id "x"
+    // CHECK-NEXT: kernel.thread_id "x"
+    %b = kernel.block_id "y"
+    // CHECK-NEXT: kernel.block_id "y"
+    %bd = kernel.block_dim "z"
+    // CHECK-NEXT: kernel.block_dim "z"
+    %gd = kernel.grid_dim "x"
+    // CHECK-NEXT: kernel.grid_dim "x"
+    %v = kernel.load %x[%t] : !kernel.ptr<bf16> -> f32
+    // CHECK-NEXT: kernel.load %{{.*}}[%{{.*}}] : !kernel.ptr<bf16> -> f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %s = kernel.for %j = %t to %c64 step %c4 width %c4 iter_args(%acc = %zero) -> (f32) {
+      %e = kernel.load %x[%j] : !kernel.ptr<bf16> -> f32
+      %n = arith.addf %acc, %e : f32
+      kernel.yield %n : f32
+    }
+    // CHECK: kernel.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} width %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32) {
+    // CHECK: kernel.yield %{{.*}} : f32
+    kernel.for %j = %t to %c64 step %c4 width %c1 {
+      kernel.yield
+    }
+    // CHECK: kernel.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} width %{{.*}} {
+    %r = kernel.group_reduce "sum" (%s) group %c64 strategy %strategy ["shuffle", "smem"]
+    // CHECK: kernel.group_reduce "sum" (%{{.*}}) group %{{.*}} strategy %{{.*}} ["shuffle", "smem"]
+    %m, %l = kernel.group_reduce "online_softmax" (%v, %r) group %c64 strategy %strategy ["smem"]
+    // CHECK-NEXT: kernel.group_reduce "online_softmax" (%{{.*}}, %{{.*}}) group
+    kernel.barrier
+    // CHECK-NEXT: kernel.barrier
+    kernel.store %m, %y[%t] : f32, !kernel.ptr<f32>
+    // CHECK-NEXT: kernel.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, !kernel.ptr<f32>
+    kernel.return
+    // CHECK-NEXT: kernel.return
+  }
+  kernel.launch @k grid %c1 block %c64 smem %c64
+  // CHECK: kernel.launch @k grid %{{.*}} block %{{.*}} smem %{{.*}}
+}
+
+func.func @host(%a : tensor<8xbf16>) -> tensor<8xf32> {
+  %o = kernel.call @k(%a) : (tensor<8xbf16>) -> tensor<8xf32>
+  // CHECK: kernel.call @k(%{{.*}}) : (tensor<8xbf16>) -> tensor<8xf32>
+  func.return %o : tensor<8xf32>
+}
