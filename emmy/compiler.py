@@ -202,7 +202,13 @@ def compile_graph(
         provenance=_provenance(module),
         timings=timings,
     )
-    if target != EMU:
+    if target == EMU:
+        from emmy.runtime.emu import compile_emu
+
+        start = time.perf_counter()
+        compile_emu(cuda.source)
+        timings["g++"] = time.perf_counter() - start
+    else:
         from emmy.backend.nvrtc import compile_cuda
 
         start = time.perf_counter()

@@ -21,7 +21,10 @@ from emmy.passes.site_configs import Config, default_config, valid_configs
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
-    """`vec=4,algo=online` as a dict; values that look like integers are integers."""
+    """`vec=4,softmax.algo=online` as a dict; values that look like integers are integers.
+
+    A plain fork name pins that fork in every site where the value is one of its options;
+    `family.fork` or `site.fork` pins it in that family's or that site's sites only."""
     pins: dict[str, fork.Option] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = item.partition("=")
@@ -32,24 +35,45 @@ def parse_pins(text: str) -> dict[str, fork.Option]:
     return pins
 
 
+def _applies(pin: str, site: fork.SiteOp) -> str | None:
+    """The fork a pin names in this site, if the pin is meant for it."""
+    scope, _, fork_name = pin.rpartition(".")
+    if scope and scope not in (site.family.data, site.sym_name.data):
+        return None
+    return fork_name
+
+
+def site_pins(site: fork.SiteOp, pins: dict[str, fork.Option]) -> dict[str, fork.Option]:
+    """The pins that apply to a site: its fork, and a value among that fork's options."""
+    knobs = {k.knob_name.data: k for k in site.knobs()}
+    applied = {}
+    for pin, value in pins.items():
+        name = _applies(pin, site)
+        if name in knobs and value in knobs[name].option_values:
+            applied[name] = value
+    return applied
+
+
 def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
     """Every pin must name a fork of some site and one of that fork's options."""
-    knobs = [op for op in module.walk() if isinstance(op, fork.KnobOp)]
-    for name, value in pins.items():
-        matching = [k for k in knobs if k.knob_name.data == name]
+    sites = [op for op in module.walk() if isinstance(op, fork.SiteOp)]
+    for pin, value in pins.items():
+        matching = [
+            k for s in sites for k in s.knobs() if k.knob_name.data == _applies(pin, s)
+        ]
         if not matching:
-            known = sorted({k.knob_name.data for k in knobs})
-            raise EmmyError(f"bad pin {name}={value}: no fork named {name!r} (forks: {', '.join(known)})")
+            known = sorted({k.knob_name.data for s in sites for k in s.knobs()})
+            raise EmmyError(f"bad pin {pin}={value}: no fork named {pin!r} (forks: {', '.join(known)})")
         if not any(value in k.option_values for k in matching):
             raise EmmyError(
-                f"bad pin {name}={value}: not an option of fork {name!r} {matching[0].option_values}"
+                f"bad pin {pin}={value}: not an option of fork {pin!r} {matching[0].option_values}"
             )
 
 
 def choose(site: fork.SiteOp, pins: dict[str, fork.Option]) -> tuple[Config, dict[str, str]]:
     """The config of a site and, per fork, the oracle that decided it."""
     default = default_config(site)
-    pinned = {n: v for n, v in pins.items() if n in default}
+    pinned = site_pins(site, pins)
     best: Config | None = None
     best_distance = None
     for config in valid_configs(site):

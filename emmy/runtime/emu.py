@@ -2,7 +2,7 @@
 
 The kernel source is compiled by g++ against emmy_device_emu.h (via emmy_device.cuh with
 EMMY_EMU defined) into a shared object. Launches run in a child process, the runner built
-from emu/emu_runner.cpp, so that a crashing or hanging kernel cannot take the caller down.
+from emu_src/emu_runner.cpp, so that a crashing or hanging kernel cannot take the caller down.
 Each CUDA thread is a user-space fiber; each worker OS thread runs whole blocks. Buffers
 travel through files in /dev/shm, and results are copied back into the caller's arrays.
 
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from emmy.paths import INCLUDE_DIR, cache_dir
+from emmy.runtime.identity import EMU
 from emmy.runtime.device import (
     BufferArg,
     Device,
@@ -36,7 +37,7 @@ from emmy.runtime.device import (
     ScalarArg,
 )
 
-RUNNER_SOURCE = Path(__file__).resolve().parent / "emu" / "emu_runner.cpp"
+RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;
 # -fstack-clash-protection probes big frames page by page, so that a kernel with too much local
 # memory hits its fiber's guard page instead of silently writing over a neighbouring stack.
@@ -177,7 +178,7 @@ class EmuDevice(Device):
     depends on thread order (races) show it.
     """
 
-    identity = "emu"
+    identity = EMU
 
     def __init__(
         self,
