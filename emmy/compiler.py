@@ -219,3 +219,27 @@ def compile_graph(
         program.regime = compiled.regime.id
         program.resources = {name: asdict(r) for name, r in compiled.resources.items()}
     return program
+
+
+def compile_variants(
+    family_name: str,
+    key: dict[str, int | str],
+    configs: Sequence[dict[str, int | str]],
+    prefix: str | None = None,
+) -> CudaProgram:
+    """One source holding a kernel per config of one site (`<prefix><i>`, by default
+    `<family>_<i>`), so many options compile in a single compiler invocation."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from emmy.dsl.library import family, instantiate
+
+    decl = family(family_name)
+    sites = []
+    for i, config in enumerate(configs):
+        site = instantiate(decl, key, f"{prefix or family_name + '_'}{i}")
+        for knob in site.knobs():
+            knob.resolve(config[knob.knob_name.data], {"oracle": StringAttr("forced")})
+        sites.append(site)
+    module = ModuleOp(sites)
+    SpecializeForks().apply(Context(), module)
+    return emit_module(module)

@@ -12,6 +12,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from emmy.errors import EmmyError
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
+LAUNCH_ITEMS = ("grid", "block", "shared")
 
 
 class DslError(EmmyError):
@@ -172,6 +173,8 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
             case "launch_clause":
                 for launch_item in item.children:
                     lname, expr = launch_item.children
+                    if str(lname) not in LAUNCH_ITEMS:
+                        raise decl.error(lname, f"unknown launch item {str(lname)!r}; one of {', '.join(LAUNCH_ITEMS)}")
                     decl.launch[str(lname)] = expr
             case _:
                 decl.body.append(item)

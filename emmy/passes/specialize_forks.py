@@ -33,7 +33,7 @@ class KnobToConstant(RewritePattern):
         if op.value is None:
             raise EmmyError(f"fork {op.knob_name.data!r} is unresolved: run resolve-forks first")
         encoded = op.encode(fork.option_value(op.value))
-        rewriter.replace_op(op, arith.ConstantOp(IntegerAttr(encoded, i32)))
+        rewriter.replace(op, arith.ConstantOp(IntegerAttr(encoded, i32)))
 
 
 class InlineChosenAlternative(RewritePattern):
@@ -43,7 +43,7 @@ class InlineChosenAlternative(RewritePattern):
             return  # the knob becomes a constant first
         chosen = op.branches[fold_int(op.selector, "the alternatives selector")]
         rewriter.inline_block(chosen.block, InsertPoint.before(op))
-        rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 @dataclass(frozen=True)

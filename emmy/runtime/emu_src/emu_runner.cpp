@@ -69,7 +69,7 @@ static_assert(sizeof(Fiber) <= kPage, "Fiber must fit below the guard page");
 struct Warp {
   float val[32], res[32];
   int src[32];
-  const void* site;  // the call site of the pending shuffle: lanes must all be at the same one
+  int mode, width;  // of the pending shuffle: every lane of the warp must ask for the same kind
   unsigned arrived, size;
 };
 
@@ -302,7 +302,6 @@ extern "C" void emmy_emu_sync() {
 }
 
 extern "C" float emmy_emu_shfl(float v, int mode, int b, int width) {
-  const void* site = __builtin_return_address(0);
   Fiber* f = self();
   Worker* w = f->worker;
   const int lane = static_cast<int>(f->ctx.linear % 32);
@@ -320,9 +319,12 @@ extern "C" float emmy_emu_shfl(float v, int mode, int b, int width) {
     default: j = lane ^ b; break;
   }
   if (j > hi || (mode == 1 && j < lo) || j < 0) j = lane;
+  // Lanes are matched by the order of their shuffles, not by code address: the host
+  // compiler may duplicate a shuffle into several code paths that lanes take at once.
   if (wp.arrived == 0) {
-    wp.site = site;
-  } else if (wp.site != site) {
+    wp.mode = mode;
+    wp.width = width;
+  } else if (wp.mode != mode || wp.width != width) {
     fail("warp %u reached different warp shuffles: shuffles need the whole warp converged (%s)",
          warp, where(f).c_str());
   }

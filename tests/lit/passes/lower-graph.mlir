@@ -10,7 +10,7 @@ func.func @main(%x : tensor<8x64xf32>, %b : tensor<64xf32>) -> tensor<8x64xf32> 
 }
 // The elementwise chain becomes one site, its chain in the key; the softmax another.
 // CHECK: fork.site @softmax_0 "softmax" "rows=8,cols=64,T=f32" {
-// CHECK: fork.knob "vec" [1, 2, 4, 8] default 4 where "cols % vec == 0 && vec * sizeof(T) <= 16"
+// CHECK: fork.knob "vec" [1, 2, 4, 8] default 4 where "cols % vec == 0"
 // CHECK: fork.site @elementwise_1 "elementwise" "n=512,cols=64,T=f32,inputs=full/row,fn=gelu(((in0 * 2.0) + in1))" {
 // CHECK: func.func @main(%{{.*}}: tensor<8x64xf32>, %{{.*}}: tensor<64xf32>) -> tensor<8x64xf32> {
 // CHECK-NEXT: %[[EW:.*]] = kernel.call @elementwise_1(%{{.*}}, %{{.*}}) : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>

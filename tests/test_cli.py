@@ -1,0 +1,89 @@
+"""The emmy command, in process (fast) and once through its installed entry point."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emmy.cli import main
+from emmy.runtime.cuda import cuda_available
+
+SOFTMAX = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compile_for_an_absent_gpu_writes_source_cubin_and_report(capsys, tmp_path: Path) -> None:
+    big = "torch.nn.Softmax(dim=-1)(torch.randn(1, 28, 2048, 2048))"
+    code, out, err = run_cli(capsys, "compile", "-c", big, "--target", "nvidia-h200-sm90", "-o", str(tmp_path))
+    assert code == 0, err
+    assert (tmp_path / "kernels.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert "EMMY_KERNEL void softmax_0(" in (tmp_path / "kernels.cu").read_text()
+    report = json.loads((tmp_path / "report.json").read_text())
+    (kernel,) = report["kernels"]
+    assert kernel["key"] == "rows=57344,cols=2048,T=f32"
+    assert kernel["provenance"] == {f: "default" for f in kernel["config"]}
+    assert kernel["resources"]["spill_stores"] == 0 and kernel["resources"]["registers"] > 0
+    assert report["target"] == "nvidia-h200-sm90"
+
+
+def test_explain_shows_each_fork_and_its_source(capsys) -> None:
+    code, out, _ = run_cli(capsys, "compile", "-c", SOFTMAX, "--target", "nvidia-h100-sm90",
+                           "--explain", "--pin", "algo=online")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.startswith("softmax_0 ")]
+    assert ["softmax_0", "softmax", "rows=4,cols=1000,T=f32", "algo", "online", "pin"] in rows
+    assert ["softmax_0", "softmax", "rows=4,cols=1000,T=f32", "vec", "4", "default"] in rows
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        SOFTMAX,
+        "torch.nn.functional.gelu(torch.randn(8, 64) * 2 + torch.randn(64)) - torch.randn(8, 1)",
+        "torch.softmax(torch.randn(3, 17, dtype=torch.float16) * 4, -1)",
+    ],
+)
+def test_run_on_emu_matches_torch_eager(capsys, expression: str) -> None:
+    code, out, err = run_cli(capsys, "run", "-c", expression, "--device", "emu", "--check")
+    assert code == 0, out + err
+    assert "OK: matches torch eager" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "-c", "torch.randn(4, 1000"], "bad expression: '(' was never closed"),
+        (["run", "-c", "torch.cumsum(torch.randn(4, 10), 0)"], "unsupported op aten.cumsum"),
+        (["compile", "-c", SOFTMAX, "--pin", "vec=3"], "bad pin vec=3: not an option of fork 'vec' [1, 2, 4, 8]"),
+        (["compile", "-c", SOFTMAX, "--pin", "warps=2"], "bad pin warps=2: no fork named 'warps'"),
+        (["compile", "-c", SOFTMAX, "--pin", "vec"], "bad pin 'vec': expected fork=value"),
+        (["compile", "-c", SOFTMAX, "--target", "h200"], "h200"),
+        (["compile", "-c", "1 + 1"], "the expression gives int, not a tensor"),
+        (["compile", "-c", "torch.softmax(torch.randn(4, 8), 0)"], "softmax over dim 0 of [4, 8]: only the last dim"),
+    ],
+)
+def test_user_mistakes_are_one_line(capsys, argv: list[str], message: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert err.startswith("emmy: error: ") and err.count("\n") == 1, err
+    assert message in err
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the message of a machine without a GPU")
+def test_cuda_device_without_a_gpu_is_one_line(capsys) -> None:
+    code, _, err = run_cli(capsys, "run", "-c", SOFTMAX, "--device", "cuda")
+    assert code == 2
+    assert err.startswith("emmy: error: no CUDA device") and err.count("\n") == 1
+
+
+def test_installed_entry_point_tells_its_commands() -> None:
+    emmy = Path(sys.executable).with_name("emmy")
+    result = subprocess.run([str(emmy), "--help"], capture_output=True, text=True, check=True)
+    assert "compile" in result.stdout and "run" in result.stdout

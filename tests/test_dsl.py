@@ -1,0 +1,104 @@
+"""The kernel language: parsing, errors at file:line:column, keys and constraints."""
+
+import pytest
+
+from emmy.dsl.keys import format_key, parse_key
+from emmy.dsl.library import configs, default_config, families, family, instantiate
+from emmy.dsl.parser import DslError, parse_source
+from emmy.errors import EmmyError
+
+GOOD = """
+kernel copy(x: in T[n], y: out T[n]) {
+  key n, T;
+  fork threads = 64 in [32, 64];
+  launch grid = ceil_div(n, threads), block = threads;
+  let i = min(block_id() * threads + thread_id(), n - 1);
+  y[i] = x[i];
+}
+"""
+
+
+def lower_body(body: str, key: str = "n, T") -> None:
+    source = GOOD.replace("  let i = min(block_id() * threads + thread_id(), n - 1);\n  y[i] = x[i];\n", body)
+    source = source.replace("key n, T;", f"key {key};")
+    (decl,) = parse_source(source, "k.emmy")
+    instantiate(decl, {"n": 8, "T": "f32"}, "k")
+
+
+def test_library_declares_both_families() -> None:
+    assert {"softmax", "elementwise"} <= set(families())
+    softmax = family("softmax")
+    assert [f.name for f in softmax.forks] == ["threads", "rows_per_block", "vec", "algo", "reduction"]
+    assert default_config(softmax)["algo"] == "two_pass"
+
+
+def test_constraints_keep_invalid_options_out() -> None:
+    softmax = family("softmax")
+    for config in configs(softmax, {"rows": 4, "cols": 7, "T": "f16"}):
+        assert config["vec"] == 1
+    vecs = {c["vec"] for c in configs(softmax, {"rows": 4, "cols": 1000, "T": "bf16"})}
+    assert vecs == {1, 2, 4, 8}
+
+
+@pytest.mark.parametrize(
+    "source, position, message",
+    [
+        ("kernel k(x: in T[n]) {\n  key n T;\n}", "2:9", "unexpected 'T'"),
+        ("kernel k(x: in T[n]) {\n  key n;\n  fork a = 3 in [1, 2];\n  launch grid = 1, block = 1;\n}", "3:8", "default 3 of fork a"),
+        ("kernel k(x: in T[n]) {\n  key n;\n  fork a = 1 in [1, b];\n  launch grid = 1, block = 1;\n}", "3:8", "mixes integers and symbols"),
+        ("kernel k(x: in T[n]) {\n  key n;\n  launch grid = 1;\n}", "1:1", "has no launch block"),
+        ("kernel k(x: in T[n]) {\n  key n;\n  launch grid = 1, block = 1, warps = 2;\n}", "3:31", "unknown launch item 'warps'"),
+        ("kernel k(x: in T[n]) {\n  launch grid = 1, block = 1;\n}", "1:1", "declares no key"),
+        ("kernel k(x: in T[n]) {\n  key n;\n  let a = 1 $ 2;\n}", "3:13", "unexpected character '$'"),
+    ],
+)
+def test_parse_errors_name_file_line_column(source: str, position: str, message: str) -> None:
+    with pytest.raises(DslError) as error:
+        parse_source(source, "bad.emmy")
+    assert str(error.value).startswith(f"bad.emmy:{position}: ")
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("  y[0] = nope;\n", "k.emmy:6:10: unknown name 'nope'"),
+        ("  y[0] = x[0] + 1;\n", "a float + an integer: convert with float()"),
+        ("  y[0, 1] = x[0];\n", "y has 1 dimension(s), indexed with 2"),
+        ("  z[0] = x[0];\n", "'z' is not a tensor parameter"),
+        ("  let a = 1;\n  a = 2;\n", "a is not a var"),
+        ("  y[0] = frobnicate(x[0]);\n", "unknown function frobnicate()"),
+        ("  let n = 3;\n", "'n' is a key name and cannot be rebound"),
+        ("  let threads = 3;\n", "'threads' is a fork and cannot be rebound"),
+        ("  y[0] = group_reduce(sum, x[0], 32, threads);\n", "reduction strategy must be a symbolic fork"),
+        ("  match threads { a => { } }\n", "match needs a symbolic fork"),
+        ("  y[0] = exp(1);\n", "exp() takes floats"),
+    ],
+)
+def test_semantic_errors_name_the_line(body: str, message: str) -> None:
+    with pytest.raises(DslError) as error:
+        lower_body(body)
+    assert str(error.value).startswith("k.emmy:")
+    assert message in str(error.value)
+
+
+def test_a_good_kernel_lowers_and_verifies() -> None:
+    (decl,) = parse_source(GOOD, "k.emmy")
+    site = instantiate(decl, {"n": 8, "T": "bf16"}, "copy_0")
+    site.verify()
+    assert site.key.data == "n=8,T=bf16"
+    assert [k.knob_name.data for k in site.knobs()] == ["threads"]
+
+
+def test_keys_round_trip_with_commas_inside_parentheses() -> None:
+    key = {"n": 12, "T": "f32", "fn": "max(in0, 0.5)"}
+    text = format_key(["n", "T", "fn"], key)
+    assert text == "n=12,T=f32,fn=max(in0, 0.5)"
+    assert parse_key(text) == key
+    with pytest.raises(EmmyError, match="not name=value"):
+        parse_key("n=1,oops")
+
+
+def test_unknown_family_is_a_clear_error() -> None:
+    with pytest.raises(EmmyError, match="unknown kernel family 'matmul'"):
+        family("matmul")
