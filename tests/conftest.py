@@ -11,5 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 def _emmy_cache(tmp_path_factory):
     """Tests share one kernel cache per run unless EMMY_CACHE_DIR says where to keep it."""
     if "EMMY_CACHE_DIR" not in os.environ:
-        os.environ["EMMY_CACHE_DIR"] = str(tmp_path_factory.mktemp("emmy-cache"))
+        # pytest-xdist workers share one cache: it is safe for concurrent writers
+        base = tmp_path_factory.getbasetemp()
+        shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+        os.environ["EMMY_CACHE_DIR"] = str(shared / "emmy-cache")
     yield
