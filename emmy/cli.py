@@ -13,7 +13,7 @@ from pathlib import Path
 
 from emmy.errors import EmmyError
 
-EXAMPLE = 'torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))'
+EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,8 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="device identity to compile for, e.g. nvidia-h200-sm90, or emu "
         "(default: this machine's GPU, else emu)",
     )
-    compile_cmd.add_argument("--explain", action="store_true", help="print every fork's value and its source")
-    compile_cmd.add_argument("-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here")
+    compile_cmd.add_argument(
+        "--explain", action="store_true", help="print every fork's value and its source"
+    )
+    compile_cmd.add_argument(
+        "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
+    )
     compile_cmd.set_defaults(handler=cmd_compile)
 
     run_cmd = commands.add_parser(
@@ -59,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile a PyTorch expression and run its kernels on random inputs.",
     )
     _add_source(run_cmd)
-    run_cmd.add_argument("--device", choices=["cuda", "emu"], default="emu", help="where to run (default: emu)")
+    run_cmd.add_argument(
+        "--device", choices=["cuda", "emu"], default="emu", help="where to run (default: emu)"
+    )
     run_cmd.add_argument("--check", action="store_true", help="compare the result with torch eager")
     run_cmd.add_argument(
         "--schedule",
@@ -71,10 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", dest="expression", metavar="EXPR", required=True,
-                        help=f"a PyTorch expression, e.g. \"{EXAMPLE}\"")
-    parser.add_argument("--pin", action="append", default=[], metavar="FORK=VALUE",
-                        help="force a fork's value (repeatable, or comma-separated)")
+    parser.add_argument(
+        "-c",
+        dest="expression",
+        metavar="EXPR",
+        required=True,
+        help=f'a PyTorch expression, e.g. "{EXAMPLE}"',
+    )
+    parser.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="FORK=VALUE",
+        help="force a fork's value (repeatable, or comma-separated)",
+    )
 
 
 def _pins(args: argparse.Namespace) -> str:
@@ -105,12 +121,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print_explain(program)
     for name, info in program.kernels.items():
         resources = program.resources.get(name)
-        usage = f", {resources['registers']} registers, {resources['spill_stores']} B spilled" if resources else ""
+        usage = (
+            f", {resources['registers']} registers, {resources['spill_stores']} B spilled"
+            if resources
+            else ""
+        )
         print(f"{name}: {info.family} [{info.key}] grid {info.grid} block {info.block}{usage}")
     if args.output:
         for path in program.write(args.output):
             print(f"wrote {path}")
-    timings = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in program.timings.items() if k != "nvrtc_cache_hit")
+    timings = ", ".join(
+        f"{k} {v * 1000:.0f} ms" for k, v in program.timings.items() if k != "nvrtc_cache_hit"
+    )
     print(f"compiled for {target}: {timings}")
     return 0
 
@@ -128,14 +150,22 @@ def print_explain(program) -> None:
     rows = [("site", "family", "key", "fork", "value", "source")]
     for name, info in program.kernels.items():
         for fork_name, value in info.config.items():
-            rows.append((name, info.family, info.key, fork_name, str(value), program.provenance[name][fork_name]))
+            rows.append(
+                (
+                    name,
+                    info.family,
+                    info.key,
+                    fork_name,
+                    str(value),
+                    program.provenance[name][fork_name],
+                )
+            )
     widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell[:60].ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import numpy as np
 
     from emmy.frontend.expression import trace
     from emmy.runtime.convert import from_storage, to_storage
@@ -148,8 +178,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     (result,) = program.run(device, [to_storage(t) for t in traced.inputs], **options)
     elapsed = time.perf_counter() - start
     output = from_storage(result, traced.output.dtype)
-    print(f"ran {len(program.calls)} kernel(s) on {device.identity} in {elapsed * 1000:.1f} ms: "
-          f"{traced.output.dtype} {list(output.shape)}")
+    print(
+        f"ran {len(program.calls)} kernel(s) on {device.identity} in {elapsed * 1000:.1f} ms: "
+        f"{traced.output.dtype} {list(output.shape)}"
+    )
     if not args.check:
         return 0
     from emmy.runtime.convert import compare

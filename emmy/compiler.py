@@ -138,7 +138,9 @@ def _spec(name: str, typ: TensorType) -> TensorSpec:
     return TensorSpec(name, tuple(typ.get_shape()), dtype_name(typ.element_type))
 
 
-def host_plan(module: ModuleOp) -> tuple[list[TensorSpec], list[TensorSpec], list[TensorSpec], list[Call]]:
+def host_plan(
+    module: ModuleOp,
+) -> tuple[list[TensorSpec], list[TensorSpec], list[TensorSpec], list[Call]]:
     """Names every tensor of `@main` and lists its kernel calls in order."""
     main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     if main is None:
@@ -172,7 +174,8 @@ def _provenance(module: ModuleOp) -> dict[str, dict[str, str]]:
     for site in module.ops:
         if isinstance(site, fork.SiteOp) and "provenance" in site.attributes:
             result[site.sym_name.data] = {
-                name: str(value.data["oracle"].data) for name, value in site.attributes["provenance"].data.items()
+                name: str(value.data["oracle"].data)
+                for name, value in site.attributes["provenance"].data.items()
             }
     return result
 

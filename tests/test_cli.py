@@ -21,7 +21,9 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_compile_for_an_absent_gpu_writes_source_cubin_and_report(capsys, tmp_path: Path) -> None:
     big = "torch.nn.Softmax(dim=-1)(torch.randn(1, 28, 2048, 2048))"
-    code, out, err = run_cli(capsys, "compile", "-c", big, "--target", "nvidia-h200-sm90", "-o", str(tmp_path))
+    code, out, err = run_cli(
+        capsys, "compile", "-c", big, "--target", "nvidia-h200-sm90", "-o", str(tmp_path)
+    )
     assert code == 0, err
     assert (tmp_path / "kernels.cubin").read_bytes()[:4] == b"\x7fELF"
     assert "EMMY_KERNEL void softmax_0(" in (tmp_path / "kernels.cu").read_text()
@@ -34,8 +36,17 @@ def test_compile_for_an_absent_gpu_writes_source_cubin_and_report(capsys, tmp_pa
 
 
 def test_explain_shows_each_fork_and_its_source(capsys) -> None:
-    code, out, _ = run_cli(capsys, "compile", "-c", SOFTMAX, "--target", "nvidia-h100-sm90",
-                           "--explain", "--pin", "algo=online")
+    code, out, _ = run_cli(
+        capsys,
+        "compile",
+        "-c",
+        SOFTMAX,
+        "--target",
+        "nvidia-h100-sm90",
+        "--explain",
+        "--pin",
+        "algo=online",
+    )
     assert code == 0
     rows = [line.split() for line in out.splitlines() if line.startswith("softmax_0 ")]
     assert ["softmax_0", "softmax", "rows=4,cols=1000,T=f32", "algo", "online", "pin"] in rows
@@ -61,12 +72,18 @@ def test_run_on_emu_matches_torch_eager(capsys, expression: str) -> None:
     [
         (["run", "-c", "torch.randn(4, 1000"], "bad expression: '(' was never closed"),
         (["run", "-c", "torch.cumsum(torch.randn(4, 10), 0)"], "unsupported op aten.cumsum"),
-        (["compile", "-c", SOFTMAX, "--pin", "vec=3"], "bad pin vec=3: not an option of fork 'vec' [1, 2, 4, 8]"),
+        (
+            ["compile", "-c", SOFTMAX, "--pin", "vec=3"],
+            "bad pin vec=3: not an option of fork 'vec' [1, 2, 4, 8]",
+        ),
         (["compile", "-c", SOFTMAX, "--pin", "warps=2"], "bad pin warps=2: no fork named 'warps'"),
         (["compile", "-c", SOFTMAX, "--pin", "vec"], "bad pin 'vec': expected fork=value"),
         (["compile", "-c", SOFTMAX, "--target", "h200"], "h200"),
         (["compile", "-c", "1 + 1"], "the expression gives int, not a tensor"),
-        (["compile", "-c", "torch.softmax(torch.randn(4, 8), 0)"], "softmax over dim 0 of [4, 8]: only the last dim"),
+        (
+            ["compile", "-c", "torch.softmax(torch.randn(4, 8), 0)"],
+            "softmax over dim 0 of [4, 8]: only the last dim",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line(capsys, argv: list[str], message: str) -> None:

@@ -19,7 +19,9 @@ kernel copy(x: in T[n], y: out T[n]) {
 
 
 def lower_body(body: str, key: str = "n, T") -> None:
-    source = GOOD.replace("  let i = min(block_id() * threads + thread_id(), n - 1);\n  y[i] = x[i];\n", body)
+    source = GOOD.replace(
+        "  let i = min(block_id() * threads + thread_id(), n - 1);\n  y[i] = x[i];\n", body
+    )
     source = source.replace("key n, T;", f"key {key};")
     (decl,) = parse_source(source, "k.emmy")
     instantiate(decl, {"n": 8, "T": "f32"}, "k")
@@ -28,7 +30,13 @@ def lower_body(body: str, key: str = "n, T") -> None:
 def test_library_declares_both_families() -> None:
     assert {"softmax", "elementwise"} <= set(families())
     softmax = family("softmax")
-    assert [f.name for f in softmax.forks] == ["threads", "rows_per_block", "vec", "algo", "reduction"]
+    assert [f.name for f in softmax.forks] == [
+        "threads",
+        "rows_per_block",
+        "vec",
+        "algo",
+        "reduction",
+    ]
     assert default_config(softmax)["algo"] == "two_pass"
 
 
@@ -44,12 +52,28 @@ def test_constraints_keep_invalid_options_out() -> None:
     "source, position, message",
     [
         ("kernel k(x: in T[n]) {\n  key n T;\n}", "2:9", "unexpected 'T'"),
-        ("kernel k(x: in T[n]) {\n  key n;\n  fork a = 3 in [1, 2];\n  launch grid = 1, block = 1;\n}", "3:8", "default 3 of fork a"),
-        ("kernel k(x: in T[n]) {\n  key n;\n  fork a = 1 in [1, b];\n  launch grid = 1, block = 1;\n}", "3:8", "mixes integers and symbols"),
+        (
+            "kernel k(x: in T[n]) {\n  key n;\n  fork a = 3 in [1, 2];\n  launch grid = 1, block = 1;\n}",
+            "3:8",
+            "default 3 of fork a",
+        ),
+        (
+            "kernel k(x: in T[n]) {\n  key n;\n  fork a = 1 in [1, b];\n  launch grid = 1, block = 1;\n}",
+            "3:8",
+            "mixes integers and symbols",
+        ),
         ("kernel k(x: in T[n]) {\n  key n;\n  launch grid = 1;\n}", "1:1", "has no launch block"),
-        ("kernel k(x: in T[n]) {\n  key n;\n  launch grid = 1, block = 1, warps = 2;\n}", "3:31", "unknown launch item 'warps'"),
+        (
+            "kernel k(x: in T[n]) {\n  key n;\n  launch grid = 1, block = 1, warps = 2;\n}",
+            "3:31",
+            "unknown launch item 'warps'",
+        ),
         ("kernel k(x: in T[n]) {\n  launch grid = 1, block = 1;\n}", "1:1", "declares no key"),
-        ("kernel k(x: in T[n]) {\n  key n;\n  let a = 1 $ 2;\n}", "3:13", "unexpected character '$'"),
+        (
+            "kernel k(x: in T[n]) {\n  key n;\n  let a = 1 $ 2;\n}",
+            "3:13",
+            "unexpected character '$'",
+        ),
     ],
 )
 def test_parse_errors_name_file_line_column(source: str, position: str, message: str) -> None:
@@ -70,7 +94,10 @@ def test_parse_errors_name_file_line_column(source: str, position: str, message:
         ("  y[0] = frobnicate(x[0]);\n", "unknown function frobnicate()"),
         ("  let n = 3;\n", "'n' is a key name and cannot be rebound"),
         ("  let threads = 3;\n", "'threads' is a fork and cannot be rebound"),
-        ("  y[0] = group_reduce(sum, x[0], 32, threads);\n", "reduction strategy must be a symbolic fork"),
+        (
+            "  y[0] = group_reduce(sum, x[0], 32, threads);\n",
+            "reduction strategy must be a symbolic fork",
+        ),
         ("  match threads { a => { } }\n", "match needs a symbolic fork"),
         ("  y[0] = exp(1);\n", "exp() takes floats"),
     ],

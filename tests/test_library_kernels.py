@@ -89,7 +89,13 @@ def _build(family_name: str, dtype: str, shapes, generator) -> Case:
             inputs = {f"x{shape_index}": x}
             reference = torch.softmax(x.double(), dim=-1)
         else:
-            key = {"n": rows * cols, "cols": cols, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
+            key = {
+                "n": rows * cols,
+                "cols": cols,
+                "T": dtype,
+                "inputs": "full/row/col/scalar",
+                "fn": CHAIN,
+            }
             tensors = [
                 _random((rows, cols), dtype, generator),
                 _random((cols,), dtype, generator),
@@ -160,7 +166,10 @@ def test_pairwise_covers_every_option() -> None:
 def test_a_wrong_kernel_is_caught() -> None:
     """The check is not vacuous: a softmax that forgets to normalise fails it."""
     case = softmax_case("f32")
-    broken = Case(case.source.replace(" * v", " * 0.5f * v", 1), **{k: getattr(case, k) for k in ("launches", "buffers", "expected", "configs", "dtype")})
+    broken = Case(
+        case.source.replace(" * v", " * 0.5f * v", 1),
+        **{k: getattr(case, k) for k in ("launches", "buffers", "expected", "configs", "dtype")},
+    )
     assert broken.source != case.source
     with pytest.raises(AssertionError):
         run_case(broken, "forward")
@@ -187,4 +196,8 @@ def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch:
 
 
 def test_storage_dtypes_match_numpy() -> None:
-    assert {k: np.dtype(v).itemsize for k, v in NUMPY_STORAGE.items()} == {"f32": 4, "f16": 2, "bf16": 2}
+    assert {k: np.dtype(v).itemsize for k, v in NUMPY_STORAGE.items()} == {
+        "f32": 4,
+        "f16": 2,
+        "bf16": 2,
+    }

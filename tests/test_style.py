@@ -10,6 +10,10 @@ ROOT = Path(__file__).parent.parent
 def test_ruff_clean() -> None:
     ruff = Path(sys.executable).with_name("ruff")
     result = subprocess.run(
-        [str(ruff), "check", "emmy", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True, check=False
+        [str(ruff), "check", "emmy", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:]

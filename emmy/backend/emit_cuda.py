@@ -48,8 +48,20 @@ CALLS = {
     xmath.RsqrtOp: "emmy::rsqrt",
     xmath.AbsFOp: "emmy::abs",
 }
-COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
-           "oeq": "==", "une": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
+COMPARE = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "oeq": "==",
+    "une": "!=",
+    "olt": "<",
+    "ole": "<=",
+    "ogt": ">",
+    "oge": ">=",
+}
 COORDINATES = {
     kernel.ThreadIdOp: "threadIdx",
     kernel.BlockIdOp: "blockIdx",
@@ -101,7 +113,9 @@ def emit_module(module: ModuleOp) -> CudaProgram:
     program = CudaProgram(HEADER)
     for op in module.walk():
         if isinstance(op, fork.KnobOp | fork.AlternativesOp):
-            raise EmitError("the module still has unresolved forks: run resolve-forks and specialize-forks first")
+            raise EmitError(
+                "the module still has unresolved forks: run resolve-forks and specialize-forks first"
+            )
     for site in module.ops:
         if not isinstance(site, fork.SiteOp):
             continue
@@ -181,7 +195,9 @@ class KernelPrinter:
         name = self.func.sym_name.data
         self.block(self.func.body.block)
         body = "\n".join(self.lines)
-        return f"EMMY_KERNEL void {name}({', '.join(params)}) {{\n{body}\n}}\nEMMY_EMU_ENTRY({name})\n"
+        return (
+            f"EMMY_KERNEL void {name}({', '.join(params)}) {{\n{body}\n}}\nEMMY_EMU_ENTRY({name})\n"
+        )
 
     def block(self, block: Block) -> None:
         for op in block.ops:
@@ -194,24 +210,34 @@ class KernelPrinter:
             return  # known once forks are fixed: printed as a literal where used
         if type(op) in INT_OPS or type(op) in FLOAT_OPS or type(op) in BOOL_OPS:
             symbol = INT_OPS.get(type(op)) or FLOAT_OPS.get(type(op)) or BOOL_OPS[type(op)]
-            self.define(op.results[0], f"{self.value(op.operands[0])} {symbol} {self.value(op.operands[1])}")
+            self.define(
+                op.results[0], f"{self.value(op.operands[0])} {symbol} {self.value(op.operands[1])}"
+            )
         elif type(op) in CALLS:
             args = ", ".join(self.value(o) for o in op.operands)
             self.define(op.results[0], f"{CALLS[type(op)]}({args})")
         elif isinstance(op, xmath.ExpOp):
             fast = op.fastmath == arith.FastMathFlagsAttr("fast")
-            self.define(op.result, f"emmy::{'fast_exp' if fast else 'exp'}({self.value(op.operand)})")
+            self.define(
+                op.result, f"emmy::{'fast_exp' if fast else 'exp'}({self.value(op.operand)})"
+            )
         elif isinstance(op, arith.MaxSIOp | arith.MinSIOp):
             a, b = self.value(op.operands[0]), self.value(op.operands[1])
             cmp = ">" if isinstance(op, arith.MaxSIOp) else "<"
             self.define(op.results[0], f"({a} {cmp} {b} ? {a} : {b})")
         elif isinstance(op, arith.CmpiOp | arith.CmpfOp):
             predicate = op.predicate.value.data
-            names = arith.CMPI_COMPARISON_OPERATIONS if isinstance(op, arith.CmpiOp) else arith.CMPF_COMPARISON_OPERATIONS
+            names = (
+                arith.CMPI_COMPARISON_OPERATIONS
+                if isinstance(op, arith.CmpiOp)
+                else arith.CMPF_COMPARISON_OPERATIONS
+            )
             symbol = COMPARE[names[predicate]]
             self.define(op.result, f"{self.value(op.lhs)} {symbol} {self.value(op.rhs)}")
         elif isinstance(op, arith.SelectOp):
-            self.define(op.result, f"{self.value(op.cond)} ? {self.value(op.lhs)} : {self.value(op.rhs)}")
+            self.define(
+                op.result, f"{self.value(op.cond)} ? {self.value(op.lhs)} : {self.value(op.rhs)}"
+            )
         elif isinstance(op, arith.NegfOp):
             self.define(op.result, f"-{self.value(op.operands[0])}")
         elif isinstance(op, arith.SIToFPOp):
@@ -227,7 +253,9 @@ class KernelPrinter:
             if access:
                 self.line(f"{access} = {self.value(op.value)};")
             else:
-                self.line(f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});")
+                self.line(
+                    f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"
+                )
         elif isinstance(op, kernel.BarrierOp):
             self.line("emmy::sync_threads();")
         elif isinstance(op, kernel.GroupReduceOp):
@@ -249,7 +277,8 @@ class KernelPrinter:
             return
         value = self.value(op.values[0])
         self.define(
-            op.reduced[0], f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, emmy::smem())"
+            op.reduced[0],
+            f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, emmy::smem())",
         )
 
     def loop(self, op: kernel.ForOp) -> None:

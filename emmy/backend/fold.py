@@ -36,7 +36,14 @@ _INT_BINARY: dict[type, Callable[[int, int], int]] = {
     arith.OrIOp: operator.or_,
     arith.XOrIOp: operator.xor,
 }
-_CMPI = {0: operator.eq, 1: operator.ne, 2: operator.lt, 3: operator.le, 4: operator.gt, 5: operator.ge}
+_CMPI = {
+    0: operator.eq,
+    1: operator.ne,
+    2: operator.lt,
+    3: operator.le,
+    4: operator.gt,
+    5: operator.ge,
+}
 
 
 def fold(value: SSAValue) -> int | float | None:

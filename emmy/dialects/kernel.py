@@ -20,7 +20,6 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     FunctionType,
-    IntegerAttr,
     IntegerType,
     StringAttr,
     SymbolRefAttr,

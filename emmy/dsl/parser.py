@@ -174,7 +174,10 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
                 for launch_item in item.children:
                     lname, expr = launch_item.children
                     if str(lname) not in LAUNCH_ITEMS:
-                        raise decl.error(lname, f"unknown launch item {str(lname)!r}; one of {', '.join(LAUNCH_ITEMS)}")
+                        raise decl.error(
+                            lname,
+                            f"unknown launch item {str(lname)!r}; one of {', '.join(LAUNCH_ITEMS)}",
+                        )
                     decl.launch[str(lname)] = expr
             case _:
                 decl.body.append(item)

@@ -29,11 +29,31 @@ DTYPES: dict[torch.dtype, Attribute] = {
     torch.bfloat16: BFloat16Type(),
 }
 FACTORIES = {
-    "randn", "rand", "randint", "zeros", "ones", "full", "empty", "arange", "normal_",
-    "uniform_", "fill_", "zero_", "scalar_tensor", "empty_like", "randn_like", "rand_like",
+    "randn",
+    "rand",
+    "randint",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "normal_",
+    "uniform_",
+    "fill_",
+    "zero_",
+    "scalar_tensor",
+    "empty_like",
+    "randn_like",
+    "rand_like",
 }
 ALIASES = {"lift_fresh", "clone", "alias", "detach", "contiguous", "_to_copy"}
-UNARY = {"exp": graph.ExpOp, "tanh": graph.TanhOp, "silu": graph.SiluOp, "relu": graph.ReluOp, "neg": graph.NegOp}
+UNARY = {
+    "exp": graph.ExpOp,
+    "tanh": graph.TanhOp,
+    "silu": graph.SiluOp,
+    "relu": graph.ReluOp,
+    "neg": graph.NegOp,
+}
 BINARY = {"add": graph.AddOp, "sub": graph.SubOp, "mul": graph.MulOp, "div": graph.DivOp}
 
 
@@ -65,7 +85,9 @@ def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     try:
         code = compile(expression, "<expression>", "eval")
     except SyntaxError as error:
-        raise EmmyError(f"bad expression: {error.msg} at column {error.offset}: {expression}") from None
+        raise EmmyError(
+            f"bad expression: {error.msg} at column {error.offset}: {expression}"
+        ) from None
     try:
         with torch.device("meta" if meta else "cpu"), recorder, torch.no_grad():
             result = eval(code, namespace)  # the user's own expression, like python -c
@@ -107,7 +129,9 @@ def trace(expression: str, *, meta: bool = False) -> Traced:
             if id(value) in values:
                 return values[id(value)]
             if value.dim() == 0 and value.device.type == "cpu" and like.device.type == "meta":
-                return builder.insert(graph.ConstantOp(float(value.item()), DTYPES[like.dtype])).result
+                return builder.insert(
+                    graph.ConstantOp(float(value.item()), DTYPES[like.dtype])
+                ).result
             return input_value(value)
         if isinstance(value, (int, float)):
             return builder.insert(graph.ConstantOp(float(value), DTYPES[like.dtype])).result

@@ -24,7 +24,12 @@ from emmy.errors import EmmyError
 
 ELEMENTWISE = (graph.UnaryOp, graph.BinaryOp, graph.ConstantOp)
 BINARY_SYMBOLS = {graph.AddOp: "+", graph.SubOp: "-", graph.MulOp: "*", graph.DivOp: "/"}
-UNARY_FUNCTIONS = {graph.ExpOp: "exp", graph.TanhOp: "tanh", graph.SiluOp: "silu", graph.ReluOp: "relu"}
+UNARY_FUNCTIONS = {
+    graph.ExpOp: "exp",
+    graph.TanhOp: "tanh",
+    graph.SiluOp: "silu",
+    graph.ReluOp: "relu",
+}
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -151,8 +156,14 @@ class LowerGraph(ModulePass):
         shape = _shape(op.input)
         dim = op.dim.value.data % len(shape)
         if dim != len(shape) - 1:
-            raise EmmyError(f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported")
-        key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_name(op.input.type.element_type)}
+            raise EmmyError(
+                f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported"
+            )
+        key = {
+            "rows": math.prod(shape[:-1]),
+            "cols": shape[-1],
+            "T": dtype_name(op.input.type.element_type),
+        }
         return instantiate(family("softmax"), key, name)
 
     @staticmethod

@@ -58,12 +58,12 @@ def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
     """Every pin must name a fork of some site and one of that fork's options."""
     sites = [op for op in module.walk() if isinstance(op, fork.SiteOp)]
     for pin, value in pins.items():
-        matching = [
-            k for s in sites for k in s.knobs() if k.knob_name.data == _applies(pin, s)
-        ]
+        matching = [k for s in sites for k in s.knobs() if k.knob_name.data == _applies(pin, s)]
         if not matching:
             known = sorted({k.knob_name.data for s in sites for k in s.knobs()})
-            raise EmmyError(f"bad pin {pin}={value}: no fork named {pin!r} (forks: {', '.join(known)})")
+            raise EmmyError(
+                f"bad pin {pin}={value}: no fork named {pin!r} (forks: {', '.join(known)})"
+            )
         if not any(value in k.option_values for k in matching):
             raise EmmyError(
                 f"bad pin {pin}={value}: not an option of fork {pin!r} {matching[0].option_values}"

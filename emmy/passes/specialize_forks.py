@@ -57,7 +57,11 @@ class SpecializeForks(ModulePass):
                     {k.knob_name.data: k.value for k in site.knobs() if k.value is not None}
                 )
                 site.attributes["provenance"] = DictionaryAttr(
-                    {k.knob_name.data: k.provenance for k in site.knobs() if k.provenance is not None}
+                    {
+                        k.knob_name.data: k.provenance
+                        for k in site.knobs()
+                        if k.provenance is not None
+                    }
                 )
         PatternRewriteWalker(
             GreedyRewritePatternApplier([KnobToConstant(), InlineChosenAlternative()])

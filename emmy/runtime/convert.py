@@ -54,4 +54,6 @@ def compare(actual: torch.Tensor, expected: torch.Tensor) -> Comparison:
             f"MISMATCH: {bad} of {e.numel()} elements differ (first at {list(index)}: "
             f"{float(a[index])} vs {float(e[index])}); max abs error {worst:.3g}",
         )
-    return Comparison(True, f"OK: matches torch eager (max abs error {worst:.3g}, rtol {rtol}, atol {atol})")
+    return Comparison(
+        True, f"OK: matches torch eager (max abs error {worst:.3g}, rtol {rtol}, atol {atol})"
+    )

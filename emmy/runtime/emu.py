@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.identity import EMU
 from emmy.runtime.device import (
     BufferArg,
     Device,
@@ -36,6 +35,7 @@ from emmy.runtime.device import (
     NoDeviceError,
     ScalarArg,
 )
+from emmy.runtime.identity import EMU
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;

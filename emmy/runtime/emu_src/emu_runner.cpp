@@ -69,7 +69,7 @@ static_assert(sizeof(Fiber) <= kPage, "Fiber must fit below the guard page");
 struct Warp {
   float val[32], res[32];
   int src[32];
-  int mode, width;  // of the pending shuffle: every lane of the warp must ask for the same kind
+  int mode, width, site;  // of the pending shuffle: every lane must be at the same one
   unsigned arrived, size;
 };
 
@@ -301,7 +301,7 @@ extern "C" void emmy_emu_sync() {
   yield(f);
 }
 
-extern "C" float emmy_emu_shfl(float v, int mode, int b, int width) {
+extern "C" float emmy_emu_shfl(float v, int mode, int b, int width, int site) {
   Fiber* f = self();
   Worker* w = f->worker;
   const int lane = static_cast<int>(f->ctx.linear % 32);
@@ -319,12 +319,11 @@ extern "C" float emmy_emu_shfl(float v, int mode, int b, int width) {
     default: j = lane ^ b; break;
   }
   if (j > hi || (mode == 1 && j < lo) || j < 0) j = lane;
-  // Lanes are matched by the order of their shuffles, not by code address: the host
-  // compiler may duplicate a shuffle into several code paths that lanes take at once.
   if (wp.arrived == 0) {
     wp.mode = mode;
     wp.width = width;
-  } else if (wp.mode != mode || wp.width != width) {
+    wp.site = site;
+  } else if (wp.mode != mode || wp.width != width || wp.site != site) {
     fail("warp %u reached different warp shuffles: shuffles need the whole warp converged (%s)",
          warp, where(f).c_str());
   }

@@ -77,7 +77,7 @@ struct sig<void(P...)> {
 
 extern "C" {
 void emmy_emu_sync();
-float emmy_emu_shfl(float v, int mode, int b, int width);
+float emmy_emu_shfl(float v, int mode, int b, int width, int site);
 [[noreturn]] void emmy_emu_misaligned(int n, const char* type, const void* p, int store);
 }
 
@@ -172,14 +172,16 @@ inline void store_vec(T* p, const float (&in)[N]) {
 }
 
 // ---- warp shuffles: modes as in PTX shfl.sync (0 idx, 1 up, 2 down, 3 bfly) ----
-inline float shfl_xor(float v, int lane_mask, int width = 32) {
-  return emmy_emu_shfl(v, 3, lane_mask, width);
+// `site` is the source line of the call: lanes of a warp must meet at the same one. A code
+// address would not do, since g++ may duplicate one shuffle into several code paths.
+inline float shfl_xor(float v, int lane_mask, int width = 32, int site = __builtin_LINE()) {
+  return emmy_emu_shfl(v, 3, lane_mask, width, site);
 }
-inline float shfl_down(float v, int delta, int width = 32) {
-  return emmy_emu_shfl(v, 2, delta, width);
+inline float shfl_down(float v, int delta, int width = 32, int site = __builtin_LINE()) {
+  return emmy_emu_shfl(v, 2, delta, width, site);
 }
-inline float shfl_idx(float v, int src_lane, int width = 32) {
-  return emmy_emu_shfl(v, 0, src_lane, width);
+inline float shfl_idx(float v, int src_lane, int width = 32, int site = __builtin_LINE()) {
+  return emmy_emu_shfl(v, 0, src_lane, width, site);
 }
 
 // ---- math: fast_exp is exact here; the GPU's __expf is the approximate one ----

@@ -1,0 +1,486 @@
+"""The tuning database: every measured row, in sqlite, and the one place its schema is defined.
+
+A bench writes rows (its own pick, forced rows and failures); a compile reads the best clean
+row of a site, golden rows (imported from golden files) included. The dataset database of
+`emmy db` uses these same tables in another file.
+
+Several processes may use one file at once: the database runs in WAL mode, every write is one
+`BEGIN IMMEDIATE` transaction (so writers queue on the busy timeout instead of failing on a
+stale snapshot), and a process killed mid-write leaves only whole transactions behind.
+A file that is not emmy's is never written to: it is inspected before sqlite may change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import peewee
+
+import emmy
+from emmy.errors import EmmyError
+from emmy.paths import cache_dir
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
+ORIGINS = ("pick", "forced", "golden")
+APPLICATION = "emmy"
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_BUSY_TIMEOUT_MS = 30_000
+
+
+def canonical_config(config: Mapping[str, int | str]) -> str:
+    """The one text of a config: rows are grouped, compared and tie-broken by it."""
+    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
+
+
+def default_db_path() -> Path:
+    return cache_dir() / "autotune.db"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement (or failure) of one config at one site: (device, regime, family, key)."""
+
+    device: str
+    regime: str
+    regime_words: str
+    compiler: str
+    family: str
+    key: str
+    config: dict[str, int | str]
+    origin: str
+    status: str
+    median_s: float | None = None
+    spread: float | None = None
+    repetitions: int = 0
+    message: str | None = None
+    kernel_hash: str | None = None
+    resources: dict | None = None
+    bench: str | None = None
+    emmy_version: str = emmy.__version__
+    created: float = field(default_factory=time.time)
+    id: int | None = None
+
+    @property
+    def clean(self) -> bool:
+        return self.status == "ok" and self.median_s is not None
+
+    def digest(self) -> str:
+        """sha256 of what was measured and found; where and when it was recorded is left out,
+        so the same row imported from two places deduplicates."""
+        content = {
+            "device": self.device,
+            "regime": self.regime,
+            "regime_words": self.regime_words,
+            "compiler": self.compiler,
+            "family": self.family,
+            "key": self.key,
+            "config": dict(self.config),
+            "origin": self.origin,
+            "status": self.status,
+            "median_s": self.median_s,
+            "spread": self.spread,
+            "repetitions": self.repetitions,
+            "message": self.message,
+            "kernel_hash": self.kernel_hash,
+            "resources": self.resources,
+            "emmy_version": self.emmy_version,
+        }
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+class _AutoIncrementField(peewee.AutoField):
+    """Row ids are cited as evidence by compile reports: AUTOINCREMENT never reuses one."""
+
+    def ddl(self, ctx: Any) -> Any:
+        return peewee.NodeList((super().ddl(ctx), peewee.SQL("AUTOINCREMENT")))
+
+
+class Measurement(peewee.Model):
+    id = _AutoIncrementField()
+    device = peewee.TextField()
+    regime = peewee.TextField()
+    regime_words = peewee.TextField()
+    compiler = peewee.TextField()
+    emmy_version = peewee.TextField()
+    family = peewee.TextField()
+    key = peewee.TextField()
+    config = peewee.TextField()  # canonical_config text
+    origin = peewee.TextField()
+    status = peewee.TextField()
+    median_s = peewee.FloatField(null=True)
+    spread = peewee.FloatField(null=True)
+    repetitions = peewee.IntegerField()
+    message = peewee.TextField(null=True)
+    kernel_hash = peewee.TextField(null=True)
+    resources = peewee.TextField(null=True)  # JSON
+    bench = peewee.TextField(null=True)
+    created = peewee.FloatField()
+    digest = peewee.TextField()
+
+    class Meta:
+        table_name = "measurements"
+        indexes = (
+            # a compile's and a bench's lookups: the site, then the config within it
+            (("device", "regime", "family", "key", "config"), False),
+            # `emmy db import` deduplicates by content
+            (("digest",), False),
+        )
+
+
+class EmmyMeta(peewee.Model):
+    key = peewee.TextField(primary_key=True)
+    value = peewee.TextField()
+
+    class Meta:
+        table_name = "emmy_meta"
+
+
+class GoldenImport(peewee.Model):
+    """Which content of each golden file the measurements table holds, so re-importing the
+    same file is one lookup."""
+
+    source = peewee.TextField(primary_key=True)
+    sha256 = peewee.TextField()
+    imported = peewee.FloatField()
+
+    class Meta:
+        table_name = "golden_imports"
+
+
+MODELS: tuple[type[peewee.Model], ...] = (Measurement, EmmyMeta, GoldenImport)
+
+#: from_version -> the step that brings a database from that version to the next; each open
+#: runs the steps it needs in one transaction with the version bump, so an upgrade is all or
+#: nothing. Empty while there has only been one schema.
+MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {}
+
+_COLUMNS = (
+    "id", "device", "regime", "regime_words", "compiler", "emmy_version", "family", "key",
+    "config", "origin", "status", "median_s", "spread", "repetitions", "message", "kernel_hash",
+    "resources", "bench", "created",
+)  # fmt: skip
+_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _COLUMNS) + " FROM measurements"
+_SITE = 'device = ? AND regime = ? AND family = ? AND "key" = ?'
+_INSERT = (
+    "INSERT INTO measurements ("
+    + ", ".join(f'"{c}"' for c in (*_COLUMNS[1:], "digest"))
+    + ") VALUES ("
+    + ", ".join("?" * len(_COLUMNS))
+    + ")"
+)
+
+
+def _row(values: Sequence[Any]) -> Row:
+    (id_, device, regime, words, compiler, version, family, key, config, origin, status,
+     median, spread, reps, message, khash, resources, bench, created) = values  # fmt: skip
+    return Row(
+        device=device,
+        regime=regime,
+        regime_words=words,
+        compiler=compiler,
+        family=family,
+        key=key,
+        config=json.loads(config),
+        origin=origin,
+        status=status,
+        median_s=median,
+        spread=spread,
+        repetitions=reps,
+        message=message,
+        kernel_hash=khash,
+        resources=None if resources is None else json.loads(resources),
+        bench=bench,
+        emmy_version=version,
+        created=created,
+        id=id_,
+    )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _problem(row: Row) -> str | None:
+    """What makes `row` unfit to store, or None."""
+    for name in ("device", "regime", "regime_words", "compiler", "family", "key", "emmy_version"):
+        if not isinstance(getattr(row, name), str) or not getattr(row, name):
+            return f"{name} must be a non-empty string"
+    if row.origin not in ORIGINS:
+        return f"origin {row.origin!r} is not one of {', '.join(ORIGINS)}"
+    if row.status not in STATUSES:
+        return f"status {row.status!r} is not one of {', '.join(STATUSES)}"
+    if not isinstance(row.config, Mapping):
+        return "config must be a mapping"
+    for name, value in row.config.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int | str):
+            return f"config {name!r}: {value!r} is not an int or a str"
+    for name in ("median_s", "spread"):
+        value = getattr(row, name)
+        if value is not None and not _is_number(value):
+            return f"{name} {value!r} is not a finite number"
+    if row.status == "ok" and row.median_s is None:
+        return "status 'ok' needs a median_s"
+    if isinstance(row.repetitions, bool) or not isinstance(row.repetitions, int):
+        return f"repetitions {row.repetitions!r} is not an int"
+    return None
+
+
+# --- the database ------------------------------------------------------------------------
+
+
+class TuningDB:
+    """One sqlite file of measurements. Opening checks (and if needed creates or migrates) it."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        # journal_mode is set only once the file is known to be emmy's (see _open)
+        self.database = peewee.SqliteDatabase(
+            str(self.path),
+            pragmas={"busy_timeout": _BUSY_TIMEOUT_MS, "synchronous": "normal"},
+            timeout=_BUSY_TIMEOUT_MS / 1000,
+            lock_type="IMMEDIATE",
+        )
+        self._check_file()
+        try:
+            self._open()
+        except BaseException:
+            self.database.close()
+            raise
+
+    # opening ------------------------------------------------------------------------------
+
+    def _check_file(self) -> None:
+        """Refuse a file that is not sqlite before sqlite touches it (it would make it WAL)."""
+        if self.path.is_dir():
+            raise EmmyError(f"{self.path}: is a directory, not a tuning database")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                return
+            with open(self.path, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError as e:
+            raise EmmyError(f"{self.path}: cannot open the tuning database ({e.strerror})") from None
+        if head and head != _SQLITE_MAGIC:
+            raise EmmyError(f"{self.path}: not an emmy tuning database (not an SQLite file)")
+
+    def _meta(self) -> dict[str, str] | None:
+        """emmy_meta's pairs; None when the file has no tables; EmmyError when it is someone
+        else's."""
+        names = {r[0] for r in self._sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not names:
+            return None
+        if EmmyMeta._meta.table_name not in names:
+            shown = ", ".join(sorted(names)[:5])
+            raise EmmyError(
+                f"{self.path}: not an emmy tuning database (someone else's SQLite database,"
+                f" with tables {shown}); emmy leaves it untouched"
+            )
+        meta = dict(self._sql("SELECT key, value FROM emmy_meta"))
+        if meta.get("application") != APPLICATION:
+            raise EmmyError(
+                f"{self.path}: not an emmy tuning database (someone else's SQLite database:"
+                f" application {meta.get('application')!r}); emmy leaves it untouched"
+            )
+        version = meta.get("schema_version", "")
+        if not version.isdigit():
+            raise EmmyError(f"{self.path}: emmy_meta has no valid schema_version ({version!r})")
+        if int(version) > SCHEMA_VERSION:
+            raise EmmyError(
+                f"{self.path}: made by a newer emmy (schema {version},"
+                f" this emmy reads up to {SCHEMA_VERSION})"
+            )
+        return meta
+
+    def _open(self) -> None:
+        with self._errors("cannot open the tuning database"):
+            meta = self._meta()
+            if meta is not None and int(meta["schema_version"]) == SCHEMA_VERSION:
+                self._sql("PRAGMA journal_mode = wal")
+                return
+            self._sql("PRAGMA journal_mode = wal")
+            with self.database.atomic():
+                # another process may have created or upgraded it since the look above
+                meta = self._meta()
+                if meta is None:
+                    with self.database.bind_ctx(MODELS):
+                        self.database.create_tables(MODELS)
+                    EmmyMeta.bind(self.database)
+                    self._sql(
+                        "INSERT INTO emmy_meta (key, value) VALUES (?, ?), (?, ?)",
+                        ("application", APPLICATION, "schema_version", str(SCHEMA_VERSION)),
+                    )
+                    return
+                version = int(meta["schema_version"])
+                while version < SCHEMA_VERSION:
+                    step = MIGRATIONS.get(version)
+                    if step is None:
+                        raise EmmyError(
+                            f"{self.path}: schema {version} is too old: this emmy has no"
+                            f" migration from it (delete the file to start afresh)"
+                        )
+                    step(self.database)
+                    version += 1
+                self._sql(
+                    "UPDATE emmy_meta SET value = ? WHERE key = 'schema_version'", (str(version),)
+                )
+
+    # helpers ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """sqlite failures (a locked, corrupt or unwritable file) as one line naming the file."""
+        try:
+            yield
+        except (peewee.PeeweeException, sqlite3.Error) as e:
+            raise EmmyError(f"{self.path}: {what} ({e})") from None
+
+    def _sql(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.database.execute_sql(sql, params).fetchall()
+
+    # writing ------------------------------------------------------------------------------
+
+    def _insert(self, rows: Sequence[Row]) -> list[int]:
+        for i, row in enumerate(rows):
+            problem = _problem(row)
+            if problem is not None:
+                raise EmmyError(f"{self.path}: row {i} ({row.family}, {row.key}): {problem}")
+        cursor = self.database.cursor()
+        ids = []
+        for row in rows:
+            resources = None
+            if row.resources is not None:
+                resources = json.dumps(row.resources, sort_keys=True, separators=(",", ":"))
+            cursor.execute(
+                _INSERT,
+                (
+                    row.device, row.regime, row.regime_words, row.compiler, row.emmy_version,
+                    row.family, row.key, canonical_config(row.config), row.origin, row.status,
+                    row.median_s, row.spread, row.repetitions, row.message, row.kernel_hash,
+                    resources, row.bench, row.created, row.digest(),
+                ),
+            )  # fmt: skip
+            ids.append(cursor.lastrowid)
+        return ids
+
+    def add(self, rows: Sequence[Row]) -> list[int]:
+        """Store `rows` in one transaction (all or none); their new ids, in order."""
+        with self._errors("cannot write the tuning database"), self.database.atomic():
+            return self._insert(rows)
+
+    def golden_imported(self, source: str, sha256: str) -> bool:
+        """Whether the measurements hold the golden file `source` with content `sha256`."""
+        with self._errors("cannot read the tuning database"):
+            found = self._sql(
+                "SELECT 1 FROM golden_imports WHERE source = ? AND sha256 = ?", (source, sha256)
+            )
+        return bool(found)
+
+    def replace_golden(self, source: str, sha256: str, rows: Sequence[Row]) -> list[int]:
+        """In one transaction, replace the golden rows of `source` by `rows` (content
+        `sha256`); [] when that content is already there. The old rows go so that an entry
+        removed from a golden file is not recalled from its stale copy here."""
+        with self._errors("cannot write the tuning database"), self.database.atomic():
+            found = self._sql(
+                "SELECT 1 FROM golden_imports WHERE source = ? AND sha256 = ?", (source, sha256)
+            )
+            if found:
+                return []
+            self._sql("DELETE FROM measurements WHERE origin = 'golden' AND bench = ?", (source,))
+            ids = self._insert(rows)
+            self._sql(
+                "INSERT OR REPLACE INTO golden_imports (source, sha256, imported) VALUES (?, ?, ?)",
+                (source, sha256, time.time()),
+            )
+            return ids
+
+    # reading ------------------------------------------------------------------------------
+
+    def rows(self, device: str, regime: str, family: str, key: str) -> list[Row]:
+        """Every row of one site, oldest first."""
+        with self._errors("cannot read the tuning database"):
+            found = self._sql(f"{_SELECT} WHERE {_SITE} ORDER BY id", (device, regime, family, key))
+        return [_row(r) for r in found]
+
+    def find(
+        self, device: str, regime: str, family: str, key: str, config: Mapping[str, int | str]
+    ) -> Row | None:
+        """The latest row of exactly this config at this site, whatever its status."""
+        with self._errors("cannot read the tuning database"):
+            found = self._sql(
+                f"{_SELECT} WHERE {_SITE} AND config = ? ORDER BY id DESC LIMIT 1",
+                (device, regime, family, key, canonical_config(config)),
+            )
+        return _row(found[0]) if found else None
+
+    def best(
+        self,
+        device: str,
+        regime: str,
+        family: str,
+        key: str,
+        allowed: Collection[str] | None = None,
+        *,
+        origins: Collection[str] | None = None,
+    ) -> list[Row]:
+        """The clean rows of a site, the latest one of each config, fastest first.
+
+        `allowed` keeps only configs whose canonical text it holds; `origins` only rows of
+        those origins (e.g. to compare measurements without the golden copies). Equal
+        medians are ordered by the canonical config text, so the choice is deterministic.
+        """
+        params: list[Any] = [device, regime, family, key]
+        where = f"{_SITE} AND status = 'ok' AND median_s IS NOT NULL"
+        if origins is not None:
+            where += f" AND origin IN ({', '.join('?' * len(origins))})"
+            params += list(origins)
+        # sqlite fills bare columns from the row that holds the MAX(id): the latest per config
+        sql = _SELECT.replace('"id"', 'MAX("id")', 1) + f" WHERE {where} GROUP BY config"
+        with self._errors("cannot read the tuning database"):
+            found = self._sql(sql, params)
+        if allowed is not None:
+            found = [r for r in found if r[8] in allowed]
+        found.sort(key=lambda r: (r[11], r[8]))
+        return [_row(r) for r in found]
+
+    def sites(self, device: str, regime: str) -> list[tuple[str, str]]:
+        """The (family, key) pairs that have rows under this device and regime, sorted."""
+        with self._errors("cannot read the tuning database"):
+            found = self._sql(
+                'SELECT DISTINCT family, "key" FROM measurements WHERE device = ? AND regime = ?'
+                ' ORDER BY family, "key"',
+                (device, regime),
+            )
+        return [(f, k) for f, k in found]
+
+    def count(self) -> int:
+        with self._errors("cannot read the tuning database"):
+            return self._sql("SELECT COUNT(*) FROM measurements")[0][0]
+
+    def integrity_check(self) -> str:
+        with self._errors("cannot read the tuning database"):
+            return "\n".join(r[0] for r in self._sql("PRAGMA integrity_check"))
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __enter__(self) -> TuningDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
