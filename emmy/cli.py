@@ -107,14 +107,14 @@ def default_target() -> str:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from emmy.frontend.expression import trace
+    from emmy.frontend.cache import traced_graph
 
     total = time.perf_counter()
     target = args.target or default_target()
     start = time.perf_counter()
-    traced = trace(args.expression, meta=True)
+    module = traced_graph(args.expression)
     frontend = time.perf_counter() - start
-    program = compile_program(traced.module, target, _pins(args))
+    program = compile_program(module, target, _pins(args))
     program.timings["frontend"] = frontend
     program.timings["total"] = time.perf_counter() - total
     if args.explain:

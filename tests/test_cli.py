@@ -104,3 +104,17 @@ def test_installed_entry_point_tells_its_commands() -> None:
     emmy = Path(sys.executable).with_name("emmy")
     result = subprocess.run([str(emmy), "--help"], capture_output=True, text=True, check=True)
     assert "compile" in result.stdout and "run" in result.stdout
+
+
+def test_a_traced_expression_is_cached(monkeypatch) -> None:
+    from emmy.frontend import cache, expression
+
+    first = str(cache.traced_graph("torch.exp(torch.randn(3, 5))"))
+
+    def no_tracing(*args, **kwargs):
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(expression, "trace", no_tracing)
+    assert str(cache.traced_graph("torch.exp(torch.randn(3, 5))")) == first
+    with pytest.raises(AssertionError, match="traced again"):
+        cache.traced_graph("torch.exp(torch.randn(3, 6))")

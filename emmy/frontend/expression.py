@@ -79,6 +79,13 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+# torch wraps every dispatch mode in torch._dynamo.disable, importing dynamo (~2 s) on the
+# first op; a trace never runs under dynamo, so mark the raw handler as already disabled.
+_raw_dispatch = getattr(_Recorder.__torch_dispatch__, "__wrapped__", None)
+if _raw_dispatch is not None:
+    _raw_dispatch.__dynamo_disable = _raw_dispatch
+
+
 def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math}
     recorder = _Recorder()

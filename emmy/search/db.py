@@ -12,6 +12,7 @@ A file that is not emmy's is never written to: it is inspected before sqlite may
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -76,28 +77,26 @@ class Row:
         return self.status == "ok" and self.median_s is not None
 
     def digest(self) -> str:
-        """sha256 of what was measured and found; where and when it was recorded is left out,
-        so the same row imported from two places deduplicates."""
-        content = {
-            "device": self.device,
-            "regime": self.regime,
-            "regime_words": self.regime_words,
-            "compiler": self.compiler,
-            "family": self.family,
-            "key": self.key,
-            "config": dict(self.config),
-            "origin": self.origin,
-            "status": self.status,
-            "median_s": self.median_s,
-            "spread": self.spread,
-            "repetitions": self.repetitions,
-            "message": self.message,
-            "kernel_hash": self.kernel_hash,
-            "resources": self.resources,
-            "emmy_version": self.emmy_version,
-        }
-        text = json.dumps(content, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        """sha256 of what was measured and found; where and when it was recorded (id, created,
+        bench) is left out, so the same row imported from two places deduplicates."""
+        return _digest(self, canonical_config(self.config), _resources_text(self.resources))
+
+
+def _resources_text(resources: dict | None) -> str | None:
+    return (
+        None if resources is None else json.dumps(resources, sort_keys=True, separators=(",", ":"))
+    )
+
+
+def _digest(row: Row, config: str, resources: str | None) -> str:
+    # a list in a fixed order: the digest must not change with dict order or emmy's version
+    content = [
+        row.device, row.regime, row.regime_words, row.compiler, row.family, row.key, config,
+        row.origin, row.status, row.median_s, row.spread, row.repetitions, row.message,
+        row.kernel_hash, resources, row.emmy_version,
+    ]  # fmt: skip
+    text = json.dumps(content, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # --- schema -------------------------------------------------------------------------------
@@ -135,8 +134,9 @@ class Measurement(peewee.Model):
     class Meta:
         table_name = "measurements"
         indexes = (
-            # a compile's and a bench's lookups: the site, then the config within it
-            (("device", "regime", "family", "key", "config"), False),
+            # every lookup is by site, then config; status and median make best() read only
+            # the index until it fetches the winning row of each config
+            (("device", "regime", "family", "key", "config", "status", "median_s"), False),
             # `emmy db import` deduplicates by content
             (("digest",), False),
         )
@@ -185,6 +185,12 @@ _INSERT = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_config(text: str) -> dict[str, int | str]:
+    # a compile reads the same few configs over and over; callers get a copy
+    return json.loads(text)
+
+
 def _row(values: Sequence[Any]) -> Row:
     (id_, device, regime, words, compiler, version, family, key, config, origin, status,
      median, spread, reps, message, khash, resources, bench, created) = values  # fmt: skip
@@ -195,7 +201,7 @@ def _row(values: Sequence[Any]) -> Row:
         compiler=compiler,
         family=family,
         key=key,
-        config=json.loads(config),
+        config=dict(_parse_config(config)),
         origin=origin,
         status=status,
         median_s=median,
@@ -275,7 +281,9 @@ class TuningDB:
             with open(self.path, "rb") as f:
                 head = f.read(len(_SQLITE_MAGIC))
         except OSError as e:
-            raise EmmyError(f"{self.path}: cannot open the tuning database ({e.strerror})") from None
+            raise EmmyError(
+                f"{self.path}: cannot open the tuning database ({e.strerror})"
+            ) from None
         if head and head != _SQLITE_MAGIC:
             raise EmmyError(f"{self.path}: not an emmy tuning database (not an SQLite file)")
 
@@ -308,19 +316,24 @@ class TuningDB:
         return meta
 
     def _open(self) -> None:
-        with self._errors("cannot open the tuning database"):
+        try:
             meta = self._meta()
-            if meta is not None and int(meta["schema_version"]) == SCHEMA_VERSION:
-                self._sql("PRAGMA journal_mode = wal")
-                return
+        except peewee.DatabaseError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise EmmyError(f"{self.path}: cannot open the tuning database ({e})") from None
+            raise EmmyError(
+                f"{self.path}: not an emmy tuning database (a corrupt SQLite file: {e})"
+            ) from None
+        with self._errors("cannot open the tuning database"):
             self._sql("PRAGMA journal_mode = wal")
+            if meta is not None and int(meta["schema_version"]) == SCHEMA_VERSION:
+                return  # the common case takes no write lock
             with self.database.atomic():
                 # another process may have created or upgraded it since the look above
                 meta = self._meta()
                 if meta is None:
                     with self.database.bind_ctx(MODELS):
                         self.database.create_tables(MODELS)
-                    EmmyMeta.bind(self.database)
                     self._sql(
                         "INSERT INTO emmy_meta (key, value) VALUES (?, ?), (?, ?)",
                         ("application", APPLICATION, "schema_version", str(SCHEMA_VERSION)),
@@ -356,27 +369,28 @@ class TuningDB:
     # writing ------------------------------------------------------------------------------
 
     def _insert(self, rows: Sequence[Row]) -> list[int]:
+        """Insert `rows` inside the caller's transaction; their ids."""
+        values = []
         for i, row in enumerate(rows):
             problem = _problem(row)
             if problem is not None:
                 raise EmmyError(f"{self.path}: row {i} ({row.family}, {row.key}): {problem}")
-        cursor = self.database.cursor()
-        ids = []
-        for row in rows:
-            resources = None
-            if row.resources is not None:
-                resources = json.dumps(row.resources, sort_keys=True, separators=(",", ":"))
-            cursor.execute(
-                _INSERT,
+            config = canonical_config(row.config)
+            resources = _resources_text(row.resources)
+            values.append(
                 (
                     row.device, row.regime, row.regime_words, row.compiler, row.emmy_version,
-                    row.family, row.key, canonical_config(row.config), row.origin, row.status,
-                    row.median_s, row.spread, row.repetitions, row.message, row.kernel_hash,
-                    resources, row.bench, row.created, row.digest(),
-                ),
+                    row.family, row.key, config, row.origin, row.status, row.median_s,
+                    row.spread, row.repetitions, row.message, row.kernel_hash, resources,
+                    row.bench, row.created, _digest(row, config, resources),
+                )
             )  # fmt: skip
-            ids.append(cursor.lastrowid)
-        return ids
+        if not values:
+            return []
+        self.database.cursor().executemany(_INSERT, values)
+        # the write lock is held and AUTOINCREMENT counts up by one: the ids are consecutive
+        last = self._sql("SELECT last_insert_rowid()")[0][0]
+        return list(range(last - len(values) + 1, last + 1))
 
     def add(self, rows: Sequence[Row]) -> list[int]:
         """Store `rows` in one transaction (all or none); their new ids, in order."""
@@ -449,13 +463,14 @@ class TuningDB:
         if origins is not None:
             where += f" AND origin IN ({', '.join('?' * len(origins))})"
             params += list(origins)
-        # sqlite fills bare columns from the row that holds the MAX(id): the latest per config
-        sql = _SELECT.replace('"id"', 'MAX("id")', 1) + f" WHERE {where} GROUP BY config"
+        sql = (
+            f"{_SELECT} WHERE id IN (SELECT MAX(id) FROM measurements WHERE {where}"
+            " GROUP BY config) ORDER BY median_s, config"
+        )
         with self._errors("cannot read the tuning database"):
             found = self._sql(sql, params)
         if allowed is not None:
             found = [r for r in found if r[8] in allowed]
-        found.sort(key=lambda r: (r[11], r[8]))
         return [_row(r) for r in found]
 
     def sites(self, device: str, regime: str) -> list[tuple[str, str]]:
