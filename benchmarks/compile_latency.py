@@ -39,9 +39,9 @@ def compile_once(cache: str, out: str) -> dict[str, float]:
     return {"wall": wall, **timings}
 
 
-def startup_floor() -> float:
+def startup_floor(imports: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch, xdsl"], check=True)
+    subprocess.run([sys.executable, "-c", f"import {imports}"], check=True)
     return time.perf_counter() - start
 
 
@@ -53,13 +53,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    cold, warm, floor = [], [], []
+    cold, warm, floor, bare = [], [], [], []
     with tempfile.TemporaryDirectory() as root:
         for i in range(args.runs):
             cache = f"{root}/cache{i}"
             cold.append(compile_once(cache, f"{root}/out"))
             warm.append(compile_once(cache, f"{root}/out"))
-            floor.append(startup_floor())
+            floor.append(startup_floor("torch, xdsl.dialects.builtin"))
+            bare.append(startup_floor("xdsl.dialects.builtin"))
     print(f"emmy compile -c '{EXPRESSION}' --target {TARGET}, median of {args.runs}")
     print(f"{'':8}{'frontend':>10}{'passes':>10}{'nvrtc':>10}{'in emmy':>10}{'process':>10}")
     for name, rows in (("cold", cold), ("warm", warm)):
