@@ -1,7 +1,7 @@
-"""The `emmy` command: compile and run PyTorch expressions as emmy kernels.
+"""The `emmy` command: compile, run and bench PyTorch expressions; manage golden files.
 
-A user mistake (a bad expression, an unknown op, a bad pin, a missing device) is printed
-as one line `emmy: error: ...` with exit status 2, never as a traceback.
+A user mistake (a bad expression, an unknown op, a bad pin, a missing device, a malformed
+store) is printed as one line `emmy: error: ...` with exit status 2, never as a traceback.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd = commands.add_parser(
         "compile",
         help="compile an expression to CUDA (needs no GPU)",
-        description="Compile a PyTorch expression: CUDA source, cubin for --target and a report.",
+        description="Compile a PyTorch expression: CUDA source, cubin for --target and a "
+        "report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
+        "database, the prior, the declared default.",
     )
     _add_source(compile_cmd)
     compile_cmd.add_argument(
@@ -50,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: this machine's GPU, else emu)",
     )
     compile_cmd.add_argument(
-        "--explain", action="store_true", help="print every fork's value and its source"
+        "--explain", action="store_true", help="print every site's config, its source and evidence"
     )
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
@@ -59,8 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_cmd = commands.add_parser(
         "run",
-        help="compile and run an expression on a device",
-        description="Compile a PyTorch expression and run its kernels on random inputs.",
+        help="compile and run an expression on a device, or bench its sites",
+        description="Compile a PyTorch expression and run its kernels on random inputs. With "
+        "--bench, time the compiler's pick of every site against the requested configs and "
+        "record every row in the tuning database.",
     )
     _add_source(run_cmd)
     run_cmd.add_argument(
@@ -72,7 +76,53 @@ def build_parser() -> argparse.ArgumentParser:
         default="forward",
         help="emulator thread order: forward, reverse or shuffle[:SEED] (default: forward)",
     )
+    bench = run_cmd.add_argument_group("bench")
+    bench.add_argument("--bench", action="store_true", help="measure and record instead of run")
+    bench.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="FORK|all",
+        help="measure every valid value of a fork over the pick (repeatable), or every config",
+    )
+    bench.add_argument(
+        "--max-rows", type=int, default=32, metavar="N", help="rows per site besides the pick (32)"
+    )
+    bench.add_argument(
+        "--force", action="store_true", help="re-measure configs already in the database"
+    )
+    bench.add_argument(
+        "--nvcc-flags",
+        default="",
+        metavar="FLAGS",
+        help='code-generation flags of the bench\'s regime, e.g. "-Xnvvm -opt=1" '
+        "(rows are recorded under that regime; no ordinary compile reads them)",
+    )
     run_cmd.set_defaults(handler=cmd_run)
+
+    golden_cmd = commands.add_parser(
+        "golden", help="golden configuration files", description="Golden configuration files."
+    )
+    golden_sub = golden_cmd.add_subparsers(dest="golden_command", required=True, metavar="ACTION")
+    promote_cmd = golden_sub.add_parser(
+        "promote",
+        help="write the measured winners of a device into a golden file",
+        description="For every site measured on DEVICE under its deployable regime, write the "
+        "fastest clean config into a golden file, with its margin over the runner-up and over "
+        "the compiler's old pick.",
+    )
+    promote_cmd.add_argument("--device", required=True, metavar="DEVICE", help="e.g. emu")
+    promote_cmd.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="golden file to write or update (default: the model-agnostic one of DEVICE)",
+    )
+    promote_cmd.add_argument("--family", help="only this family")
+    promote_cmd.add_argument("--key", help="only this problem key")
+    promote_cmd.add_argument("--db", metavar="PATH", default="", help="tuning database to read")
+    promote_cmd.set_defaults(handler=cmd_golden_promote)
     return parser
 
 
@@ -89,7 +139,20 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FORK=VALUE",
-        help="force a fork's value (repeatable, or comma-separated)",
+        help="force a fork's value (repeatable; FAMILY.FORK for one family); with --bench, "
+        "FORK=V1,V2 measures each value",
+    )
+    parser.add_argument(
+        "--oracles",
+        default="",
+        metavar="LIST",
+        help="the oracle stack, in order (default: pins,golden,db,prior,default)",
+    )
+    parser.add_argument(
+        "--db",
+        default="",
+        metavar="PATH",
+        help="the tuning database (default: ~/.cache/emmy/autotune.db; 'none' for none)",
     )
 
 
@@ -106,6 +169,21 @@ def default_target() -> str:
     return "emu"
 
 
+def compile_program(module, target: str, args: argparse.Namespace, pins: str | None = None):
+    from emmy.compiler import compile_graph
+    from emmy.runtime.identity import EMU, arch_of
+
+    if target != EMU:
+        arch_of(target)  # a malformed identity is one clear line, before any work
+    return compile_graph(
+        module,
+        target=target,
+        pins=_pins(args) if pins is None else pins,
+        oracles=args.oracles,
+        db=args.db,
+    )
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from emmy.frontend.cache import traced_graph
 
@@ -114,18 +192,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     module = traced_graph(args.expression)
     frontend = time.perf_counter() - start
-    program = compile_program(module, target, _pins(args))
+    program = compile_program(module, target, args)
     program.timings["frontend"] = frontend
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
-        print_explain(program)
+        for line in explain_lines(program):
+            print(line)
     for name, info in program.kernels.items():
         resources = program.resources.get(name)
-        usage = (
-            f", {resources['registers']} registers, {resources['spill_stores']} B spilled"
-            if resources
-            else ""
-        )
+        usage = ""
+        if resources:
+            usage = f", {resources['registers']} registers, {resources['spill_stores']} B spilled"
         print(f"{name}: {info.family} [{info.key}] grid {info.grid} block {info.block}{usage}")
     if args.output:
         for path in program.write(args.output):
@@ -137,42 +214,68 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def compile_program(module, target: str, pins: str):
-    from emmy.compiler import compile_graph
-    from emmy.runtime.identity import EMU, arch_of
-
-    if target != EMU:
-        arch_of(target)  # a malformed identity is one clear line, before any work
-    return compile_graph(module, target=target, pins=pins)
-
-
-def print_explain(program) -> None:
-    rows = [("site", "family", "key", "fork", "value", "source")]
+def explain_lines(program) -> list[str]:
+    """One row per site: family, key, config (pinned forks marked), source, evidence."""
+    rows = [("site", "family", "key", "config", "source", "evidence")]
     for name, info in program.kernels.items():
-        for fork_name, value in info.config.items():
-            rows.append(
-                (
-                    name,
-                    info.family,
-                    info.key,
-                    fork_name,
-                    str(value),
-                    program.provenance[name][fork_name],
-                )
+        provenance = program.provenance.get(name, {})
+        forks = provenance.get("forks", {})
+        config = " ".join(
+            f"{k}={v}{'(pin)' if forks.get(k) == 'pin' else ''}" for k, v in info.config.items()
+        )
+        rows.append(
+            (
+                name,
+                info.family,
+                info.key,
+                config,
+                provenance.get("oracle", "?"),
+                _evidence(provenance),
             )
-    widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell[:60].ljust(width) for cell, width in zip(row, widths, strict=True)))
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
+
+
+def _evidence(provenance: dict) -> str:
+    evidence = provenance.get("evidence") or {}
+    oracle = provenance.get("oracle")
+    if oracle == "db":
+        text = f"rows {','.join(map(str, evidence.get('rows', [])))} ({evidence.get('median_s', 0) * 1e3:.3f} ms"
+        text += f", best of {evidence.get('measured')} measured)"
+        runner_up = provenance.get("runner_up")
+        if runner_up:
+            text += f"; runner-up row {runner_up['row']} {runner_up['median_s'] * 1e3:.3f} ms"
+        return text
+    if oracle == "golden":
+        median = evidence.get("median_s")
+        return f"{evidence.get('file')}" + (f" ({median * 1e3:.3f} ms)" if median else "")
+    if oracle == "default":
+        moved = evidence.get("moved_by_constraints")
+        return (
+            f"declared default; constraints moved {', '.join(moved)}"
+            if moved
+            else "declared default"
+        )
+    if oracle == "pins":
+        return "every fork pinned"
+    return " ".join(f"{k}={v}" for k, v in evidence.items())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-
+    if args.bench:
+        return cmd_bench(args)
     from emmy.frontend.expression import trace
-    from emmy.runtime.convert import from_storage, to_storage
+    from emmy.runtime.convert import compare, from_storage, to_storage
 
     traced = trace(args.expression, meta=False)
     device = make_device(args.device)
-    program = compile_program(traced.module, device.identity, _pins(args))
+    program = compile_program(traced.module, device.identity, args)
     options = {"schedule": args.schedule} if args.device == "emu" else {}
     start = time.perf_counter()
     (result,) = program.run(device, [to_storage(t) for t in traced.inputs], **options)
@@ -184,21 +287,86 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if not args.check:
         return 0
-    from emmy.runtime.convert import compare
-
     report = compare(output, traced.output)
     print(report.summary)
     return 0 if report.ok else 1
 
 
-def make_device(name: str):
+def cmd_bench(args: argparse.Namespace) -> int:
+    from emmy.frontend.cache import traced_graph
+    from emmy.search.bench import Bench, BenchOptions, parse_bench_pins, summary_table
+    from emmy.search.db import TuningDB, default_db_path
+
+    if args.max_rows < 0:
+        raise EmmyError("--max-rows must be 0 or more")
+    if args.db == "none":
+        raise EmmyError("a bench records into a tuning database: --db none is not allowed")
+    device = make_device(args.device, args.nvcc_flags)
+    regime = device.regime
+    bench_pins = parse_bench_pins(args.pin)
+    # the pick is the ordinary compile's choice: only single-valued pins take part in it
+    pick_pins = ",".join(f"{n}={v[0]}" for n, v in bench_pins.items() if len(v) == 1)
+    program = compile_program(traced_graph(args.expression), device.identity, args, pick_pins)
+    if not regime.is_deployable:
+        print(
+            f"emmy: warning: rows are recorded under regime {regime.id} ({regime.words}); "
+            "no ordinary compile reads them",
+            file=sys.stderr,
+        )
+    options = BenchOptions(
+        pins={n: v for n, v in bench_pins.items() if len(v) > 1},
+        sweep=args.sweep,
+        max_rows=args.max_rows,
+        force=args.force,
+    )
+    db_path = Path(args.db) if args.db else default_db_path()
+    with TuningDB(db_path) as db:
+        bench = Bench(device, regime, db, options)
+        try:
+            outcomes = bench.run(program)
+        except KeyboardInterrupt:
+            written = sum(not o.recalled for o in bench.outcomes)
+            print(f"emmy: interrupted: {written} row(s) written to {db_path}", file=sys.stderr)
+            return 130
+    picks = {name: info.config for name, info in program.kernels.items()}
+    for line in summary_table(outcomes, picks):
+        print(line)
+    measured = sum(not o.recalled for o in outcomes)
+    print(
+        f"bench {bench.bench_id} on {device.identity} [{regime.words}]: {measured} measured, "
+        f"{len(outcomes) - measured} recalled; database {db_path}"
+    )
+    return 0
+
+
+def cmd_golden_promote(args: argparse.Namespace) -> int:
+    from emmy.backend.regime import regime_for
+    from emmy.search.db import TuningDB, default_db_path
+    from emmy.search.golden import MODEL_AGNOSTIC_DIR, promote
+
+    regime = regime_for(args.device)
+    output = args.output or MODEL_AGNOSTIC_DIR / f"{args.device}.json"
+    db_path = Path(args.db) if args.db else default_db_path()
+    with TuningDB(db_path) as db:
+        entries = promote(
+            db, args.device, regime.id, regime.words, output, family=args.family, key=args.key
+        )
+    for entry in entries:
+        margin = entry.promoted_from.get("margin_over_old_pick")
+        margin_text = f", {margin:.2f}x over the old pick" if margin else ""
+        print(f"{entry.family} [{entry.key}]: {entry.config}{margin_text}")
+    print(f"wrote {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} to {output}")
+    return 0
+
+
+def make_device(name: str, flags: str = ""):
     if name == "cuda":
         from emmy.runtime.cuda import CudaDevice
 
-        return CudaDevice()
+        return CudaDevice(flags=flags)
     from emmy.runtime.emu import EmuDevice
 
-    return EmuDevice()
+    return EmuDevice(flags=flags)
 
 
 if __name__ == "__main__":

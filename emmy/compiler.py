@@ -54,7 +54,7 @@ class Program:
     temporaries: list[TensorSpec]
     calls: list[Call]
     ir: str
-    provenance: dict[str, dict[str, str]]
+    provenance: dict[str, dict]
     timings: dict[str, float] = field(default_factory=dict)
     resources: dict[str, dict[str, int]] = field(default_factory=dict)
     cubin: bytes | None = None
@@ -169,25 +169,44 @@ def host_plan(
     return inputs, outputs, temporaries, calls
 
 
-def _provenance(module: ModuleOp) -> dict[str, dict[str, str]]:
+def _provenance(module: ModuleOp) -> dict[str, dict]:
+    """Per site: the source of each fork, and the decision's oracle, evidence, runner-up."""
     result = {}
     for site in module.ops:
-        if isinstance(site, fork.SiteOp) and "provenance" in site.attributes:
-            result[site.sym_name.data] = {
-                name: str(value.data["oracle"].data)
-                for name, value in site.attributes["provenance"].data.items()
-            }
+        if not isinstance(site, fork.SiteOp) or "provenance" not in site.attributes:
+            continue
+        forks = {
+            name: str(value.data["oracle"].data)
+            for name, value in site.attributes["provenance"].data.items()
+        }
+        entry: dict = {"forks": forks}
+        decision = site.attributes.get("decision")
+        if decision is not None:
+            entry["oracle"] = decision.data["oracle"].data
+            entry["evidence"] = json.loads(decision.data["evidence"].data)
+            entry["runner_up"] = json.loads(decision.data["runner_up"].data)
+        result[site.sym_name.data] = entry
     return result
 
 
 def compile_graph(
-    module: ModuleOp, *, target: str = EMU, pins: str = "", flags: Sequence[str] = ()
+    module: ModuleOp,
+    *,
+    target: str = EMU,
+    pins: str = "",
+    flags: Sequence[str] = (),
+    oracles: str = "",
+    db: str = "",
+    golden: str = "",
 ) -> Program:
-    """Compiles a graph module for a device identity (a GPU slug, or "emu")."""
+    """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
+    decided by the oracle stack (`oracles`, default pins→golden→db→prior→default) from
+    the tuning database `db` ("" the default, "none" none) and golden files in scope."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     ctx = Context()
-    for compile_pass in (LowerGraph(), ResolveForks(pin=pins), SpecializeForks()):
+    resolve = ResolveForks(pin=pins, target=target, oracles=oracles, db=db, golden=golden)
+    for compile_pass in (LowerGraph(), resolve, SpecializeForks()):
         compile_pass.apply(ctx, module)
     module.verify()
     cuda: CudaProgram = emit_module(module)

@@ -20,6 +20,8 @@ from emmy.errors import EmmyError
 
 #: the flag set that deploys: NVRTC's defaults, which already optimise at O3
 DEPLOYABLE_FLAGS: tuple[str, ...] = ()
+#: the "arch" of the emulator, which compiles the same source with the host's g++
+HOST_ARCH = "host"
 
 _BOOL = ("true", "false")
 
@@ -202,7 +204,7 @@ class Regime:
     arch: str
 
     def __post_init__(self) -> None:
-        if not _ARCH.fullmatch(self.arch):
+        if self.arch != HOST_ARCH and not _ARCH.fullmatch(self.arch):
             raise EmmyError(f"arch {self.arch!r} is not a real GPU arch such as 'sm_90'")
         object.__setattr__(self, "flags", normalise_flags(self.flags))
 
@@ -221,8 +223,35 @@ class Regime:
 
     @property
     def words(self) -> str:
-        return " ".join(self.flags) if self.flags else "nvrtc default (-O3)"
+        if self.flags:
+            return " ".join(self.flags)
+        return "emulator default (g++ -O2)" if self.arch == HOST_ARCH else "nvrtc default (-O3)"
 
     @property
     def is_deployable(self) -> bool:
         return self.flags == DEPLOYABLE_FLAGS
+
+
+def regime_for(device: str, flags: str | Sequence[str] = DEPLOYABLE_FLAGS) -> Regime:
+    """The regime of a device identity ("emu" or a GPU slug) under the given flags."""
+    from emmy.runtime.identity import EMU, arch_of
+
+    return Regime(flags, HOST_ARCH if device == EMU else arch_of(device))
+
+
+def host_compiler_flags(regime: Regime) -> tuple[str, ...]:
+    """The g++ flags that give the emulator the regime's meaning where one exists:
+    NVVM's optimisation level becomes g++'s, macros stay macros; any other flag is refused,
+    because the emulator could not honour it and its rows would lie about their regime."""
+    out = []
+    for flag in regime.flags:
+        level = re.fullmatch(r"-Xnvvm=-opt=(\d)", flag)
+        if level:
+            out.append(f"-O{level.group(1)}")
+        elif flag.startswith("-D"):
+            out.append(flag)
+        else:
+            raise EmmyError(
+                f"flag {flag!r} has no meaning on the emulator (it takes -Xnvvm -opt=N and -D)"
+            )
+    return tuple(out)

@@ -1,23 +1,26 @@
-"""resolve-forks: decides every fork of every site and records where each choice came from.
+"""resolve-forks: decides every fork of every site through the oracle stack.
 
-For now the oracles are the user's pins and the kernel's declared defaults: pinned forks
-take their pinned value, the others their default; where that config breaks a constraint,
-the valid config that agrees with the pins and moves the fewest forks away from their
-defaults is chosen (ties broken by the declared order of options), so the same input
-always gives the same choices.
+    resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,default" db=""}
+
+Pins narrow each site's configs to those that agree with them; the oracles then decide in
+order (pins, golden files, the tuning database, the prior, the declared default). Every
+knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
+and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 from emmy.dialects import fork
 from emmy.errors import EmmyError
-from emmy.passes.site_configs import Config, default_config, valid_configs
+from emmy.passes.site_configs import _Checker, default_config, valid_configs
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
@@ -70,48 +73,75 @@ def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
             )
 
 
-def choose(site: fork.SiteOp, pins: dict[str, fork.Option]) -> tuple[Config, dict[str, str]]:
-    """The config of a site and, per fork, the oracle that decided it."""
-    default = default_config(site)
-    pinned = site_pins(site, pins)
-    best: Config | None = None
-    best_distance = None
-    for config in valid_configs(site):
-        if any(config[n] != v for n, v in pinned.items()):
-            continue
-        distance = sum(config[n] != default[n] for n in default)
-        if best_distance is None or distance < best_distance:
-            best, best_distance = config, distance
-        if distance == 0:
-            break
-    if best is None:
-        wanted = ", ".join(f"{n}={v}" for n, v in pinned.items())
-        raise EmmyError(
-            f"site {site.sym_name.data} ({site.family.data}, {site.key.data}) has no valid config"
-            + (f" with {wanted}" if wanted else "")
-        )
-    sources = {
-        n: "pin" if n in pinned else "default" if best[n] == default[n] else "constraint"
-        for n in best
-    }
-    return best, sources
+def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]):
+    from emmy.search.oracles import SiteQuery
+
+    return SiteQuery(
+        site=site.sym_name.data,
+        family=site.family.data,
+        key=site.key.data,
+        default=default_config(site),
+        pins=site_pins(site, pins),
+        is_valid=_Checker(site),
+        enumerate_valid=lambda: valid_configs(site),
+    )
+
+
+def build_stack(target: str, oracles: str, db: str, golden: str):
+    """The oracle stack of a compile for `target` (a device identity)."""
+    from emmy.backend.regime import regime_for
+    from emmy.search.db import default_db_path
+    from emmy.search.golden import golden_paths
+    from emmy.search.oracles import OracleContext, OracleStack, parse_oracles
+
+    names = parse_oracles(oracles)
+    recipe_dirs = [Path(p) for p in golden.split(",") if p]
+    paths = []
+    for directory in recipe_dirs or [None]:
+        paths += [p for p in golden_paths(target, directory) if p not in paths]
+    db_path = None if db == "none" else Path(db) if db else default_db_path()
+    context = OracleContext(target, regime_for(target), db_path, paths)
+    return OracleStack(context, names)
 
 
 @dataclass(frozen=True)
 class ResolveForks(ModulePass):
-    """Chooses a value for every fork: `resolve-forks{pin="vec=2,algo=online"}`."""
+    """Chooses a value for every fork, and records where each choice came from."""
 
     name = "resolve-forks"
 
     pin: str = ""
+    #: the device identity compiled for: only its measurements and golden files are read
+    target: str = "emu"
+    oracles: str = ""
+    #: the tuning database ("" for the default path, "none" for no database)
+    db: str = ""
+    #: recipe directories whose golden/ files come before the model-agnostic ones
+    golden: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         pins = parse_pins(self.pin)
         check_pins(op, pins)
-        for site in op.walk():
-            if not isinstance(site, fork.SiteOp):
-                continue
-            config, sources = choose(site, pins)
-            for knob in site.knobs():
-                name = knob.knob_name.data
-                knob.resolve(config[name], {"oracle": StringAttr(sources[name])})
+        sites = [site for site in op.walk() if isinstance(site, fork.SiteOp)]
+        if not sites:
+            return
+        stack = build_stack(self.target, self.oracles, self.db, self.golden)
+        for site in sites:
+            query = site_query(site, pins)
+            decision = stack.decide(query)
+            record(site, decision, set(query.pins))
+
+
+def record(site: fork.SiteOp, decision, pinned: set[str]) -> None:
+    """Writes a decision into the site: each knob's value and source, the evidence."""
+    for knob in site.knobs():
+        name = knob.knob_name.data
+        source = "pin" if name in pinned else decision.oracle
+        knob.resolve(decision.config[name], {"oracle": StringAttr(source)})
+    site.attributes["decision"] = DictionaryAttr(
+        {
+            "oracle": StringAttr(decision.oracle),
+            "evidence": StringAttr(json.dumps(decision.evidence, sort_keys=True)),
+            "runner_up": StringAttr(json.dumps(decision.runner_up, sort_keys=True)),
+        }
+    )

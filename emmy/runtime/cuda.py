@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as cu
 
-from emmy.backend.nvrtc import compile_cuda
+from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.runtime.device import (
     BufferArg,
@@ -128,6 +128,13 @@ class CudaDevice(Device):
         self.close()
 
     # -- Device -----------------------------------------------------------------------------
+
+    @property
+    def compiler(self) -> str:
+        return f"nvrtc {nvrtc_version()}"
+
+    def prepare(self, source: str) -> None:
+        compile_cuda(source, self.arch, self.regime.flags)
 
     def run(
         self,

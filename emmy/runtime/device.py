@@ -61,6 +61,12 @@ class Device(ABC):
 
     #: the device identity slug, e.g. "emu" or "nvidia-h200-sm90"
     identity: str
+    #: the compiler and its version, as recorded beside measurements ("nvrtc 13.0")
+    compiler: str
+
+    def prepare(self, source: str) -> None:  # noqa: B027 - optional for devices
+        """Compiles `source` for this device ahead of any launch (cached); a compile error
+        raises KernelCompileError here."""
 
     @abstractmethod
     def run(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
 from emmy.paths import INCLUDE_DIR, cache_dir
 from emmy.runtime.device import (
     BufferArg,
@@ -114,9 +115,12 @@ def _build(kind: str, out: Path, args: list[str]) -> None:
             os.unlink(tmp)
 
 
-def compile_emu(source: str, *, sanitize: str | None = None) -> Path:
-    """Compiles kernel source (which includes "emmy_device.cuh") to a cached shared object."""
-    flags = [*KERNEL_FLAGS, *_sanitize_flags(sanitize)]
+def compile_emu(
+    source: str, *, sanitize: str | None = None, extra_flags: Sequence[str] = ()
+) -> Path:
+    """Compiles kernel source (which includes "emmy_device.cuh") to a cached shared object;
+    `extra_flags` (a regime's g++ meaning) come last, so an -O level there wins."""
+    flags = [*KERNEL_FLAGS, *_sanitize_flags(sanitize), *extra_flags]
     out = _cache_path("kernels", [source.encode(), "\0".join(flags).encode()], ".so")
     if not out.exists():
         with tempfile.TemporaryDirectory(prefix="emmy-emu-src-") as tmp:
@@ -172,6 +176,8 @@ class EmuDevice(Device):
     sanitizer (best effort; the runner annotates fiber switches for AddressSanitizer), and
     sanitizer reports become KernelLaunchErrors.
     smem_limit: the most dynamic shared memory a launch may ask for, in bytes.
+    flags: the regime, in NVRTC's spelling; the emulator honours `-Xnvvm -opt=N` (as g++'s
+    -ON) and -D macros, and refuses the rest.
 
     run() takes schedule="forward" (threads resumed in thread order after each barrier),
     "reverse" or "shuffle:SEED" (a seeded permutation per block), so that kernels whose result
@@ -186,11 +192,21 @@ class EmuDevice(Device):
         *,
         sanitize: str | None = None,
         smem_limit: int = DEFAULT_SMEM_LIMIT,
+        flags: str | Sequence[str] = DEPLOYABLE_FLAGS,
     ) -> None:
         _sanitize_flags(sanitize)
+        self.regime = regime_for(EMU, flags)
+        self.host_flags = host_compiler_flags(self.regime)
         self.workers = workers if workers is not None else _default_workers()
         self.sanitize = sanitize
         self.smem_limit = smem_limit
+
+    @property
+    def compiler(self) -> str:
+        return "g++ " + _gxx_version().splitlines()[0].split()[-1]
+
+    def prepare(self, source: str) -> None:
+        compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
 
     def run(
         self,
@@ -229,7 +245,7 @@ class EmuDevice(Device):
         timing: tuple[int, int] | None,
     ) -> str:
         lines = [_schedule_line(schedule)]
-        so = compile_emu(source, sanitize=self.sanitize)
+        so = compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
         runner = build_runner(self.sanitize)
         names = list(buffers)
         index = {name: i for i, name in enumerate(names)}

@@ -1,0 +1,356 @@
+"""`emmy run --bench`: measures the compiler's pick against requested configs, per site.
+
+For every site of a compiled program, the rows to measure are the pick (origin `pick`)
+and the configs asked for (origin `forced`): `--pin fork=v1,v2` (those values over the
+pick), `--sweep fork` (every valid value of a fork over the pick), `--sweep all` (every
+valid config), at most `--max-rows`. A config already measured on this device under this
+regime is recalled, not re-run, unless `--force`. Each new row is compiled, run once on
+fresh random inputs and checked against the family's reference, then timed; it is written
+to the tuning database in its own transaction as soon as it is known, failures included,
+so an interrupted bench keeps everything it finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from emmy.backend.regime import Regime
+from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
+from emmy.dsl.keys import parse_key
+from emmy.dsl.library import configs as valid_configs
+from emmy.dsl.library import default_config, family
+from emmy.errors import EmmyError
+from emmy.runtime.convert import (
+    REFERENCE_TOLERANCES,
+    STORAGE_DTYPES,
+    compare,
+    from_storage,
+    to_storage,
+)
+from emmy.runtime.device import BufferArg, Device, KernelCompileError, KernelLaunchError, Launch
+from emmy.search.db import Row, TuningDB, canonical_config
+from emmy.search.reference import reference
+
+#: a timing whose interquartile range exceeds this fraction of its median is unstable
+UNSTABLE_SPREAD = 0.25
+
+
+@dataclass
+class BenchOptions:
+    pins: dict[str, list[int | str]] = field(default_factory=dict)
+    sweep: list[str] = field(default_factory=list)  # fork names, or ["all"]
+    max_rows: int = 32
+    force: bool = False
+    warmup: int = 1
+    repetitions: int = 11
+
+
+@dataclass
+class Outcome:
+    site: str
+    config: dict[str, int | str]
+    row: Row
+    recalled: bool
+
+
+@dataclass
+class SiteWork:
+    site: str
+    family: str
+    key: str
+    pick: dict[str, int | str]
+    inputs: list[TensorSpec]
+    output: TensorSpec
+    pinned: frozenset[str] = frozenset()
+
+
+def parse_bench_pins(values: Sequence[str]) -> dict[str, list[int | str]]:
+    """`--pin vec=1,2 --pin algo=online` → {"vec": [1, 2], "algo": ["online"]}."""
+    pins: dict[str, list[int | str]] = {}
+    for value in values:
+        name, sep, options = value.partition("=")
+        if not sep or not name or not options:
+            raise EmmyError(f"bad pin {value!r}: expected fork=value[,value...]")
+        pins[name.strip()] = [int(o) if o.lstrip("-").isdigit() else o for o in options.split(",")]
+    return pins
+
+
+def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, int | str]]:
+    """The pick first, then the requested configs in declared order, without repeats.
+
+    Pinned values and sweeps vary one fork at a time around the declared default (with the
+    user's single-valued pins), not around the pick: the pick moves as rows are recorded,
+    and the same bench run twice must ask for the same rows."""
+    decl = family(work.family)
+    key = parse_key(work.key)
+    valid = list(valid_configs(decl, key))
+    forks = {f.name for f in decl.forks}
+    base = {**default_config(decl), **{n: work.pick[n] for n in work.pinned}}
+    if base not in valid:
+        base = work.pick
+    wanted: list[dict] = [work.pick]
+    pins = {n: v for n, v in options.pins.items() if n in forks}
+    if pins:
+        names = list(pins)
+        for values in itertools.product(*(pins[n] for n in names)):
+            candidate = {**base, **dict(zip(names, values, strict=True))}
+            if candidate in valid:
+                wanted.append(candidate)
+    if "all" in options.sweep:
+        wanted += valid
+    else:
+        for name in options.sweep:
+            if name not in forks:
+                continue  # a fork of another site's family
+            wanted += [c for c in valid if all(c[n] == base[n] for n in forks - {name})]
+    unique: dict[str, dict] = {}
+    for config in wanted:
+        unique.setdefault(canonical_config(config), config)
+    return list(unique.values())[: options.max_rows + 1]
+
+
+class Bench:
+    """One bench run over a program's sites on one device and regime."""
+
+    def __init__(
+        self,
+        device: Device,
+        regime: Regime,
+        db: TuningDB,
+        options: BenchOptions,
+        progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    ):
+        self.device, self.regime, self.db, self.options = device, regime, db, options
+        self.progress = progress
+        self.bench_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.compiler = getattr(device, "compiler", "unknown")
+        self.outcomes: list[Outcome] = []
+
+    def sites(self, program: Program) -> list[SiteWork]:
+        specs = {s.name: s for s in [*program.inputs, *program.outputs, *program.temporaries]}
+        seen, work = set(), []
+        for call in program.calls:
+            info = program.kernels[call.kernel]
+            if (info.family, info.key) in seen:
+                continue  # one site measured once, however often the program calls it
+            seen.add((info.family, info.key))
+            *inputs, output = (specs[b] for b in call.buffers)
+            forks = program.provenance.get(call.kernel, {}).get("forks", {})
+            pinned = frozenset(name for name, source in forks.items() if source == "pin")
+            work.append(
+                SiteWork(call.kernel, info.family, info.key, info.config, inputs, output, pinned)
+            )
+        return work
+
+    def run(self, program: Program) -> list[Outcome]:
+        sites = self.sites(program)
+        forks = {f.name for work in sites for f in family(work.family).forks}
+        for name in set(self.options.sweep) - {"all"} - forks:
+            raise EmmyError(
+                f"--sweep {name}: no fork named {name!r} (forks: {', '.join(sorted(forks))})"
+            )
+        for name in set(self.options.pins) - forks:
+            raise EmmyError(
+                f"--pin {name}: no fork named {name!r} (forks: {', '.join(sorted(forks))})"
+            )
+        for work in sites:
+            self.bench_site(work)
+        return self.outcomes
+
+    def bench_site(self, work: SiteWork) -> None:
+        configs = requested_configs(work, self.options)
+        fresh = []
+        for config in configs:
+            origin = "pick" if config == work.pick else "forced"
+            known = (
+                None
+                if self.options.force
+                else self.db.find(
+                    self.device.identity, self.regime.id, work.family, work.key, config
+                )
+            )
+            if known is not None:
+                self.outcomes.append(Outcome(work.site, config, known, recalled=True))
+                self.progress(f"  {work.site} {_short(config)}: recalled row {known.id}")
+            else:
+                fresh.append((config, origin))
+        if not fresh:
+            return
+        self.progress(f"{work.site} ({work.family}, {work.key}): measuring {len(fresh)} config(s)")
+        sources = self.compile(work, [c for c, _ in fresh])
+        for index, (config, origin) in enumerate(fresh, 1):
+            source = sources.get(canonical_config(config))
+            if isinstance(source, str) and source.startswith("compile_error:"):
+                row = self.row(work, config, origin, "compile_error", message=source[14:])
+            else:
+                row = self.measure(work, config, origin, *source)
+            (row_id,) = self.db.add([row])
+            row = _with_id(row, row_id)
+            self.outcomes.append(Outcome(work.site, config, row, recalled=False))
+            shown = f"{row.median_s * 1e3:.3f} ms" if row.median_s is not None else row.status
+            self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {shown}")
+
+    def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, object]:
+        """All configs of a site in one source; on a compile error, one by one, so each
+        failing config gets its own message."""
+        key = parse_key(work.key)
+        program = compile_variants(work.family, key, configs, prefix="bench_")
+        try:
+            self.prepare(program.source)
+            return {
+                canonical_config(c): (program.source, info)
+                for c, info in zip(configs, program.kernels.values(), strict=True)
+            }
+        except KernelCompileError:
+            pass
+        result: dict[str, object] = {}
+        for config in configs:
+            single = compile_variants(work.family, key, [config], prefix="bench_")
+            try:
+                self.prepare(single.source)
+                result[canonical_config(config)] = (
+                    single.source,
+                    next(iter(single.kernels.values())),
+                )
+            except KernelCompileError as error:
+                result[canonical_config(config)] = "compile_error:" + _first_lines(str(error))
+        return result
+
+    def prepare(self, source: str) -> None:
+        """Compiles for the device (cached), so compile errors show before any launch."""
+        prepare = getattr(self.device, "prepare", None)
+        if prepare is not None:
+            prepare(source)
+
+    def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
+        dtype = STORAGE_DTYPES[work.output.dtype]
+        # fresh random inputs every bench, never zeros
+        tensors = [
+            torch.randn(spec.shape, dtype=torch.float64).to(STORAGE_DTYPES[spec.dtype])
+            for spec in work.inputs
+        ]
+        buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
+        buffers["out"] = poisoned(work.output)
+        args = tuple(BufferArg(n) for n in buffers)
+        launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
+        kernel_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
+        try:
+            self.device.run(source, [launch], buffers)
+        except KernelLaunchError as error:
+            status = "timeout" if "timed out" in str(error) else "launch_error"
+            return self.row(
+                work,
+                config,
+                origin,
+                status,
+                message=_first_lines(str(error)),
+                kernel_hash=kernel_hash,
+            )
+        expected = reference(work.family)(parse_key(work.key), tensors).to(dtype)
+        actual = from_storage(buffers["out"], dtype).reshape(expected.shape)
+        check = compare(actual, expected, REFERENCE_TOLERANCES[dtype])
+        if not check.ok:
+            return self.row(
+                work, config, origin, "wrong_result", message=check.summary, kernel_hash=kernel_hash
+            )
+        try:
+            times = self.device.time(
+                source,
+                [launch],
+                buffers,
+                warmup=self.options.warmup,
+                repetitions=self.options.repetitions,
+            )
+        except KernelLaunchError as error:
+            status = "timeout" if "timed out" in str(error) else "launch_error"
+            return self.row(
+                work,
+                config,
+                origin,
+                status,
+                message=_first_lines(str(error)),
+                kernel_hash=kernel_hash,
+            )
+        median = statistics.median(times)
+        q1, _, q3 = np.percentile(times, [25, 50, 75])
+        spread = float((q3 - q1) / median) if median > 0 else 0.0
+        status = "unstable" if spread > UNSTABLE_SPREAD else "ok"
+        message = (
+            f"interquartile spread {spread:.0%} of the median" if status == "unstable" else None
+        )
+        return self.row(
+            work,
+            config,
+            origin,
+            status,
+            median_s=median,
+            spread=spread,
+            repetitions=len(times),
+            message=message,
+            kernel_hash=kernel_hash,
+        )
+
+    def row(self, work: SiteWork, config: dict, origin: str, status: str, **fields) -> Row:
+        return Row(
+            device=self.device.identity,
+            regime=self.regime.id,
+            regime_words=self.regime.words,
+            compiler=self.compiler,
+            family=work.family,
+            key=work.key,
+            config=dict(config),
+            origin=origin,
+            status=status,
+            bench=self.bench_id,
+            **fields,
+        )
+
+
+def _with_id(row: Row, row_id: int) -> Row:
+    from dataclasses import replace
+
+    return replace(row, id=row_id)
+
+
+def _short(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _first_lines(text: str, lines: int = 3) -> str:
+    return " | ".join(text.strip().splitlines()[:lines])
+
+
+def summary_table(outcomes: list[Outcome], picks: dict[str, dict]) -> list[str]:
+    """The pick beside every row of each site: time and speedup over the pick."""
+    lines = []
+    by_site: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_site.setdefault(outcome.site, []).append(outcome)
+    for site, rows in by_site.items():
+        pick = next((o for o in rows if o.config == picks[site]), None)
+        pick_time = pick.row.median_s if pick is not None else None
+        lines.append(f"{site}: pick {_short(picks[site])}")
+        lines.append(f"  {'config':<60} {'time':>11} {'vs pick':>8}  status")
+        ordered = sorted(rows, key=lambda o: (o.row.median_s is None, o.row.median_s or 0.0))
+        for o in ordered:
+            mark = "*" if o.config == picks[site] else " "
+            time_text = f"{o.row.median_s * 1e3:.3f} ms" if o.row.median_s is not None else "-"
+            speedup = f"{pick_time / o.row.median_s:.2f}x" if pick_time and o.row.median_s else "-"
+            source = "recalled" if o.recalled else "measured"
+            status = o.row.status + (
+                f" ({o.row.message})" if o.row.message and not o.row.clean else ""
+            )
+            lines.append(
+                f"{mark} {_short(o.config):<60} {time_text:>11} {speedup:>8}  {status}, {source}"
+            )
+    return lines

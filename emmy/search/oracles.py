@@ -1,0 +1,284 @@
+"""The oracle stack: who decides a site's config, in order, and with what evidence.
+
+Each oracle answers one question, `decide(query) -> Decision | None`: the config of a site
+(family, problem key) among its valid configs, or nothing. The default stack is
+
+    pins → golden (recipe, then model-agnostic) → tuning database → prior → default
+
+A user reorders or trims it with `--oracles`, and a package adds oracles through the
+`emmy.oracles` entry point group (name → a class taking an `OracleContext`). Only rows and
+golden entries of the compile's own device and deployable regime are ever read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Protocol
+
+from emmy.backend.regime import Regime
+from emmy.errors import EmmyError
+from emmy.search.db import TuningDB, canonical_config
+
+Config = dict[str, int | str]
+DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "default")
+
+
+@dataclass
+class SiteQuery:
+    """One site to decide: what it is, which configs are allowed, and the user's pins."""
+
+    site: str
+    family: str
+    key: str
+    default: Config
+    pins: Config
+    is_valid: Callable[[Config], bool]
+    enumerate_valid: Callable[[], Iterator[Config]]
+
+    def allows(self, config: Config) -> bool:
+        """Valid for the key and in agreement with the pins."""
+        if set(config) != set(self.default):
+            return False
+        if any(config[name] != value for name, value in self.pins.items()):
+            return False
+        return self.is_valid(config)
+
+    @cached_property
+    def allowed(self) -> list[Config]:
+        """Every allowed config, in declared order (enumerated only when an oracle needs it)."""
+        return [c for c in self.enumerate_valid() if all(c[n] == v for n, v in self.pins.items())]
+
+
+@dataclass(frozen=True)
+class Decision:
+    config: Config
+    oracle: str
+    evidence: dict = field(default_factory=dict)
+    runner_up: dict | None = None
+
+
+@dataclass
+class OracleContext:
+    """What oracles may consult: the device, its deployable regime, the stores in scope."""
+
+    device: str
+    regime: Regime
+    db_path: Path | None
+    golden_paths: list[Path]
+
+    @cached_property
+    def db(self) -> TuningDB | None:
+        if self.db_path is None:
+            return None
+        db = TuningDB(self.db_path)
+        self._import_golden(db)
+        return db
+
+    @cached_property
+    def golden(self) -> list:
+        """Golden files in scope whose regime is this compile's; others are set aside."""
+        from emmy.search.golden import load_golden
+
+        files = []
+        for path in self.golden_paths:
+            golden = load_golden(path)
+            if golden.device != self.device:
+                raise EmmyError(f"{path}: golden file for {golden.device}, not {self.device}")
+            if golden.regime != self.regime.id:
+                print(
+                    f"emmy: warning: {path} was measured under regime {golden.regime}, not "
+                    f"{self.regime.id} ({self.regime.words}): not read",
+                    file=sys.stderr,
+                )
+                continue
+            files.append(golden)
+        return files
+
+    def _import_golden(self, db: TuningDB) -> None:
+        from emmy.search.golden import import_golden
+
+        for golden in self.golden:
+            import_golden(db, golden)
+
+
+class Oracle(Protocol):
+    name: str
+
+    def decide(self, query: SiteQuery) -> Decision | None: ...
+
+
+class PinsOracle:
+    """Decides when the pins name every fork; partial pins only narrow the others' choice."""
+
+    name = "pins"
+
+    def __init__(self, context: OracleContext):
+        self.context = context
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        if set(query.pins) != set(query.default):
+            return None
+        if not query.is_valid(query.pins):
+            return None
+        return Decision(dict(query.pins), self.name, {"pins": dict(query.pins)})
+
+
+class GoldenOracle:
+    """The entry of the first golden file in scope (recipe, then model-agnostic) for the key."""
+
+    name = "golden"
+
+    def __init__(self, context: OracleContext):
+        self.context = context
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        for golden in self.context.golden:
+            entry = golden.entry(query.family, query.key)
+            if entry is None:
+                continue
+            if not query.allows(entry.config):
+                continue  # e.g. pins that disagree with the golden entry
+            return Decision(
+                dict(entry.config),
+                self.name,
+                {"file": str(golden.path), "median_s": entry.median_s},
+            )
+        return None
+
+
+class DatabaseOracle:
+    """The fastest clean measurement of an allowed config (golden rows included)."""
+
+    name = "db"
+
+    def __init__(self, context: OracleContext):
+        self.context = context
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        db = self.context.db
+        if db is None:
+            return None
+        rows = db.best(self.context.device, self.context.regime.id, query.family, query.key)
+        rows = [row for row in rows if query.allows(row.config)]
+        if not rows:
+            return None
+        best, *others = rows
+        evidence = {
+            "rows": [row.id for row in rows[:5]],
+            "median_s": best.median_s,
+            "origin": best.origin,
+            "measured": len(rows),
+        }
+        runner_up = None
+        if others:
+            runner_up = {
+                "config": others[0].config,
+                "median_s": others[0].median_s,
+                "row": others[0].id,
+            }
+        return Decision(dict(best.config), self.name, evidence, runner_up)
+
+
+class PriorOracle:
+    """The learned prior's predicted-fastest config, where a fitted prior is committed."""
+
+    name = "prior"
+
+    def __init__(self, context: OracleContext):
+        from emmy.search.prior import load_prior
+
+        self.context = context
+        self.prior = load_prior(context.device)
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        if self.prior is None:
+            return None
+        return self.prior.decide(query)
+
+
+class DefaultOracle:
+    """The kernel's declared default, or the allowed config nearest to it."""
+
+    name = "default"
+
+    def __init__(self, context: OracleContext):
+        self.context = context
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        wanted = {**query.default, **query.pins}
+        if query.allows(wanted):
+            return Decision(wanted, self.name, {"declared": True})
+        candidates = query.allowed
+        if not candidates:
+            return None
+        # fewest forks moved from the defaults; the declared order breaks ties
+        nearest = min(candidates, key=lambda c: sum(c[n] != wanted[n] for n in wanted))
+        moved = sorted(n for n in wanted if nearest[n] != wanted[n])
+        return Decision(nearest, self.name, {"declared": False, "moved_by_constraints": moved})
+
+
+BUILTIN_ORACLES: dict[str, type] = {
+    "pins": PinsOracle,
+    "golden": GoldenOracle,
+    "db": DatabaseOracle,
+    "prior": PriorOracle,
+    "default": DefaultOracle,
+}
+
+
+def oracle_classes() -> dict[str, type]:
+    classes = dict(BUILTIN_ORACLES)
+    for entry in entry_points(group="emmy.oracles"):
+        classes.setdefault(entry.name, entry.load())
+    return classes
+
+
+def parse_oracles(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return DEFAULT_ORACLES
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    known = oracle_classes()
+    for name in names:
+        if name not in known:
+            raise EmmyError(f"unknown oracle {name!r}; known: {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise EmmyError(f"oracle list {text!r} names an oracle twice")
+    return names
+
+
+class OracleStack:
+    def __init__(self, context: OracleContext, names: tuple[str, ...] = DEFAULT_ORACLES):
+        classes = oracle_classes()
+        self.context = context
+        self.oracles: list[Oracle] = [classes[name](context) for name in names]
+
+    def decide(self, query: SiteQuery) -> Decision:
+        for oracle in self.oracles:
+            decision = oracle.decide(query)
+            if decision is not None:
+                return decision
+        pinned = ", ".join(f"{n}={v}" for n, v in query.pins.items())
+        raise EmmyError(
+            f"no oracle decided site {query.site} ({query.family}, {query.key})"
+            + (f": no valid config with {pinned}" if pinned else "")
+        )
+
+
+def evidence_text(decision: Decision) -> str:
+    return json.dumps(decision.evidence, sort_keys=True, separators=(",", ":"))
+
+
+__all__ = [
+    "Decision",
+    "OracleContext",
+    "OracleStack",
+    "SiteQuery",
+    "canonical_config",
+    "parse_oracles",
+]

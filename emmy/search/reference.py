@@ -1,0 +1,74 @@
+"""What each kernel family must compute, in float64 torch: how a bench checks a row.
+
+A family's reference takes its problem key and its input tensors (shaped as at the call)
+and gives the expected output. New families register theirs with `register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from lark import Token, Tree
+
+from emmy.dsl.parser import parse_expression
+from emmy.errors import EmmyError
+
+Reference = Callable[[dict, list[torch.Tensor]], torch.Tensor]
+_REFERENCES: dict[str, Reference] = {}
+
+
+def register(family: str, reference: Reference) -> None:
+    _REFERENCES[family] = reference
+
+
+def reference(family: str) -> Reference:
+    if family not in _REFERENCES:
+        raise EmmyError(f"no reference for family {family!r}: a bench cannot check it")
+    return _REFERENCES[family]
+
+
+def _softmax(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    return torch.softmax(inputs[0].double(), dim=-1)
+
+
+_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "exp": torch.exp,
+    "tanh": torch.tanh,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+}
+_BINARY = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
+
+
+def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
+    kind = node.data
+    if kind == "float_lit" or kind == "int_lit":
+        return float(node.children[0])
+    if kind == "name":
+        return inputs[str(node.children[0])]
+    if kind == "neg":
+        return -_chain(node.children[0], inputs)
+    if kind == "call":
+        (arg,) = node.children[1].children
+        return _FUNCTIONS[str(node.children[0])](_as_tensor(_chain(arg, inputs)))
+    value = _chain(node.children[0], inputs)
+    for op, rhs in zip(node.children[1::2], node.children[2::2], strict=True):
+        value = _BINARY[str(op)](_as_tensor(value), _chain(rhs, inputs))
+    return value
+
+
+def _as_tensor(value) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=torch.float64)
+
+
+def _elementwise(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    named = {f"in{i}": t.double() for i, t in enumerate(inputs)}
+    return _as_tensor(_chain(parse_expression(str(key["fn"])), named))
+
+
+register("softmax", _softmax)
+register("elementwise", _elementwise)
