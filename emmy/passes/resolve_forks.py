@@ -84,6 +84,7 @@ def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]):
         pins=site_pins(site, pins),
         is_valid=_Checker(site),
         enumerate_valid=lambda: valid_configs(site),
+        options={k.knob_name.data: k.option_values for k in site.knobs()},
     )
 
 

@@ -40,6 +40,8 @@ class SiteQuery:
     pins: Config
     is_valid: Callable[[Config], bool]
     enumerate_valid: Callable[[], Iterator[Config]]
+    #: each fork's options in declared order
+    options: dict[str, list] = field(default_factory=dict)
 
     def allows(self, config: Config) -> bool:
         """Valid for the key and in agreement with the pins."""
@@ -217,8 +219,19 @@ class DefaultOracle:
         candidates = query.allowed
         if not candidates:
             return None
-        # fewest forks moved from the defaults; the declared order breaks ties
-        nearest = min(candidates, key=lambda c: sum(c[n] != wanted[n] for n in wanted))
+
+        def distance(config: Config) -> tuple[int, int]:
+            """Fewest forks moved, then the smallest moves along each option list."""
+            moved = [n for n in wanted if config[n] != wanted[n]]
+            steps = sum(
+                abs(query.options[n].index(config[n]) - query.options[n].index(wanted[n]))
+                for n in moved
+                if n in query.options
+            )
+            return len(moved), steps
+
+        # min() keeps the first of equals: the declared order breaks the remaining ties
+        nearest = min(candidates, key=distance)
         moved = sorted(n for n in wanted if nearest[n] != wanted[n])
         return Decision(nearest, self.name, {"declared": False, "moved_by_constraints": moved})
 

@@ -1,4 +1,4 @@
-// RUN: emmy-opt %S/../../../emmy/library/softmax.emmy -p 'resolve-forks{pin="vec=4,algo=online,reduction=smem"},specialize-forks' -t cuda | filecheck %s
+// RUN: emmy-opt %S/../../../emmy/library/softmax.emmy -p 'resolve-forks{db=none pin="vec=4,algo=online,reduction=smem"},specialize-forks' -t cuda | filecheck %s
 
 // CHECK: #include "emmy_device.cuh"
 // CHECK: EMMY_KERNEL void softmax(const float* __restrict__ p_x, float* __restrict__ p_y) {

@@ -1,20 +1,27 @@
-// RUN: emmy-opt %s -p resolve-forks | filecheck %s --check-prefix=DEFAULT
-// RUN: emmy-opt %s -p 'resolve-forks{pin="vec=1,algo=b"}' | filecheck %s --check-prefix=PIN
-// RUN: emmy-opt %s -p 'resolve-forks{pin="threads=128"}' | filecheck %s --check-prefix=CONSTRAINT
+// RUN: emmy-opt %s -p 'resolve-forks{db=none}' | filecheck %s --check-prefix=DEFAULT
+// RUN: emmy-opt %s -p 'resolve-forks{db=none pin="vec=1,algo=b"}' | filecheck %s --check-prefix=PIN
+// RUN: emmy-opt %s -p 'resolve-forks{db=none pin="threads=128,vec=1,algo=a"}' | filecheck %s --check-prefix=ALL
+// RUN: emmy-opt %s -p 'resolve-forks{db=none oracles="pins,default" pin="threads=128"}' | filecheck %s --check-prefix=CONSTRAINT
 
 fork.site @s "f" "n=6,T=f32" {
   %threads = fork.knob "threads" [64, 128] default 64
   %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256"
   %algo = fork.knob "algo" ["a", "b"] default "a"
 }
-// n % 4 != 0: vec moves to the nearest valid option, and says why.
-// DEFAULT: fork.knob "threads" [64, 128] default 64 = 64 by {oracle = "default"}
-// DEFAULT-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256" = 1 by {oracle = "constraint"}
+// n % 4 != 0: the default oracle moves vec to the nearest valid option, and says so.
+// DEFAULT: fork.site @s "f" "n=6,T=f32" attributes {decision = {oracle = "default", evidence = "{\22declared\22: false, \22moved_by_constraints\22: [\22vec\22]}", runner_up = "null"}} {
+// DEFAULT-NEXT: fork.knob "threads" [64, 128] default 64 = 64 by {oracle = "default"}
+// DEFAULT-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256" = 2 by {oracle = "default"}
 // DEFAULT-NEXT: fork.knob "algo" ["a", "b"] default "a" = "a" by {oracle = "default"}
 
+// Partial pins narrow the choice; the other forks keep their oracle.
 // PIN: fork.knob "threads" [64, 128] default 64 = 64 by {oracle = "default"}
 // PIN-NEXT: = 1 by {oracle = "pin"}
 // PIN-NEXT: = "b" by {oracle = "pin"}
 
+// Pins that name every fork decide the site alone.
+// ALL: attributes {decision = {oracle = "pins"
+// ALL-NEXT: = 128 by {oracle = "pin"}
+
 // CONSTRAINT: = 128 by {oracle = "pin"}
-// CONSTRAINT-NEXT: = 1 by {oracle = "constraint"}
+// CONSTRAINT-NEXT: = 2 by {oracle = "default"}

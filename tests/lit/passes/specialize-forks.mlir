@@ -1,4 +1,4 @@
-// RUN: emmy-opt %s -p resolve-forks,specialize-forks | filecheck %s
+// RUN: emmy-opt %s -p 'resolve-forks{db=none},specialize-forks' | filecheck %s
 
 fork.site @s "f" "n=8" {
   %vec = fork.knob "vec" [1, 2, 4] default 2
@@ -18,7 +18,7 @@ fork.site @s "f" "n=8" {
 }
 // Knobs become constants (a symbol by its index), the chosen region is inlined, and the
 // site keeps its config and the provenance of each choice.
-// CHECK: fork.site @s "f" "n=8" attributes {config = {vec = 2 : i64, algo = "b"}, provenance = {vec = {oracle = "default"}, algo = {oracle = "default"}}} {
+// CHECK: fork.site @s "f" "n=8" attributes {decision = {oracle = "default", evidence = "{\22declared\22: true}", runner_up = "null"}, config = {vec = 2 : i64, algo = "b"}, provenance = {vec = {oracle = "default"}, algo = {oracle = "default"}}} {
 // CHECK-NEXT: %[[VEC:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: kernel.func @s(%[[X:.*]] : !kernel.ptr<f32> "x") {
 // CHECK-NEXT: %[[CB:.*]] = arith.constant 2.000000e+00 : f32
