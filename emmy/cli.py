@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--nvcc-flags",
         default="",
         metavar="FLAGS",
-        help='code-generation flags of the bench\'s regime, e.g. "-Xnvvm -opt=1" '
+        help='code-generation flags of the bench\'s regime, e.g. "-Xnvvm -opt=1" (one flag: --nvcc-flags=FLAG) '
         "(rows are recorded under that regime; no ordinary compile reads them)",
     )
     run_cmd.set_defaults(handler=cmd_run)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 
 from emmy.dialects import fork
 from emmy.dsl.lower import Lowering, canonical_key, check_key, valid
@@ -13,12 +15,25 @@ from emmy.errors import EmmyError
 from emmy.paths import LIBRARY_DIR
 
 
-@cache
+def library_dirs() -> tuple[Path, ...]:
+    """emmy's own library, then the folders of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
+    extra = os.environ.get("EMMY_LIBRARY_PATH", "")
+    return (LIBRARY_DIR, *(Path(p) for p in extra.split(os.pathsep) if p))
+
+
 def families() -> dict[str, KernelDecl]:
+    return _families(library_dirs())
+
+
+@cache
+def _families(directories: tuple[Path, ...]) -> dict[str, KernelDecl]:
     decls: dict[str, KernelDecl] = {}
-    for path in sorted(LIBRARY_DIR.glob("*.emmy")):
-        for decl in parse_file(path):
-            decls[decl.name] = decl
+    for directory in directories:
+        for path in sorted(directory.glob("*.emmy")):
+            for decl in parse_file(path):
+                if decl.name in decls:
+                    raise EmmyError(f"{path}:{decl.line}:1: family {decl.name} is declared twice")
+                decls[decl.name] = decl
     return decls
 
 

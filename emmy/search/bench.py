@@ -327,7 +327,10 @@ def _short(config: dict) -> str:
 
 
 def _first_lines(text: str, lines: int = 3) -> str:
-    return " | ".join(text.strip().splitlines()[:lines])
+    """The gist of a failure: its error lines if it names any, else its first lines."""
+    all_lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in all_lines if "error" in line.lower()]
+    return " | ".join((errors or all_lines)[:lines])
 
 
 def summary_table(outcomes: list[Outcome], picks: dict[str, dict]) -> list[str]:

@@ -92,6 +92,7 @@ class OracleContext:
             golden = load_golden(path)
             if golden.device != self.device:
                 raise EmmyError(f"{path}: golden file for {golden.device}, not {self.device}")
+            check_against_library(golden)
             if golden.regime != self.regime.id:
                 print(
                     f"emmy: warning: {path} was measured under regime {golden.regime}, not "
@@ -107,6 +108,29 @@ class OracleContext:
 
         for golden in self.golden:
             import_golden(db, golden)
+
+
+def check_against_library(golden) -> None:
+    """Every entry names a known family and a config of its forks' options; otherwise the
+    whole file is refused, naming the entry, before anything of it is used."""
+    from emmy.dsl.library import families
+
+    known = families()
+    for i, entry in enumerate(golden.entries):
+        where = f"{golden.path}: entry {i} ({entry.family}, {entry.key})"
+        decl = known.get(entry.family)
+        if decl is None:
+            raise EmmyError(f"{where}: unknown family {entry.family!r}")
+        forks = {f.name: f for f in decl.forks}
+        if set(entry.config) != set(forks):
+            raise EmmyError(
+                f"{where}: config names forks {sorted(entry.config)}, the family has {sorted(forks)}"
+            )
+        for name, value in entry.config.items():
+            if value not in forks[name].options:
+                raise EmmyError(
+                    f"{where}: {name}={value!r} is not an option of fork {name} {list(forks[name].options)}"
+                )
 
 
 class Oracle(Protocol):

@@ -1,0 +1,73 @@
+"""Helpers for tests of the stores: planted rows, golden files, a program of one site."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.ir import Block, Region
+
+from emmy.backend.regime import regime_for
+from emmy.compiler import compile_graph
+from emmy.dialects import kernel
+from emmy.dsl.library import family, instantiate
+from emmy.search.db import Row
+
+SOFTMAX_KEY = "rows=8,cols=64,T=f32"
+SOFTMAX_DEFAULT = {"threads": 256, "rows_per_block": 1, "vec": 4, "algo": "two_pass", "reduction": "shuffle"}
+
+
+def row(config: dict, median_s: float, *, device: str = "emu", regime: str | None = None,
+        family_name: str = "softmax", key: str = SOFTMAX_KEY, origin: str = "forced",
+        status: str = "ok") -> Row:
+    regime_obj = regime_for("emu")
+    return Row(
+        device=device,
+        regime=regime or regime_obj.id,
+        regime_words=regime_obj.words,
+        compiler="g++ test",
+        family=family_name,
+        key=key,
+        config=config,
+        origin=origin,
+        status=status,
+        median_s=median_s if status in ("ok", "unstable") else None,
+        repetitions=5,
+        bench="planted",
+    )
+
+
+def softmax_config(**changes) -> dict:
+    return {**SOFTMAX_DEFAULT, **changes}
+
+
+def write_golden(path: Path, entries: list[dict], *, device: str = "emu", regime: str | None = None) -> Path:
+    regime_obj = regime_for("emu")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "schema": 1,
+        "device": device,
+        "regime": regime or regime_obj.id,
+        "regime_words": regime_obj.words,
+        "entries": entries,
+    }))
+    return path
+
+
+def single_site_module(family_name: str, key: dict, shape: list[int], dtype=None) -> ModuleOp:
+    """`@main` calling one site of a family, as lower-graph would build it."""
+    decl = family(family_name)
+    site = instantiate(decl, key, f"{family_name}_0")
+    tensor = TensorType(dtype or Float32Type(), shape)
+    block = Block(arg_types=[tensor])
+    call = kernel.CallOp(site.sym_name.data, [block.args[0]], [tensor])
+    block.add_ops([call, func.ReturnOp(call.outputs[0])])
+    main = func.FuncOp("main", ([tensor], [tensor]), Region(block))
+    return ModuleOp([site, main])
+
+
+def softmax_program(db: Path, **options):
+    module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
+    return compile_graph(module, target=options.pop("target", "emu"), db=str(db), **options)

@@ -1,0 +1,170 @@
+"""emmy run --bench on the emulator: rows, recall, failures, interruption, concurrency."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from stores import single_site_module
+
+from emmy.backend.regime import regime_for
+from emmy.cli import main
+from emmy.compiler import compile_graph
+from emmy.runtime.emu import EmuDevice
+from emmy.search import reference
+from emmy.search.bench import Bench, BenchOptions
+from emmy.search.db import TuningDB
+
+LIBRARY = Path(__file__).parent / "library"
+EXPRESSION = "torch.softmax(torch.randn(16, 96) * 2, -1)"
+EMMY = str(Path(sys.executable).with_name("emmy"))
+
+
+def bench_cli(capsys, db: Path, *extra: str) -> tuple[int, str, str]:
+    code = main(["run", "-c", EXPRESSION, "--bench", "--db", str(db), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_second_bench_recalls_and_the_next_compile_picks_from_its_rows(capsys, tmp_path) -> None:
+    db = tmp_path / "autotune.db"
+    code, out, err = bench_cli(capsys, db, "--sweep", "vec", "--pin", "threads=64,128")
+    assert code == 0, err
+    assert ": 12 measured, 0 recalled" in out  # per site: the pick, 2 more threads, 3 more vecs
+    assert "measuring" in err  # progress while it works
+    code, out, _ = bench_cli(capsys, db, "--sweep", "vec", "--pin", "threads=64,128")
+    assert code == 0 and ": 0 measured, 12 recalled" in out
+    with TuningDB(db) as store:
+        assert store.count() == 12
+    main(["compile", "-c", EXPRESSION, "--target", "emu", "--explain", "--db", str(db)])
+    explain = capsys.readouterr().out
+    sites = {line.split()[0]: line for line in explain.splitlines() if "  rows " in line}
+    assert set(sites) == {"softmax_0", "elementwise_1"}, explain
+    assert all("  db  " in line for line in sites.values()), explain
+    assert "rows " in explain and "runner-up row" in explain
+
+
+def test_force_measures_again(capsys, tmp_path) -> None:
+    db = tmp_path / "autotune.db"
+    bench_cli(capsys, db, "--max-rows", "0")
+    code, out, _ = bench_cli(capsys, db, "--max-rows", "0", "--force")
+    assert code == 0 and ": 2 measured, 0 recalled" in out
+
+
+def test_a_pinned_regime_records_apart_and_no_compile_reads_it(capsys, tmp_path) -> None:
+    db = tmp_path / "autotune.db"
+    code, out, err = bench_cli(capsys, db, "--nvcc-flags", "-Xnvvm -opt=1", "--sweep", "vec")
+    assert code == 0
+    assert "no ordinary compile reads them" in err
+    pinned = regime_for("emu", "-Xnvvm -opt=1")
+    with TuningDB(db) as store:
+        regimes = {r.regime for r in store.rows("emu", pinned.id, "softmax", "rows=16,cols=96,T=f32")}
+    assert regimes == {pinned.id}
+    main(["compile", "-c", EXPRESSION, "--target", "emu", "--explain", "--db", str(db)])
+    assert " db " not in capsys.readouterr().out
+
+
+def test_flags_the_emulator_cannot_honour_are_refused(capsys, tmp_path) -> None:
+    code, _, err = bench_cli(capsys, tmp_path / "a.db", "--nvcc-flags=--use_fast_math")
+    assert code == 2 and "has no meaning on the emulator" in err
+
+
+@pytest.fixture
+def failing_family(monkeypatch):
+    monkeypatch.setenv("EMMY_LIBRARY_PATH", str(LIBRARY))
+    reference.register("scale", lambda key, inputs: inputs[0].double() * 2)
+    yield
+    reference._REFERENCES.pop("scale", None)
+
+
+def test_failures_become_rows_and_the_bench_goes_on(tmp_path, failing_family) -> None:
+    db_path = tmp_path / "autotune.db"
+    module = single_site_module("scale", {"n": 100, "T": "f32"}, [100])
+    program = compile_graph(module, target="emu", db=str(db_path))
+    lines: list[str] = []
+    with TuningDB(db_path) as db:
+        bench = Bench(EmuDevice(), regime_for("emu"), db, BenchOptions(sweep=["all"], repetitions=3), lines.append)
+        outcomes = bench.run(program)
+        rows = {tuple(sorted(o.config.items())): o.row for o in outcomes}
+    statuses = {}
+    for config, measured in rows.items():
+        config = dict(config)
+        expected = (
+            "compile_error" if config["group"] == 3
+            else "launch_error" if config["threads"] == 2048
+            else "wrong_result" if config["mode"] == "wrong"
+            else "ok"
+        )
+        statuses[(config["threads"], config["mode"], config["group"])] = measured.status
+        assert measured.status in (expected, "unstable" if expected == "ok" else expected), (config, measured)
+        if expected != "ok":
+            assert measured.message and measured.median_s is None
+    assert len(rows) == 12
+    messages = {r.status: r.message for r in rows.values()}
+    assert "GROUP must be a power of two" in messages["compile_error"]
+    assert "1024" in messages["launch_error"] or "threads" in messages["launch_error"]
+    assert "MISMATCH" in messages["wrong_result"]
+
+
+def _bench_process(db: Path, expression: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [EMMY, "run", "-c", expression, "--bench", "--db", str(db), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _wait_for_rows(db: Path, count: int, process: subprocess.Popen, limit: float = 120.0) -> None:
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if db.exists():
+            with TuningDB(db) as store:
+                if store.count() >= count:
+                    return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    pytest.fail("the bench wrote no rows in time")
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_an_interrupted_bench_leaves_a_consistent_database(tmp_path, how) -> None:
+    db = tmp_path / "autotune.db"
+    process = _bench_process(db, EXPRESSION, "--sweep", "all", "--max-rows", "200")
+    _wait_for_rows(db, 3, process)
+    process.send_signal(how)
+    out, err = process.communicate(timeout=60)
+    with TuningDB(db) as store:
+        assert store.integrity_check() == "ok"
+        written = store.count()
+        rows = store.rows("emu", regime_for("emu").id, "softmax", "rows=16,cols=96,T=f32")
+    assert written >= 3
+    for r in rows:
+        assert r.status in ("ok", "unstable") and r.median_s is not None and r.bench
+    if how == signal.SIGINT:
+        assert process.returncode == 130
+        assert f"interrupted: {written} row(s) written" in err
+
+
+def test_two_benches_at_once_lose_no_row(tmp_path) -> None:
+    db = tmp_path / "autotune.db"
+    first = _bench_process(db, "torch.softmax(torch.randn(8, 64), -1)", "--sweep", "vec", "--sweep", "threads")
+    second = _bench_process(db, "torch.exp(torch.randn(8, 64))", "--sweep", "vec", "--sweep", "threads")
+    outputs = [p.communicate(timeout=300) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outputs
+    summaries = [re.search(r": (\d+) measured, \d+ recalled", out) for out, _ in outputs]
+    measured = sum(int(summary.group(1)) for summary in summaries)
+    with TuningDB(db) as store:
+        assert store.count() == measured
+        assert store.integrity_check() == "ok"
+
+
+def test_bench_inputs_are_fresh_and_never_zero() -> None:
+    a, b = torch.randn(1000, dtype=torch.float64), torch.randn(1000, dtype=torch.float64)
+    assert not torch.equal(a, b) and bool((a != 0).all())

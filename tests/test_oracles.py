@@ -1,0 +1,175 @@
+"""The oracle stack of an ordinary compile: order, regime gating, provenance, determinism."""
+
+from __future__ import annotations
+
+import pytest
+from stores import (
+    SOFTMAX_DEFAULT,
+    SOFTMAX_KEY,
+    row,
+    softmax_config,
+    softmax_program,
+    write_golden,
+)
+
+from emmy.errors import EmmyError
+from emmy.search.db import TuningDB
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "autotune.db"
+
+
+def decision(program) -> dict:
+    (provenance,) = program.provenance.values()
+    return provenance
+
+
+def config_of(program) -> dict:
+    (info,) = program.kernels.values()
+    return info.config
+
+
+def test_empty_stores_give_the_declared_default(db_path) -> None:
+    program = softmax_program(db_path)
+    assert config_of(program) == SOFTMAX_DEFAULT
+    assert decision(program)["oracle"] == "default"
+
+
+def test_the_fastest_clean_row_of_the_database_is_picked_with_evidence(db_path) -> None:
+    with TuningDB(db_path) as db:
+        slow, fast, broken = db.add([
+            row(softmax_config(vec=2), 3e-3),
+            row(softmax_config(vec=1), 1e-3),
+            row(softmax_config(vec=8), None, status="wrong_result"),
+        ])
+        db.add([row(softmax_config(threads=64), 5e-4, status="unstable")])
+    program = softmax_program(db_path)
+    assert config_of(program) == softmax_config(vec=1)
+    provenance = decision(program)
+    assert provenance["oracle"] == "db"
+    assert provenance["evidence"]["rows"] == [fast, slow]
+    assert provenance["runner_up"] == {"config": softmax_config(vec=2), "median_s": 3e-3, "row": slow}
+    assert set(provenance["forks"].values()) == {"db"}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"device": "nvidia-h200-sm90"},  # another device
+        {"regime": "r-000000000000"},  # another regime of this device
+    ],
+)
+def test_a_faster_row_of_another_device_or_regime_is_never_read(db_path, planted) -> None:
+    with TuningDB(db_path) as db:
+        db.add([row(softmax_config(vec=2), 2e-3), row(softmax_config(vec=1), 1e-9, **planted)])
+    assert config_of(softmax_program(db_path)) == softmax_config(vec=2)
+
+
+def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> None:
+    golden_dir = tmp_path / "golden"
+    write_golden(golden_dir / "emu.json", [
+        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 2e-3, "promoted_from": {}},
+    ])
+    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    with TuningDB(db_path) as db:
+        db.add([row(softmax_config(vec=1), 1e-3)])
+    program = softmax_program(db_path)
+    assert config_of(program) == softmax_config(vec=2)
+    assert decision(program)["oracle"] == "golden"
+    assert decision(program)["evidence"]["file"] == str(golden_dir / "emu.json")
+    # the user reorders the stack: the database first
+    reordered = softmax_program(db_path, oracles="db,golden,default")
+    assert config_of(reordered) == softmax_config(vec=1)
+    # golden rows were imported into the measurements table before the compile picked
+    with TuningDB(db_path) as db:
+        origins = {r.origin for r in db.rows("emu", row({}, 1).regime, "softmax", SOFTMAX_KEY)}
+    assert origins == {"golden", "forced"}
+
+
+def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(db_path, tmp_path, monkeypatch) -> None:
+    agnostic = tmp_path / "agnostic"
+    recipe = tmp_path / "recipe"
+    write_golden(agnostic / "emu.json", [
+        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 2e-3, "promoted_from": {}},
+    ])
+    write_golden(recipe / "golden" / "emu.json", [
+        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=8), "median_s": 2e-3, "promoted_from": {}},
+    ])
+    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", agnostic)
+    program = softmax_program(db_path, golden=str(recipe))
+    assert config_of(program) == softmax_config(vec=8)
+
+
+def test_pins_come_first_and_narrow_the_other_oracles(db_path) -> None:
+    with TuningDB(db_path) as db:
+        db.add([row(softmax_config(vec=1), 1e-3), row(softmax_config(vec=2, algo="online"), 2e-3)])
+    program = softmax_program(db_path, pins="algo=online")
+    assert config_of(program) == softmax_config(vec=2, algo="online")
+    assert decision(program)["forks"]["algo"] == "pin"
+    assert decision(program)["forks"]["vec"] == "db"
+
+
+def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch, capsys) -> None:
+    golden_dir = tmp_path / "golden"
+    write_golden(golden_dir / "emu.json", [
+        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 1e-9, "promoted_from": {}},
+    ], regime="r-111111111111")
+    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    assert config_of(softmax_program(db_path)) == SOFTMAX_DEFAULT
+    assert "not read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"family": "matmul", "config": {"tile": 64}}, "entry 0 (matmul, rows=8,cols=64,T=f32): unknown family 'matmul'"),
+        ({"config": softmax_config(vec=3)}, "vec=3 is not an option of fork vec [1, 2, 4, 8]"),
+        ({"config": {"vec": 4}}, "config names forks ['vec'], the family has"),
+    ],
+)
+def test_a_golden_entry_outside_the_library_is_refused_naming_the_file(db_path, tmp_path, monkeypatch, entry, message) -> None:
+    golden_dir = tmp_path / "golden"
+    full = {"family": "softmax", "key": SOFTMAX_KEY, "median_s": 1e-3, "promoted_from": {}, **entry}
+    path = write_golden(golden_dir / "emu.json", [full])
+    before = path.read_bytes()
+    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    with pytest.raises(EmmyError, match=str(path)) as error:
+        softmax_program(db_path)
+    assert message in str(error.value)
+    assert path.read_bytes() == before
+
+
+def test_a_foreign_file_at_the_database_path_is_an_error_and_untouched(db_path) -> None:
+    db_path.write_text("my notes, not a database\n")
+    with pytest.raises(EmmyError, match=str(db_path)):
+        softmax_program(db_path)
+    assert db_path.read_text() == "my notes, not a database\n"
+
+
+def test_same_stores_give_byte_identical_cuda_and_ties_break_deterministically(db_path) -> None:
+    with TuningDB(db_path) as db:
+        # two configs measured equally fast: the canonical config text decides
+        db.add([row(softmax_config(vec=8), 1e-3), row(softmax_config(vec=2), 1e-3)])
+    first, second = softmax_program(db_path), softmax_program(db_path)
+    assert first.source == second.source
+    assert config_of(first) == softmax_config(vec=2)  # '"vec":2' sorts before '"vec":8'
+
+
+def test_an_unknown_oracle_is_a_clear_error(db_path) -> None:
+    with pytest.raises(EmmyError, match="unknown oracle 'crystal-ball'"):
+        softmax_program(db_path, oracles="pins,crystal-ball")
+
+
+def test_without_the_default_oracle_an_undecided_site_is_an_error(db_path) -> None:
+    with pytest.raises(EmmyError, match="no oracle decided site softmax_0"):
+        softmax_program(db_path, oracles="golden,db")
+
+
+def test_the_prior_decides_nothing_until_one_is_fitted(db_path) -> None:
+    from emmy.search.prior import load_prior
+
+    assert load_prior("emu") is None
+    program = softmax_program(db_path, oracles="prior,default")
+    assert decision(program)["oracle"] == "default"
