@@ -154,6 +154,12 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the tuning database (default: ~/.cache/emmy/autotune.db; 'none' for none)",
     )
+    parser.add_argument(
+        "--golden",
+        default="",
+        metavar="DIR",
+        help="a recipe folder whose golden/<device>.json comes before the model-agnostic one",
+    )
 
 
 def _pins(args: argparse.Namespace) -> str:
@@ -181,6 +187,7 @@ def compile_program(module, target: str, args: argparse.Namespace, pins: str | N
         pins=_pins(args) if pins is None else pins,
         oracles=args.oracles,
         db=args.db,
+        golden=args.golden,
     )
 
 

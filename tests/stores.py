@@ -16,12 +16,26 @@ from emmy.dsl.library import family, instantiate
 from emmy.search.db import Row
 
 SOFTMAX_KEY = "rows=8,cols=64,T=f32"
-SOFTMAX_DEFAULT = {"threads": 256, "rows_per_block": 1, "vec": 4, "algo": "two_pass", "reduction": "shuffle"}
+SOFTMAX_DEFAULT = {
+    "threads": 256,
+    "rows_per_block": 1,
+    "vec": 4,
+    "algo": "two_pass",
+    "reduction": "shuffle",
+}
 
 
-def row(config: dict, median_s: float, *, device: str = "emu", regime: str | None = None,
-        family_name: str = "softmax", key: str = SOFTMAX_KEY, origin: str = "forced",
-        status: str = "ok") -> Row:
+def row(
+    config: dict,
+    median_s: float,
+    *,
+    device: str = "emu",
+    regime: str | None = None,
+    family_name: str = "softmax",
+    key: str = SOFTMAX_KEY,
+    origin: str = "forced",
+    status: str = "ok",
+) -> Row:
     regime_obj = regime_for("emu")
     return Row(
         device=device,
@@ -43,16 +57,22 @@ def softmax_config(**changes) -> dict:
     return {**SOFTMAX_DEFAULT, **changes}
 
 
-def write_golden(path: Path, entries: list[dict], *, device: str = "emu", regime: str | None = None) -> Path:
+def write_golden(
+    path: Path, entries: list[dict], *, device: str = "emu", regime: str | None = None
+) -> Path:
     regime_obj = regime_for("emu")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "schema": 1,
-        "device": device,
-        "regime": regime or regime_obj.id,
-        "regime_words": regime_obj.words,
-        "entries": entries,
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "device": device,
+                "regime": regime or regime_obj.id,
+                "regime_words": regime_obj.words,
+                "entries": entries,
+            }
+        )
+    )
     return path
 
 

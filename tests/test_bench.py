@@ -33,7 +33,9 @@ def bench_cli(capsys, db: Path, *extra: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_the_second_bench_recalls_and_the_next_compile_picks_from_its_rows(capsys, tmp_path) -> None:
+def test_the_second_bench_recalls_and_the_next_compile_picks_from_its_rows(
+    capsys, tmp_path
+) -> None:
     db = tmp_path / "autotune.db"
     code, out, err = bench_cli(capsys, db, "--sweep", "vec", "--pin", "threads=64,128")
     assert code == 0, err
@@ -65,7 +67,9 @@ def test_a_pinned_regime_records_apart_and_no_compile_reads_it(capsys, tmp_path)
     assert "no ordinary compile reads them" in err
     pinned = regime_for("emu", "-Xnvvm -opt=1")
     with TuningDB(db) as store:
-        regimes = {r.regime for r in store.rows("emu", pinned.id, "softmax", "rows=16,cols=96,T=f32")}
+        regimes = {
+            r.regime for r in store.rows("emu", pinned.id, "softmax", "rows=16,cols=96,T=f32")
+        }
     assert regimes == {pinned.id}
     main(["compile", "-c", EXPRESSION, "--target", "emu", "--explain", "--db", str(db)])
     assert " db " not in capsys.readouterr().out
@@ -90,20 +94,32 @@ def test_failures_become_rows_and_the_bench_goes_on(tmp_path, failing_family) ->
     program = compile_graph(module, target="emu", db=str(db_path))
     lines: list[str] = []
     with TuningDB(db_path) as db:
-        bench = Bench(EmuDevice(), regime_for("emu"), db, BenchOptions(sweep=["all"], repetitions=3), lines.append)
+        bench = Bench(
+            EmuDevice(),
+            regime_for("emu"),
+            db,
+            BenchOptions(sweep=["all"], repetitions=3),
+            lines.append,
+        )
         outcomes = bench.run(program)
         rows = {tuple(sorted(o.config.items())): o.row for o in outcomes}
     statuses = {}
     for config, measured in rows.items():
         config = dict(config)
         expected = (
-            "compile_error" if config["group"] == 3
-            else "launch_error" if config["threads"] == 2048
-            else "wrong_result" if config["mode"] == "wrong"
+            "compile_error"
+            if config["group"] == 3
+            else "launch_error"
+            if config["threads"] == 2048
+            else "wrong_result"
+            if config["mode"] == "wrong"
             else "ok"
         )
         statuses[(config["threads"], config["mode"], config["group"])] = measured.status
-        assert measured.status in (expected, "unstable" if expected == "ok" else expected), (config, measured)
+        assert measured.status in (expected, "unstable" if expected == "ok" else expected), (
+            config,
+            measured,
+        )
         if expected != "ok":
             assert measured.message and measured.median_s is None
     assert len(rows) == 12
@@ -116,7 +132,9 @@ def test_failures_become_rows_and_the_bench_goes_on(tmp_path, failing_family) ->
 def _bench_process(db: Path, expression: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [EMMY, "run", "-c", expression, "--bench", "--db", str(db), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
@@ -154,8 +172,12 @@ def test_an_interrupted_bench_leaves_a_consistent_database(tmp_path, how) -> Non
 
 def test_two_benches_at_once_lose_no_row(tmp_path) -> None:
     db = tmp_path / "autotune.db"
-    first = _bench_process(db, "torch.softmax(torch.randn(8, 64), -1)", "--sweep", "vec", "--sweep", "threads")
-    second = _bench_process(db, "torch.exp(torch.randn(8, 64))", "--sweep", "vec", "--sweep", "threads")
+    first = _bench_process(
+        db, "torch.softmax(torch.randn(8, 64), -1)", "--sweep", "vec", "--sweep", "threads"
+    )
+    second = _bench_process(
+        db, "torch.exp(torch.randn(8, 64))", "--sweep", "vec", "--sweep", "threads"
+    )
     outputs = [p.communicate(timeout=300) for p in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, outputs
     summaries = [re.search(r": (\d+) measured, \d+ recalled", out) for out, _ in outputs]

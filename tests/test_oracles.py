@@ -39,18 +39,24 @@ def test_empty_stores_give_the_declared_default(db_path) -> None:
 
 def test_the_fastest_clean_row_of_the_database_is_picked_with_evidence(db_path) -> None:
     with TuningDB(db_path) as db:
-        slow, fast, broken = db.add([
-            row(softmax_config(vec=2), 3e-3),
-            row(softmax_config(vec=1), 1e-3),
-            row(softmax_config(vec=8), None, status="wrong_result"),
-        ])
+        slow, fast, broken = db.add(
+            [
+                row(softmax_config(vec=2), 3e-3),
+                row(softmax_config(vec=1), 1e-3),
+                row(softmax_config(vec=8), None, status="wrong_result"),
+            ]
+        )
         db.add([row(softmax_config(threads=64), 5e-4, status="unstable")])
     program = softmax_program(db_path)
     assert config_of(program) == softmax_config(vec=1)
     provenance = decision(program)
     assert provenance["oracle"] == "db"
     assert provenance["evidence"]["rows"] == [fast, slow]
-    assert provenance["runner_up"] == {"config": softmax_config(vec=2), "median_s": 3e-3, "row": slow}
+    assert provenance["runner_up"] == {
+        "config": softmax_config(vec=2),
+        "median_s": 3e-3,
+        "row": slow,
+    }
     assert set(provenance["forks"].values()) == {"db"}
 
 
@@ -69,9 +75,18 @@ def test_a_faster_row_of_another_device_or_regime_is_never_read(db_path, planted
 
 def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> None:
     golden_dir = tmp_path / "golden"
-    write_golden(golden_dir / "emu.json", [
-        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 2e-3, "promoted_from": {}},
-    ])
+    write_golden(
+        golden_dir / "emu.json",
+        [
+            {
+                "family": "softmax",
+                "key": SOFTMAX_KEY,
+                "config": softmax_config(vec=2),
+                "median_s": 2e-3,
+                "promoted_from": {},
+            },
+        ],
+    )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     with TuningDB(db_path) as db:
         db.add([row(softmax_config(vec=1), 1e-3)])
@@ -88,15 +103,35 @@ def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> Non
     assert origins == {"golden", "forced"}
 
 
-def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(db_path, tmp_path, monkeypatch) -> None:
+def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(
+    db_path, tmp_path, monkeypatch
+) -> None:
     agnostic = tmp_path / "agnostic"
     recipe = tmp_path / "recipe"
-    write_golden(agnostic / "emu.json", [
-        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 2e-3, "promoted_from": {}},
-    ])
-    write_golden(recipe / "golden" / "emu.json", [
-        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=8), "median_s": 2e-3, "promoted_from": {}},
-    ])
+    write_golden(
+        agnostic / "emu.json",
+        [
+            {
+                "family": "softmax",
+                "key": SOFTMAX_KEY,
+                "config": softmax_config(vec=2),
+                "median_s": 2e-3,
+                "promoted_from": {},
+            },
+        ],
+    )
+    write_golden(
+        recipe / "golden" / "emu.json",
+        [
+            {
+                "family": "softmax",
+                "key": SOFTMAX_KEY,
+                "config": softmax_config(vec=8),
+                "median_s": 2e-3,
+                "promoted_from": {},
+            },
+        ],
+    )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", agnostic)
     program = softmax_program(db_path, golden=str(recipe))
     assert config_of(program) == softmax_config(vec=8)
@@ -113,9 +148,19 @@ def test_pins_come_first_and_narrow_the_other_oracles(db_path) -> None:
 
 def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch, capsys) -> None:
     golden_dir = tmp_path / "golden"
-    write_golden(golden_dir / "emu.json", [
-        {"family": "softmax", "key": SOFTMAX_KEY, "config": softmax_config(vec=2), "median_s": 1e-9, "promoted_from": {}},
-    ], regime="r-111111111111")
+    write_golden(
+        golden_dir / "emu.json",
+        [
+            {
+                "family": "softmax",
+                "key": SOFTMAX_KEY,
+                "config": softmax_config(vec=2),
+                "median_s": 1e-9,
+                "promoted_from": {},
+            },
+        ],
+        regime="r-111111111111",
+    )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     assert config_of(softmax_program(db_path)) == SOFTMAX_DEFAULT
     assert "not read" in capsys.readouterr().err
@@ -124,12 +169,17 @@ def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ({"family": "matmul", "config": {"tile": 64}}, "entry 0 (matmul, rows=8,cols=64,T=f32): unknown family 'matmul'"),
+        (
+            {"family": "matmul", "config": {"tile": 64}},
+            "entry 0 (matmul, rows=8,cols=64,T=f32): unknown family 'matmul'",
+        ),
         ({"config": softmax_config(vec=3)}, "vec=3 is not an option of fork vec [1, 2, 4, 8]"),
         ({"config": {"vec": 4}}, "config names forks ['vec'], the family has"),
     ],
 )
-def test_a_golden_entry_outside_the_library_is_refused_naming_the_file(db_path, tmp_path, monkeypatch, entry, message) -> None:
+def test_a_golden_entry_outside_the_library_is_refused_naming_the_file(
+    db_path, tmp_path, monkeypatch, entry, message
+) -> None:
     golden_dir = tmp_path / "golden"
     full = {"family": "softmax", "key": SOFTMAX_KEY, "median_s": 1e-3, "promoted_from": {}, **entry}
     path = write_golden(golden_dir / "emu.json", [full])

@@ -6,6 +6,7 @@ Used for fork constraints (which configs are valid for a key) before any IR is b
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache, lru_cache
 
 from lark import Token, Tree
 
@@ -98,3 +99,41 @@ def evaluate(
         except (TypeError, ValueError) as error:
             raise EvaluationError(node, f"{fname}(): {error}") from None
     raise EvaluationError(node, f"{kind} cannot be used here")
+
+
+@cache
+def _constraint(text: str) -> tuple[Tree, tuple[str, ...]]:
+    from emmy.dsl.parser import parse_expression
+
+    tree = parse_expression(text, "<fork constraint>")
+    return tree, tuple(sorted(_names(tree)))
+
+
+def _names(node: Tree | Token) -> set[str]:
+    if isinstance(node, Token):
+        return set()
+    if node.data == "name":
+        return {str(node.children[0])}
+    return set().union(set(), *(_names(c) for c in node.children if c is not None))
+
+
+_MISSING = object()
+
+
+@lru_cache(maxsize=65536)
+def _holds(text: str, values: tuple, symbols: frozenset[str]) -> bool:
+    tree, names = _constraint(text)
+    env = {n: v for n, v in zip(names, values, strict=True) if v is not _MISSING}
+    return bool(evaluate(tree, env, symbols))
+
+
+def constraint_names(text: str) -> tuple[str, ...]:
+    """The names a constraint reads."""
+    return _constraint(text)[1]
+
+
+def holds(text: str, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> bool:
+    """Whether a constraint holds. It reads a few names only, so it is evaluated once per
+    combination of their values: enumerating a fork space costs little more than a lookup."""
+    names = _constraint(text)[1]
+    return _holds(text, tuple(env.get(n, _MISSING) for n in names), symbols)

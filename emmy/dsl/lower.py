@@ -32,9 +32,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, evaluate
+from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, holds
 from emmy.dsl.keys import format_key
 from emmy.dsl.parser import DslError, KernelDecl, parse_expression
+from emmy.dsl.unparse import unparse
 
 STORAGE_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(),
@@ -97,7 +98,7 @@ def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, i
         if decl_fork.where is None:
             continue
         try:
-            if not evaluate(decl_fork.where, env, symbols):
+            if not holds(unparse(decl_fork.where), env, symbols):
                 return False
         except EvaluationError as error:
             raise decl.error(error.node, f"constraint of fork {decl_fork.name}: {error}") from None
@@ -189,8 +190,6 @@ class Lowering:
 
     def decl_text(self, node: Tree) -> str:
         """The source text of a constraint, kept on the knob for readers of the IR."""
-        from emmy.dsl.unparse import unparse
-
         return unparse(node)
 
     def signature(self) -> tuple[dict[str, tuple[str, ...]], list[str], list[Attribute]]:

@@ -20,7 +20,7 @@ from xdsl.passes import ModulePass
 
 from emmy.dialects import fork
 from emmy.errors import EmmyError
-from emmy.passes.site_configs import _Checker, default_config, valid_configs
+from emmy.passes.site_configs import SiteSpace
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
@@ -46,13 +46,14 @@ def _applies(pin: str, site: fork.SiteOp) -> str | None:
     return fork_name
 
 
-def site_pins(site: fork.SiteOp, pins: dict[str, fork.Option]) -> dict[str, fork.Option]:
+def site_pins(
+    site: fork.SiteOp, options: dict[str, list], pins: dict[str, fork.Option]
+) -> dict[str, fork.Option]:
     """The pins that apply to a site: its fork, and a value among that fork's options."""
-    knobs = {k.knob_name.data: k for k in site.knobs()}
     applied = {}
     for pin, value in pins.items():
         name = _applies(pin, site)
-        if name in knobs and value in knobs[name].option_values:
+        if name in options and value in options[name]:
             applied[name] = value
     return applied
 
@@ -76,15 +77,16 @@ def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
 def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]):
     from emmy.search.oracles import SiteQuery
 
+    space = SiteSpace(site)
     return SiteQuery(
         site=site.sym_name.data,
         family=site.family.data,
         key=site.key.data,
-        default=default_config(site),
-        pins=site_pins(site, pins),
-        is_valid=_Checker(site),
-        enumerate_valid=lambda: valid_configs(site),
-        options={k.knob_name.data: k.option_values for k in site.knobs()},
+        default=space.default,
+        pins=site_pins(site, space.options, pins),
+        is_valid=space.is_valid,
+        enumerate_valid=space.configs,
+        options=space.options,
     )
 
 

@@ -249,6 +249,26 @@ def _problem(row: Row) -> str | None:
 # --- the database ------------------------------------------------------------------------
 
 
+class _LazyRows(list):
+    """The rows of a query, each made a `Row` only when read: a compile usually reads the
+    first one or two of a site's rows."""
+
+    def __init__(self, raw: list[tuple]):
+        super().__init__(raw)
+        self._made: dict[int, Row] = {}
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = index + len(self) if index < 0 else index
+        if index not in self._made:
+            self._made[index] = _row(super().__getitem__(index))
+        return self._made[index]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
 class TuningDB:
     """One sqlite file of measurements. Opening checks (and if needed creates or migrates) it."""
 
@@ -471,7 +491,7 @@ class TuningDB:
             found = self._sql(sql, params)
         if allowed is not None:
             found = [r for r in found if r[8] in allowed]
-        return [_row(r) for r in found]
+        return _LazyRows(found)
 
     def sites(self, device: str, regime: str) -> list[tuple[str, str]]:
         """The (family, key) pairs that have rows under this device and regime, sorted."""

@@ -12,6 +12,7 @@ golden entries of the compile's own device and deployable regime are ever read.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -191,23 +192,21 @@ class DatabaseOracle:
         if db is None:
             return None
         rows = db.best(self.context.device, self.context.regime.id, query.family, query.key)
-        rows = [row for row in rows if query.allows(row.config)]
-        if not rows:
+        # fastest first: the first two allowed rows are the pick and its runner-up
+        allowed = list(itertools.islice((row for row in rows if query.allows(row.config)), 2))
+        if not allowed:
             return None
-        best, *others = rows
+        best = allowed[0]
         evidence = {
-            "rows": [row.id for row in rows[:5]],
+            "rows": [row.id for row in allowed],
             "median_s": best.median_s,
             "origin": best.origin,
             "measured": len(rows),
         }
         runner_up = None
-        if others:
-            runner_up = {
-                "config": others[0].config,
-                "median_s": others[0].median_s,
-                "row": others[0].id,
-            }
+        if len(allowed) > 1:
+            second = allowed[1]
+            runner_up = {"config": second.config, "median_s": second.median_s, "row": second.id}
         return Decision(dict(best.config), self.name, evidence, runner_up)
 
 
@@ -229,7 +228,8 @@ class PriorOracle:
 
 
 class DefaultOracle:
-    """The kernel's declared default, or the allowed config nearest to it."""
+    """The kernel's declared default, or the allowed config nearest to it: fewest forks
+    moved, then the smallest moves along their option lists, then the declared order."""
 
     name = "default"
 
@@ -240,24 +240,31 @@ class DefaultOracle:
         wanted = {**query.default, **query.pins}
         if query.allows(wanted):
             return Decision(wanted, self.name, {"declared": True})
-        candidates = query.allowed
-        if not candidates:
+        nearest = next((c for c in _by_distance(wanted, query) if query.allows(c)), None)
+        if nearest is None:
             return None
-
-        def distance(config: Config) -> tuple[int, int]:
-            """Fewest forks moved, then the smallest moves along each option list."""
-            moved = [n for n in wanted if config[n] != wanted[n]]
-            steps = sum(
-                abs(query.options[n].index(config[n]) - query.options[n].index(wanted[n]))
-                for n in moved
-                if n in query.options
-            )
-            return len(moved), steps
-
-        # min() keeps the first of equals: the declared order breaks the remaining ties
-        nearest = min(candidates, key=distance)
         moved = sorted(n for n in wanted if nearest[n] != wanted[n])
         return Decision(nearest, self.name, {"declared": False, "moved_by_constraints": moved})
+
+
+def _by_distance(wanted: Config, query: SiteQuery) -> Iterator[Config]:
+    """Configs around `wanted` in increasing distance, moving free (unpinned) forks only;
+    constraints rarely reach far, so this stops long before the whole space."""
+    free = [n for n in wanted if n not in query.pins]
+    options = {n: query.options.get(n, [wanted[n]]) for n in wanted}
+    for count in range(1, len(free) + 1):
+        candidates = []
+        for names in itertools.combinations(free, count):
+            moves = [[v for v in options[n] if v != wanted[n]] for n in names]
+            for values in itertools.product(*moves):
+                config = {**wanted, **dict(zip(names, values, strict=True))}
+                steps = sum(
+                    abs(options[n].index(config[n]) - options[n].index(wanted[n])) for n in names
+                )
+                order = tuple(options[n].index(config[n]) for n in wanted)
+                candidates.append((steps, order, config))
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        yield from (config for _, _, config in candidates)
 
 
 BUILTIN_ORACLES: dict[str, type] = {
