@@ -244,26 +244,17 @@ class Bench:
         args = tuple(BufferArg(n) for n in buffers)
         launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
         kernel_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
+
+        def failed(status: str, message: str) -> Row:
+            return self.row(work, config, origin, status, message=message, kernel_hash=kernel_hash)
+
         try:
             self.device.run(source, [launch], buffers)
-        except KernelLaunchError as error:
-            status = "timeout" if "timed out" in str(error) else "launch_error"
-            return self.row(
-                work,
-                config,
-                origin,
-                status,
-                message=_first_lines(str(error)),
-                kernel_hash=kernel_hash,
-            )
-        expected = reference(work.family)(parse_key(work.key), tensors).to(dtype)
-        actual = from_storage(buffers["out"], dtype).reshape(expected.shape)
-        check = compare(actual, expected, REFERENCE_TOLERANCES[dtype])
-        if not check.ok:
-            return self.row(
-                work, config, origin, "wrong_result", message=check.summary, kernel_hash=kernel_hash
-            )
-        try:
+            expected = reference(work.family)(parse_key(work.key), tensors).to(dtype)
+            actual = from_storage(buffers["out"], dtype).reshape(expected.shape)
+            check = compare(actual, expected, REFERENCE_TOLERANCES[dtype])
+            if not check.ok:
+                return failed("wrong_result", check.summary)
             times = self.device.time(
                 source,
                 [launch],
@@ -272,15 +263,8 @@ class Bench:
                 repetitions=self.options.repetitions,
             )
         except KernelLaunchError as error:
-            status = "timeout" if "timed out" in str(error) else "launch_error"
-            return self.row(
-                work,
-                config,
-                origin,
-                status,
-                message=_first_lines(str(error)),
-                kernel_hash=kernel_hash,
-            )
+            timed_out = "timed out" in str(error)
+            return failed("timeout" if timed_out else "launch_error", _first_lines(str(error)))
         median = statistics.median(times)
         q1, _, q3 = np.percentile(times, [25, 50, 75])
         spread = float((q3 - q1) / median) if median > 0 else 0.0
