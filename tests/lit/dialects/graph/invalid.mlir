@@ -69,3 +69,11 @@ func.func @unary_shape(%x : tensor<4x8xf32>) -> tensor<8xf32> {
   func.return %a : tensor<8xf32>
 }
 // CHECK: graph.tanh must keep the shape and dtype of its input
+
+// -----
+
+func.func @rank0(%x : tensor<f32>) -> tensor<f32> {
+  %a = graph.softmax %x {dim = 0 : i64} : tensor<f32> -> tensor<f32>
+  func.return %a : tensor<f32>
+}
+// CHECK: graph.softmax needs a tensor of rank 1 or more

@@ -73,3 +73,59 @@ kernel.func @k(%x : !kernel.ptr<i1> "x") {
   kernel.return
 }
 // CHECK: kernel.ptr cannot point to i1
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "y") {
+  %c = arith.constant 0 : i32
+  %r = "kernel.group_reduce"(%c, %c, %c) <{kind = "sum", strategies = ["smem"], operandSegmentSizes = array<i32: 1, 1, 1>}> : (i32, i32, i32) -> i32
+  kernel.return
+}
+// CHECK: kernel.group_reduce reduces f32 values
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  kernel.for %j = %c to %c step %c width %c {
+    kernel.barrier
+  }
+  kernel.return
+}
+// CHECK: Operation kernel.barrier terminates block in single-block region but is not a terminator
+
+// -----
+
+"kernel.func"() <{sym_name = "k", arg_names = ["x", "y"]}> ({
+^bb0(%x : !kernel.ptr<f32>):
+  "kernel.return"() : () -> ()
+}) : () -> ()
+// CHECK: kernel.func needs one name per parameter
+
+// -----
+
+"kernel.func"() <{sym_name = "k", arg_names = ["n"]}> ({
+^bb0(%n : i32):
+  "kernel.return"() : () -> ()
+}) : () -> ()
+// CHECK: kernel.func parameters must be kernel.ptr, got i32
+
+// -----
+
+"kernel.func"() <{sym_name = "k", arg_names = []}> ({
+  %c = arith.constant 0 : i32
+}) : () -> ()
+// CHECK: Operation arith.constant terminates block in single-block region but is not a terminator
+
+// -----
+
+"kernel.func"() <{sym_name = "k", arg_names = []}> ({
+  %c = arith.constant 0 : i64
+  %f = arith.constant 0.0 : f32
+  %r = "kernel.for"(%c, %c, %c, %c, %f) ({
+  ^bb0(%j : i64, %a : f32):
+    "kernel.yield"(%a) : (f32) -> ()
+  }) : (i64, i64, i64, i64, f32) -> f32
+  "kernel.return"() : () -> ()
+}) : () -> ()
+// CHECK: operand 'lower' at position 0 does not verify
