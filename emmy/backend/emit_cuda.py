@@ -29,6 +29,16 @@ HEADER = '#include "emmy_device.cuh"\n'
 
 STORAGE = {Float32Type: "float", Float16Type: "emmy::f16", BFloat16Type: "emmy::bf16"}
 
+
+FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
+
+
+def storage_type(element: Attribute) -> str:
+    if isinstance(element, IntegerType):
+        return "int" if element.width.data == 32 else "long long"
+    return STORAGE[type(element)]
+
+
 INT_OPS = {
     arith.AddiOp: "+",
     arith.SubiOp: "-",
@@ -105,6 +115,8 @@ def c_type(typ: Attribute) -> str:
 
 
 def dtype_name(typ: Attribute) -> str:
+    if isinstance(typ, IntegerType):
+        return f"i{typ.width.data}"
     return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]
 
 
@@ -123,6 +135,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
         func = next(op for op in site.body.block.ops if isinstance(op, kernel.FuncOp))
         program.source += "\n" + KernelPrinter(func).print()
         config = site.attributes.get("config")
+        _check_shared_memory(func, launch)
         program.kernels[func.sym_name.data] = KernelInfo(
             name=func.sym_name.data,
             family=site.family.data,
@@ -135,6 +148,23 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             smem=fold_int(launch.smem, "the shared memory size"),
         )
     return program
+
+
+def _check_shared_memory(func: kernel.FuncOp, launch: kernel.LaunchOp) -> None:
+    """The launch must give the kernel at least the shared arrays it declares."""
+    needed = 0
+    for op in func.walk():
+        if isinstance(op, kernel.SharedArrayOp):
+            end = fold_int(op.offset, "a shared array's offset") + 4 * fold_int(
+                op.count, "a shared array's size"
+            )
+            needed = max(needed, end)
+    given = fold_int(launch.smem, "the shared memory size")
+    if needed > given:
+        raise EmitError(
+            f"kernel {func.sym_name.data} declares {needed} bytes of shared arrays but its launch "
+            f"gives {given}: raise `shared` in its launch clause"
+        )
 
 
 def _config_dict(config: Attribute | None) -> dict[str, int | str]:
@@ -187,7 +217,7 @@ class KernelPrinter:
         params = []
         stored = {op.ptr for op in self.func.walk() if isinstance(op, kernel.StoreOp)}
         for arg, arg_name in zip(self.func.body.block.args, self.func.arg_names, strict=True):
-            element = STORAGE[type(arg.type.element)]
+            element = storage_type(arg.type.element)
             name = f"p_{arg_name.data}"
             self.names[arg] = name
             const = "" if arg in stored else "const "
@@ -247,7 +277,22 @@ class KernelPrinter:
         elif isinstance(op, kernel.LoadOp):
             access = self.lane_access.get(op)
             address = f"{self.value(op.ptr)} + {self.value(op.index)}"
+            if isinstance(op.result.type, IntegerType):
+                access = access or f"*({address})"  # integers are read as they are stored
             self.define(op.result, access if access else f"emmy::load({address})")
+        elif isinstance(op, arith.TruncIOp | arith.ExtSIOp):
+            self.define(op.result, f"({c_type(op.result.type)}){self.value(op.input)}")
+        elif isinstance(op, kernel.SharedArrayOp):
+            offset = fold_int(op.offset, "a shared array's offset")
+            name = self.fresh("shared")
+            self.names[op.result] = name
+            self.line(f"float* const {name} = reinterpret_cast<float*>(emmy::smem() + {offset});")
+        elif isinstance(op, kernel.IfOp):
+            self.line(f"if ({self.value(op.condition)}) {{")
+            self.indent += 1
+            self.block(op.body.block)
+            self.indent -= 1
+            self.line("}")
         elif isinstance(op, kernel.StoreOp):
             access = self.lane_access.get(op)
             if access:
@@ -330,6 +375,8 @@ class KernelPrinter:
         for inner in op.body.block.ops:
             if not isinstance(inner, kernel.LoadOp | kernel.StoreOp):
                 continue
+            if not isinstance(inner.ptr.type.element, FLOAT_TYPES):
+                continue  # index tensors are read element by element
             base = self.invariant_base(inner.index, index, op)
             if base is None:
                 continue

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolRefAttr,
     TensorType,
+    i1,
     i32,
 )
 from xdsl.dialects.utils import parse_assignment, print_assignment
@@ -54,6 +55,7 @@ from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
     IsTerminator,
+    NoTerminator,
     Pure,
     RecursiveMemoryEffect,
     SymbolOpInterface,
@@ -382,6 +384,49 @@ class ForOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IfOp(IRDLOperation):
+    """Runs its region where the condition holds; no values flow out, and no barrier may be
+    inside (threads that skip it would never reach it).
+
+        kernel.if %in_bounds {
+          kernel.store %v, %y[%i] : f32, !kernel.ptr<f32>
+        }
+    """
+
+    name = "kernel.if"
+    condition = operand_def(i1)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
+    assembly_format = "$condition $body attr-dict"
+
+    def __init__(self, condition: SSAValue, body: Region):
+        super().__init__(operands=[condition], regions=[body])
+
+    def verify_(self) -> None:
+        if any(isinstance(op, BarrierOp) for op in self.body.walk()):
+            raise VerifyException(
+                "kernel.barrier inside kernel.if: threads that skip it would deadlock"
+            )
+
+
+@irdl_op_definition
+class SharedArrayOp(IRDLOperation):
+    """A block's array in dynamic shared memory, `offset` bytes in, `count` elements long.
+
+    %tile = kernel.shared_array %offset, %count : !kernel.ptr<f32>
+    """
+
+    name = "kernel.shared_array"
+    offset = operand_def(i32)
+    count = operand_def(i32)
+    result = result_def(PtrType)
+    assembly_format = "$offset `,` $count attr-dict `:` type($result)"
+
+    def __init__(self, offset: SSAValue, count: SSAValue, element: Attribute):
+        super().__init__(operands=[offset, count], result_types=[PtrType(element)])
+
+
+@irdl_op_definition
 class BarrierOp(IRDLOperation):
     """`kernel.barrier`: every thread of the block waits here (__syncthreads)."""
 
@@ -526,6 +571,8 @@ Kernel = Dialect(
         ForOp,
         YieldOp,
         BarrierOp,
+        IfOp,
+        SharedArrayOp,
         GroupReduceOp,
         LaunchOp,
         CallOp,

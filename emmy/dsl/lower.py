@@ -41,6 +41,8 @@ STORAGE_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(),
     "f16": Float16Type(),
     "bf16": BFloat16Type(),
+    "i32": IntegerType(32),
+    "i64": IntegerType(64),
 }
 BROADCAST_KINDS = ("full", "row", "col", "scalar")
 
@@ -131,6 +133,10 @@ class Lowering:
         # blocks enclosing the innermost `width` loop, where loop-invariant indexing goes
         self.hoist_stack: list[tuple[Block, str, set[str]]] = []
         self.uses_reduction = False
+        self.uses_barrier = False
+        self.uses_shared = False
+        self.shared_bytes: SSAValue | None = None
+        self.in_if = 0
 
     # -- building blocks -------------------------------------------------------------
     def add(self, op: Operation) -> SSAValue | None:
@@ -171,6 +177,10 @@ class Lowering:
         for stmt in decl.body:
             self.statement(stmt)
         self.add(kernel.ReturnOp())
+        if self.uses_shared and self.uses_reduction:
+            raise self.error(
+                decl.body[0], "a kernel cannot yet use both shared arrays and group_reduce"
+            )
         self.block = site_block
         grid = self.int_expr(decl.launch["grid"])
         block = self.int_expr(decl.launch["block"])
@@ -307,6 +317,9 @@ class Lowering:
 
     def stmt_match_stmt(self, node: Tree) -> None:
         name, *arms = node.children
+        if str(name) in self.key:
+            self.static_match(node, str(name), arms)
+            return
         decl_fork = self.decl.fork(str(name))
         if decl_fork is None or not decl_fork.is_symbolic:
             raise self.error(name, f"match needs a symbolic fork, and {name!s} is not one")
@@ -337,6 +350,62 @@ class Lowering:
                 self.knobs[str(name)].result, list(map(str, decl_fork.options)), regions
             )
         )
+
+    def static_match(self, node: Tree, name: str, arms: list[Tree]) -> None:
+        """`match` on a key name is decided at instantiation: the arm of the key's value
+        (or `_`) stands in its place."""
+        value = str(self.key[name])
+        by_name = {str(arm.children[0]): arm for arm in arms}
+        arm = by_name.get(value, by_name.get("_"))
+        if arm is None:
+            raise self.error(
+                node, f"match {name}: no arm for {value!r} (arms: {', '.join(by_name)})"
+            )
+        for stmt in arm.children[1:]:
+            self.statement(stmt)
+
+    def stmt_if_stmt(self, node: Tree) -> None:
+        condition_node, *body = node.children
+        condition = self.condition(condition_node)
+        for assigned in _assigned_names(body):
+            if assigned in self.scope.names:
+                raise self.error(node, f"an if cannot assign {assigned!r} declared outside it")
+        outer_block, outer_names = self.block, dict(self.scope.names)
+        self.block = Block()
+        self.in_if += 1
+        for stmt in body:
+            self.statement(stmt)
+        self.in_if -= 1
+        region = Region(self.block)
+        self.block, self.scope.names = outer_block, outer_names
+        self.add(kernel.IfOp(condition, region))
+
+    def stmt_sync_stmt(self, node: Tree) -> None:
+        if self.in_if:
+            raise self.error(node, "sync() inside an if: threads that skip it would never arrive")
+        self.uses_barrier = True
+        self.add(kernel.BarrierOp())
+
+    def stmt_shared_stmt(self, node: Tree) -> None:
+        """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
+        name, dtype, count_node = node.children
+        if str(dtype) != "f32":
+            raise self.error(dtype, "shared arrays hold f32")
+        if self.hoist_stack or self.in_if:
+            raise self.error(node, "shared arrays are declared at the top level of a kernel")
+        count = self.int_expr(count_node)
+        offset = self.shared_bytes if self.shared_bytes is not None else self.const_int(0)
+        array = self.add(kernel.SharedArrayOp(offset, count, STORAGE_TYPES["f32"]))
+        # the next array starts 16-byte aligned, for vector access
+        size = self.add(arith.MuliOp(count, self.const_int(4)))
+        rounded = self.add(arith.AddiOp(size, self.const_int(15)))
+        padded = self.add(
+            arith.MuliOp(self.add(arith.DivSIOp(rounded, self.const_int(16))), self.const_int(16))
+        )
+        self.shared_bytes = self.add(arith.AddiOp(offset, padded))
+        self.params[str(name)] = ("",)
+        self.bind(name, Value(ssa=array))
+        self.uses_shared = True
 
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:
@@ -375,7 +444,10 @@ class Lowering:
             return binding.ssa
         if isinstance(binding.constant, int):
             return self.const_int(binding.constant)
-        raise self.error(node, f"{name!r} is {binding.constant!r}, not a number")
+        try:  # a float of the key, e.g. a norm's eps
+            return self.const_float(float(binding.constant))
+        except (TypeError, ValueError):
+            raise self.error(node, f"{name!r} is {binding.constant!r}, not a number") from None
 
     def expr_neg(self, node: Tree) -> SSAValue:
         value = self.expr(node.children[0])
@@ -588,6 +660,15 @@ class Lowering:
             if args[0].type != i32:
                 raise self.error(node, "float() converts an integer")
             return self.add(arith.SIToFPOp(args[0], f32))
+        if fname == "int":
+            arity(1)
+            if args[0].type == i32:
+                return args[0]
+            if not isinstance(args[0].type, IntegerType) or args[0].type.width.data != 64:
+                raise self.error(
+                    node, "int() converts a 64-bit integer (an index tensor's element)"
+                )
+            return self.add(arith.TruncIOp(args[0], i32))
         raise self.error(node, f"unknown function {fname}()")
 
     def sizeof(self, node: Tree, arg_nodes: list[Tree]) -> int:
@@ -705,7 +786,17 @@ ACTIVATIONS: dict[str, Callable[[Lowering, SSAValue], SSAValue]] = {
     "relu": _relu,
 }
 
-_STATEMENTS = {"let_stmt", "var_stmt", "assign_stmt", "store_stmt", "for_stmt", "match_stmt"}
+_STATEMENTS = {
+    "let_stmt",
+    "var_stmt",
+    "assign_stmt",
+    "store_stmt",
+    "for_stmt",
+    "match_stmt",
+    "if_stmt",
+    "sync_stmt",
+    "shared_stmt",
+}
 
 
 def _assigned_names(stmts: list[Tree]) -> set[str]:

@@ -41,8 +41,10 @@ from emmy.runtime.device import BufferArg, Device, KernelCompileError, KernelLau
 from emmy.search.db import Row, TuningDB, canonical_config
 from emmy.search.reference import reference
 
-#: a timing whose interquartile range exceeds this fraction of its median is unstable
-UNSTABLE_SPREAD = 0.25
+#: a timing whose interquartile range exceeds this fraction of its median is unstable; the
+#: emulator shares the CPU with everything else on the machine, so it is allowed more
+UNSTABLE_SPREAD = {"emu": 0.5}
+UNSTABLE_SPREAD_GPU = 0.1
 
 
 @dataclass
@@ -268,7 +270,8 @@ class Bench:
         median = statistics.median(times)
         q1, _, q3 = np.percentile(times, [25, 50, 75])
         spread = float((q3 - q1) / median) if median > 0 else 0.0
-        status = "unstable" if spread > UNSTABLE_SPREAD else "ok"
+        limit = UNSTABLE_SPREAD.get(self.device.identity, UNSTABLE_SPREAD_GPU)
+        status = "unstable" if spread > limit else "ok"
         message = (
             f"interquartile spread {spread:.0%} of the median" if status == "unstable" else None
         )

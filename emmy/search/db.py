@@ -35,7 +35,6 @@ STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "u
 ORIGINS = ("pick", "forced", "golden")
 APPLICATION = "emmy"
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _BUSY_TIMEOUT_MS = 30_000
 
 
@@ -249,6 +248,22 @@ def _problem(row: Row) -> str | None:
 # --- the database ------------------------------------------------------------------------
 
 
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Serialises opening (creating, switching to WAL, migrating) across processes: two
+    processes creating one file at once can otherwise fail to switch it to WAL or lose
+    the rows of one of them."""
+    import fcntl
+    import os
+
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 class _LazyRows(list):
     """The rows of a query, each made a `Row` only when read: a compile usually reads the
     first one or two of a site's rows."""
@@ -283,7 +298,8 @@ class TuningDB:
         )
         self._check_file()
         try:
-            self._open()
+            with _directory_lock(self.path.parent):
+                self._open()
         except BaseException:
             self.database.close()
             raise
@@ -291,21 +307,18 @@ class TuningDB:
     # opening ------------------------------------------------------------------------------
 
     def _check_file(self) -> None:
-        """Refuse a file that is not sqlite before sqlite touches it (it would make it WAL)."""
+        """Only the folder is checked here. The file itself is never opened outside sqlite:
+        closing any other descriptor of it would drop the POSIX locks that this process's
+        sqlite connections hold on it, and let two writers corrupt it. sqlite reads (and
+        refuses) a foreign file without writing to it (see _open)."""
         if self.path.is_dir():
             raise EmmyError(f"{self.path}: is a directory, not a tuning database")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
-                return
-            with open(self.path, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
         except OSError as e:
             raise EmmyError(
                 f"{self.path}: cannot open the tuning database ({e.strerror})"
             ) from None
-        if head and head != _SQLITE_MAGIC:
-            raise EmmyError(f"{self.path}: not an emmy tuning database (not an SQLite file)")
 
     def _meta(self) -> dict[str, str] | None:
         """emmy_meta's pairs; None when the file has no tables; EmmyError when it is someone
@@ -341,6 +354,10 @@ class TuningDB:
         except peewee.DatabaseError as e:
             if "locked" in str(e) or "busy" in str(e):
                 raise EmmyError(f"{self.path}: cannot open the tuning database ({e})") from None
+            if "file is not a database" in str(e):
+                raise EmmyError(
+                    f"{self.path}: not an emmy tuning database (not an SQLite file)"
+                ) from None
             raise EmmyError(
                 f"{self.path}: not an emmy tuning database (a corrupt SQLite file: {e})"
             ) from None

@@ -72,3 +72,39 @@ def _elementwise(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 register("softmax", _softmax)
 register("elementwise", _elementwise)
+
+
+def _eps(key: dict) -> float:
+    return float(key["eps"])
+
+
+def _layer_norm(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    x, weight, bias = (t.double() for t in inputs)
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, _eps(key))
+
+
+def _rms_norm(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    x, weight = (t.double() for t in inputs)
+    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + _eps(key)) * weight
+
+
+def _reduce_rows(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    x = inputs[0].double()
+    ops = {"sum": lambda: x.sum(-1), "mean": lambda: x.mean(-1), "max": lambda: x.amax(-1)}
+    return ops[str(key["op"])]()
+
+
+def _transpose(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    return inputs[0].double().transpose(-2, -1)
+
+
+def _embedding(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    ids, table = inputs
+    return table.double()[ids.long().clamp(0, int(key["vocab"]) - 1)]
+
+
+register("layer_norm", _layer_norm)
+register("rms_norm", _rms_norm)
+register("reduce_rows", _reduce_rows)
+register("transpose", _transpose)
+register("embedding", _embedding)

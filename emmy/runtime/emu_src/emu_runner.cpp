@@ -14,7 +14,7 @@
 //
 // Each CUDA thread is a fiber (own stack slot, see emmy_device_emu.h); each worker OS thread
 // runs whole blocks, one at a time, resuming its ready fibers in the schedule's order until all
-// are done. Fibers only give up the CPU at barriers and shuffles.
+// are done. Fibers only give up the CPU at barriers, shuffles and warp collectives.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -66,11 +66,15 @@ struct Fiber {
 };
 static_assert(sizeof(Fiber) <= kPage, "Fiber must fit below the guard page");
 
+constexpr int kCollective = 4;  // Warp::mode of a pending emmy_emu_collective (shuffles: 0-3)
+
 struct Warp {
   float val[32], res[32];
   int src[32];
   int mode, width, site;  // of the pending shuffle: every lane must be at the same one
   unsigned arrived, size;
+  void* arg[32];  // of the pending collective, by lane
+  void (*fn)(void* const*);
 };
 
 struct Launch {
@@ -282,6 +286,7 @@ extern "C" __attribute__((used)) void emmy_fiber_main(Fiber* f) {
   // A fiber is reused for the same thread slot of every later block: it loops, not returns.
   for (;;) {
     f->worker->launch->entry(const_cast<void**>(f->worker->launch->args.data()));
+    emmy::cp_async_wait_all();  // copies still in flight land, as they would on a GPU
     f->state = kDone;
     yield(f);
   }
@@ -342,6 +347,34 @@ extern "C" float emmy_emu_shfl(float v, int mode, int b, int width, int site) {
   return wp.res[lane];
 }
 
+extern "C" void emmy_emu_collective(void* lane_arg, void (*fn)(void* const*), const char* what,
+                                    int site) {
+  Fiber* f = self();
+  Worker* w = f->worker;
+  const unsigned lane = f->ctx.linear % 32, warp = f->ctx.linear / 32;
+  Warp& wp = w->warps[warp];
+  if (wp.size != 32)
+    fail("%s is warp-collective but warp %u of the block has only %u threads (%s)", what, warp,
+         wp.size, where(f).c_str());
+  if (wp.arrived == 0) {
+    wp.mode = kCollective;
+    wp.fn = fn;
+    wp.site = site;
+  } else if (wp.mode != kCollective || wp.fn != fn || wp.site != site) {
+    fail("warp %u reached different warp collectives or shuffles (one is %s): they need the "
+         "whole warp converged (%s)", warp, what, where(f).c_str());
+  }
+  wp.arg[lane] = lane_arg;
+  if (++wp.arrived == 32) {
+    wp.arrived = 0;
+    fn(wp.arg);  // the other lanes wait, so their arguments on their stacks are still there
+    for (unsigned l = 0; l < 32; ++l) fiber(w, warp * 32 + l)->state = kReady;
+    return;
+  }
+  f->state = kAtWarp;
+  yield(f);
+}
+
 extern "C" void emmy_emu_misaligned(int n, const char* type, const void* p, int store) {
   fail("misaligned vector %s of %d x %s at address %p (%s)", store ? "store" : "load", n, type, p,
        where(self()).c_str());
@@ -400,8 +433,8 @@ void run_block(Worker* w, uint64_t b) {
     if (counts[kAtWarp] == 0)
       fail("barrier divergence in %s: %u of %u threads wait at sync_threads() but %u exited",
            where_block(w).c_str(), counts[kAtBarrier], n, counts[kDone]);
-    fail("deadlock in %s: %u threads wait at sync_threads(), %u at a warp shuffle, %u exited "
-         "(a warp shuffle needs every lane of its warp)",
+    fail("deadlock in %s: %u threads wait at sync_threads(), %u at a warp shuffle or collective, "
+         "%u exited (those need every lane of their warp)",
          where_block(w).c_str(), counts[kAtBarrier], counts[kAtWarp], counts[kDone]);
   }
 }

@@ -15,6 +15,35 @@ struct f16 {
 struct bf16 {
   unsigned short bits;
 };
+template <class T>
+struct is_half {
+  static constexpr bool value = false;
+};
+template <>
+struct is_half<f16> {
+  static constexpr bool value = true;
+};
+template <>
+struct is_half<bf16> {
+  static constexpr bool value = true;
+};
+
+// One lane's share of the operands of mma.m16n8k16 (A 16x16 row-major, B 16x8 column-major,
+// C/D 16x8 f32), laid out as in the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating
+// point type"); g = lane / 4, t = lane % 4:
+//   A: x[r] holds A[g + 8 * (r & 1)][2t + 8 * (r >> 1) + {0, 1}]
+//   B: x[r] holds B[2t + 8r + {0, 1}][g]
+//   C: x[i] is C[g + 8 * (i >> 1)][2t + (i & 1)]
+// Each unsigned packs two 16-bit values, the lower column (A) or row (B) index in the low half.
+struct frag_a {
+  unsigned x[4];
+};
+struct frag_b {
+  unsigned x[2];
+};
+struct frag_c {
+  float x[4];
+};
 
 }  // namespace emmy
 
@@ -146,6 +175,111 @@ __device__ __forceinline__ float fmin(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ float abs(float x) { return fabsf(x); }
 __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
 
+// ---- tensor cores, ldmatrix and cp.async (sm_80+); layouts at frag_a ----
+// Two values rounded to T and packed, lo in the low half: one cvt for both.
+template <class T>
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi);
+template <>
+__device__ __forceinline__ unsigned pack_half2<f16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <>
+__device__ __forceinline__ unsigned pack_half2<bf16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// D = A * B + C over the warp (d may be c): every lane must call it, converged.
+template <class T>
+__device__ __forceinline__ void mma_16816(frag_c& d, const frag_a& a, const frag_b& b,
+                                          const frag_c& c) {
+  static_assert(is_half<T>::value, "mma_16816 multiplies emmy::f16 or emmy::bf16");
+}
+// volatile: a .sync.aligned instruction must not be moved into divergent code
+#define EMMY_MMA_16816(T, ty)                                                               \
+  template <>                                                                               \
+  __device__ __forceinline__ void mma_16816<T>(frag_c& d, const frag_a& a, const frag_b& b,  \
+                                               const frag_c& c) {                           \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ty "." ty ".f32 "                 \
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"                 \
+                 : "=f"(d.x[0]), "=f"(d.x[1]), "=f"(d.x[2]), "=f"(d.x[3])                     \
+                 : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]),           \
+                   "r"(b.x[1]), "f"(c.x[0]), "f"(c.x[1]), "f"(c.x[2]), "f"(c.x[3]));         \
+  }
+EMMY_MMA_16816(f16, "f16")
+EMMY_MMA_16816(bf16, "bf16")
+#undef EMMY_MMA_16816
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// N 8x8 matrices of 16-bit values from shared memory; lane i gives the address of row i % 8
+// of matrix i / 8 (16-byte aligned). r[m] gets row lane / 4, columns 2 * (lane % 4) + {0, 1}
+// of matrix m; ldmatrix_trans gets those of the transposed matrix instead.
+// The "memory" clobber orders them after the shared stores they read.
+#define EMMY_LDMATRIX(name, trans)                                                          \
+  template <int N>                                                                          \
+  __device__ __forceinline__ void name(unsigned(&r)[N], const void* smem_row_ptr) {         \
+    static_assert(N == 1 || N == 2 || N == 4, #name " loads 1, 2 or 4 matrices");           \
+    const unsigned p = smem_address(smem_row_ptr);                                          \
+    if constexpr (N == 1)                                                                   \
+      asm volatile("ldmatrix.sync.aligned.m8n8.x1" trans ".shared.b16 {%0}, [%1];"          \
+                   : "=r"(r[0]) : "r"(p) : "memory");                                       \
+    else if constexpr (N == 2)                                                              \
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2" trans ".shared.b16 {%0,%1}, [%2];"       \
+                   : "=r"(r[0]), "=r"(r[1]) : "r"(p) : "memory");                           \
+    else                                                                                    \
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4" trans ".shared.b16 {%0,%1,%2,%3}, [%4];" \
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(p) : "memory");   \
+  }
+EMMY_LDMATRIX(ldmatrix, "")
+EMMY_LDMATRIX(ldmatrix_trans, ".trans")
+#undef EMMY_LDMATRIX
+
+// Asynchronous copy of BYTES (4, 8, 16; both addresses aligned to it) from global to shared
+// memory, complete after the cp_async_wait that covers its group. With src_bytes < BYTES only
+// that many bytes are read and the rest of the destination is zero-filled (for ragged edges).
+// 16-byte copies bypass L1 (.cg), the only cache mode PTX allows the smaller ones is .ca.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem_dst, const void* gmem_src) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp_async copies 4, 8 or 16 bytes");
+  const unsigned d = smem_address(smem_dst);
+  const unsigned long long s = __cvta_generic_to_global(gmem_src);
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(s) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(s), "n"(BYTES)
+                 : "memory");
+}
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem_dst, const void* gmem_src, int src_bytes) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp_async copies 4, 8 or 16 bytes");
+  const unsigned d = smem_address(smem_dst);
+  const unsigned long long s = __cvta_generic_to_global(gmem_src);
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(s),
+                 "r"(src_bytes) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(d), "l"(s), "n"(BYTES),
+                 "r"(src_bytes) : "memory");
+}
+// Closes the group of this thread's cp_asyncs issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight. It orders only
+// this thread's copies: other threads see them after a sync_threads() that follows the wait.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// Commits and waits for everything this thread has in flight.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 }  // namespace emmy
 
 #endif  // EMMY_EMU
@@ -163,6 +297,14 @@ __device__ __forceinline__ float load(const T* p) {
 template <class T>
 __device__ __forceinline__ void store(T* p, float v) {
   *p = from_float<T>(v);
+}
+
+// The two values of a word packed as pack_half2<T> makes it (lo in the low half), as floats.
+template <class T>
+__device__ __forceinline__ void unpack(unsigned w, float& lo, float& hi) {
+  static_assert(is_half<T>::value, "unpack takes emmy::f16 or emmy::bf16");
+  lo = to_float(T{static_cast<unsigned short>(w & 0xffffu)});
+  hi = to_float(T{static_cast<unsigned short>(w >> 16)});
 }
 
 enum class Reduce { shuffle, smem };

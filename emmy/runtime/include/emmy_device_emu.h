@@ -3,7 +3,8 @@
 // Each CUDA thread is a fiber whose stack lives in a (1 << EMMY_EMU_STACK_BITS)-aligned slot;
 // the slot's first bytes hold the fiber's ThreadCtx, so finding "the current thread" is one
 // mask of the stack pointer: no TLS, no call. Everything that needs the scheduler (barriers,
-// shuffles, failures) is an extern "C" function of the runner executable (emu_runner.cpp).
+// shuffles, warp collectives, failures) is an extern "C" function of the runner executable
+// (emu_runner.cpp).
 // Kept deliberately small: g++ compiles this once per kernel source.
 #pragma once
 
@@ -29,11 +30,23 @@ struct dim3u {
   unsigned x, y, z;
 };
 
+// A cp_async not yet performed: copies are deferred to the wait that retires their group, so
+// reading the destination too early sees the shared-memory poison instead of racing silently.
+struct CpAsync {
+  void* dst;
+  const void* src;
+  unsigned short bytes, src_bytes;  // src_bytes read, the rest zero-filled
+  unsigned group;                   // equal to ThreadCtx::cp_groups while not committed
+};
+constexpr unsigned kCpAsyncQueue = 64;
+
 // Must stay the first member of the runner's Fiber struct.
 struct ThreadCtx {
   dim3u thread_idx, block_idx, block_dim, grid_dim;
   unsigned linear;
   unsigned char* smem;
+  unsigned cp_pending, cp_groups;  // queued copies (oldest first), groups committed so far
+  CpAsync cp[kCpAsyncQueue];
 };
 
 inline ThreadCtx* ctx() {
@@ -78,6 +91,10 @@ struct sig<void(P...)> {
 extern "C" {
 void emmy_emu_sync();
 float emmy_emu_shfl(float v, int mode, int b, int width, int site);
+// Warp-collective: every lane of the warp passes its `lane_arg`; once all 32 have arrived at
+// the same `site`, fn runs once with all of them (indexed by lane), then every lane goes on.
+void emmy_emu_collective(void* lane_arg, void (*fn)(void* const* lane_args), const char* what,
+                         int site);
 [[noreturn]] void emmy_emu_misaligned(int n, const char* type, const void* p, int store);
 }
 
@@ -196,5 +213,152 @@ inline float fmax(float a, float b) { return fmaxf(a, b); }
 inline float fmin(float a, float b) { return fminf(a, b); }
 inline float abs(float x) { return fabsf(x); }
 inline float inf() { return __builtin_inff(); }
+
+// ---- tensor cores, ldmatrix and cp.async: warp collectives computed once per warp ----
+template <class T>
+inline unsigned pack_half2(float lo, float hi) {
+  static_assert(is_half<T>::value, "pack_half2 takes emmy::f16 or emmy::bf16");
+  return static_cast<unsigned>(from_float<T>(lo).bits) |
+         static_cast<unsigned>(from_float<T>(hi).bits) << 16;
+}
+
+namespace emu {
+
+struct MmaLane {
+  frag_c* d;
+  const frag_a* a;
+  const frag_b* b;
+  const frag_c* c;
+};
+// Gathers the whole warp's A and B per the fragment layouts (see frag_a), then for each element
+// d = c + sum over k = 0..15, in that order, of float(a) * float(b), all in float. The products
+// are exact in float (barring bf16 overflow), so only the rounding of the sum can differ from
+// the tensor cores, which add the products in their own order and precision.
+template <class T>
+inline void mma_warp(void* const* lanes) {
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const MmaLane& m = *static_cast<const MmaLane*>(lanes[l]);
+    const int g = l >> 2, t = l & 3;
+    for (int r = 0; r < 4; ++r) {
+      const unsigned w = m.a->x[r];
+      const int row = g + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
+      A[row][col] = to_float(T{static_cast<unsigned short>(w & 0xffffu)});
+      A[row][col + 1] = to_float(T{static_cast<unsigned short>(w >> 16)});
+    }
+    for (int r = 0; r < 2; ++r) {
+      const unsigned w = m.b->x[r];
+      B[2 * t + 8 * r][g] = to_float(T{static_cast<unsigned short>(w & 0xffffu)});
+      B[2 * t + 8 * r + 1][g] = to_float(T{static_cast<unsigned short>(w >> 16)});
+    }
+  }
+  for (int l = 0; l < 32; ++l) {
+    const MmaLane& m = *static_cast<const MmaLane*>(lanes[l]);
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {  // each d.x[i] reads only c.x[i], so d may alias c
+      const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+      float acc = m.c->x[i];
+      for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      m.d->x[i] = acc;
+    }
+  }
+}
+
+struct LdmatrixLane {
+  unsigned* r;
+  const unsigned char* row;
+};
+// Every lane's words are read here, at one moment, as the single warp instruction would.
+template <int N, bool Trans>
+inline void ldmatrix_warp(void* const* lanes) {
+  const unsigned char* rows[32];
+  for (int l = 0; l < 8 * N; ++l) rows[l] = static_cast<const LdmatrixLane*>(lanes[l])->row;
+  for (int l = 0; l < 32; ++l) {
+    unsigned* r = static_cast<const LdmatrixLane*>(lanes[l])->r;
+    const int g = l >> 2, t = l & 3;
+    for (int m = 0; m < N; ++m) {
+      if (!Trans) {  // row g, columns 2t, 2t + 1
+        __builtin_memcpy(&r[m], rows[8 * m + g] + 4 * t, 4);
+      } else {  // column g, rows 2t, 2t + 1
+        unsigned short lo, hi;
+        __builtin_memcpy(&lo, rows[8 * m + 2 * t] + 2 * g, 2);
+        __builtin_memcpy(&hi, rows[8 * m + 2 * t + 1] + 2 * g, 2);
+        r[m] = static_cast<unsigned>(lo) | static_cast<unsigned>(hi) << 16;
+      }
+    }
+  }
+}
+
+template <int N, bool Trans>
+inline void ldmatrix_collective(unsigned (&r)[N], const void* smem_row_ptr, int site) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  // Only the lanes that supply a row address need a valid one.
+  if (thread_linear() % warp_size < 8 * N && reinterpret_cast<uintptr_t>(smem_row_ptr) % 16 != 0)
+    emmy_emu_misaligned(8, "b16 (ldmatrix row)", smem_row_ptr, 0);
+  LdmatrixLane me{r, static_cast<const unsigned char*>(smem_row_ptr)};
+  emmy_emu_collective(&me, &ldmatrix_warp<N, Trans>, Trans ? "ldmatrix_trans" : "ldmatrix", site);
+}
+
+// Performs the `n` oldest queued copies and drops them from the queue.
+inline void cp_async_perform(ThreadCtx* c, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    const CpAsync& e = c->cp[i];
+    __builtin_memcpy(e.dst, e.src, e.src_bytes);
+    __builtin_memset(static_cast<unsigned char*>(e.dst) + e.src_bytes, 0, e.bytes - e.src_bytes);
+  }
+  for (unsigned i = n; i < c->cp_pending; ++i) c->cp[i - n] = c->cp[i];
+  c->cp_pending -= n;
+}
+// Performs the copies of every group committed more than `keep` groups ago.
+inline void cp_async_retire(ThreadCtx* c, unsigned keep) {
+  unsigned n = 0;
+  while (n < c->cp_pending && c->cp_groups - c->cp[n].group > keep) ++n;
+  cp_async_perform(c, n);
+}
+
+}  // namespace emu
+
+template <class T>
+inline void mma_16816(frag_c& d, const frag_a& a, const frag_b& b, const frag_c& c,
+                      int site = __builtin_LINE()) {
+  static_assert(is_half<T>::value, "mma_16816 multiplies emmy::f16 or emmy::bf16");
+  emu::MmaLane me{&d, &a, &b, &c};
+  emmy_emu_collective(&me, &emu::mma_warp<T>, "mma_16816", site);
+}
+
+template <int N>
+inline void ldmatrix(unsigned (&r)[N], const void* smem_row_ptr, int site = __builtin_LINE()) {
+  emu::ldmatrix_collective<N, false>(r, smem_row_ptr, site);
+}
+template <int N>
+inline void ldmatrix_trans(unsigned (&r)[N], const void* smem_row_ptr,
+                           int site = __builtin_LINE()) {
+  emu::ldmatrix_collective<N, true>(r, smem_row_ptr, site);
+}
+
+template <int BYTES>
+inline void cp_async(void* smem_dst, const void* gmem_src, int src_bytes = BYTES) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp_async copies 4, 8 or 16 bytes");
+  if (reinterpret_cast<uintptr_t>(smem_dst) % BYTES != 0)
+    emmy_emu_misaligned(BYTES, "b8 (cp_async destination)", smem_dst, 1);
+  if (reinterpret_cast<uintptr_t>(gmem_src) % BYTES != 0)
+    emmy_emu_misaligned(BYTES, "b8 (cp_async source)", gmem_src, 0);
+  src_bytes = src_bytes < 0 ? 0 : src_bytes > BYTES ? BYTES : src_bytes;
+  emu::ThreadCtx* c = emu::ctx();
+  // A full queue performs its oldest copy early: a copy may land any time before its wait.
+  if (c->cp_pending == emu::kCpAsyncQueue) emu::cp_async_perform(c, 1);
+  c->cp[c->cp_pending++] = {smem_dst, gmem_src, static_cast<unsigned short>(BYTES),
+                            static_cast<unsigned short>(src_bytes), c->cp_groups};
+}
+inline void cp_async_commit() { ++emu::ctx()->cp_groups; }
+template <int N>
+inline void cp_async_wait() {
+  static_assert(N >= 0, "cp_async_wait<N> needs N >= 0");
+  emu::cp_async_retire(emu::ctx(), N);
+}
+inline void cp_async_wait_all() {
+  cp_async_commit();
+  emu::cp_async_retire(emu::ctx(), 0);
+}
 
 }  // namespace emmy
