@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
 def main() -> None:
     os.environ["EMMY_CACHE_DIR"] = tempfile.mkdtemp(prefix="emmy-bench-")
-    from pairwise import pairwise
-
     from emmy.backend.nvrtc import compile_cuda
+    from emmy.check import pairwise
     from emmy.compiler import compile_variants
     from emmy.dsl.library import configs, default_config, family
     from emmy.runtime.device import BufferArg, Launch

@@ -170,8 +170,8 @@ def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch,
     "entry, message",
     [
         (
-            {"family": "matmul", "config": {"tile": 64}},
-            "entry 0 (matmul, rows=8,cols=64,T=f32): unknown family 'matmul'",
+            {"family": "conv2d", "config": {"tile": 64}},
+            "entry 0 (conv2d, rows=8,cols=64,T=f32): unknown family 'conv2d'",
         ),
         ({"config": softmax_config(vec=3)}, "vec=3 is not an option of fork vec [1, 2, 4, 8]"),
         ({"config": {"vec": 4}}, "config names forks ['vec'], the family has"),

@@ -287,6 +287,13 @@ class KernelPrinter:
             name = self.fresh("shared")
             self.names[op.result] = name
             self.line(f"float* const {name} = reinterpret_cast<float*>(emmy::smem() + {offset});")
+        elif isinstance(op, kernel.LocalArrayOp):
+            count = fold_int(op.count, "a local array's size")
+            if not 0 < count <= 256:
+                raise EmitError(f"a local array of {count} elements: 1 to 256 fit in registers")
+            name = self.fresh("local")
+            self.names[op.result] = name
+            self.line(f"float {name}[{count}];")
         elif isinstance(op, kernel.IfOp):
             self.line(f"if ({self.value(op.condition)}) {{")
             self.indent += 1
@@ -338,6 +345,11 @@ class KernelPrinter:
             self.names[arg] = self.names[result] = name
             carried.append(name)
         start = self.fresh("j")
+        bounds = [fold(v) for v in (op.lower, op.upper, op.step)]
+        if width == 1 and None not in bounds and bounds[2] > 0:
+            trips = -(-(bounds[1] - bounds[0]) // bounds[2])
+            if trips <= 32:  # short constant loops unroll, so local arrays live in registers
+                self.line("#pragma unroll")
         self.line(
             f"for (int {start} = {self.value(op.lower)}; {start} < {self.value(op.upper)}; "
             f"{start} += {self.value(op.step)}) {{"

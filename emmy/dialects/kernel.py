@@ -427,6 +427,22 @@ class SharedArrayOp(IRDLOperation):
 
 
 @irdl_op_definition
+class LocalArrayOp(IRDLOperation):
+    """A thread's own array of `count` elements (registers, once loops over it unroll).
+
+    %acc = kernel.local_array %count : !kernel.ptr<f32>
+    """
+
+    name = "kernel.local_array"
+    count = operand_def(i32)
+    result = result_def(PtrType)
+    assembly_format = "$count attr-dict `:` type($result)"
+
+    def __init__(self, count: SSAValue, element: Attribute):
+        super().__init__(operands=[count], result_types=[PtrType(element)])
+
+
+@irdl_op_definition
 class BarrierOp(IRDLOperation):
     """`kernel.barrier`: every thread of the block waits here (__syncthreads)."""
 
@@ -573,6 +589,7 @@ Kernel = Dialect(
         BarrierOp,
         IfOp,
         SharedArrayOp,
+        LocalArrayOp,
         GroupReduceOp,
         LaunchOp,
         CallOp,

@@ -407,6 +407,18 @@ class Lowering:
         self.bind(name, Value(ssa=array))
         self.uses_shared = True
 
+    def stmt_local_stmt(self, node: Tree) -> None:
+        """`local acc: f32[n];` a thread's own array (its size a constant once forks are)."""
+        name, dtype, count_node = node.children
+        if str(dtype) != "f32":
+            raise self.error(dtype, "local arrays hold f32")
+        if self.hoist_stack or self.in_if:
+            raise self.error(node, "local arrays are declared at the top level of a kernel")
+        count = self.int_expr(count_node)
+        array = self.add(kernel.LocalArrayOp(count, STORAGE_TYPES["f32"]))
+        self.params[str(name)] = ("",)
+        self.bind(name, Value(ssa=array))
+
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:
         value = self.expr(node)
@@ -796,6 +808,7 @@ _STATEMENTS = {
     "if_stmt",
     "sync_stmt",
     "shared_stmt",
+    "local_stmt",
 }
 
 

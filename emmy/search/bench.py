@@ -31,7 +31,6 @@ from emmy.dsl.library import configs as valid_configs
 from emmy.dsl.library import default_config, family
 from emmy.errors import EmmyError
 from emmy.runtime.convert import (
-    REFERENCE_TOLERANCES,
     STORAGE_DTYPES,
     compare,
     from_storage,
@@ -39,7 +38,7 @@ from emmy.runtime.convert import (
 )
 from emmy.runtime.device import BufferArg, Device, KernelCompileError, KernelLaunchError, Launch
 from emmy.search.db import Row, TuningDB, canonical_config
-from emmy.search.reference import reference
+from emmy.search.reference import reference, tolerance
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
@@ -254,7 +253,7 @@ class Bench:
             self.device.run(source, [launch], buffers)
             expected = reference(work.family)(parse_key(work.key), tensors).to(dtype)
             actual = from_storage(buffers["out"], dtype).reshape(expected.shape)
-            check = compare(actual, expected, REFERENCE_TOLERANCES[dtype])
+            check = compare(actual, expected, tolerance(work.family, parse_key(work.key), dtype))
             if not check.ok:
                 return failed("wrong_result", check.summary)
             times = self.device.time(

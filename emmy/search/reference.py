@@ -22,6 +22,17 @@ def register(family: str, reference: Reference) -> None:
     _REFERENCES[family] = reference
 
 
+def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) for a family's output against its float64 reference: the storage type's
+    rounding, plus f32 accumulation error that grows with a matmul's depth."""
+    from emmy.runtime.convert import REFERENCE_TOLERANCES
+
+    rtol, atol = REFERENCE_TOLERANCES[dtype]
+    if family == "matmul":
+        atol += 2e-6 * int(key["k"])
+    return rtol, atol
+
+
 def reference(family: str) -> Reference:
     if family not in _REFERENCES:
         raise EmmyError(f"no reference for family {family!r}: a bench cannot check it")
@@ -108,3 +119,19 @@ register("rms_norm", _rms_norm)
 register("reduce_rows", _reduce_rows)
 register("transpose", _transpose)
 register("embedding", _embedding)
+
+
+_ACTIVATIONS = {
+    "none": lambda x: x,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "silu": torch.nn.functional.silu,
+}
+
+
+def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    a, b = (t.double() for t in inputs)
+    return _ACTIVATIONS[str(key["epilogue"])](a @ b)
+
+
+register("matmul", _matmul)

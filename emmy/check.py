@@ -1,0 +1,212 @@
+"""Correctness of every option of the kernel library: pairwise variants of each family,
+run on a device against the float64 references of emmy.search.reference.
+
+Options are covered pairwise over the shapes and forks together (each option at least once,
+every pair of options together); all variants of a family and dtype share one source, so a
+case costs one compiler invocation and one device run. The test suite runs the cases on the
+emulator; scripts/gpu-check runs the same cases on a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import torch
+
+from emmy.compiler import TensorSpec, compile_variants, poisoned
+from emmy.dsl.library import configs, family
+from emmy.runtime.convert import STORAGE_DTYPES, from_storage, to_storage
+from emmy.runtime.device import BufferArg, Device, Launch
+from emmy.search.reference import reference, tolerance
+
+
+def pairwise(candidates: list[dict]) -> list[dict]:
+    """A small subset covering every option and every pair of options the set contains."""
+    if not candidates:
+        return []
+    names = list(candidates[0])
+
+    def pairs(config: dict) -> set:
+        items = [(n, config[n]) for n in names]
+        return set(itertools.combinations(items, 2)) | {(i,) for i in items}
+
+    uncovered = set().union(*(pairs(c) for c in candidates))
+    chosen = []
+    while uncovered:
+        best = max(candidates, key=lambda c: len(pairs(c) & uncovered))
+        chosen.append(best)
+        uncovered -= pairs(best)
+    return chosen
+
+
+FLOATS = ["f32", "f16", "bf16"]
+
+
+def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):
+    values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale + shift
+    return values.to(STORAGE_DTYPES[dtype])
+
+
+# family -> (keys of the shapes to test, inputs of a key, output shape of a key)
+def _norm_keys(dtype, extra):
+    return [
+        {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
+    ]
+
+
+CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
+
+SPECS = {
+    "softmax": (
+        lambda dtype: [
+            {"rows": r, "cols": c, "T": dtype} for r, c in [(3, 1), (5, 97), (4, 130), (2, 1000)]
+        ],
+        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g, 3.0)],
+        lambda k: (k["rows"], k["cols"]),
+    ),
+    "elementwise": (
+        lambda dtype: [
+            {"n": r * c, "cols": c, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
+            for r, c in [(1, 1), (7, 13), (3, 64), (5, 120)]
+        ],
+        lambda k, d, g: [
+            randn((k["n"] // k["cols"], k["cols"]), d, g),
+            randn((k["cols"],), d, g),
+            randn((k["n"] // k["cols"], 1), d, g),
+            randn((1,), d, g),
+        ],
+        lambda k: (k["n"] // k["cols"], k["cols"]),
+    ),
+    "layer_norm": (
+        lambda dtype: _norm_keys(dtype, {"eps": "1e-05"}),
+        lambda k, d, g: [
+            randn((k["rows"], k["cols"]), d, g, 2.0, 0.5),
+            randn((k["cols"],), d, g),
+            randn((k["cols"],), d, g),
+        ],
+        lambda k: (k["rows"], k["cols"]),
+    ),
+    "rms_norm": (
+        lambda dtype: _norm_keys(dtype, {"eps": "1e-06"}),
+        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g, 2.0), randn((k["cols"],), d, g)],
+        lambda k: (k["rows"], k["cols"]),
+    ),
+    "reduce_rows": (
+        lambda dtype: [
+            {"rows": r, "cols": c, "T": dtype, "op": op}
+            for (r, c), op in zip(
+                [(3, 1), (5, 97), (2, 1000), (4, 64)], ["sum", "mean", "max", "sum"], strict=True
+            )
+        ],
+        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g)],
+        lambda k: (k["rows"],),
+    ),
+    "transpose": (
+        lambda dtype: [
+            {"rows": r, "cols": c, "T": dtype} for r, c in [(1, 1), (37, 70), (64, 16), (3, 130)]
+        ],
+        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g)],
+        lambda k: (k["cols"], k["rows"]),
+    ),
+    "matmul": (
+        lambda dtype: [
+            {"m": m, "n": n, "k": k, "T": dtype, "epilogue": e}
+            for m, n, k, e in [
+                (1, 1, 1, "none"),
+                (37, 50, 29, "gelu"),
+                (64, 128, 96, "relu"),
+                (130, 20, 33, "silu"),
+            ]
+        ],
+        lambda key, d, g: [randn((key["m"], key["k"]), d, g), randn((key["k"], key["n"]), d, g)],
+        lambda key: (key["m"], key["n"]),
+    ),
+    "embedding": (
+        lambda dtype: [
+            {"tokens": t, "vocab": v, "dim": dm, "T": dtype, "I": i}
+            for t, v, dm, i in [(1, 3, 1, "i64"), (13, 50, 24, "i32"), (9, 200, 64, "i64")]
+        ],
+        lambda k, d, g: [
+            torch.randint(0, k["vocab"], (k["tokens"],), generator=g).to(
+                torch.int32 if k["I"] == "i32" else torch.int64
+            ),
+            randn((k["vocab"], k["dim"]), d, g),
+        ],
+        lambda k: (k["tokens"], k["dim"]),
+    ),
+}
+
+
+@dataclass
+class Case:
+    source: str
+    launches: list[Launch]
+    buffers: dict[str, np.ndarray]
+    expected: dict[str, torch.Tensor]
+    configs: dict[str, dict]
+    dtype: str
+    family: str
+
+
+@cache
+def case(family_name: str, dtype: str) -> Case:
+    """Pairwise over the shapes and the forks together: each option runs, with each other
+    fork's options and on each shape, in far fewer variants than pairwise per shape."""
+    keys_of, inputs_of, output_of = SPECS[family_name]
+    generator = torch.Generator().manual_seed(7)
+    keys = keys_of(dtype)
+    candidates = [
+        {"shape": index, **config}
+        for index, key in enumerate(keys)
+        for config in configs(family(family_name), key)
+    ]
+    chosen_configs = pairwise(candidates)
+    sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
+    for shape_index, key in enumerate(keys):
+        options = [
+            {n: v for n, v in c.items() if n != "shape"}
+            for c in chosen_configs
+            if c["shape"] == shape_index
+        ]
+        if not options:
+            continue
+        tensors = inputs_of(key, dtype, generator)
+        names = [f"s{shape_index}_in{i}" for i in range(len(tensors))]
+        for name, tensor in zip(names, tensors, strict=True):
+            integer = tensor.dtype in (torch.int32, torch.int64)
+            buffers[name] = tensor.numpy().copy() if integer else to_storage(tensor)
+        want = reference(family_name)(key, tensors)
+        program = compile_variants(family_name, key, options, prefix=f"s{shape_index}_")
+        sources.append(program.source.split("\n", 1)[1])
+        for config, (name, info) in zip(options, program.kernels.items(), strict=True):
+            output = f"out_{name}"
+            buffers[output] = poisoned(TensorSpec(output, output_of(key), dtype))
+            args = tuple(BufferArg(n) for n in names) + (BufferArg(output),)
+            launches.append(Launch(name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args))
+            expected[output] = want
+            chosen[output] = {"key": key, **config}
+    source = '#include "emmy_device.cuh"\n' + "\n".join(sources)
+    return Case(source, launches, buffers, expected, chosen, dtype, family_name)
+
+
+def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
+    """Runs every variant of a case on a device; the failures, one line each."""
+    buffers = {n: a.copy() for n, a in c.buffers.items()}
+    options = {"schedule": schedule} if device.identity == "emu" else {}
+    device.run(c.source, c.launches, buffers, timeout=600, **options)
+    torch_dtype = STORAGE_DTYPES[c.dtype]
+    failures = []
+    for output, want in c.expected.items():
+        rtol, atol = tolerance(c.family, c.configs[output]["key"], torch_dtype)
+        actual = from_storage(buffers[output], torch_dtype).double().reshape(want.shape)
+        want = want.to(torch_dtype).double()
+        close = torch.isclose(actual, want, rtol=rtol, atol=atol, equal_nan=True)
+        if not bool(close.all()):
+            where = tuple(int(i) for i in torch.nonzero(~close)[0])
+            failures.append(
+                f"{c.configs[output]}: first wrong at {list(where)}: {float(actual[where])} vs {float(want[where])}"
+            )
+    return failures
