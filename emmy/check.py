@@ -113,16 +113,42 @@ SPECS = {
     ),
     "matmul": (
         lambda dtype: [
-            {"m": m, "n": n, "k": k, "T": dtype, "epilogue": e}
-            for m, n, k, e in [
-                (1, 1, 1, "none"),
-                (37, 50, 29, "gelu"),
-                (64, 128, 96, "relu"),
-                (130, 20, 33, "silu"),
+            {
+                "batch": z,
+                "m": m,
+                "n": n,
+                "k": k,
+                "b_batch": zb,
+                "b_rows": k if layout == "kn" else n,
+                "b_cols": n if layout == "kn" else k,
+                "layout": layout,
+                "T": dtype,
+                "epilogue": e,
+            }
+            for z, zb, m, n, k, layout, e in [
+                (1, 1, 1, 1, 1, "kn", "none"),
+                (2, 2, 37, 50, 29, "nk", "gelu"),
+                (1, 1, 64, 128, 96, "kn", "relu"),
+                (3, 1, 130, 20, 33, "nk", "silu"),
             ]
         ],
-        lambda key, d, g: [randn((key["m"], key["k"]), d, g), randn((key["k"], key["n"]), d, g)],
-        lambda key: (key["m"], key["n"]),
+        lambda key, d, g: [
+            randn((key["batch"], key["m"], key["k"]), d, g),
+            randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
+        ],
+        lambda key: (key["batch"], key["m"], key["n"]),
+    ),
+    "rope": (
+        lambda dtype: [
+            {"tokens": t, "heads": h, "dim": 2 * half, "half": half, "T": dtype}
+            for t, h, half in [(1, 1, 1), (5, 3, 12), (9, 2, 64)]
+        ],
+        lambda k, d, g: [
+            randn((k["tokens"], k["heads"], k["dim"]), d, g),
+            randn((k["tokens"], k["half"]), d, g),
+            randn((k["tokens"], k["half"]), d, g),
+        ],
+        lambda k: (k["tokens"], k["heads"], k["dim"]),
     ),
     "embedding": (
         lambda dtype: [

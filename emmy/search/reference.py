@@ -131,7 +131,20 @@ _ACTIVATIONS = {
 
 def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     a, b = (t.double() for t in inputs)
+    if str(key["layout"]) == "nk":
+        b = b.transpose(-2, -1)
     return _ACTIVATIONS[str(key["epilogue"])](a @ b)
 
 
 register("matmul", _matmul)
+
+
+def _rope(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    x, cos, sin = (t.double() for t in inputs)
+    half = int(key["half"])
+    first, second = x[..., :half], x[..., half:]
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+
+register("rope", _rope)

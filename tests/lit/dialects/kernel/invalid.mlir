@@ -129,3 +129,14 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
   "kernel.return"() : () -> ()
 }) : () -> ()
 // CHECK: operand 'lower' at position 0 does not verify
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 1 : i1
+  kernel.if %c {
+    kernel.barrier
+  }
+  kernel.return
+}
+// CHECK: kernel.barrier inside kernel.if: threads that skip it would deadlock

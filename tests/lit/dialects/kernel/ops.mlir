@@ -35,8 +35,18 @@ fork.site @k "k" "n=8" {
     // CHECK-NEXT: kernel.group_reduce "online_softmax" (%{{.*}}, %{{.*}}) group
     kernel.barrier
     // CHECK-NEXT: kernel.barrier
+    %tile = kernel.shared_array %c1, %c64 : !kernel.ptr<f32>
+    // CHECK-NEXT: kernel.shared_array %{{.*}}, %{{.*}} : !kernel.ptr<f32>
+    %acc = kernel.local_array %c4 : !kernel.ptr<f32>
+    // CHECK-NEXT: kernel.local_array %{{.*}} : !kernel.ptr<f32>
+    %inside = arith.cmpi slt, %t, %c64 : i32
+    kernel.if %inside {
+      kernel.store %m, %tile[%t] : f32, !kernel.ptr<f32>
+    }
+    // CHECK: kernel.if %{{.*}} {
+    // CHECK-NEXT: kernel.store
     kernel.store %m, %y[%t] : f32, !kernel.ptr<f32>
-    // CHECK-NEXT: kernel.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, !kernel.ptr<f32>
+    // CHECK: kernel.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, !kernel.ptr<f32>
     kernel.return
     // CHECK-NEXT: kernel.return
   }
