@@ -43,6 +43,12 @@ def pairwise(candidates: list[dict]) -> list[dict]:
 
 
 FLOATS = ["f32", "f16", "bf16"]
+#: families that take fewer storage types (tensor cores multiply 16-bit floats)
+DTYPES = {"matmul_tc": ["f16", "bf16"]}
+
+
+def dtypes_of(family_name: str) -> list[str]:
+    return DTYPES.get(family_name, FLOATS)
 
 
 def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):
@@ -135,6 +141,22 @@ SPECS = {
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
+        ],
+        lambda key: (key["batch"], key["m"], key["n"]),
+    ),
+    "matmul_tc": (
+        lambda dtype: [
+            {"batch": z, "m": m, "n": n, "k": k, "b_batch": zb, "T": dtype, "epilogue": e}
+            for z, zb, m, n, k, e in [
+                (1, 1, 16, 8, 16, "none"),
+                (2, 2, 37, 48, 40, "gelu"),
+                (1, 1, 128, 136, 96, "relu"),
+                (3, 1, 70, 24, 200, "silu"),
+            ]
+        ],
+        lambda key, d, g: [
+            randn((key["batch"], key["m"], key["k"]), d, g),
+            randn((key["b_batch"], key["k"], key["n"]), d, g),
         ],
         lambda key: (key["batch"], key["m"], key["n"]),
     ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
-from emmy.check import FLOATS, SPECS, case, check
+from emmy.check import SPECS, case, check, dtypes_of
 from emmy.dsl.library import family
 from emmy.runtime.emu import EmuDevice
 
@@ -17,8 +17,7 @@ FAMILIES = [f for f in SPECS if f not in ("softmax", "elementwise")]
 
 
 @pytest.mark.parametrize("schedule", ["forward", "reverse"])
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("family_name", FAMILIES)
+@pytest.mark.parametrize("family_name, dtype", [(f, d) for f in FAMILIES for d in dtypes_of(f)])
 def test_every_option_on_emu(family_name: str, dtype: str, schedule: str) -> None:
     failures = check(case(family_name, dtype), EmuDevice(), schedule)
     assert not failures, "\n".join(failures[:8])
@@ -28,7 +27,7 @@ def test_every_option_on_emu(family_name: str, dtype: str, schedule: str) -> Non
 def test_pairwise_runs_every_option(family_name: str) -> None:
     seen = {
         (n, v)
-        for d in FLOATS
+        for d in dtypes_of(family_name)
         for config in case(family_name, d).configs.values()
         for n, v in config.items()
         if n != "key"
@@ -41,7 +40,7 @@ def test_pairwise_runs_every_option(family_name: str) -> None:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("family_name", FAMILIES)
 def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch: str) -> None:
-    for dtype in FLOATS:
+    for dtype in dtypes_of(family_name):
         compiled = compile_cuda(case(family_name, dtype).source, arch)
         spilling = {k: r for k, r in compiled.resources.items() if r.spill_stores or r.spill_loads}
         assert not spilling, f"{family_name} {dtype} {arch} spills: {spilling}"
@@ -64,5 +63,5 @@ def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert set(report["correctness"]) == {f"{f}/f32" for f in SPECS}
+    assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in SPECS}
     assert "not measured" in report["speed"]

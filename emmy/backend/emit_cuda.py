@@ -155,7 +155,8 @@ def _check_shared_memory(func: kernel.FuncOp, launch: kernel.LaunchOp) -> None:
     needed = 0
     for op in func.walk():
         if isinstance(op, kernel.SharedArrayOp):
-            end = fold_int(op.offset, "a shared array's offset") + 4 * fold_int(
+            size = 4 if isinstance(op.result.type.element, Float32Type) else 2
+            end = fold_int(op.offset, "a shared array's offset") + size * fold_int(
                 op.count, "a shared array's size"
             )
             needed = max(needed, end)
@@ -286,14 +287,42 @@ class KernelPrinter:
             offset = fold_int(op.offset, "a shared array's offset")
             name = self.fresh("shared")
             self.names[op.result] = name
-            self.line(f"float* const {name} = reinterpret_cast<float*>(emmy::smem() + {offset});")
+            element = storage_type(op.result.type.element)
+            self.line(
+                f"{element}* const {name} = reinterpret_cast<{element}*>(emmy::smem() + {offset});"
+            )
+        elif isinstance(op, kernel.LdmatrixOp):
+            count = op.count.value.data
+            call = "ldmatrix_trans" if op.trans.value.data else "ldmatrix"
+            fragment = f"{self.value(op.fragment)} + {self.value(op.fragment_offset)}"
+            self.line(
+                f"emmy::{call}<{count}>(*reinterpret_cast<unsigned(*)[{count}]>({fragment}), "
+                f"{self.value(op.ptr)} + {self.value(op.offset)});"
+            )
+        elif isinstance(op, kernel.MmaOp):
+            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+            acc = (
+                f"*reinterpret_cast<emmy::frag_c*>({self.value(op.acc)} + {self.value(op.offset)})"
+            )
+            a = f"*reinterpret_cast<const emmy::frag_a*>({self.value(op.a)} + {self.value(op.a_offset)})"
+            b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
+            self.line(f"emmy::mma_16816<{dtype}>({acc}, {a}, {b}, {acc});")
+        elif isinstance(op, kernel.CopyAsyncOp):
+            self.line(
+                f"emmy::cp_async<16>({self.value(op.dst)} + {self.value(op.dst_offset)}, "
+                f"{self.value(op.src)} + {self.value(op.src_offset)}, {self.value(op.valid_bytes)});"
+            )
+        elif isinstance(op, kernel.CopyAsyncWaitOp):
+            self.line("emmy::cp_async_commit();")
+            self.line(f"emmy::cp_async_wait<{op.pending.value.data}>();")
         elif isinstance(op, kernel.LocalArrayOp):
             count = fold_int(op.count, "a local array's size")
             if not 0 < count <= 256:
                 raise EmitError(f"a local array of {count} elements: 1 to 256 fit in registers")
             name = self.fresh("local")
             self.names[op.result] = name
-            self.line(f"float {name}[{count}];")
+            element = "float" if isinstance(op.result.type.element, Float32Type) else "unsigned"
+            self.line(f"{element} {name}[{count}];")
         elif isinstance(op, kernel.IfOp):
             self.line(f"if ({self.value(op.condition)}) {{")
             self.indent += 1

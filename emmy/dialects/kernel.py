@@ -17,9 +17,11 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
+    BoolAttr,
     Float16Type,
     Float32Type,
     FunctionType,
+    IntegerAttr,
     IntegerType,
     StringAttr,
     SymbolRefAttr,
@@ -40,6 +42,7 @@ from xdsl.ir import (
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
+    ParsePropInAttrDict,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -443,6 +446,120 @@ class LocalArrayOp(IRDLOperation):
 
 
 @irdl_op_definition
+class LdmatrixOp(IRDLOperation):
+    """Warp-collective: loads `count` 8x8 matrices of 16-bit values from shared memory into
+    a thread's fragment registers (ldmatrix.sync.aligned.m8n8.x{count}[.trans]); each lane
+    gives the address of one row, `ptr[offset]`.
+
+        kernel.ldmatrix %frag[%i], %a_tile[%offset] {count = 4 : i32, trans = false}
+    """
+
+    name = "kernel.ldmatrix"
+    fragment = operand_def(PtrType)
+    fragment_offset = operand_def(i32)
+    ptr = operand_def(PtrType)
+    offset = operand_def(i32)
+    count = prop_def(IntegerAttr)
+    trans = prop_def(BoolAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$fragment `[` $fragment_offset `]` `,` $ptr `[` $offset `]` attr-dict `:` "
+        "type($fragment) `,` type($ptr)"
+    )
+
+    def __init__(
+        self,
+        fragment: SSAValue,
+        fragment_offset: SSAValue,
+        ptr: SSAValue,
+        offset: SSAValue,
+        count: int,
+        trans: bool,
+    ):
+        super().__init__(
+            operands=[fragment, fragment_offset, ptr, offset],
+            properties={"count": IntegerAttr(count, 32), "trans": BoolAttr.from_bool(trans)},
+        )
+
+    def verify_(self) -> None:
+        if self.count.value.data not in (1, 2, 4):
+            raise VerifyException("kernel.ldmatrix loads 1, 2 or 4 matrices")
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """Warp-collective m16n8k16 tensor-core product: acc[offset:offset+4] += A·B, with A and
+    B fragments of 16-bit `dtype` and f32 accumulators (mma.sync.aligned.m16n8k16.row.col).
+
+        kernel.mma %acc[%c], %a_frag[%a], %b_frag[%b] {dtype = "bf16"}
+    """
+
+    name = "kernel.mma"
+    acc = operand_def(PtrType)
+    offset = operand_def(i32)
+    a = operand_def(PtrType)
+    a_offset = operand_def(i32)
+    b = operand_def(PtrType)
+    b_offset = operand_def(i32)
+    dtype = prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$acc `[` $offset `]` `,` $a `[` $a_offset `]` `,` $b `[` $b_offset `]` attr-dict `:` "
+        "type($acc) `,` type($a) `,` type($b)"
+    )
+
+    def __init__(self, acc, offset, a, a_offset, b, b_offset, dtype: str):
+        super().__init__(
+            operands=[acc, offset, a, a_offset, b, b_offset],
+            properties={"dtype": StringAttr(dtype)},
+        )
+
+    def verify_(self) -> None:
+        if self.dtype.data not in ("f16", "bf16"):
+            raise VerifyException(f"kernel.mma multiplies f16 or bf16, not {self.dtype.data}")
+
+
+@irdl_op_definition
+class CopyAsyncOp(IRDLOperation):
+    """Starts an asynchronous 16-byte copy from global `src[src_offset]` to shared
+    `dst[dst_offset]`; only `valid_bytes` are read, the rest is zero (cp.async.cg).
+
+        kernel.cp_async %tile[%d], %a[%s], %valid : !kernel.ptr<bf16>, !kernel.ptr<bf16>
+    """
+
+    name = "kernel.cp_async"
+    dst = operand_def(PtrType)
+    dst_offset = operand_def(i32)
+    src = operand_def(PtrType)
+    src_offset = operand_def(i32)
+    valid_bytes = operand_def(i32)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $valid_bytes attr-dict "
+        "`:` type($dst) `,` type($src)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, valid_bytes):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, valid_bytes])
+
+
+@irdl_op_definition
+class CopyAsyncWaitOp(IRDLOperation):
+    """Commits this thread's pending cp_asyncs as a group, then waits until at most
+    `pending` groups are still in flight (cp.async.commit_group; cp.async.wait_group).
+
+        kernel.cp_async_wait {pending = 0 : i32}
+    """
+
+    name = "kernel.cp_async_wait"
+    pending = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, pending: int):
+        super().__init__(properties={"pending": IntegerAttr(pending, 32)})
+
+
+@irdl_op_definition
 class BarrierOp(IRDLOperation):
     """`kernel.barrier`: every thread of the block waits here (__syncthreads)."""
 
@@ -590,6 +707,10 @@ Kernel = Dialect(
         IfOp,
         SharedArrayOp,
         LocalArrayOp,
+        LdmatrixOp,
+        MmaOp,
+        CopyAsyncOp,
+        CopyAsyncWaitOp,
         GroupReduceOp,
         LaunchOp,
         CallOp,

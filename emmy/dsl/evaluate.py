@@ -69,7 +69,7 @@ def evaluate(
         name = str(children[0])
         if name in env:
             return env[name]
-        if name in symbols:
+        if name in symbols or name in DTYPE_BYTES:  # a symbolic option, or a dtype (T == bf16)
             return name
         raise EvaluationError(node, f"unknown name {name!r}")
     if kind == "neg":

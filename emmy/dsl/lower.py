@@ -389,15 +389,17 @@ class Lowering:
     def stmt_shared_stmt(self, node: Tree) -> None:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
         name, dtype, count_node = node.children
-        if str(dtype) != "f32":
-            raise self.error(dtype, "shared arrays hold f32")
+        element_name = str(self.key.get(str(dtype), dtype))
+        if element_name not in ("f32", "f16", "bf16"):
+            raise self.error(dtype, "shared arrays hold f32, or the storage type of a key name")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "shared arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)
         offset = self.shared_bytes if self.shared_bytes is not None else self.const_int(0)
-        array = self.add(kernel.SharedArrayOp(offset, count, STORAGE_TYPES["f32"]))
+        element = STORAGE_TYPES[element_name]
+        array = self.add(kernel.SharedArrayOp(offset, count, element))
         # the next array starts 16-byte aligned, for vector access
-        size = self.add(arith.MuliOp(count, self.const_int(4)))
+        size = self.add(arith.MuliOp(count, self.const_int(DTYPE_BYTES[element_name])))
         rounded = self.add(arith.AddiOp(size, self.const_int(15)))
         padded = self.add(
             arith.MuliOp(self.add(arith.DivSIOp(rounded, self.const_int(16))), self.const_int(16))
@@ -410,14 +412,89 @@ class Lowering:
     def stmt_local_stmt(self, node: Tree) -> None:
         """`local acc: f32[n];` a thread's own array (its size a constant once forks are)."""
         name, dtype, count_node = node.children
-        if str(dtype) != "f32":
-            raise self.error(dtype, "local arrays hold f32")
+        if str(dtype) not in ("f32", "u32"):
+            raise self.error(dtype, "local arrays hold f32, or u32 (tensor-core fragments)")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "local arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)
-        array = self.add(kernel.LocalArrayOp(count, STORAGE_TYPES["f32"]))
+        element = STORAGE_TYPES["f32"] if str(dtype) == "f32" else STORAGE_TYPES["i32"]
+        array = self.add(kernel.LocalArrayOp(count, element))
         self.params[str(name)] = ("",)
         self.bind(name, Value(ssa=array))
+
+    def stmt_call_stmt(self, node: Tree) -> None:
+        """Tensor-core and asynchronous-copy intrinsics, as statements:
+
+        ldmatrix(frag, frag_offset, tile, offset, count) and ldmatrix_trans(...);
+        mma(acc, offset, a_frag, a_offset, b_frag, b_offset): acc[offset:+4] += A·B;
+        cp_async(tile, offset, tensor, index..., valid_elements): 16 bytes, zero-filled;
+        cp_async_wait(pending): commit this thread's copies, wait for all but `pending`."""
+        name, args = node.children
+        arg_nodes = args.children if args is not None else []
+        handler = {
+            "ldmatrix": self.call_ldmatrix,
+            "ldmatrix_trans": self.call_ldmatrix,
+            "mma": self.call_mma,
+            "cp_async": self.call_cp_async,
+            "cp_async_wait": self.call_cp_async_wait,
+        }.get(str(name))
+        if handler is None:
+            raise self.error(name, f"{name!s}(...) is not a statement")
+        handler(node, str(name), arg_nodes)
+
+    def array(self, node: Tree) -> SSAValue:
+        if node.data != "name" or str(node.children[0]) not in self.params:
+            raise self.error(node, "expected the name of an array")
+        return self.scope.names[str(node.children[0])].ssa
+
+    def literal(self, node: Tree, what: str) -> int:
+        if node.data != "int_lit":
+            raise self.error(node, f"{what} must be an integer literal")
+        return int(node.children[0])
+
+    def call_ldmatrix(self, node: Tree, name: str, args: list[Tree]) -> None:
+        if len(args) != 5:
+            raise self.error(node, f"{name}(frag, frag_offset, tile, offset, count)")
+        count = self.literal(args[4], "the number of matrices")
+        self.add(
+            kernel.LdmatrixOp(
+                self.array(args[0]),
+                self.int_expr(args[1]),
+                self.array(args[2]),
+                self.int_expr(args[3]),
+                count,
+                name.endswith("_trans"),
+            )
+        )
+
+    def call_mma(self, node: Tree, name: str, args: list[Tree]) -> None:
+        if len(args) != 6:
+            raise self.error(node, "mma(acc, offset, a_frag, a_offset, b_frag, b_offset)")
+        dtype = str(self.key.get("T"))
+        if dtype not in ("f16", "bf16"):
+            raise self.error(node, f"mma multiplies f16 or bf16, and T is {dtype}")
+        acc, a, b = (self.array(args[i]) for i in (0, 2, 4))
+        offsets = [self.int_expr(args[i]) for i in (1, 3, 5)]
+        self.add(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
+
+    def call_cp_async(self, node: Tree, name: str, args: list[Tree]) -> None:
+        if len(args) < 5:
+            raise self.error(node, "cp_async(tile, offset, tensor, index..., valid_elements)")
+        tile, tensor = self.array(args[0]), self.array(args[2])
+        tensor_name = str(args[2].children[0])
+        dims = self.params[tensor_name]
+        indices = args[3:-1]
+        if len(indices) != len(dims):
+            raise self.error(node, f"{tensor_name} has {len(dims)} dimension(s)")
+        source = self.linear_offset(node, dims, indices)
+        element_bytes = DTYPE_BYTES[dtype_of(tensor.type.element)]
+        valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
+        self.add(kernel.CopyAsyncOp(tile, self.int_expr(args[1]), tensor, source, valid))
+
+    def call_cp_async_wait(self, node: Tree, name: str, args: list[Tree]) -> None:
+        if len(args) != 1:
+            raise self.error(node, "cp_async_wait(pending)")
+        self.add(kernel.CopyAsyncWaitOp(self.literal(args[0], "the number of pending groups")))
 
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:
@@ -809,6 +886,7 @@ _STATEMENTS = {
     "sync_stmt",
     "shared_stmt",
     "local_stmt",
+    "call_stmt",
 }
 
 
@@ -849,3 +927,7 @@ def _type_name(typ: Attribute) -> str:
     if isinstance(typ, IntegerType) and typ.width.data == 1:
         return "a condition"
     return str(typ)
+
+
+def dtype_of(element: Attribute) -> str:
+    return next(name for name, typ in STORAGE_TYPES.items() if typ == element)

@@ -28,7 +28,7 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
     from emmy.runtime.convert import REFERENCE_TOLERANCES
 
     rtol, atol = REFERENCE_TOLERANCES[dtype]
-    if family == "matmul":
+    if family in ("matmul", "matmul_tc"):
         atol += 2e-6 * int(key["k"])
     return rtol, atol
 
@@ -137,6 +137,13 @@ def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 
 register("matmul", _matmul)
+
+
+def _matmul_tc(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    return _matmul({**key, "layout": "kn"}, inputs)
+
+
+register("matmul_tc", _matmul_tc)
 
 
 def _rope(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
