@@ -30,14 +30,27 @@ def _families(directories: tuple[Path, ...]) -> dict[str, KernelDecl]:
     decls: dict[str, KernelDecl] = {}
     for directory in directories:
         for path in sorted(directory.glob("*.emmy")):
-            for decl in parse_file(path):
+            for decl in _parse(path, path.stat().st_mtime_ns):
                 if decl.name in decls:
                     raise EmmyError(f"{path}:{decl.line}:1: family {decl.name} is declared twice")
                 decls[decl.name] = decl
     return decls
 
 
+@cache
+def _parse(path: Path, mtime_ns: int) -> tuple[KernelDecl, ...]:
+    return tuple(parse_file(path))
+
+
 def family(name: str) -> KernelDecl:
+    """A family by name. By convention `<name>.emmy` declares it, so a compile parses only
+    the files of the families it uses; any other file is searched after."""
+    for directory in library_dirs():
+        path = directory / f"{name}.emmy"
+        if path.exists():
+            for decl in _parse(path, path.stat().st_mtime_ns):
+                if decl.name == name:
+                    return decl
     decl = families().get(name)
     if decl is None:
         raise EmmyError(f"unknown kernel family {name!r}; known: {', '.join(sorted(families()))}")
