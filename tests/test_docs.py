@@ -28,7 +28,11 @@ def test_see_it_yourself_commands_run_as_printed(tmp_path) -> None:
     sources = [
         re.search(r"\n\S+\s+softmax\s+\S+\s+.*?\s(default|db|golden|pins?)\s", e) for e in explains
     ]
-    assert [s.group(1) for s in sources if s] == ["default", "db", "golden", "db"], output[-4000:]
+    found = [s.group(1) for s in sources if s]
+    assert found[:3] == ["default", "db", "golden"], output[-4000:]
+    # with vec pinned, the database decides if it holds a clean (stable) row with vec=1; an
+    # emulator timing disturbed by a busy machine is marked unstable, and the default decides
+    assert found[3] in ("db", "default"), output[-4000:]
     assert ": 0 measured, 6 recalled" in result.stdout
     assert "no ordinary compile reads them" in result.stderr
     assert "vec=1(pin)" in result.stdout
