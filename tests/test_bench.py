@@ -45,12 +45,24 @@ def test_the_second_bench_recalls_and_the_next_compile_picks_from_its_rows(
     assert code == 0 and ": 0 measured, 12 recalled" in out
     with TuningDB(db) as store:
         assert store.count() == 12
+        regime = regime_for("emu").id
+        clean = {
+            family: any(r.clean for r in store.rows("emu", regime, family, key))
+            for family, key in store.sites("emu", regime)
+        }
     main(["compile", "-c", EXPRESSION, "--target", "emu", "--explain", "--db", str(db)])
     explain = capsys.readouterr().out
-    sites = {line.split()[0]: line for line in explain.splitlines() if "  rows " in line}
-    assert set(sites) == {"softmax_0", "elementwise_1"}, explain
-    assert all("  db  " in line for line in sites.values()), explain
-    assert "rows " in explain and "runner-up row" in explain
+    lines = {
+        line.split()[1]: line
+        for line in explain.splitlines()[1:]
+        if line.count("_") and "  " in line
+    }
+    # a site with a clean (stable) row is decided by the database, with the row ids shown;
+    # a busy machine can leave every emulator timing of a site unstable, and then not
+    assert clean and any(clean.values()), "no clean row at all"
+    for family_name, has_clean in clean.items():
+        assert ("  db  " in lines[family_name]) == has_clean, explain
+    assert "rows " in explain
 
 
 def test_force_measures_again(capsys, tmp_path) -> None:
