@@ -160,6 +160,23 @@ SPECS = {
         ],
         lambda key: (key["batch"], key["m"], key["n"]),
     ),
+    "attention": (
+        lambda dtype: [
+            {"bh": bh, "q_len": ql, "kv_len": kl, "d": d, "T": dtype, "causal": c, "scale": sc}
+            for bh, ql, kl, d, c, sc in [
+                (1, 1, 1, 4, "no", "0.5"),
+                (2, 13, 13, 64, "yes", "0.125"),
+                (3, 7, 20, 32, "no", "0.17677669"),
+                (1, 33, 33, 128, "yes", "0.08838835"),
+            ]
+        ],
+        lambda key, d, g: [
+            randn((key["bh"], key["q_len"], key["d"]), d, g),
+            randn((key["bh"], key["kv_len"], key["d"]), d, g),
+            randn((key["bh"], key["kv_len"], key["d"]), d, g),
+        ],
+        lambda key: (key["bh"], key["q_len"], key["d"]),
+    ),
     "rope": (
         lambda dtype: [
             {"tokens": t, "heads": h, "dim": 2 * half, "half": half, "T": dtype}

@@ -30,6 +30,8 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
     rtol, atol = REFERENCE_TOLERANCES[dtype]
     if family in ("matmul", "matmul_tc"):
         atol += 2e-6 * int(key["k"])
+    if family == "attention":
+        atol += 2e-6 * int(key["kv_len"])
     return rtol, atol
 
 
@@ -155,3 +157,16 @@ def _rope(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 
 register("rope", _rope)
+
+
+def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    q, k, v = (t.double() for t in inputs)
+    scores = q @ k.transpose(-2, -1) * float(key["scale"])
+    if str(key["causal"]) == "yes":
+        rows, cols = scores.shape[-2:]
+        hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+register("attention", _attention)
