@@ -140,3 +140,22 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
   kernel.return
 }
 // CHECK: kernel.barrier inside kernel.if: threads that skip it would deadlock
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  %f = kernel.local_array %c : !kernel.ptr<i32>
+  kernel.ldmatrix %f[%c], %x[%c] {count = 3 : i32, trans = true} : !kernel.ptr<i32>, !kernel.ptr<f32>
+  kernel.return
+}
+// CHECK: kernel.ldmatrix loads 1, 2 or 4 matrices
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  kernel.mma %x[%c], %x[%c], %x[%c] {dtype = "f32"} : !kernel.ptr<f32>, !kernel.ptr<f32>, !kernel.ptr<f32>
+  kernel.return
+}
+// CHECK: kernel.mma multiplies f16 or bf16, not f32

@@ -45,6 +45,16 @@ fork.site @k "k" "n=8" {
     }
     // CHECK: kernel.if %{{.*}} {
     // CHECK-NEXT: kernel.store
+    %frag = kernel.local_array %c4 : !kernel.ptr<i32>
+    %ht = kernel.shared_array %c1, %c64 : !kernel.ptr<bf16>
+    kernel.ldmatrix %frag[%c1], %ht[%t] {count = 4 : i32, trans = false} : !kernel.ptr<i32>, !kernel.ptr<bf16>
+    // CHECK: kernel.ldmatrix %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {count = 4 : i32, trans = false} : !kernel.ptr<i32>, !kernel.ptr<bf16>
+    kernel.mma %acc[%c1], %frag[%c1], %frag[%c1] {dtype = "bf16"} : !kernel.ptr<f32>, !kernel.ptr<i32>, !kernel.ptr<i32>
+    // CHECK-NEXT: kernel.mma %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {dtype = "bf16"}
+    kernel.cp_async %ht[%t], %x[%t], %c4 : !kernel.ptr<bf16>, !kernel.ptr<bf16>
+    // CHECK-NEXT: kernel.cp_async %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : !kernel.ptr<bf16>, !kernel.ptr<bf16>
+    kernel.cp_async_wait {pending = 0 : i32}
+    // CHECK-NEXT: kernel.cp_async_wait {pending = 0 : i32}
     kernel.store %m, %y[%t] : f32, !kernel.ptr<f32>
     // CHECK: kernel.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, !kernel.ptr<f32>
     kernel.return
