@@ -10,6 +10,7 @@ emulator; scripts/gpu-check runs the same cases on a GPU.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -57,6 +58,20 @@ def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shi
 
 
 # family -> (keys of the shapes to test, inputs of a key, output shape of a key)
+def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """Inputs that stress a softmax: magnitudes whose exp overflows unless the row maximum
+    is subtracted, -inf entries, and (with 3 rows or more) a row of -inf, NaN as in torch."""
+    x = randn((rows, cols), "f32", generator, 3.0).double()
+    big = {"f32": 1e4, "f16": 3e4, "bf16": 1e4}[dtype]
+    x[0, cols // 2] = big
+    if cols > 3:
+        x[-1, 1] = -big
+        x[0, 2] = -math.inf
+    if rows > 2:
+        x[1, :] = -math.inf
+    return x.to(STORAGE_DTYPES[dtype])
+
+
 def _norm_keys(dtype, extra):
     return [
         {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
@@ -68,9 +83,10 @@ CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - re
 SPECS = {
     "softmax": (
         lambda dtype: [
-            {"rows": r, "cols": c, "T": dtype} for r, c in [(3, 1), (5, 97), (4, 130), (2, 1000)]
+            {"rows": r, "cols": c, "T": dtype}
+            for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
         ],
-        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g, 3.0)],
+        lambda k, d, g: [softmax_input(k["rows"], k["cols"], d, g)],
         lambda k: (k["rows"], k["cols"]),
     ),
     "elementwise": (

@@ -1,9 +1,11 @@
-"""Every option of the library families beyond softmax and elementwise (norms, row
-reductions, transpose, embedding, matmul) on the emulator under two thread orders, and
-compiled with NVRTC for sm_80 and sm_90 without spills. The cases live in emmy.check, which
-scripts/gpu-check runs on a GPU."""
+"""Every option of every library family on the emulator under two thread orders, against
+float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. The cases
+live in emmy.check (shapes with ragged edges; softmax inputs with overflowing magnitudes and
+-inf), which scripts/gpu-check runs on a GPU."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -12,8 +14,7 @@ from emmy.check import SPECS, case, check, dtypes_of
 from emmy.dsl.library import family
 from emmy.runtime.emu import EmuDevice
 
-#: softmax and elementwise have their own edge-case tests (test_library_kernels.py)
-FAMILIES = [f for f in SPECS if f not in ("softmax", "elementwise")]
+FAMILIES = list(SPECS)
 
 
 @pytest.mark.parametrize("schedule", ["forward", "reverse"])
@@ -65,3 +66,11 @@ def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
     report = json.loads(out.read_text())
     assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in SPECS}
     assert "not measured" in report["speed"]
+
+
+def test_a_wrong_kernel_is_caught() -> None:
+    """The check is not vacuous: a softmax that forgets part of its normalisation fails."""
+    c = case("softmax", "f32")
+    broken = replace(c, source=c.source.replace(" * v", " * 0.5f * v", 1))
+    assert broken.source != c.source
+    assert check(broken, EmuDevice())
