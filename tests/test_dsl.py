@@ -129,3 +129,32 @@ def test_keys_round_trip_with_commas_inside_parentheses() -> None:
 def test_unknown_family_is_a_clear_error() -> None:
     with pytest.raises(EmmyError, match="unknown kernel family 'conv2d'"):
         family("conv2d")
+
+
+def test_shared_arrays_and_reductions_share_the_block_memory(monkeypatch) -> None:
+    """Reduction scratch is placed after the shared arrays, so both work in one kernel,
+    under every thread order."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from emmy.compiler import compile_variants
+    from emmy.runtime.device import BufferArg, Launch
+    from emmy.runtime.emu import EmuDevice
+
+    monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
+    key = {"rows": 3, "cols": 100, "T": "f32"}
+    configs_ = list(configs(family("staged_sum"), key))
+    program = compile_variants("staged_sum", key, configs_)
+    assert "emmy::smem() + 400" in program.source
+    x = np.random.default_rng(0).standard_normal((3, 100)).astype(np.float32)
+    for schedule in ("forward", "reverse"):
+        buffers = {"x": x}
+        launches = []
+        for name, info in program.kernels.items():
+            buffers[f"y_{name}"] = np.full(3, np.nan, dtype=np.float32)
+            args = (BufferArg("x"), BufferArg(f"y_{name}"))
+            launches.append(Launch(name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args))
+        EmuDevice().run(program.source, launches, buffers, schedule=schedule)
+        for name in program.kernels:
+            np.testing.assert_allclose(buffers[f"y_{name}"], x.sum(axis=1), rtol=1e-5)

@@ -150,21 +150,32 @@ def emit_module(module: ModuleOp) -> CudaProgram:
     return program
 
 
-def _check_shared_memory(func: kernel.FuncOp, launch: kernel.LaunchOp) -> None:
-    """The launch must give the kernel at least the shared arrays it declares."""
-    needed = 0
+def shared_arrays_end(func: kernel.FuncOp) -> int:
+    """Bytes of dynamic shared memory the kernel's arrays take, rounded up to 16: the
+    scratch of its reductions starts there."""
+    end = 0
     for op in func.walk():
         if isinstance(op, kernel.SharedArrayOp):
             size = 4 if isinstance(op.result.type.element, Float32Type) else 2
-            end = fold_int(op.offset, "a shared array's offset") + size * fold_int(
+            array_end = fold_int(op.offset, "a shared array's offset") + size * fold_int(
                 op.count, "a shared array's size"
             )
-            needed = max(needed, end)
+            end = max(end, array_end)
+    return -(-end // 16) * 16
+
+
+def _check_shared_memory(func: kernel.FuncOp, launch: kernel.LaunchOp) -> None:
+    """The launch must give the kernel its shared arrays, then 8 bytes per thread of
+    scratch if it reduces across threads."""
+    needed = shared_arrays_end(func)
+    if any(isinstance(op, kernel.GroupReduceOp) for op in func.walk()):
+        needed += 8 * fold_int(launch.block, "the block size")
     given = fold_int(launch.smem, "the shared memory size")
     if needed > given:
         raise EmitError(
-            f"kernel {func.sym_name.data} declares {needed} bytes of shared arrays but its launch "
-            f"gives {given}: raise `shared` in its launch clause"
+            f"kernel {func.sym_name.data} needs {needed} bytes of shared memory (its arrays, "
+            f"then reduction scratch) but its launch gives {given}: raise `shared` in its "
+            "launch clause"
         )
 
 
@@ -213,6 +224,11 @@ class KernelPrinter:
         name = self.fresh()
         self.names[ssa] = name
         self.line(f"const {c_type(ssa.type)} {name} = {expression};")
+
+    def scratch(self) -> str:
+        """Where reductions may scribble: after the kernel's shared arrays."""
+        offset = shared_arrays_end(self.func)
+        return f"emmy::smem() + {offset}" if offset else "emmy::smem()"
 
     def print(self) -> str:
         params = []
@@ -353,13 +369,13 @@ class KernelPrinter:
         if op.kind.data == "online_softmax":
             m, s = (self.fresh("r") for _ in range(2))
             self.line(f"float {m} = {self.value(op.values[0])}, {s} = {self.value(op.values[1])};")
-            self.line(f"emmy::group_reduce_online{params}({m}, {s}, emmy::smem());")
+            self.line(f"emmy::group_reduce_online{params}({m}, {s}, {self.scratch()});")
             self.names[op.reduced[0]], self.names[op.reduced[1]] = m, s
             return
         value = self.value(op.values[0])
         self.define(
             op.reduced[0],
-            f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, emmy::smem())",
+            f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, {self.scratch()})",
         )
 
     def loop(self, op: kernel.ForOp) -> None:

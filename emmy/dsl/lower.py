@@ -134,7 +134,6 @@ class Lowering:
         self.hoist_stack: list[tuple[Block, str, set[str]]] = []
         self.uses_reduction = False
         self.uses_barrier = False
-        self.uses_shared = False
         self.shared_bytes: SSAValue | None = None
         self.in_if = 0
 
@@ -177,10 +176,6 @@ class Lowering:
         for stmt in decl.body:
             self.statement(stmt)
         self.add(kernel.ReturnOp())
-        if self.uses_shared and self.uses_reduction:
-            raise self.error(
-                decl.body[0], "a kernel cannot yet use both shared arrays and group_reduce"
-            )
         self.block = site_block
         grid = self.int_expr(decl.launch["grid"])
         block = self.int_expr(decl.launch["block"])
@@ -407,7 +402,6 @@ class Lowering:
         self.shared_bytes = self.add(arith.AddiOp(offset, padded))
         self.params[str(name)] = ("",)
         self.bind(name, Value(ssa=array))
-        self.uses_shared = True
 
     def stmt_local_stmt(self, node: Tree) -> None:
         """`local acc: f32[n];` a thread's own array (its size a constant once forks are)."""
