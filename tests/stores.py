@@ -57,6 +57,17 @@ def softmax_config(**changes) -> dict:
     return {**SOFTMAX_DEFAULT, **changes}
 
 
+def golden_entry(config: dict, median_s: float) -> dict:
+    """A golden file's entry for the softmax site of these tests."""
+    return {
+        "family": "softmax",
+        "key": SOFTMAX_KEY,
+        "config": config,
+        "median_s": median_s,
+        "promoted_from": {},
+    }
+
+
 def write_golden(
     path: Path, entries: list[dict], *, device: str = "emu", regime: str | None = None
 ) -> Path:

@@ -6,6 +6,7 @@ import pytest
 from stores import (
     SOFTMAX_DEFAULT,
     SOFTMAX_KEY,
+    golden_entry,
     row,
     softmax_config,
     softmax_program,
@@ -77,15 +78,7 @@ def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> Non
     golden_dir = tmp_path / "golden"
     write_golden(
         golden_dir / "emu.json",
-        [
-            {
-                "family": "softmax",
-                "key": SOFTMAX_KEY,
-                "config": softmax_config(vec=2),
-                "median_s": 2e-3,
-                "promoted_from": {},
-            },
-        ],
+        [golden_entry(softmax_config(vec=2), 2e-3)],
     )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     with TuningDB(db_path) as db:
@@ -110,27 +103,11 @@ def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(
     recipe = tmp_path / "recipe"
     write_golden(
         agnostic / "emu.json",
-        [
-            {
-                "family": "softmax",
-                "key": SOFTMAX_KEY,
-                "config": softmax_config(vec=2),
-                "median_s": 2e-3,
-                "promoted_from": {},
-            },
-        ],
+        [golden_entry(softmax_config(vec=2), 2e-3)],
     )
     write_golden(
         recipe / "golden" / "emu.json",
-        [
-            {
-                "family": "softmax",
-                "key": SOFTMAX_KEY,
-                "config": softmax_config(vec=8),
-                "median_s": 2e-3,
-                "promoted_from": {},
-            },
-        ],
+        [golden_entry(softmax_config(vec=8), 2e-3)],
     )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", agnostic)
     program = softmax_program(db_path, golden=str(recipe))
@@ -150,15 +127,7 @@ def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch,
     golden_dir = tmp_path / "golden"
     write_golden(
         golden_dir / "emu.json",
-        [
-            {
-                "family": "softmax",
-                "key": SOFTMAX_KEY,
-                "config": softmax_config(vec=2),
-                "median_s": 1e-9,
-                "promoted_from": {},
-            },
-        ],
+        [golden_entry(softmax_config(vec=2), 1e-9)],
         regime="r-111111111111",
     )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
@@ -181,7 +150,7 @@ def test_a_golden_entry_outside_the_library_is_refused_naming_the_file(
     db_path, tmp_path, monkeypatch, entry, message
 ) -> None:
     golden_dir = tmp_path / "golden"
-    full = {"family": "softmax", "key": SOFTMAX_KEY, "median_s": 1e-3, "promoted_from": {}, **entry}
+    full = {**golden_entry({}, 1e-3), **entry}
     path = write_golden(golden_dir / "emu.json", [full])
     before = path.read_bytes()
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
