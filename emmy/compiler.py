@@ -19,8 +19,9 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
-from emmy.backend.emit_cuda import CudaProgram, KernelInfo, dtype_name, emit_module
+from emmy.backend.emit_cuda import CudaProgram, KernelInfo, emit_module
 from emmy.dialects import fork, kernel
+from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.lower_graph import LowerGraph
 from emmy.passes.resolve_forks import ResolveForks

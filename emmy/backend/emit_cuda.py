@@ -114,12 +114,6 @@ def c_type(typ: Attribute) -> str:
     raise EmitError(f"no CUDA type for {typ}")
 
 
-def dtype_name(typ: Attribute) -> str:
-    if isinstance(typ, IntegerType):
-        return f"i{typ.width.data}"
-    return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]
-
-
 def emit_module(module: ModuleOp) -> CudaProgram:
     """CUDA source for every site of a specialised module, with launch information."""
     program = CudaProgram(HEADER)
@@ -142,7 +136,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             key=site.key.data,
             config=_config_dict(config),
             arg_names=tuple(n.data for n in func.arg_names),
-            arg_dtypes=tuple(dtype_name(a.type.element) for a in func.body.block.args),
+            arg_dtypes=tuple(kernel.dtype_name(a.type.element) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
             block=fold_int(launch.block, "the block size"),
             smem=fold_int(launch.smem, "the shared memory size"),
@@ -196,6 +190,7 @@ class KernelPrinter:
         self.counter = 0
         # loads/stores of a vector loop: the op -> the C array element it reads or writes
         self.lane_access: dict[Operation, str] = {}
+        self.scratch_offset: int | None = None
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -227,7 +222,9 @@ class KernelPrinter:
 
     def scratch(self) -> str:
         """Where reductions may scribble: after the kernel's shared arrays."""
-        offset = shared_arrays_end(self.func)
+        if self.scratch_offset is None:
+            self.scratch_offset = shared_arrays_end(self.func)
+        offset = self.scratch_offset
         return f"emmy::smem() + {offset}" if offset else "emmy::smem()"
 
     def print(self) -> str:

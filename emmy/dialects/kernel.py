@@ -86,6 +86,13 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
             raise VerifyException(f"kernel.ptr cannot point to {self.element}")
 
 
+def dtype_name(typ: Attribute) -> str:
+    """The short name of a storage type: f32, f16, bf16, i32, i64."""
+    if isinstance(typ, IntegerType):
+        return f"i{typ.width.data}"
+    return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]
+
+
 def loaded_type(element: Attribute) -> Attribute:
     """Floats of any storage type are loaded as f32; integers as themselves."""
     if isinstance(element, FLOAT_STORAGE):

@@ -127,11 +127,6 @@ def _holds(text: str, values: tuple, symbols: frozenset[str]) -> bool:
     return bool(evaluate(tree, env, symbols))
 
 
-def constraint_names(text: str) -> tuple[str, ...]:
-    """The names a constraint reads."""
-    return _constraint(text)[1]
-
-
 def holds(text: str, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> bool:
     """Whether a constraint holds. It reads a few names only, so it is evaluated once per
     combination of their values: enumerating a fork space costs little more than a lookup."""

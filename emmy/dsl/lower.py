@@ -133,7 +133,6 @@ class Lowering:
         # blocks enclosing the innermost `width` loop, where loop-invariant indexing goes
         self.hoist_stack: list[tuple[Block, str, set[str]]] = []
         self.uses_reduction = False
-        self.uses_barrier = False
         self.shared_bytes: SSAValue | None = None
         self.in_if = 0
 
@@ -378,7 +377,6 @@ class Lowering:
     def stmt_sync_stmt(self, node: Tree) -> None:
         if self.in_if:
             raise self.error(node, "sync() inside an if: threads that skip it would never arrive")
-        self.uses_barrier = True
         self.add(kernel.BarrierOp())
 
     def stmt_shared_stmt(self, node: Tree) -> None:
@@ -481,7 +479,7 @@ class Lowering:
         if len(indices) != len(dims):
             raise self.error(node, f"{tensor_name} has {len(dims)} dimension(s)")
         source = self.linear_offset(node, dims, indices)
-        element_bytes = DTYPE_BYTES[dtype_of(tensor.type.element)]
+        element_bytes = DTYPE_BYTES[kernel.dtype_name(tensor.type.element)]
         valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
         self.add(kernel.CopyAsyncOp(tile, self.int_expr(args[1]), tensor, source, valid))
 
@@ -921,7 +919,3 @@ def _type_name(typ: Attribute) -> str:
     if isinstance(typ, IntegerType) and typ.width.data == 1:
         return "a condition"
     return str(typ)
-
-
-def dtype_of(element: Attribute) -> str:
-    return next(name for name, typ in STORAGE_TYPES.items() if typ == element)

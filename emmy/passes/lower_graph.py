@@ -17,8 +17,8 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from emmy.backend.emit_cuda import dtype_name
 from emmy.dialects import graph, kernel
+from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import family, instantiate
 from emmy.errors import EmmyError
 

@@ -13,7 +13,6 @@ golden entries of the compile's own device and deployable regime are ever read.
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Protocol
 
 from emmy.backend.regime import Regime
 from emmy.errors import EmmyError
-from emmy.search.db import TuningDB, canonical_config
+from emmy.search.db import TuningDB
 
 Config = dict[str, int | str]
 DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "default")
@@ -312,17 +311,3 @@ class OracleStack:
             f"no oracle decided site {query.site} ({query.family}, {query.key})"
             + (f": no valid config with {pinned}" if pinned else "")
         )
-
-
-def evidence_text(decision: Decision) -> str:
-    return json.dumps(decision.evidence, sort_keys=True, separators=(",", ":"))
-
-
-__all__ = [
-    "Decision",
-    "OracleContext",
-    "OracleStack",
-    "SiteQuery",
-    "canonical_config",
-    "parse_oracles",
-]
