@@ -72,10 +72,52 @@ def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) 
     return x.to(STORAGE_DTYPES[dtype])
 
 
+#: fused matmul epilogues: (chain over the product `acc`, kinds of its extra inputs)
+EPILOGUES = [
+    ("acc", ""),
+    ("gelu((acc + in0))", "row"),
+    ("(relu(acc) * in0)", "scalar"),
+    ("((silu(acc) + in0) + in1)", "full/col"),
+]
+
+
+def epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """Random extra inputs of a matmul's epilogue, each with the shape its kind reads."""
+    rows, cols = key["batch"] * key["m"], key["n"]
+    sizes = {"full": rows * cols, "row": cols, "col": rows, "scalar": 1}
+    kinds = str(key["inputs"]).split("/") if key["inputs"] else []
+    return [randn((sizes[kind],), dtype, generator) for kind in kinds]
+
+
 def _norm_keys(dtype, extra):
     return [
         {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
     ]
+
+
+def _view(dims: tuple[int, ...], strides: tuple[int, ...]) -> dict:
+    """A view's sizes and strides as the permute family's key: 4 dims, leading sizes 1."""
+    dims, strides = (1,) * (4 - len(dims)) + dims, (0,) * (4 - len(strides)) + strides
+    return {
+        **{f"d{i}": d for i, d in enumerate(dims)},
+        **{f"s{i}": s for i, s in enumerate(strides)},
+    }
+
+
+# (storage size, view sizes, view strides, storage offset)
+PERMUTE_VIEWS = [
+    # [b, s, h, d] -> [b, h, s, d] with d = 6: vectors of 1 and 2
+    (2 * 7 * 3 * 6, (2, 3, 7, 6), (126, 6, 18, 1), 0),
+    # the same with d = 8: vectors of up to 8
+    (2 * 5 * 3 * 8, (2, 3, 5, 8), (120, 8, 24, 1), 0),
+    # [37, 19] -> [19, 37]
+    (37 * 19, (19, 37), (1, 19), 0),
+    # x[:, 10:20] of a [4, 30] tensor
+    (4 * 30, (4, 10), (30, 1), 10),
+    # [5, 1, 12] expanded to [5, 3, 12], and [4, 1] expanded to [4, 7]
+    (5 * 12, (5, 3, 12), (12, 0, 1), 0),
+    (4, (4, 7), (1, 0), 0),
+]
 
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
@@ -146,62 +188,86 @@ SPECS = {
                 "layout": layout,
                 "T": dtype,
                 "epilogue": e,
+                "inputs": kinds,
             }
-            for z, zb, m, n, k, layout, e in [
-                (1, 1, 1, 1, 1, "kn", "none"),
-                (2, 2, 37, 50, 29, "nk", "gelu"),
-                (1, 1, 64, 128, 96, "kn", "relu"),
-                (3, 1, 130, 20, 33, "nk", "silu"),
-            ]
+            for z, zb, m, n, k, layout, (e, kinds) in zip(
+                [1, 2, 1, 3],
+                [1, 2, 1, 1],
+                [1, 37, 64, 130],
+                [1, 50, 128, 20],
+                [1, 29, 96, 33],
+                ["kn", "nk", "kn", "nk"],
+                EPILOGUES,
+                strict=True,
+            )
         ],
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
+            *epilogue_inputs(key, d, g),
         ],
         lambda key: (key["batch"], key["m"], key["n"]),
     ),
     "matmul_tc": (
         lambda dtype: [
-            {"batch": z, "m": m, "n": n, "k": k, "b_batch": zb, "T": dtype, "epilogue": e}
-            for z, zb, m, n, k, e in [
-                (1, 1, 16, 8, 16, "none"),
-                (2, 2, 37, 48, 40, "gelu"),
-                (1, 1, 128, 136, 96, "relu"),
-                (3, 1, 70, 24, 200, "silu"),
-            ]
+            {
+                "batch": z,
+                "m": m,
+                "n": n,
+                "k": k,
+                "b_batch": zb,
+                "T": dtype,
+                "epilogue": e,
+                "inputs": kinds,
+            }
+            for (z, zb, m, n, k), (e, kinds) in zip(
+                [(1, 1, 16, 8, 16), (2, 2, 37, 48, 40), (1, 1, 128, 136, 96), (3, 1, 70, 24, 200)],
+                EPILOGUES,
+                strict=True,
+            )
         ],
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["k"], key["n"]), d, g),
+            *epilogue_inputs(key, d, g),
         ],
         lambda key: (key["batch"], key["m"], key["n"]),
     ),
     "attention": (
         lambda dtype: [
-            {"bh": bh, "q_len": ql, "kv_len": kl, "d": d, "T": dtype, "causal": c, "scale": sc}
-            for bh, ql, kl, d, c, sc in [
-                (1, 1, 1, 4, "no", "0.5"),
-                (2, 13, 13, 64, "yes", "0.125"),
-                (3, 7, 20, 32, "no", "0.17677669"),
-                (1, 33, 33, 128, "yes", "0.08838835"),
+            {
+                "bh": bh,
+                "kv_bh": kv,
+                "q_len": ql,
+                "kv_len": kl,
+                "d": d,
+                "T": dtype,
+                "causal": c,
+                "scale": sc,
+            }
+            for bh, kv, ql, kl, d, c, sc in [
+                (1, 1, 1, 1, 4, "no", "0.5"),
+                (2, 2, 13, 13, 64, "yes", "0.125"),
+                (6, 2, 7, 20, 32, "no", "0.17677669"),
+                (4, 1, 33, 33, 128, "yes", "0.08838835"),
             ]
         ],
         lambda key, d, g: [
             randn((key["bh"], key["q_len"], key["d"]), d, g),
-            randn((key["bh"], key["kv_len"], key["d"]), d, g),
-            randn((key["bh"], key["kv_len"], key["d"]), d, g),
+            randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
+            randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
         ],
         lambda key: (key["bh"], key["q_len"], key["d"]),
     ),
     "rope": (
         lambda dtype: [
-            {"tokens": t, "heads": h, "dim": 2 * half, "half": half, "T": dtype}
-            for t, h, half in [(1, 1, 1), (5, 3, 12), (9, 2, 64)]
+            {"tokens": t, "seq": s, "heads": h, "dim": 2 * half, "half": half, "T": dtype}
+            for t, s, h, half in [(1, 1, 1, 1), (10, 5, 3, 12), (9, 9, 2, 64)]
         ],
         lambda k, d, g: [
             randn((k["tokens"], k["heads"], k["dim"]), d, g),
-            randn((k["tokens"], k["half"]), d, g),
-            randn((k["tokens"], k["half"]), d, g),
+            randn((k["seq"], k["half"]), d, g),
+            randn((k["seq"], k["half"]), d, g),
         ],
         lambda k: (k["tokens"], k["heads"], k["dim"]),
     ),
@@ -217,6 +283,14 @@ SPECS = {
             randn((k["vocab"], k["dim"]), d, g),
         ],
         lambda k: (k["tokens"], k["dim"]),
+    ),
+    "permute": (
+        lambda dtype: [
+            {"size": size, **_view(d, s), "offset": offset, "T": dtype}
+            for size, d, s, offset in PERMUTE_VIEWS
+        ],
+        lambda k, d, g: [randn((k["size"],), d, g)],
+        lambda k: tuple(k[f"d{i}"] for i in range(4)),
     ),
 }
 

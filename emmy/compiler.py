@@ -9,8 +9,9 @@ decisions, the host's call list over named buffers, and the time each stage took
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -18,9 +19,10 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
 
 from emmy.backend.emit_cuda import CudaProgram, KernelInfo, emit_module
-from emmy.dialects import fork, kernel
+from emmy.dialects import fork, graph, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.lower_graph import LowerGraph
@@ -29,7 +31,18 @@ from emmy.passes.specialize_forks import SpecializeForks
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.identity import EMU, arch_of
 
-NUMPY_STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
+NUMPY_STORAGE = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "bf16": np.uint16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "u8": np.uint8,
+}
+#: the buffer that holds every temporary of a program, each at its offset
+ARENA = "arena"
+#: offsets in the arena are multiples of this, as cudaMalloc aligns buffers
+ARENA_ALIGNMENT = 256
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,9 @@ class Program:
     calls: list[Call]
     ir: str
     provenance: dict[str, dict]
+    constants: list[TensorSpec] = field(default_factory=list)
+    arena: dict[str, int] = field(default_factory=dict)
+    arena_bytes: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     resources: dict[str, dict[str, int]] = field(default_factory=dict)
     cubin: bytes | None = None
@@ -72,32 +88,74 @@ class Program:
                     (info.grid, 1, 1),
                     (info.block, 1, 1),
                     info.smem,
-                    tuple(BufferArg(b) for b in call.buffers),
+                    tuple(self.buffer_arg(b) for b in call.buffers),
                 )
             )
         return launches
 
-    def buffers(self, inputs: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-        """Input arrays bound by name, outputs and temporaries poisoned with NaN."""
+    def buffer_arg(self, name: str) -> BufferArg:
+        if name in self.arena:
+            return BufferArg(ARENA, self.arena[name])
+        return BufferArg(name)
+
+    def buffers(
+        self, inputs: Sequence[np.ndarray], constants: Mapping[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Input and constant arrays bound by name; outputs and the arena of temporaries
+        poisoned with NaN."""
         if len(inputs) != len(self.inputs):
             raise EmmyError(f"the program takes {len(self.inputs)} input(s), got {len(inputs)}")
+        constants = constants or {}
+        missing = [spec.name for spec in self.constants if spec.name not in constants]
+        if missing:
+            raise EmmyError(f"the program needs the constant(s) {', '.join(missing[:3])}")
+        bound = [
+            *zip(self.inputs, inputs, strict=True),
+            *((s, constants[s.name]) for s in self.constants),
+        ]
         buffers: dict[str, np.ndarray] = {}
-        for spec, array in zip(self.inputs, inputs, strict=True):
+        for spec, array in bound:
             expected = np.dtype(NUMPY_STORAGE[spec.dtype])
             if tuple(array.shape) != spec.shape or array.dtype != expected:
                 raise EmmyError(
-                    f"input {spec.name} must be {spec.dtype}{list(spec.shape)}, got "
+                    f"{spec.name} must be {spec.dtype}{list(spec.shape)}, got "
                     f"{array.dtype}{list(array.shape)}"
                 )
             buffers[spec.name] = np.ascontiguousarray(array)
-        for spec in [*self.outputs, *self.temporaries]:
+        for spec in self.outputs:
             buffers[spec.name] = poisoned(spec)
+        for spec in self.temporaries:
+            if spec.name not in self.arena:
+                buffers[spec.name] = poisoned(spec)
+        if self.arena:
+            buffers[ARENA] = poisoned(TensorSpec(ARENA, (max(1, self.arena_bytes),), "u8"))
         return buffers
 
-    def run(self, device: Device, inputs: Sequence[np.ndarray], **options) -> list[np.ndarray]:
-        buffers = self.buffers(inputs)
+    def run(
+        self,
+        device: Device,
+        inputs: Sequence[np.ndarray],
+        constants: Mapping[str, np.ndarray] | None = None,
+        **options,
+    ) -> list[np.ndarray]:
+        buffers = self.buffers(inputs, constants)
         device.run(self.source, self.launches(), buffers, **options)
-        return [buffers[spec.name] for spec in self.outputs]
+        return [buffers[spec.name].reshape(spec.shape) for spec in self.outputs]
+
+    def memory(self) -> dict[str, int]:
+        """Device bytes of the plan: the arena that holds every temporary at its offset,
+        beside the sum of the temporaries as if each had its own buffer."""
+
+        def total(specs: list[TensorSpec]) -> int:
+            return sum(nbytes(s) for s in specs)
+
+        return {
+            "inputs": total(self.inputs),
+            "constants": total(self.constants),
+            "outputs": total(self.outputs),
+            "arena": self.arena_bytes,
+            "temporaries_unshared": total(self.temporaries),
+        }
 
     def report(self) -> dict:
         kernels = []
@@ -112,6 +170,9 @@ class Program:
             "kernels": kernels,
             "inputs": [asdict(s) for s in self.inputs],
             "outputs": [asdict(s) for s in self.outputs],
+            "constants": len(self.constants),
+            "calls": [asdict(c) for c in self.calls],
+            "memory_bytes": self.memory(),
             "timings_s": self.timings,
         }
 
@@ -128,6 +189,10 @@ class Program:
         return written
 
 
+def nbytes(spec: TensorSpec) -> int:
+    return math.prod(spec.shape) * np.dtype(NUMPY_STORAGE[spec.dtype]).itemsize
+
+
 def poisoned(spec: TensorSpec) -> np.ndarray:
     """A buffer of all-ones bits (NaN in every float type), so a missed element shows."""
     array = np.empty(spec.shape, dtype=NUMPY_STORAGE[spec.dtype])
@@ -139,35 +204,85 @@ def _spec(name: str, typ: TensorType) -> TensorSpec:
     return TensorSpec(name, tuple(typ.get_shape()), dtype_name(typ.element_type))
 
 
-def host_plan(
-    module: ModuleOp,
-) -> tuple[list[TensorSpec], list[TensorSpec], list[TensorSpec], list[Call]]:
-    """Names every tensor of `@main` and lists its kernel calls in order."""
+@dataclass
+class HostPlan:
+    inputs: list[TensorSpec]
+    constants: list[TensorSpec]
+    outputs: list[TensorSpec]
+    temporaries: list[TensorSpec]
+    calls: list[Call]
+
+
+def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
+    """Names every tensor of `@main` and lists its kernel calls in order. The last
+    `len(constants)` arguments are the constants of those names; a `graph.reshape` is
+    another name for its input's buffer."""
     main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     if main is None:
         raise EmmyError("the module has no function to run")
+    args = main.body.block.args
+    user = len(args) - len(constants)
     names: dict = {}
-    inputs = []
-    for i, arg in enumerate(main.body.block.args):
-        names[arg] = f"in{i}"
-        inputs.append(_spec(f"in{i}", arg.type))
-    temporaries, calls = [], []
+    plan = HostPlan([], [], [], [], [])
+    for i, arg in enumerate(args):
+        name = f"in{i}" if i < user else constants[i - user]
+        names[arg] = name
+        (plan.inputs if i < user else plan.constants).append(_spec(name, arg.type))
+    returned: list[SSAValue] = []
     for op in main.body.block.ops:
         if isinstance(op, kernel.CallOp):
             for result in op.outputs:
-                names[result] = f"t{len(names)}"
-                temporaries.append(_spec(names[result], result.type))
+                names[result] = f"t{len(plan.temporaries)}"
+                plan.temporaries.append(_spec(names[result], result.type))
             buffers = tuple(names[v] for v in [*op.inputs, *op.outputs])
-            calls.append(Call(op.site.root_reference.data, buffers))
+            plan.calls.append(Call(op.site.root_reference.data, buffers))
+        elif isinstance(op, graph.ReshapeOp):
+            names[op.result] = names[op.input]
         elif isinstance(op, func.ReturnOp):
-            returned = [names[v] for v in op.arguments]
+            returned = list(op.arguments)
         else:
             raise EmmyError(f"the host function still has {op.name} after lowering")
-    outputs = [t for t in temporaries if t.name in returned]
-    temporaries = [t for t in temporaries if t.name not in returned]
-    if len(outputs) != len(returned):
-        raise EmmyError("a returned value is not computed by a kernel (an input returned as is?)")
-    return inputs, outputs, temporaries, calls
+    computed = {t.name for t in plan.temporaries}
+    for value in returned:
+        if names[value] not in computed:
+            raise EmmyError(
+                "a returned value is not computed by a kernel (an input returned as is?)"
+            )
+        plan.outputs.append(_spec(names[value], value.type))
+    outputs = {o.name for o in plan.outputs}
+    plan.temporaries = [t for t in plan.temporaries if t.name not in outputs]
+    return plan
+
+
+def plan_arena(
+    temporaries: Sequence[TensorSpec], calls: Sequence[Call]
+) -> tuple[dict[str, int], int]:
+    """Offsets of the temporaries in one arena, two sharing bytes only when their lifetimes
+    (first to last call that names them) do not overlap: the largest are placed first, each
+    at the lowest offset free for its lifetime. Returns the offsets and the arena's size."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, call in enumerate(calls):
+        for name in call.buffers:
+            first.setdefault(name, index)
+            last[name] = index
+    sizes = {t.name: -(-nbytes(t) // ARENA_ALIGNMENT) * ARENA_ALIGNMENT for t in temporaries}
+    placed: list[tuple[int, int, str]] = []  # (offset, end, name)
+    offsets: dict[str, int] = {}
+    for name in sorted(sizes, key=lambda n: (-sizes[n], first.get(n, 0))):
+        live = [
+            (start, end)
+            for start, end, other in placed
+            if first.get(other, 0) <= last.get(name, 0) and first.get(name, 0) <= last.get(other, 0)
+        ]
+        offset = 0
+        for start, end in sorted(live):
+            if offset + sizes[name] <= start:
+                break
+            offset = max(offset, end)
+        offsets[name] = offset
+        placed.append((offset, offset + sizes[name], name))
+    return offsets, max((end for _, end, _ in placed), default=0)
 
 
 def _provenance(module: ModuleOp) -> dict[str, dict]:
@@ -199,6 +314,7 @@ def compile_graph(
     oracles: str = "",
     db: str = "",
     golden: str = "",
+    constants: Sequence[str] = (),
 ) -> Program:
     """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
     decided by the oracle stack (`oracles`, default pins→golden→db→prior→default) from
@@ -211,18 +327,22 @@ def compile_graph(
         compile_pass.apply(ctx, module)
     module.verify()
     cuda: CudaProgram = emit_module(module)
-    inputs, outputs, temporaries, calls = host_plan(module)
+    plan = host_plan(module, constants)
+    arena, arena_bytes = plan_arena(plan.temporaries, plan.calls)
     timings["passes"] = time.perf_counter() - start
     program = Program(
         target=target,
         source=cuda.source,
         kernels=cuda.kernels,
-        inputs=inputs,
-        outputs=outputs,
-        temporaries=temporaries,
-        calls=calls,
+        inputs=plan.inputs,
+        outputs=plan.outputs,
+        temporaries=plan.temporaries,
+        calls=plan.calls,
         ir=str(module),
         provenance=_provenance(module),
+        constants=plan.constants,
+        arena=arena,
+        arena_bytes=arena_bytes,
         timings=timings,
     )
     if target == EMU:

@@ -10,14 +10,20 @@ Elementwise binary ops broadcast like torch (trailing dimensions, size-1 expands
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BFloat16Type,
     Float16Type,
     Float32Type,
+    Float64Type,
     FloatAttr,
     IntegerAttr,
     StringAttr,
     TensorType,
+    UnitAttr,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue
@@ -246,6 +252,343 @@ class SoftmaxOp(IRDLOperation):
             raise VerifyException("graph.softmax result must have the input's shape")
 
 
+def _shape_of(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """`%y = graph.sigmoid %x : ...`: 1 / (1 + exp(-x))."""
+
+    name = "graph.sigmoid"
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """A · B over the last two dims, batched over the leading dims of A; B is either
+    batched like A or one matrix shared by the batch. With `transpose_b`, B is stored
+    [n, k] (torch's Linear weight) and A · Bᵀ is computed.
+
+    %c = graph.matmul %a, %w {transpose_b} : tensor<2x8x64xf32>, tensor<96x64xf32> -> tensor<2x8x96xf32>
+    """
+
+    name = "graph.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    transpose_b = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute, transpose_b: bool):
+        super().__init__(
+            operands=[lhs, rhs],
+            result_types=[result_type],
+            properties={"transpose_b": UnitAttr()} if transpose_b else {},
+        )
+
+    def verify_(self) -> None:
+        a = _float_tensor(self.lhs, "graph.matmul lhs")
+        b = _float_tensor(self.rhs, "graph.matmul rhs")
+        out = _float_tensor(self.result, "graph.matmul result")
+        if not a.element_type == b.element_type == out.element_type:
+            raise VerifyException("graph.matmul operands and result must share one dtype")
+        a_shape, b_shape = a.get_shape(), b.get_shape()
+        if len(a_shape) < 2 or len(b_shape) < 2:
+            raise VerifyException("graph.matmul needs operands of rank 2 or more")
+        if len(b_shape) > 2 and b_shape[:-2] != a_shape[:-2]:
+            raise VerifyException(
+                f"graph.matmul batch dims {list(b_shape[:-2])} of rhs must match lhs's {list(a_shape[:-2])}"
+            )
+        k, n = (b_shape[-1], b_shape[-2]) if self.transpose_b else (b_shape[-2], b_shape[-1])
+        if a_shape[-1] != k:
+            raise VerifyException(
+                f"graph.matmul contracts {a_shape[-1]} columns of lhs with {k} rows of rhs"
+            )
+        if out.get_shape() != (*a_shape[:-1], n):
+            raise VerifyException(
+                f"graph.matmul result shape {list(out.get_shape())} should be {[*a_shape[:-1], n]}"
+            )
+
+
+class NormOp(IRDLOperation):
+    """A normalisation over the last dim with a weight (and for LayerNorm a bias) of that
+    dim's length; statistics in f32. (Operands are declared by each op, in order: IRDL
+    puts a subclass's fields before its base's.)"""
+
+    eps = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.x, f"{self.name} input")
+        if not x.get_shape():
+            raise VerifyException(f"{self.name} needs a tensor of rank 1 or more")
+        for operand in self.operands[1:]:
+            param = _float_tensor(operand, f"{self.name} parameter")
+            if param.get_shape() != x.get_shape()[-1:] or param.element_type != x.element_type:
+                raise VerifyException(
+                    f"{self.name} parameters must be {x.element_type}[{x.get_shape()[-1]}], not {param}"
+                )
+        if self.result.type != x:
+            raise VerifyException(f"{self.name} result must have the input's type")
+
+
+@irdl_op_definition
+class LayerNormOp(NormOp):
+    """`%y = graph.layer_norm %x, %w, %b {eps = 1e-05 : f64} : ...`: (x - mean) * rstd * w + b."""
+
+    name = "graph.layer_norm"
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    assembly_format = (
+        "$x `,` $weight `,` $bias attr-dict `:` type($x) `,` type($weight) `,` type($bias) "
+        "`->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, weight: SSAValue, bias: SSAValue, eps: float):
+        super().__init__(
+            operands=[x, weight, bias],
+            result_types=[x.type],
+            properties={"eps": FloatAttr(eps, Float64Type())},
+        )
+
+
+@irdl_op_definition
+class RmsNormOp(NormOp):
+    """`%y = graph.rms_norm %x, %w {eps = 1e-06 : f64} : ...`: x * rsqrt(mean(x²) + eps) * w."""
+
+    name = "graph.rms_norm"
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    assembly_format = "$x `,` $weight attr-dict `:` type($x) `,` type($weight) `->` type($result)"
+
+    def __init__(self, x: SSAValue, weight: SSAValue, eps: float):
+        super().__init__(
+            operands=[x, weight],
+            result_types=[x.type],
+            properties={"eps": FloatAttr(eps, Float64Type())},
+        )
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """A sum, mean or max over the last dim; the result keeps that dim as 1 or drops it.
+
+    %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
+    """
+
+    name = "graph.reduce"
+    input = operand_def(TensorType)
+    kind = prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, kind: str, result_type: Attribute):
+        super().__init__(
+            operands=[input], result_types=[result_type], properties={"kind": StringAttr(kind)}
+        )
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.reduce input")
+        out = _float_tensor(self.result, "graph.reduce result")
+        if self.kind.data not in ("sum", "mean", "max"):
+            raise VerifyException(
+                f"graph.reduce kind must be sum, mean or max, not {self.kind.data!r}"
+            )
+        shape = x.get_shape()
+        if not shape or out.get_shape() not in (shape[:-1], (*shape[:-1], 1)):
+            raise VerifyException(
+                f"graph.reduce of {list(shape)} over the last dim cannot give {list(out.get_shape())}"
+            )
+
+
+@irdl_op_definition
+class EmbeddingOp(IRDLOperation):
+    """Rows of a table gathered by integer ids: the result is ids' shape + [dim].
+
+    %y = graph.embedding %table, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+    """
+
+    name = "graph.embedding"
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)"
+
+    def __init__(self, table: SSAValue, ids: SSAValue, result_type: Attribute):
+        super().__init__(operands=[table, ids], result_types=[result_type])
+
+    def verify_(self) -> None:
+        table = _float_tensor(self.table, "graph.embedding table")
+        ids = self.ids.type
+        if not isinstance(ids, TensorType) or ids.element_type not in (i32, i64):
+            raise VerifyException(f"graph.embedding ids must be a tensor of i32 or i64, not {ids}")
+        if len(table.get_shape()) != 2:
+            raise VerifyException("graph.embedding table must be 2-d")
+        expected = TensorType(table.element_type, [*ids.get_shape(), table.get_shape()[1]])
+        if self.result.type != expected:
+            raise VerifyException(f"graph.embedding result should be {expected}")
+
+
+@irdl_op_definition
+class AttentionOp(IRDLOperation):
+    """softmax(q kᵀ · scale [+ causal mask]) v over [batch, heads, len, dim] tensors; k and v
+    may have fewer heads (grouped-query attention), each shared by heads / kv_heads queries.
+
+    %o = graph.attention %q, %k, %v {scale = 0.25 : f64, causal} : ...
+    """
+
+    name = "graph.attention"
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    scale = prop_def(FloatAttr)
+    causal = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($result)"
+    )
+
+    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, scale: float, causal: bool):
+        properties: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
+        if causal:
+            properties["causal"] = UnitAttr()
+        super().__init__(operands=[q, k, v], result_types=[q.type], properties=properties)
+
+    def verify_(self) -> None:
+        q = _float_tensor(self.q, "graph.attention q")
+        k = _float_tensor(self.k, "graph.attention k")
+        v = _float_tensor(self.v, "graph.attention v")
+        if len(q.get_shape()) != 4 or k.get_shape() != v.get_shape() or len(k.get_shape()) != 4:
+            raise VerifyException("graph.attention takes q, k, v of rank 4 with k and v alike")
+        if not q.element_type == k.element_type == v.element_type:
+            raise VerifyException("graph.attention q, k and v must share one dtype")
+        (b, h, _, d), (kb, kh, _, kd) = q.get_shape(), k.get_shape()
+        if kb != b or kd != d or kh == 0 or h % kh:
+            raise VerifyException(
+                f"graph.attention k/v {list(k.get_shape())} do not fit q {list(q.get_shape())}"
+            )
+        if self.result.type != q:
+            raise VerifyException("graph.attention result must have q's type")
+
+
+@irdl_op_definition
+class RopeOp(IRDLOperation):
+    """Rotary embedding, rotate-half form, of x [batch, seq, heads, dim] by cos and sin
+    [seq, dim / 2].
+
+    %y = graph.rope %x, %cos, %sin : ...
+    """
+
+    name = "graph.rope"
+    x = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x `,` $cos `,` $sin attr-dict `:` type($x) `,` type($cos) `,` type($sin) `->` type($result)"
+
+    def __init__(self, x: SSAValue, cos: SSAValue, sin: SSAValue):
+        super().__init__(operands=[x, cos, sin], result_types=[x.type])
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.x, "graph.rope x")
+        shape = x.get_shape()
+        if len(shape) != 4 or shape[-1] % 2:
+            raise VerifyException("graph.rope x must be [batch, seq, heads, dim] with an even dim")
+        table = TensorType(x.element_type, [shape[1], shape[3] // 2])
+        if self.cos.type != table or self.sin.type != table:
+            raise VerifyException(f"graph.rope cos and sin must be {table}")
+        if self.result.type != x:
+            raise VerifyException("graph.rope result must have x's type")
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """The same elements in row-major order under another shape: no data moves.
+
+    %y = graph.reshape %x : tensor<2x8x64xf32> -> tensor<16x64xf32>
+    """
+
+    name = "graph.reshape"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute):
+        super().__init__(operands=[input], result_types=[result_type])
+
+    def verify_(self) -> None:
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        if x.element_type != out.element_type or _numel(x.get_shape()) != _numel(out.get_shape()):
+            raise VerifyException(f"graph.reshape cannot make {out} of {x}")
+
+
+@irdl_op_definition
+class AsStridedOp(IRDLOperation):
+    """A copy of a strided view of the row-major elements of x: result element
+    [i0, i1, ...] is element offset + Σ i_d · strides[d] of x. Permutes, slices and
+    broadcasts that a kernel cannot read in place become this.
+
+    %y = graph.as_strided %x {strides = [120, 8, 24, 1], offset = 0 : i64} : ...
+    """
+
+    name = "graph.as_strided"
+    input = operand_def(TensorType)
+    strides = prop_def(ArrayAttr[IntegerAttr])
+    offset = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self, input: SSAValue, result_type: Attribute, strides: Sequence[int], offset: int
+    ):
+        super().__init__(
+            operands=[input],
+            result_types=[result_type],
+            properties={
+                "strides": ArrayAttr([IntegerAttr(s, i64) for s in strides]),
+                "offset": IntegerAttr(offset, i64),
+            },
+        )
+
+    def verify_(self) -> None:
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        if x.element_type != out.element_type:
+            raise VerifyException("graph.as_strided keeps the dtype")
+        strides = [s.value.data for s in self.strides.data]
+        shape = out.get_shape()
+        if len(strides) != len(shape) or any(s < 0 for s in strides):
+            raise VerifyException("graph.as_strided needs one non-negative stride per result dim")
+        last = self.offset.value.data + sum(
+            (n - 1) * s for n, s in zip(shape, strides, strict=True)
+        )
+        if self.offset.value.data < 0 or (_numel(shape) and last >= _numel(x.get_shape())):
+            raise VerifyException(f"graph.as_strided reads element {last} of {x}")
+
+
 ELEMENTWISE_UNARY = {
     "exp": ExpOp,
     "tanh": TanhOp,
@@ -253,11 +596,26 @@ ELEMENTWISE_UNARY = {
     "relu": ReluOp,
     "neg": NegOp,
     "gelu": GeluOp,
+    "sigmoid": SigmoidOp,
 }
 ELEMENTWISE_BINARY = {"add": AddOp, "sub": SubOp, "mul": MulOp, "div": DivOp}
 
 Graph = Dialect(
     "graph",
-    [*ELEMENTWISE_BINARY.values(), *ELEMENTWISE_UNARY.values(), ConstantOp, SoftmaxOp],
+    [
+        *ELEMENTWISE_BINARY.values(),
+        *ELEMENTWISE_UNARY.values(),
+        ConstantOp,
+        SoftmaxOp,
+        MatmulOp,
+        LayerNormOp,
+        RmsNormOp,
+        ReduceOp,
+        EmbeddingOp,
+        AttentionOp,
+        RopeOp,
+        ReshapeOp,
+        AsStridedOp,
+    ],
     [],
 )

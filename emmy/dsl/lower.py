@@ -794,29 +794,39 @@ class Lowering:
         return list(op.results)
 
     def elementwise_chain(self, node: Tree, arg_nodes: list[Tree]) -> SSAValue:
-        """`fn(i)`: the key's chain of operations over its inputs, at element i."""
-        if len(arg_nodes) != 1:
-            raise self.error(node, "fn() takes the element index")
+        """`fn(i)`: the key's chain `fn` over its inputs at element i. `fn(i, v, cols)`: the
+        key's `epilogue` chain applied to v (called `acc` in the chain), its inputs read at
+        element i of rows `cols` long (a fused epilogue of a kernel that computes v)."""
+        if len(arg_nodes) not in (1, 3):
+            raise self.error(
+                node, "fn() takes the element index, or the index, the value and the row length"
+            )
         index = self.int_expr(arg_nodes[0])
-        text = self.key.get("fn")
+        key_name = "fn" if len(arg_nodes) == 1 else "epilogue"
+        text = self.key.get(key_name)
         if not isinstance(text, str):
-            raise self.error(node, "fn() needs a key `fn` with the chain of operations")
-        chain = parse_expression(text, "<fn of the key>")
-        kinds = self.input_kinds()
-        cols = self.key.get("cols", 1)
+            raise self.error(node, f"fn() needs a key `{key_name}` with the chain of operations")
+        chain = parse_expression(text, f"<{key_name} of the key>")
+        if len(arg_nodes) == 3:
+            accumulated = self.expr(arg_nodes[1])
+            cols = self.int_expr(arg_nodes[2])
+        else:
+            cols = self.const_int(int(self.key.get("cols", 1)))
         saved = self.scope.names
         inputs: dict[str, Value] = {}
-        for i, kind in enumerate(kinds):
+        for i, kind in enumerate(self.input_kinds()):
             ptr = saved[f"in{i}"].ssa
             if kind == "full":
                 offset = index
             elif kind == "row":
-                offset = self.add(arith.RemSIOp(index, self.const_int(int(cols))))
+                offset = self.add(arith.RemSIOp(index, cols))
             elif kind == "col":
-                offset = self.add(arith.DivSIOp(index, self.const_int(int(cols))))
+                offset = self.add(arith.DivSIOp(index, cols))
             else:
                 offset = self.const_int(0)
             inputs[f"in{i}"] = Value(ssa=self.add(kernel.LoadOp(ptr, offset)))
+        if len(arg_nodes) == 3:
+            inputs["acc"] = Value(ssa=accumulated)
         self.scope.names = inputs
         try:
             return self.expr(chain)

@@ -1,9 +1,12 @@
 """lower-graph: turns emmy.graph ops into sites of library kernels and calls to them.
 
-A softmax over the last dim becomes a `softmax` site. A chain of elementwise ops whose
-intermediate values have no other use becomes one `elementwise` site, its chain written
-into the problem key (`fn`), each input read as full, row-broadcast, column-broadcast or
-scalar. Every site is instantiated from the kernel library with its forks unresolved.
+Each graph op becomes a site of the library family that implements it (softmax, matmul,
+the norms, reductions, embedding, attention, rope, strided copies). A chain of elementwise
+ops whose intermediate values have no other use becomes one `elementwise` site, its chain
+written into the problem key (`fn`), each input read as full, row-broadcast,
+column-broadcast or scalar; a chain that alone reads a matmul's product is fused into that
+matmul as its epilogue. `graph.reshape` stays: it moves no data, and the host plan reads it
+as another name for its input. Every site is instantiated with its forks unresolved.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ UNARY_FUNCTIONS = {
     graph.TanhOp: "tanh",
     graph.SiluOp: "silu",
     graph.ReluOp: "relu",
+    graph.SigmoidOp: "sigmoid",
 }
 
 
@@ -71,12 +75,15 @@ def _is_elementwise(op: Operation | None) -> bool:
     return isinstance(op, ELEMENTWISE)
 
 
-def collect_group(root: Operation) -> ElementwiseGroup:
-    """The root and the producers it alone uses, with the chain as kernel-language text."""
+def collect_group(root: Operation, accumulator: SSAValue | None = None) -> ElementwiseGroup:
+    """The root and the producers it alone uses, with the chain as kernel-language text;
+    `accumulator` (the product of a matmul the chain is fused into) is called `acc`."""
     ops: list[Operation] = []
     inputs: list[SSAValue] = []
 
     def text(value: SSAValue) -> str:
+        if value is accumulator:
+            return "acc"
         producer = value.owner
         if isinstance(producer, graph.ConstantOp):
             return repr(float(producer.value.value.data))
@@ -104,6 +111,28 @@ def collect_group(root: Operation) -> ElementwiseGroup:
     return ElementwiseGroup(root, ops, inputs, chain)
 
 
+def fusable_product(group: ElementwiseGroup) -> SSAValue | None:
+    """A matmul product the group alone reads, in full: its chain becomes the epilogue."""
+    out_shape = _shape(group.root.results[0])
+    for value in group.inputs:
+        producer = value.owner
+        if isinstance(producer, graph.MatmulOp) and value.has_one_use():
+            if _shape(value) == out_shape:
+                return value
+    return None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What replaces a graph op: a site of `family` at `key`, called on `inputs`, standing
+    for the graph ops `replaced`."""
+
+    family: str
+    key: dict[str, int | str]
+    inputs: list[SSAValue]
+    replaced: list[Operation]
+
+
 @dataclass(frozen=True)
 class LowerGraph(ModulePass):
     name = "lower-graph"
@@ -114,25 +143,17 @@ class LowerGraph(ModulePass):
             for graph_op in reversed(list(function.body.walk())):
                 if graph_op.parent is None:
                     continue  # already folded into a group
-                site = None
-                name = None
-                if isinstance(graph_op, graph.SoftmaxOp):
-                    name = f"softmax_{counter}"
-                    site, inputs = self.softmax(graph_op, name), [graph_op.input]
-                    replaced = [graph_op]
-                elif self.is_group_root(graph_op):
-                    name = f"elementwise_{counter}"
-                    group = collect_group(graph_op)
-                    site, inputs = self.elementwise(group, name), group.inputs
-                    replaced = group.ops
-                if site is None:
+                lowered = self.lower(graph_op)
+                if lowered is None:
                     continue
+                name = f"{lowered.family}_{counter}"
                 counter += 1
+                site = instantiate(family(lowered.family), lowered.key, name)
                 op.body.block.insert_op_before(site, function)
-                call = kernel.CallOp(name, inputs, [graph_op.results[0].type])
+                call = kernel.CallOp(name, lowered.inputs, [graph_op.results[0].type])
                 function.body.block.insert_op_before(call, graph_op)
                 graph_op.results[0].replace_all_uses_with(call.outputs[0])
-                for dead in replaced:
+                for dead in lowered.replaced:
                     dead.detach()
                     dead.erase(safe_erase=False)
         for constant in [c for c in op.walk() if isinstance(c, graph.ConstantOp)]:
@@ -140,8 +161,17 @@ class LowerGraph(ModulePass):
                 constant.detach()
                 constant.erase()
         for leftover in op.walk():
-            if leftover.dialect_name() == "graph":
+            if leftover.dialect_name() == "graph" and not isinstance(leftover, graph.ReshapeOp):
                 raise EmmyError(f"lower-graph: no kernel family implements {leftover.name}")
+
+    def lower(self, op: Operation) -> Lowered | None:
+        if self.is_group_root(op):
+            return self.elementwise(collect_group(op))
+        builder = SITES.get(type(op))
+        if builder is None:
+            return None
+        family_name, key = builder(op)
+        return Lowered(family_name, key, kernel_inputs(op), [op])
 
     @staticmethod
     def is_group_root(op: Operation) -> bool:
@@ -152,22 +182,10 @@ class LowerGraph(ModulePass):
         return not _is_elementwise(op.results[0].get_user_of_unique_use())
 
     @staticmethod
-    def softmax(op: graph.SoftmaxOp, name: str):
-        shape = _shape(op.input)
-        dim = op.dim.value.data % len(shape)
-        if dim != len(shape) - 1:
-            raise EmmyError(
-                f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported"
-            )
-        key = {
-            "rows": math.prod(shape[:-1]),
-            "cols": shape[-1],
-            "T": dtype_name(op.input.type.element_type),
-        }
-        return instantiate(family("softmax"), key, name)
-
-    @staticmethod
-    def elementwise(group: ElementwiseGroup, name: str):
+    def elementwise(group: ElementwiseGroup) -> Lowered:
+        product = fusable_product(group)
+        if product is not None:
+            group = collect_group(group.root, product)
         out_shape = _shape(group.root.results[0])
         kinds = []
         for value in group.inputs:
@@ -178,6 +196,12 @@ class LowerGraph(ModulePass):
                     "only full, row, column and scalar broadcasts are supported"
                 )
             kinds.append(kind)
+        if product is not None:
+            matmul = product.owner
+            assert isinstance(matmul, graph.MatmulOp)
+            family_name, key = matmul_site(matmul, epilogue=group.text, inputs="/".join(kinds))
+            inputs = [matmul.lhs, matmul.rhs, *group.inputs]
+            return Lowered(family_name, key, inputs, [*group.ops, matmul])
         element = group.root.results[0].type.element_type
         key = {
             "n": max(1, math.prod(out_shape)),
@@ -186,4 +210,137 @@ class LowerGraph(ModulePass):
             "inputs": "/".join(kinds),
             "fn": group.text,
         }
-        return instantiate(family("elementwise"), key, name)
+        return Lowered("elementwise", key, group.inputs, group.ops)
+
+
+def kernel_inputs(op: Operation) -> list[SSAValue]:
+    """The op's operands in the order of its family's parameters."""
+    if isinstance(op, graph.EmbeddingOp):
+        return [op.ids, op.table]
+    return list(op.operands)
+
+
+def _dtype(value: SSAValue) -> str:
+    return dtype_name(value.type.element_type)
+
+
+def softmax_site(op: graph.SoftmaxOp) -> tuple[str, dict]:
+    shape = _shape(op.input)
+    dim = op.dim.value.data % len(shape)
+    if dim != len(shape) - 1:
+        raise EmmyError(
+            f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported"
+        )
+    return "softmax", {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.input)}
+
+
+def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
+    """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
+    bytes), the SIMT family otherwise."""
+    a, b = _shape(op.lhs), _shape(op.rhs)
+    k = a[-1]
+    n = b[-2] if op.transpose_b else b[-1]
+    if len(b) == 2:
+        batch, m, b_batch = 1, math.prod(a[:-1]), 1
+    else:
+        batch, m, b_batch = math.prod(a[:-2]), a[-2], math.prod(b[:-2])
+    T = _dtype(op.lhs)
+    common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch, "T": T}
+    epilogue_key = {"epilogue": epilogue, "inputs": inputs}
+    if T in ("f16", "bf16") and not op.transpose_b and k % 8 == 0 and n % 8 == 0:
+        return "matmul_tc", {**common, **epilogue_key}
+    layout = {"b_rows": b[-2], "b_cols": b[-1], "layout": "nk" if op.transpose_b else "kn"}
+    return "matmul", {**common, **layout, **epilogue_key}
+
+
+def _eps(op: graph.NormOp) -> str:
+    return repr(float(op.eps.value.data))
+
+
+def layer_norm_site(op: graph.LayerNormOp) -> tuple[str, dict]:
+    shape = _shape(op.x)
+    key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.x), "eps": _eps(op)}
+    return "layer_norm", key
+
+
+def rms_norm_site(op: graph.RmsNormOp) -> tuple[str, dict]:
+    shape = _shape(op.x)
+    key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.x), "eps": _eps(op)}
+    return "rms_norm", key
+
+
+def reduce_site(op: graph.ReduceOp) -> tuple[str, dict]:
+    shape = _shape(op.input)
+    key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.input)}
+    return "reduce_rows", {**key, "op": op.kind.data}
+
+
+def embedding_site(op: graph.EmbeddingOp) -> tuple[str, dict]:
+    vocab, dim = _shape(op.table)
+    tokens = math.prod(_shape(op.ids))
+    key = {"tokens": tokens, "vocab": vocab, "dim": dim, "T": _dtype(op.table), "I": _dtype(op.ids)}
+    return "embedding", key
+
+
+def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
+    batch, heads, q_len, d = _shape(op.q)
+    _, kv_heads, kv_len, _ = _shape(op.k)
+    key = {
+        "bh": batch * heads,
+        "kv_bh": batch * kv_heads,
+        "q_len": q_len,
+        "kv_len": kv_len,
+        "d": d,
+        "T": _dtype(op.q),
+        "causal": "yes" if op.causal is not None else "no",
+        "scale": repr(float(op.scale.value.data)),
+    }
+    return "attention", key
+
+
+def rope_site(op: graph.RopeOp) -> tuple[str, dict]:
+    batch, seq, heads, dim = _shape(op.x)
+    key = {"tokens": batch * seq, "seq": seq, "heads": heads, "dim": dim, "half": dim // 2}
+    return "rope", {**key, "T": _dtype(op.x)}
+
+
+def as_strided_site(op: graph.AsStridedOp) -> tuple[str, dict]:
+    shape = _shape(op.result)
+    strides = [s.value.data for s in op.strides.data]
+    dims = collapse_dims(list(shape), strides)
+    if len(dims) > 4:
+        raise EmmyError(
+            f"a strided copy of {len(dims)} dims that do not merge: at most 4 are supported"
+        )
+    dims = [(1, 0)] * (4 - len(dims)) + dims
+    key: dict[str, int | str] = {"size": max(1, math.prod(_shape(op.input)))}
+    key |= {f"d{i}": size for i, (size, _) in enumerate(dims)}
+    key |= {f"s{i}": stride for i, (_, stride) in enumerate(dims)}
+    return "permute", {**key, "offset": op.offset.value.data, "T": _dtype(op.input)}
+
+
+def collapse_dims(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
+    """(size, stride) per dim with dims of size 1 dropped and each dim merged into the one
+    before it where the pair reads as one dim."""
+    dims: list[tuple[int, int]] = []
+    for size, stride in zip(shape, strides, strict=True):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    return dims or [(1, 0)]
+
+
+SITES = {
+    graph.SoftmaxOp: softmax_site,
+    graph.MatmulOp: matmul_site,
+    graph.LayerNormOp: layer_norm_site,
+    graph.RmsNormOp: rms_norm_site,
+    graph.ReduceOp: reduce_site,
+    graph.EmbeddingOp: embedding_site,
+    graph.AttentionOp: attention_site,
+    graph.RopeOp: rope_site,
+    graph.AsStridedOp: as_strided_site,
+}

@@ -277,7 +277,7 @@ class CudaDevice(Device):
                     raise KernelLaunchError(
                         f"launch of {launch.kernel!r} names unknown buffer {arg.name!r}"
                     )
-                values.append(np.array([pointers[arg.name]], dtype=np.uint64))
+                values.append(np.array([pointers[arg.name] + arg.offset], dtype=np.uint64))
             elif isinstance(arg, ScalarArg):
                 if arg.dtype not in _SCALAR_DTYPES:
                     raise KernelLaunchError(f"unknown scalar dtype {arg.dtype!r}")

@@ -29,9 +29,11 @@ class KernelLaunchError(EmmyError):
 
 @dataclass(frozen=True)
 class BufferArg:
-    """A kernel parameter bound to the named buffer (passed as a device pointer)."""
+    """A kernel parameter bound to the named buffer, `offset` bytes in (passed as a device
+    pointer): a launch plan places its temporaries at offsets of one arena."""
 
     name: str
+    offset: int = 0
 
 
 @dataclass(frozen=True)

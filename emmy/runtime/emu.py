@@ -152,7 +152,7 @@ def _arg_line(arg: BufferArg | ScalarArg, index: dict[str, int], kernel: str) ->
     if isinstance(arg, BufferArg):
         if arg.name not in index:
             raise KernelLaunchError(f"launch of {kernel} uses unknown buffer {arg.name!r}")
-        return f"arg buf {index[arg.name]}"
+        return f"arg buf {index[arg.name]} {int(arg.offset)}"
     if arg.dtype in ("i32", "i64"):
         return f"arg {arg.dtype} {int(arg.value)}"
     if arg.dtype == "f32":

@@ -123,26 +123,37 @@ register("transpose", _transpose)
 register("embedding", _embedding)
 
 
-_ACTIVATIONS = {
-    "none": lambda x: x,
-    "relu": torch.relu,
-    "gelu": torch.nn.functional.gelu,
-    "silu": torch.nn.functional.silu,
-}
+def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:
+    """The extra inputs of a fused epilogue, broadcast to the output `shape` by their kind:
+    `full` has the output's elements, `row` one per column, `col` one per row, `scalar` one."""
+    kinds = str(key.get("inputs", "")).split("/") if key.get("inputs") else []
+    views = {
+        "full": lambda flat: flat.reshape(shape),
+        "row": lambda flat: flat.expand(*shape[:-1], -1),
+        "col": lambda flat: flat.reshape(*shape[:-1], 1),
+        "scalar": lambda flat: flat[0],
+    }
+    return {
+        f"in{i}": views[kind](tensor.double().reshape(-1))
+        for i, (kind, tensor) in enumerate(zip(kinds, inputs, strict=True))
+    }
 
 
 def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    a, b = (t.double() for t in inputs)
-    if str(key["layout"]) == "nk":
+    a, b = (t.double() for t in inputs[:2])
+    if str(key.get("layout", "kn")) == "nk":
         b = b.transpose(-2, -1)
-    return _ACTIVATIONS[str(key["epilogue"])](a @ b)
+    product = a @ b
+    named = epilogue_inputs(key, inputs[2:], tuple(product.shape))
+    named["acc"] = product
+    return _as_tensor(_chain(parse_expression(str(key["epilogue"])), named))
 
 
 register("matmul", _matmul)
 
 
 def _matmul_tc(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    return _matmul({**key, "layout": "kn"}, inputs)
+    return _matmul(key, inputs)
 
 
 register("matmul_tc", _matmul_tc)
@@ -152,7 +163,8 @@ def _rope(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     x, cos, sin = (t.double() for t in inputs)
     half = int(key["half"])
     first, second = x[..., :half], x[..., half:]
-    cos, sin = cos[:, None, :], sin[:, None, :]
+    batch = int(key["tokens"]) // int(key["seq"])
+    cos, sin = cos.repeat(batch, 1)[:, None, :], sin.repeat(batch, 1)[:, None, :]
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
 
@@ -161,6 +173,8 @@ register("rope", _rope)
 
 def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     q, k, v = (t.double() for t in inputs)
+    group = int(key["bh"]) // int(key["kv_bh"])
+    k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
     scores = q @ k.transpose(-2, -1) * float(key["scale"])
     if str(key["causal"]) == "yes":
         rows, cols = scores.shape[-2:]
@@ -170,3 +184,13 @@ def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 
 register("attention", _attention)
+
+
+def _permute(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    dims = [int(key[f"d{i}"]) for i in range(4)]
+    strides = [int(key[f"s{i}"]) for i in range(4)]
+    flat = inputs[0].double().reshape(-1)
+    return torch.as_strided(flat, dims, strides, int(key["offset"])).contiguous()
+
+
+register("permute", _permute)

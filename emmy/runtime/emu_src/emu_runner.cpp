@@ -7,7 +7,7 @@
 //   workers N | smem_limit BYTES | schedule forward|reverse|shuffle SEED | time WARMUP REPS
 //   buffer BYTES PATH             a device buffer, loaded from and written back to PATH
 //   launch KERNEL GX GY GZ BX BY BZ SMEM
-//   arg buf INDEX | arg i32 V | arg i64 V | arg f32 HEXBITS   (parameters of the last launch)
+//   arg buf INDEX [BYTE_OFFSET] | arg i32 V | arg i64 V | arg f32 HEXBITS   (parameters of the last launch)
 // Errors are one line "error: ..." on stderr and exit status 3; crashes print a line naming
 // the kernel, block and thread, then die of the signal. With "time", one line per repetition
 // "time SECONDS" goes to stdout.
@@ -631,9 +631,12 @@ int main(int argc, char** argv) {
       sscanf(line, "%*s %15s", kind);
       const std::string k = kind;
       if (k == "buf") {
-        sscanf(line, "%*s %*s %llu", &v);
+        unsigned long long offset = 0;
+        sscanf(line, "%*s %*s %llu %llu", &v, &offset);
         if (v >= buffers.size()) fail("launch of '%s' uses unknown buffer %llu", L.kernel.c_str(), v);
-        L.values.push_back(reinterpret_cast<uintptr_t>(buffers[v].data));
+        if (offset > buffers[v].size)
+          fail("launch of '%s' uses offset %llu past buffer %llu", L.kernel.c_str(), offset, v);
+        L.values.push_back(reinterpret_cast<uintptr_t>(buffers[v].data) + offset);
         L.sizes.push_back(sizeof(void*));
       } else if (k == "i32" || k == "i64") {
         long long s = 0;

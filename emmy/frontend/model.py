@@ -1,0 +1,502 @@
+"""The frontend for models: `torch.export` of an nn.Module → an emmy.graph function.
+
+The exported program is read at the level torch.export gives before decompositions
+(`aten.linear`, `aten.layer_norm`, `aten.scaled_dot_product_attention`, ...), so each op
+keeps the shape a library family matches. The function takes the user's inputs, then the
+constants it reads (parameters and buffers, by their state-dict names): a Linear's weight
+is read as its transpose, laid out [in, out] once at compile time.
+
+Views (`view`, `transpose`, `permute`, `slice`, `expand`, ...) move no data: each is
+followed as a strided view of the contiguous tensor it came from, computed by applying the
+op to a meta tensor. A consumer that needs a contiguous tensor reads the view in place
+when its elements are in order (`graph.reshape`) and through a copy otherwise
+(`graph.as_strided`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import fx
+from xdsl.builder import Builder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from emmy.dialects import graph
+from emmy.errors import EmmyError
+from emmy.frontend.expression import DTYPES, tensor_type
+
+
+@dataclass
+class ModelGraph:
+    """A model as a graph function, with the constants its trailing arguments are bound to."""
+
+    module: ModuleOp
+    input_names: list[str]
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class View:
+    """A tensor as a strided view of a contiguous graph value: `meta` is a meta tensor that
+    views an empty tensor of `base`'s shape the way this tensor views `base`."""
+
+    base: SSAValue
+    meta: torch.Tensor
+
+
+@dataclass
+class Constant:
+    """A parameter or buffer, made an argument of the function on its first use."""
+
+    name: str
+    tensor: torch.Tensor
+
+
+def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(list(typ.get_shape()), dtype=dtype, device="meta")
+
+
+VIEW_OPS = {
+    "aten.view.default",
+    "aten.reshape.default",
+    "aten._unsafe_view.default",
+    "aten.transpose.int",
+    "aten.permute.default",
+    "aten.t.default",
+    "aten.unsqueeze.default",
+    "aten.squeeze.dim",
+    "aten.squeeze.dims",
+    "aten.squeeze.default",
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.expand.default",
+    "aten.slice.Tensor",
+    "aten.select.int",
+    "aten.narrow.default",
+    "aten.alias.default",
+    "aten.detach.default",
+    "aten.split.Tensor",
+    "aten.split_with_sizes.default",
+    "aten.chunk.default",
+    "aten.unbind.int",
+}
+IDENTITY_OPS = {"aten.dropout.default", "aten.lift_fresh_copy.default"}
+COPY_OPS = {
+    "aten.contiguous.default",
+    "aten.clone.default",
+    "aten._to_copy.default",
+    "aten.to.dtype",
+}
+UNARY_OPS = {
+    "aten.exp.default": graph.ExpOp,
+    "aten.tanh.default": graph.TanhOp,
+    "aten.sigmoid.default": graph.SigmoidOp,
+    "aten.silu.default": graph.SiluOp,
+    "aten.relu.default": graph.ReluOp,
+    "aten.neg.default": graph.NegOp,
+}
+BINARY_OPS = {
+    "add": graph.AddOp,
+    "sub": graph.SubOp,
+    "mul": graph.MulOp,
+    "div": graph.DivOp,
+}
+REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+INTEGER_DTYPES = {torch.int64, torch.int32}
+
+
+def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModelGraph:
+    """Exports `module` at its example inputs (eval mode, no grad) and converts it."""
+    module = module.eval()
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(module, tuple(example_inputs))
+    except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
+    return Converter(exported).convert()
+
+
+def _where(node: fx.Node) -> str:
+    """The model source line a node came from, as torch.export recorded it."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File")]
+    return f" at {lines[-1]}" if lines else ""
+
+
+class Converter:
+    def __init__(self, exported: torch.export.ExportedProgram) -> None:
+        self.exported = exported
+        self.block = Block()
+        self.builder = Builder(InsertPoint.at_end(self.block))
+        self.values: dict[fx.Node, object] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+        self.constant_args: dict[str, SSAValue] = {}
+        self.input_names: list[str] = []
+        self.node: fx.Node | None = None
+
+    # -- values ------------------------------------------------------------------------
+    def error(self, message: str) -> EmmyError:
+        node = self.node
+        where = f" (node {node.name}{_where(node)})" if node is not None else ""
+        return EmmyError(f"{message}{where}")
+
+    def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue:
+        if name not in self.constant_args:
+            typ = self.type_of(tensor)
+            self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
+            self.constants[name] = tensor.detach().contiguous()
+        return self.constant_args[name]
+
+    def type_of(self, tensor: torch.Tensor) -> TensorType:
+        if tensor.dtype in INTEGER_DTYPES:
+            from xdsl.dialects.builtin import i32, i64
+
+            element = i64 if tensor.dtype == torch.int64 else i32
+            return TensorType(element, list(tensor.shape))
+        if tensor.dtype not in DTYPES:
+            raise self.error(f"dtype {tensor.dtype} is not supported")
+        return tensor_type(tensor)
+
+    def view(self, value: object) -> View:
+        if isinstance(value, View):
+            return value
+        if isinstance(value, Constant):
+            base = self.constant_arg(value.name, value.tensor)
+            return View(base, contiguous_meta(base.type, value.tensor.dtype))
+        raise self.error(f"expected a tensor, got {value!r}")
+
+    def operand(self, arg: object) -> SSAValue:
+        """A contiguous graph value for a tensor argument."""
+        if not isinstance(arg, fx.Node):
+            raise self.error(f"expected a tensor, got {arg!r}")
+        return self.contiguous(self.view(self.values[arg]))
+
+    def contiguous(self, view: View) -> SSAValue:
+        meta, base = view.meta, view.base
+        typ = TensorType(base.type.element_type, list(meta.shape))
+        base_numel = 1
+        for size in base.type.get_shape():
+            base_numel *= size
+        if meta.is_contiguous() and meta.storage_offset() == 0 and meta.numel() == base_numel:
+            if list(meta.shape) == list(base.type.get_shape()):
+                return base
+            return self.insert(graph.ReshapeOp(base, typ))
+        return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
+
+    def insert(self, op) -> SSAValue:
+        self.builder.insert(op)
+        return op.results[0]
+
+    def result(self, value: SSAValue, like: torch.Tensor) -> View:
+        return View(value, contiguous_meta(value.type, like.dtype))
+
+    def scalar(self, value: float, like: SSAValue) -> SSAValue:
+        return self.insert(graph.ConstantOp(float(value), like.type.element_type))
+
+    # -- the walk ------------------------------------------------------------------------
+    def convert(self) -> ModelGraph:
+        signature = self.exported.graph_signature
+        kinds = {spec.arg.name: spec for spec in signature.input_specs}
+        state = {**self.exported.state_dict, **self.exported.constants}
+        for node in self.exported.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                spec = kinds[node.name]
+                if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+                    example = node.meta["val"]
+                    arg = self.block.insert_arg(self.type_of(example), len(self.block.args))
+                    self.values[node] = View(arg, contiguous_meta(arg.type, example.dtype))
+                    self.input_names.append(node.name)
+                else:
+                    self.values[node] = Constant(spec.target, state[spec.target])
+            elif node.op == "call_function":
+                self.values[node] = self.call(node)
+            elif node.op == "output":
+                returned = [self.operand(arg) for arg in node.args[0]]
+                for value in returned:
+                    if value in self.block.args:
+                        raise self.error("the model returns an input or a weight unchanged")
+                self.builder.insert(func.ReturnOp(*returned))
+            else:
+                raise self.error(f"unsupported graph node kind {node.op}")
+        self.node = None
+        # constants were appended as met; the user's inputs come first in the signature
+        user = len(self.input_names)
+        if any(arg.index >= user for arg in self.block.args[:user]):
+            raise EmmyError("internal: inputs must precede constants")
+        ret = self.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        main = func.FuncOp(
+            "main",
+            ([a.type for a in self.block.args], [v.type for v in ret.arguments]),
+            Region(self.block),
+        )
+        return ModelGraph(ModuleOp([main]), self.input_names, self.constants)
+
+    def call(self, node: fx.Node) -> object:
+        target = node.target
+        name = str(target)
+        args = node.args
+        if target is operator.getitem:
+            return self.values[args[0]][args[1]]
+        if name in VIEW_OPS:
+            return self.view_op(node)
+        if name in IDENTITY_OPS:
+            return self.values[args[0]]
+        if name in COPY_OPS:
+            return self.copy(node)
+        handler = HANDLERS.get(name)
+        if handler is not None:
+            return handler(self, node)
+        if name in UNARY_OPS:
+            x = self.operand(args[0])
+            return self.result(self.insert(UNARY_OPS[name](x)), node.meta["val"])
+        op_name = name.removeprefix("aten.").partition(".")[0]
+        if op_name in BINARY_OPS or op_name == "rsub":
+            return self.binary(node, op_name)
+        raise self.error(f"unsupported op {name}")
+
+    def view_op(self, node: fx.Node) -> object:
+        source = self.view(self.values[node.args[0]])
+        rest = [a for a in node.args[1:]]
+        try:
+            meta = node.target(source.meta, *rest, **node.kwargs)
+        except RuntimeError:
+            # not expressible as a view of these strides (a reshape of a permuted tensor):
+            # copy to contiguous, then view that
+            base = self.contiguous(source)
+            meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+            source = View(base, meta)
+        if isinstance(meta, (list, tuple)):
+            return [View(source.base, m) for m in meta]
+        if not meta._is_view() and meta is not source.meta:
+            # torch copied (reshape of a non-viewable tensor): so does emmy
+            base = self.contiguous(source)
+            meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+            return View(base, meta)
+        return View(source.base, meta)
+
+    def copy(self, node: fx.Node) -> View:
+        out = node.meta["val"]
+        source = self.view(self.values[node.args[0]])
+        if out.dtype != source.meta.dtype:
+            raise self.error(
+                f"dtype conversion {source.meta.dtype} -> {out.dtype} is not supported"
+            )
+        return self.result(self.contiguous(source), out)
+
+    def binary(self, node: fx.Node, op_name: str) -> View:
+        out = node.meta["val"]
+        lhs_arg, rhs_arg = node.args[0], node.args[1]
+        if op_name == "rsub":
+            lhs_arg, rhs_arg, op_name = rhs_arg, lhs_arg, "sub"
+        typ = self.type_of(out)
+        lhs = self.tensor_or_scalar(lhs_arg, typ)
+        rhs = self.tensor_or_scalar(rhs_arg, typ)
+        alpha = node.kwargs.get("alpha", 1)
+        if alpha != 1:
+            rhs = self.insert(graph.MulOp(rhs, self.scalar(alpha, rhs), rhs.type))
+        return self.result(self.insert(BINARY_OPS[op_name](lhs, rhs, typ)), out)
+
+    def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
+        if isinstance(arg, (int, float)):
+            return self.insert(graph.ConstantOp(float(arg), typ.element_type))
+        value = self.operand(arg)
+        if value.type.element_type != typ.element_type:
+            raise self.error(f"mixed dtypes {value.type.element_type} and {typ.element_type}")
+        return value
+
+    def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
+        """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
+        viewed back (dims of size 1 cost no copy)."""
+        source = self.view(self.values[node.args[0]])
+        rank = source.meta.dim()
+        dim %= rank
+        moved = View(source.base, source.meta.transpose(dim, rank - 1))
+        value = build(self.contiguous(moved))
+        result = self.result(value, node.meta["val"])
+        if dim == rank - 1 or len(value.type.get_shape()) != rank:
+            return result
+        return View(result.base, result.meta.transpose(dim, rank - 1))
+
+
+def _linear(self: Converter, node: fx.Node) -> View:
+    x_arg, w_arg = node.args[0], node.args[1]
+    bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+    out = node.meta["val"]
+    x = self.operand(x_arg)
+    weight = self.values[w_arg]
+    if isinstance(weight, Constant):
+        w = self.constant_arg(f"{weight.name}.T", weight.tensor.t())
+        product = graph.MatmulOp(x, w, self.type_of(out), transpose_b=False)
+    else:
+        product = graph.MatmulOp(x, self.operand(w_arg), self.type_of(out), transpose_b=True)
+    value = self.insert(product)
+    if bias is not None:
+        value = self.insert(graph.AddOp(value, self.operand(bias), value.type))
+    return self.result(value, out)
+
+
+def _matmul(self: Converter, node: fx.Node) -> View:
+    out = node.meta["val"]
+    a, b = node.args[0].meta["val"], node.args[1].meta["val"]
+    if a.dim() < 2 or b.dim() < 2:
+        raise self.error("matmul of a vector is not supported")
+    if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
+        raise self.error(f"matmul batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} differ")
+    if a.dim() == 2 and b.dim() > 2:
+        raise self.error("matmul of a matrix by a batch of matrices is not supported")
+    # a transposed rhs (k.transpose(-2, -1)) is read in place as A · Bᵀ
+    rhs_view = self.view(self.values[node.args[1]])
+    transposed = View(rhs_view.base, rhs_view.meta.transpose(-2, -1))
+    if transposed.meta.is_contiguous() and not rhs_view.meta.is_contiguous():
+        rhs, transpose_b = self.contiguous(transposed), True
+    else:
+        rhs, transpose_b = self.contiguous(rhs_view), False
+    lhs = self.operand(node.args[0])
+    return self.result(self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b)), out)
+
+
+def _layer_norm(self: Converter, node: fx.Node) -> View:
+    x_arg, shape = node.args[0], node.args[1]
+    weight = node.args[2] if len(node.args) > 2 else None
+    bias = node.args[3] if len(node.args) > 3 else None
+    eps = node.args[4] if len(node.args) > 4 else 1e-5
+    if len(shape) != 1:
+        raise self.error("layer_norm over more than the last dim is not supported")
+    x = self.operand(x_arg)
+    example = node.meta["val"]
+    w = self.operand(weight) if weight is not None else self.ones(node, shape[0], example, 1.0)
+    b = self.operand(bias) if bias is not None else self.ones(node, shape[0], example, 0.0)
+    return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
+
+
+def _rms_norm(self: Converter, node: fx.Node) -> View:
+    x_arg, shape = node.args[0], node.args[1]
+    weight = node.args[2] if len(node.args) > 2 else None
+    eps = node.args[3] if len(node.args) > 3 else None
+    if len(shape) != 1:
+        raise self.error("rms_norm over more than the last dim is not supported")
+    example = node.meta["val"]
+    if eps is None:
+        eps = torch.finfo(example.dtype).eps
+    x = self.operand(x_arg)
+    w = self.operand(weight) if weight is not None else self.ones(node, shape[0], example, 1.0)
+    return self.result(self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+
+
+def _ones(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill: float) -> SSAValue:
+    tensor = torch.full((size,), fill, dtype=like.dtype)
+    return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
+
+
+Converter.ones = _ones
+
+
+def _softmax(self: Converter, node: fx.Node) -> View:
+    dim = int(node.args[1])
+    example = node.meta["val"]
+    source = node.args[0].meta["val"]
+    if example.dtype != source.dtype:
+        raise self.error("softmax with a dtype conversion is not supported")
+
+    def build(x: SSAValue) -> SSAValue:
+        return self.insert(graph.SoftmaxOp(x, -1))
+
+    return self.over_last_dim(node, dim, build)
+
+
+def _reduce(self: Converter, node: fx.Node) -> View:
+    kind = REDUCTIONS[str(node.target)]
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if dims is None or len(dims) != 1:
+        raise self.error(f"{kind} over {dims!r}: only one dim at a time is supported")
+    if node.kwargs.get("dtype") is not None:
+        raise self.error(f"{kind} with a dtype conversion is not supported")
+    example = node.meta["val"]
+
+    def build(x: SSAValue) -> SSAValue:
+        shape = list(x.type.get_shape())
+        reduced = TensorType(x.type.element_type, shape[:-1] + ([1] if keepdim else []))
+        return self.insert(graph.ReduceOp(x, kind, reduced))
+
+    return (
+        self.over_last_dim(node, int(dims[0]), build)
+        if keepdim
+        else self._reduce_flat(node, int(dims[0]), build, example)
+    )
+
+
+def _reduce_flat(self, node, dim, build, example) -> View:
+    source = self.view(self.values[node.args[0]])
+    rank = source.meta.dim()
+    dim %= rank
+    # the remaining dims keep their order: move the reduced dim last, then drop it
+    order = [d for d in range(rank) if d != dim] + [dim]
+    moved = View(source.base, source.meta.permute(order))
+    return self.result(build(self.contiguous(moved)), example)
+
+
+Converter._reduce_flat = _reduce_flat
+
+
+def _embedding(self: Converter, node: fx.Node) -> View:
+    table = self.operand(node.args[0])
+    ids = self.operand(node.args[1])
+    out = node.meta["val"]
+    return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
+
+
+def _attention(self: Converter, node: fx.Node) -> View:
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    if bound.get("attn_mask") is not None:
+        raise self.error("scaled_dot_product_attention with attn_mask is not supported")
+    if bound.get("dropout_p", 0.0):
+        raise self.error("scaled_dot_product_attention with dropout is not supported")
+    q, k, v = (self.operand(bound[n]) for n in names[:3])
+    heads, kv_heads = q.type.get_shape()[1], k.type.get_shape()[1]
+    if kv_heads != heads and not bound.get("enable_gqa", False):
+        raise self.error("k/v with fewer heads than q need enable_gqa=True")
+    scale = bound.get("scale")
+    if scale is None:
+        scale = q.type.get_shape()[-1] ** -0.5
+    out = node.meta["val"]
+    op = graph.AttentionOp(q, k, v, float(scale), bool(bound.get("is_causal", False)))
+    return self.result(self.insert(op), out)
+
+
+def _gelu(self: Converter, node: fx.Node) -> View:
+    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    x = self.operand(node.args[0])
+    return self.result(self.insert(graph.GeluOp(x, approximate)), node.meta["val"])
+
+
+def _rope(self: Converter, node: fx.Node) -> View:
+    x, cos, sin = (self.operand(a) for a in node.args[:3])
+    return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
+
+
+HANDLERS: dict[str, Callable[[Converter, fx.Node], object]] = {
+    "aten.linear.default": _linear,
+    "aten.matmul.default": _matmul,
+    "aten.mm.default": _matmul,
+    "aten.bmm.default": _matmul,
+    "aten.layer_norm.default": _layer_norm,
+    "aten.rms_norm.default": _rms_norm,
+    "aten.softmax.int": _softmax,
+    "aten._softmax.default": _softmax,
+    "aten.embedding.default": _embedding,
+    "aten.scaled_dot_product_attention.default": _attention,
+    "aten.gelu.default": _gelu,
+    "emmy.rope.default": _rope,
+    **{name: _reduce for name in REDUCTIONS},
+}
