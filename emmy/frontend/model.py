@@ -39,6 +39,8 @@ class ModelGraph:
     module: ModuleOp
     input_names: list[str]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    output_dtypes: list[torch.dtype] = field(default_factory=list)
+    out_spec: object = None  # the pytree spec that rebuilds the module's return value
 
 
 @dataclass
@@ -139,6 +141,7 @@ class Converter:
         self.constants: dict[str, torch.Tensor] = {}
         self.constant_args: dict[str, SSAValue] = {}
         self.input_names: list[str] = []
+        self.output_dtypes: list[torch.dtype] = []
         self.node: fx.Node | None = None
 
     # -- values ------------------------------------------------------------------------
@@ -219,6 +222,7 @@ class Converter:
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
+                self.output_dtypes = [arg.meta["val"].dtype for arg in node.args[0]]
                 returned = [self.operand(arg) for arg in node.args[0]]
                 for value in returned:
                     if value in self.block.args:
@@ -238,7 +242,13 @@ class Converter:
             ([a.type for a in self.block.args], [v.type for v in ret.arguments]),
             Region(self.block),
         )
-        return ModelGraph(ModuleOp([main]), self.input_names, self.constants)
+        return ModelGraph(
+            ModuleOp([main]),
+            self.input_names,
+            self.constants,
+            self.output_dtypes,
+            self.exported.call_spec.out_spec,
+        )
 
     def call(self, node: fx.Node) -> object:
         target = node.target
