@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch.utils import _pytree
 
@@ -18,13 +17,6 @@ from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import Device
 
 
-def storage(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor as the numpy array a device takes (bf16 as its bits, integers as is)."""
-    if tensor.dtype in (torch.int64, torch.int32):
-        return tensor.detach().contiguous().cpu().numpy().copy()
-    return to_storage(tensor)
-
-
 class CompiledModule:
     """A compiled model: call it with tensors like the module; it runs on `device`."""
 
@@ -32,12 +24,12 @@ class CompiledModule:
         self.program = program
         self.model = model
         self.device = device
-        self.constants = {name: storage(t) for name, t in model.constants.items()}
+        self.constants = {name: to_storage(t) for name, t in model.constants.items()}
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
             raise EmmyError(f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}")
-        arrays = [storage(t) for t in inputs]
+        arrays = [to_storage(t) for t in inputs]
         results = self.program.run(self.device, arrays, self.constants)
         outputs = [
             from_storage(array, dtype).clone()

@@ -1,4 +1,5 @@
-"""The `emmy` command: compile, run and bench PyTorch expressions; manage golden files.
+"""The `emmy` command: compile, run and bench models (recipes) and PyTorch expressions;
+manage golden files.
 
 A user mistake (a bad expression, an unknown op, a bad pin, a missing device, a malformed
 store) is printed as one line `emmy: error: ...` with exit status 2, never as a traceback.
@@ -7,6 +8,7 @@ store) is printed as one line `emmy: error: ...` with exit status 2, never as a 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from pathlib import Path
@@ -32,16 +34,16 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="emmy",
-        description="Compile PyTorch expressions to CUDA kernels whose choices are recalled, "
-        "not autotuned.",
+        description="Compile PyTorch models and expressions to CUDA kernels whose choices are "
+        "recalled, not autotuned.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     compile_cmd = commands.add_parser(
         "compile",
-        help="compile an expression to CUDA (needs no GPU)",
-        description="Compile a PyTorch expression: CUDA source, cubin for --target and a "
-        "report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
+        help="compile a model or an expression to CUDA (needs no GPU)",
+        description="Compile a recipe's model or a PyTorch expression: CUDA source, cubin "
+        "for --target, the launch plan and a report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
         "database, the prior, the declared default.",
     )
     _add_source(compile_cmd)
@@ -61,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_cmd = commands.add_parser(
         "run",
-        help="compile and run an expression on a device, or bench its sites",
-        description="Compile a PyTorch expression and run its kernels on random inputs. With "
+        help="compile and run a model or an expression on a device, or bench its sites",
+        description="Compile a recipe's model (on emu: its tiny config) or a PyTorch "
+        "expression and run its kernels on the example inputs; --check compares with torch "
+        "eager. With "
         "--bench, time the compiler's pick of every site against the requested configs and "
         "record every row in the tuning database.",
     )
@@ -128,11 +132,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "recipe",
+        nargs="?",
+        metavar="RECIPE",
+        help="a model of recipes/ (mlp, gpt2, llama) or the path of a recipe folder",
+    )
+    parser.add_argument(
         "-c",
         dest="expression",
         metavar="EXPR",
-        required=True,
         help=f'a PyTorch expression, e.g. "{EXAMPLE}"',
+    )
+    parser.add_argument(
+        "--config",
+        metavar="NAME",
+        help="the recipe's config (default: the recipe's own; `emmy run` on emu: tiny)",
+    )
+    parser.add_argument(
+        "--size",
+        type=int,
+        default=0,
+        metavar="I",
+        help="which of the config's example sizes (default: 0, the first)",
+    )
+    parser.add_argument(
+        "--dtype", choices=["f32", "f16", "bf16"], help="the model's dtype (default: the config's)"
     )
     parser.add_argument(
         "--pin",
@@ -175,7 +199,9 @@ def default_target() -> str:
     return "emu"
 
 
-def compile_program(module, target: str, args: argparse.Namespace, pins: str | None = None):
+def compile_program(
+    module, target: str, args: argparse.Namespace, pins: str | None = None, constants=()
+):
     from emmy.compiler import compile_graph
     from emmy.runtime.identity import EMU, arch_of
 
@@ -187,19 +213,52 @@ def compile_program(module, target: str, args: argparse.Namespace, pins: str | N
         pins=_pins(args) if pins is None else pins,
         oracles=args.oracles,
         db=args.db,
-        golden=args.golden,
+        golden=args.golden or _recipe_golden(args),
+        constants=list(constants),
     )
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
+def _recipe_golden(args: argparse.Namespace) -> str:
+    """A recipe's own golden folder is read first, before the model-agnostic one."""
+    if getattr(args, "recipe", None) is None:
+        return ""
+    from emmy.frontend.recipes import recipe_dir
+
+    return str(recipe_dir(args.recipe))
+
+
+def _check_source(args: argparse.Namespace) -> None:
+    if (args.recipe is None) == (args.expression is None):
+        raise EmmyError("give either a RECIPE or -c EXPR (one of them)")
+
+
+def recipe_case(args: argparse.Namespace, default_config: str | None = None):
+    from emmy.frontend.recipes import resolve_case
+
+    return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype)
+
+
+def source_graph(args: argparse.Namespace, default_config: str | None = None):
+    """The graph to compile and the names of its constants, from a recipe or -c."""
+    _check_source(args)
+    if args.recipe is not None:
+        from emmy.frontend.recipes import recipe_graph
+
+        case = recipe_case(args, default_config)
+        print(f"model {case.describe()}", file=sys.stderr)
+        return recipe_graph(case)
     from emmy.frontend.cache import traced_graph
 
+    return traced_graph(args.expression), []
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
     total = time.perf_counter()
     target = args.target or default_target()
     start = time.perf_counter()
-    module = traced_graph(args.expression)
+    module, constants = source_graph(args)
     frontend = time.perf_counter() - start
-    program = compile_program(module, target, args)
+    program = compile_program(module, target, args, constants=constants)
     program.timings["frontend"] = frontend
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
@@ -277,6 +336,9 @@ def _evidence(provenance: dict) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.bench:
         return cmd_bench(args)
+    _check_source(args)
+    if args.recipe is not None:
+        return run_recipe(args)
     from emmy.frontend.expression import trace
     from emmy.runtime.convert import compare, from_storage, to_storage
 
@@ -299,8 +361,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _run_config(args: argparse.Namespace) -> str | None:
+    """On the emulator a recipe runs its tiny config unless told otherwise."""
+    return "tiny" if args.device == "emu" else None
+
+
+def _reference_outputs(model, inputs) -> list:
+    """torch eager's outputs; a model in f16 or bf16 runs in f32 on the same rounded
+    weights, because eager rounds every intermediate while emmy rounds once per kernel."""
+    import torch
+
+    with torch.no_grad():
+        low = [t for t in model.parameters() if t.dtype in (torch.float16, torch.bfloat16)]
+        if low:
+            model = copy.deepcopy(model).float()
+            inputs = [t.float() if t.is_floating_point() else t for t in inputs]
+        expected = model(*inputs)
+    return [expected] if isinstance(expected, torch.Tensor) else list(expected)
+
+
+def run_recipe(args: argparse.Namespace) -> int:
+
+    from emmy.frontend.model import export
+    from emmy.frontend.recipes import build
+    from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
+
+    case = recipe_case(args, _run_config(args))
+    print(f"model {case.describe()}", file=sys.stderr)
+    model, inputs = build(case)
+    graph = export(model, inputs)
+    device = make_device(args.device)
+    program = compile_program(graph.module, device.identity, args, constants=graph.constants)
+    constants = {name: to_storage(t) for name, t in graph.constants.items()}
+    options = {"schedule": args.schedule} if args.device == "emu" else {}
+    start = time.perf_counter()
+    results = program.run(device, [to_storage(t) for t in inputs], constants, **options)
+    elapsed = time.perf_counter() - start
+    outputs = [from_storage(r, d) for r, d in zip(results, graph.output_dtypes, strict=True)]
+    memory = program.memory()
+    print(
+        f"ran {len(program.calls)} launch(es) of {len(program.kernels)} kernel(s) on "
+        f"{device.identity} in {elapsed * 1000:.1f} ms; temporaries in a "
+        f"{memory['arena'] / 2**20:.2f} MiB arena (unshared {memory['temporaries_unshared'] / 2**20:.2f} MiB)"
+    )
+    if not args.check:
+        return 0
+    expected = _reference_outputs(model, inputs)
+    ok = True
+    for index, (actual, reference) in enumerate(zip(outputs, expected, strict=True)):
+        tolerance = model_tolerance(actual.dtype, reference)
+        report = compare(actual.float().reshape(reference.shape), reference, tolerance)
+        print(f"output {index}: {report.summary}")
+        ok = ok and report.ok
+    return 0 if ok else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    from emmy.frontend.cache import traced_graph
     from emmy.search.bench import Bench, BenchOptions, parse_bench_pins, summary_table
     from emmy.search.db import TuningDB, default_db_path
 
@@ -313,7 +429,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench_pins = parse_bench_pins(args.pin)
     # the pick is the ordinary compile's choice: only single-valued pins take part in it
     pick_pins = ",".join(f"{n}={v[0]}" for n, v in bench_pins.items() if len(v) == 1)
-    program = compile_program(traced_graph(args.expression), device.identity, args, pick_pins)
+    module, constants = source_graph(args, _run_config(args))
+    program = compile_program(module, device.identity, args, pick_pins, constants)
     if not regime.is_deployable:
         print(
             f"emmy: warning: rows are recorded under regime {regime.id} ({regime.words}); "

@@ -6,6 +6,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
 LIBRARY_DIR = PACKAGE_DIR / "library"
+#: the recipes of the repository emmy is installed from (an editable install)
+RECIPES_DIR = PACKAGE_DIR.parent / "recipes"
 
 
 def cache_dir() -> Path:

@@ -26,10 +26,12 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import VerifyException
 
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.frontend.expression import DTYPES, tensor_type
+from emmy.passes.lower_graph import broadcast_kind, collapse_dims
 
 
 @dataclass
@@ -89,11 +91,14 @@ VIEW_OPS = {
     "aten.unbind.int",
 }
 IDENTITY_OPS = {"aten.dropout.default", "aten.lift_fresh_copy.default"}
+#: checks torch.export inserts (before each `.to(...)`) of what shapes already fix
+NO_OPS = {"aten._assert_tensor_metadata.default"}
 COPY_OPS = {
     "aten.contiguous.default",
     "aten.clone.default",
     "aten._to_copy.default",
     "aten.to.dtype",
+    "aten.to.dtype_layout",
 }
 UNARY_OPS = {
     "aten.exp.default": graph.ExpOp,
@@ -191,9 +196,26 @@ class Converter:
             if list(meta.shape) == list(base.type.get_shape()):
                 return base
             return self.insert(graph.ReshapeOp(base, typ))
+        if meta.dtype in INTEGER_DTYPES:
+            # the strided-copy family moves floats only
+            raise self.error(
+                f"a strided copy of {meta.dtype} indices (a slice or permute of them) is not "
+                "supported: pass the indices as the model reads them"
+            )
+        dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
+        if dims > 4:
+            raise self.error(
+                f"a strided copy of {dims} dims that do not merge: at most 4 are supported"
+            )
         return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
 
     def insert(self, op) -> SSAValue:
+        """Appends a graph op, verified here so that what its kernel cannot take (an
+        integer tensor in arithmetic, attention of rank 3) names the node."""
+        try:
+            op.verify()
+        except VerifyException as error:
+            raise self.error(str(error).strip().splitlines()[0]) from None
         self.builder.insert(op)
         return op.results[0]
 
@@ -260,6 +282,8 @@ class Converter:
             return self.view_op(node)
         if name in IDENTITY_OPS:
             return self.values[args[0]]
+        if name in NO_OPS:
+            return None
         if name in COPY_OPS:
             return self.copy(node)
         handler = HANDLERS.get(name)
@@ -298,7 +322,7 @@ class Converter:
         source = self.view(self.values[node.args[0]])
         if out.dtype != source.meta.dtype:
             raise self.error(
-                f"dtype conversion {source.meta.dtype} -> {out.dtype} is not supported"
+                f"{node.target}: dtype conversion {source.meta.dtype} -> {out.dtype} is not supported"
             )
         return self.result(self.contiguous(source), out)
 
@@ -318,7 +342,12 @@ class Converter:
     def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
         if isinstance(arg, (int, float)):
             return self.insert(graph.ConstantOp(float(arg), typ.element_type))
-        value = self.operand(arg)
+        view = self.view(self.values[arg])
+        out_shape = tuple(typ.get_shape())
+        if broadcast_kind(tuple(view.meta.shape), out_shape) is None:
+            # a broadcast no elementwise kernel reads in place: expanded by a copy
+            view = View(view.base, view.meta.expand(out_shape))
+        value = self.contiguous(view)
         if value.type.element_type != typ.element_type:
             raise self.error(f"mixed dtypes {value.type.element_type} and {typ.element_type}")
         return value

@@ -22,7 +22,7 @@ from xdsl.passes import ModulePass
 
 from emmy.dialects import graph, kernel
 from emmy.dialects.kernel import dtype_name
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.errors import EmmyError
 
 ELEMENTWISE = (graph.UnaryOp, graph.BinaryOp, graph.ConstantOp)
@@ -138,7 +138,8 @@ class LowerGraph(ModulePass):
     name = "lower-graph"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        counter = 0
+        # one site per (family, key): the layers of a model share their kernels
+        sites: dict[tuple[str, str], str] = {}
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             for graph_op in reversed(list(function.body.walk())):
                 if graph_op.parent is None:
@@ -146,10 +147,13 @@ class LowerGraph(ModulePass):
                 lowered = self.lower(graph_op)
                 if lowered is None:
                     continue
-                name = f"{lowered.family}_{counter}"
-                counter += 1
-                site = instantiate(family(lowered.family), lowered.key, name)
-                op.body.block.insert_op_before(site, function)
+                decl = family(lowered.family)
+                identity = (lowered.family, canonical_key(decl, lowered.key))
+                name = sites.get(identity)
+                if name is None:
+                    name = sites[identity] = f"{lowered.family}_{len(sites)}"
+                    site = instantiate(decl, lowered.key, name)
+                    op.body.block.insert_op_before(site, function)
                 call = kernel.CallOp(name, lowered.inputs, [graph_op.results[0].type])
                 function.body.block.insert_op_before(call, graph_op)
                 graph_op.results[0].replace_all_uses_with(call.outputs[0])

@@ -120,6 +120,15 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     return list(unique.values())[: options.max_rows + 1]
 
 
+def random_input(spec) -> torch.Tensor:
+    """Fresh random values for a kernel input, never zeros: normal floats, or integer
+    indices (kernels clamp ids into their table, and so do the references)."""
+    if spec.dtype in ("i32", "i64"):
+        dtype = torch.int32 if spec.dtype == "i32" else torch.int64
+        return torch.randint(0, 1 << 20, spec.shape, dtype=dtype)
+    return torch.randn(spec.shape, dtype=torch.float64).to(STORAGE_DTYPES[spec.dtype])
+
+
 class Bench:
     """One bench run over a program's sites on one device and regime."""
 
@@ -138,7 +147,8 @@ class Bench:
         self.outcomes: list[Outcome] = []
 
     def sites(self, program: Program) -> list[SiteWork]:
-        specs = {s.name: s for s in [*program.inputs, *program.outputs, *program.temporaries]}
+        every = [*program.inputs, *program.constants, *program.outputs, *program.temporaries]
+        specs = {s.name: s for s in every}
         seen, work = set(), []
         for call in program.calls:
             info = program.kernels[call.kernel]
@@ -236,10 +246,7 @@ class Bench:
     def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
         dtype = STORAGE_DTYPES[work.output.dtype]
         # fresh random inputs every bench, never zeros
-        tensors = [
-            torch.randn(spec.shape, dtype=torch.float64).to(STORAGE_DTYPES[spec.dtype])
-            for spec in work.inputs
-        ]
+        tensors = [random_input(spec) for spec in work.inputs]
         buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
         buffers["out"] = poisoned(work.output)
         args = tuple(BufferArg(n) for n in buffers)

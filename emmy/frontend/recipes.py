@@ -1,0 +1,163 @@
+"""Recipes: `recipes/<model>/recipe.py` builds a model from a named config with random
+weights (seeded, nothing downloaded) and gives example inputs at a few sizes.
+
+A recipe module defines CONFIGS (name → dict, each with a "dtype": f32, f16 or bf16),
+SIZES (config name → list of size dicts), DEFAULT (a config name), `build(config)` and
+`example_inputs(config, size)`. The graph of a recipe at a config and size is cached with
+the names of its constants, so a warm `emmy compile RECIPE` does not import torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+from types import ModuleType
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+import emmy
+from emmy.errors import EmmyError
+from emmy.frontend.cache import context
+from emmy.paths import RECIPES_DIR, cache_dir
+
+DTYPE_NAMES = ("f32", "f16", "bf16")
+
+
+def recipe_dir(name: str) -> Path:
+    """A recipe by name (a folder of recipes/) or by the path of its folder."""
+    path = Path(name)
+    if not (path / "recipe.py").exists():
+        path = RECIPES_DIR / name
+    if not (path / "recipe.py").exists():
+        known = sorted(p.parent.name for p in RECIPES_DIR.glob("*/recipe.py"))
+        raise EmmyError(f"no recipe {name!r}; known: {', '.join(known) or 'none'}")
+    return path
+
+
+@dataclass(frozen=True)
+class RecipeCase:
+    """One model of a recipe: a config by name, one of its sizes, a dtype."""
+
+    name: str
+    directory: Path
+    config_name: str
+    config: dict
+    size: dict
+    dtype: str
+
+    def describe(self) -> str:
+        size = ", ".join(f"{k} {v}" for k, v in self.size.items())
+        return f"{self.name} [{self.config_name}, {size}, {self.dtype}]"
+
+
+def _recipe_source(directory: Path) -> str:
+    return (directory / "recipe.py").read_text()
+
+
+def _constants_of_source(directory: Path) -> dict:
+    """CONFIGS, SIZES and DEFAULT, read without running the recipe (no torch import)."""
+    import ast
+
+    tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in ("CONFIGS", "SIZES", "DEFAULT"):
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    raise EmmyError(
+                        f"{directory / 'recipe.py'}:{node.lineno}: {target.id} must be a literal"
+                    ) from None
+    for name in ("CONFIGS", "SIZES", "DEFAULT"):
+        if name not in found:
+            raise EmmyError(f"{directory / 'recipe.py'}: the recipe defines no {name}")
+    return found
+
+
+def resolve_case(name: str, config: str | None, size: int, dtype: str | None) -> RecipeCase:
+    directory = recipe_dir(name)
+    constants = _constants_of_source(directory)
+    configs, sizes = constants["CONFIGS"], constants["SIZES"]
+    config_name = config or constants["DEFAULT"]
+    if config_name not in configs:
+        raise EmmyError(f"recipe {name} has no config {config_name!r}; known: {', '.join(configs)}")
+    choices = sizes.get(config_name, [])
+    if not 0 <= size < len(choices):
+        raise EmmyError(
+            f"recipe {name} config {config_name} has {len(choices)} size(s); --size {size} is out of range"
+        )
+    chosen = dtype or configs[config_name].get("dtype", "f32")
+    if chosen not in DTYPE_NAMES:
+        raise EmmyError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, not {chosen!r}")
+    return RecipeCase(
+        directory.name, directory, config_name, configs[config_name], choices[size], chosen
+    )
+
+
+@cache
+def _load(directory: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"emmy_recipe_{directory.name}", directory / "recipe.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(case: RecipeCase):
+    """The model (random weights from seed 0, in the case's dtype, eval mode) and its
+    example inputs."""
+    import torch
+
+    from emmy.runtime.convert import STORAGE_DTYPES
+
+    recipe = _load(case.directory)
+    torch.manual_seed(0)
+    model = recipe.build(case.config).to(STORAGE_DTYPES[case.dtype]).eval()
+    inputs = tuple(recipe.example_inputs(case.config, case.size))
+    inputs = tuple(t.to(STORAGE_DTYPES[case.dtype]) if t.is_floating_point() else t for t in inputs)
+    return model, inputs
+
+
+def _cache_path(case: RecipeCase) -> Path:
+    text = "\0".join(
+        (
+            "recipe-v1",
+            _recipe_source(case.directory),
+            json.dumps([case.config, case.size, case.dtype], sort_keys=True),
+            version("torch"),
+            emmy.__version__,
+        )
+    )
+    return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+
+
+def recipe_graph(case: RecipeCase) -> tuple[ModuleOp, list[str]]:
+    """The graph of a recipe case and the names of its constants, from the cache or
+    exported with torch (then cached)."""
+    path = _cache_path(case)
+    if path.exists():
+        entry = json.loads(path.read_text())
+        module = Parser(context(), entry["graph"], str(path)).parse_module()
+        return module, entry["constants"]
+    from emmy.frontend.model import export
+
+    model, inputs = build(case)
+    graph = export(model, inputs)
+    entry = {"graph": str(graph.module), "constants": list(graph.constants)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        json.dump(entry, tmp)
+    os.replace(tmp.name, path)
+    return graph.module, entry["constants"]
