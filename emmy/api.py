@@ -28,7 +28,9 @@ class CompiledModule:
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
-            raise EmmyError(f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}")
+            raise EmmyError(
+                f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
+            )
         arrays = [to_storage(t) for t in inputs]
         results = self.program.run(self.device, arrays, self.constants)
         outputs = [

@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
     )
+    compile_cmd.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile afresh even when the same graph, options and stores were compiled before",
+    )
     compile_cmd.set_defaults(handler=cmd_compile)
 
     run_cmd = commands.add_parser(
@@ -238,28 +243,52 @@ def recipe_case(args: argparse.Namespace, default_config: str | None = None):
     return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype)
 
 
-def source_graph(args: argparse.Namespace, default_config: str | None = None):
-    """The graph to compile and the names of its constants, from a recipe or -c."""
+def source_text(args: argparse.Namespace, default_config: str | None = None):
+    """The graph to compile as text, the names of its constants, and where it came from;
+    from a recipe or -c, through the frontend caches."""
     _check_source(args)
     if args.recipe is not None:
-        from emmy.frontend.recipes import recipe_graph
+        from emmy.frontend.recipes import recipe_graph_text
 
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
-        return recipe_graph(case)
-    from emmy.frontend.cache import traced_graph
+        text, constants = recipe_graph_text(case)
+        return text, constants, f"<recipe {case.name}>"
+    from emmy.frontend.cache import traced_graph_text
 
-    return traced_graph(args.expression), []
+    return traced_graph_text(args.expression), [], f"<{args.expression}>"
+
+
+def source_graph(args: argparse.Namespace, default_config: str | None = None):
+    """The graph to compile, parsed, and the names of its constants."""
+    from emmy.frontend.cache import parse_graph
+
+    text, constants, where = source_text(args, default_config)
+    return parse_graph(text, where), constants
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    from emmy import program_cache
+
     total = time.perf_counter()
     target = args.target or default_target()
     start = time.perf_counter()
-    module, constants = source_graph(args)
+    text, constants, where = source_text(args)
     frontend = time.perf_counter() - start
-    program = compile_program(module, target, args, constants=constants)
-    program.timings["frontend"] = frontend
+    golden = args.golden or _recipe_golden(args)
+    options = {"pins": _pins(args), "oracles": args.oracles, "constants": tuple(constants)}
+    key = program_cache.program_key(
+        text, target, options, program_cache.store_files(target, args.db, golden)
+    )
+    program = None if args.no_cache else program_cache.load(key)
+    if program is not None:
+        program.timings = {"frontend": frontend, "program cache hit": time.perf_counter() - start}
+    else:
+        from emmy.frontend.cache import parse_graph
+
+        program = compile_program(parse_graph(text, where), target, args, constants=constants)
+        program.timings["frontend"] = frontend
+        program_cache.save(key, program)
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
         for line in explain_lines(program):
@@ -273,6 +302,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output:
         for path in program.write(args.output):
             print(f"wrote {path}")
+    memory = program.memory()
+    if program.constants:
+        print(
+            f"launch plan: {len(program.calls)} launches of {len(program.kernels)} kernels; "
+            f"weights {memory['constants'] / 2**20:.1f} MiB, temporaries in a "
+            f"{memory['arena'] / 2**20:.1f} MiB arena (unshared: "
+            f"{memory['temporaries_unshared'] / 2**20:.1f} MiB)"
+        )
     timings = ", ".join(
         f"{k} {v * 1000:.0f} ms" for k, v in program.timings.items() if k != "nvrtc_cache_hit"
     )

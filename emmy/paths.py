@@ -10,6 +10,12 @@ LIBRARY_DIR = PACKAGE_DIR / "library"
 RECIPES_DIR = PACKAGE_DIR.parent / "recipes"
 
 
+def library_dirs() -> tuple[Path, ...]:
+    """emmy's kernel library, then the folders of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
+    extra = os.environ.get("EMMY_LIBRARY_PATH", "")
+    return (LIBRARY_DIR, *(Path(p) for p in extra.split(os.pathsep) if p))
+
+
 def cache_dir() -> Path:
     """The cache directory: $EMMY_CACHE_DIR, else ~/.cache/emmy. Created on first use."""
     root = os.environ.get("EMMY_CACHE_DIR")

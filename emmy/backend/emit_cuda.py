@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from emmy.backend.fold import float_literal, fold, fold_int
 from emmy.dialects import fork, kernel
 from emmy.errors import EmmyError
+from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'
 
@@ -83,21 +84,6 @@ REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
 
 class EmitError(EmmyError):
     """The IR cannot be printed as CUDA (unresolved forks, unsupported ops)."""
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """What the host needs to launch one emitted kernel."""
-
-    name: str
-    family: str
-    key: str
-    config: dict[str, int | str]
-    arg_names: tuple[str, ...]
-    arg_dtypes: tuple[str, ...]
-    grid: int
-    block: int
-    smem: int
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -12,13 +11,7 @@ from emmy.dialects import fork
 from emmy.dsl.lower import Lowering, canonical_key, check_key, valid
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
-from emmy.paths import LIBRARY_DIR
-
-
-def library_dirs() -> tuple[Path, ...]:
-    """emmy's own library, then the folders of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
-    extra = os.environ.get("EMMY_LIBRARY_PATH", "")
-    return (LIBRARY_DIR, *(Path(p) for p in extra.split(os.pathsep) if p))
+from emmy.paths import library_dirs
 
 
 def families() -> dict[str, KernelDecl]:

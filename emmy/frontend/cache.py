@@ -1,5 +1,6 @@
 """A cache of traced expressions: the graph IR of `-c EXPR`, keyed by the expression and
-the versions of torch and emmy. A warm `emmy compile -c` neither imports nor runs torch."""
+the versions of torch and emmy. A warm `emmy compile -c` neither imports nor runs torch.
+Graphs are kept as text; xDSL is imported only to parse one."""
 
 from __future__ import annotations
 
@@ -7,10 +8,6 @@ import hashlib
 import os
 import tempfile
 from importlib.metadata import version
-
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 
 import emmy
 from emmy.paths import cache_dir
@@ -21,8 +18,9 @@ def _path(expression: str):
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.mlir"
 
 
-def context() -> Context:
-    """A context with every dialect a traced graph uses."""
+def context():
+    """A context with every dialect a graph uses."""
+    from xdsl.context import Context
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
 
@@ -34,16 +32,29 @@ def context() -> Context:
     return ctx
 
 
-def traced_graph(expression: str) -> ModuleOp:
-    """The graph of an expression, from the cache or traced with torch (then cached)."""
+def traced_graph_text(expression: str) -> str:
+    """The graph of an expression as text, from the cache or traced with torch (then
+    cached)."""
     path = _path(expression)
     if path.exists():
-        return Parser(context(), path.read_text(), str(path)).parse_module()
+        return path.read_text()
     from emmy.frontend.expression import trace
 
-    module = trace(expression, meta=True).module
+    text = str(trace(expression, meta=True).module)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(str(module))
+        tmp.write(text)
     os.replace(tmp.name, path)
-    return module
+    return text
+
+
+def parse_graph(text: str, where: str):
+    """A graph module from its text (xDSL is imported here, not before)."""
+    from xdsl.parser import Parser
+
+    return Parser(context(), text, where).parse_module()
+
+
+def traced_graph(expression: str):
+    """The graph of an expression, parsed."""
+    return parse_graph(traced_graph_text(expression), f"<{expression}>")

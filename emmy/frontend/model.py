@@ -322,7 +322,8 @@ class Converter:
         source = self.view(self.values[node.args[0]])
         if out.dtype != source.meta.dtype:
             raise self.error(
-                f"{node.target}: dtype conversion {source.meta.dtype} -> {out.dtype} is not supported"
+                f"{node.target}: dtype conversion {source.meta.dtype} -> {out.dtype} "
+                "is not supported"
             )
         return self.result(self.contiguous(source), out)
 

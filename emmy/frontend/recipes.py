@@ -20,12 +20,8 @@ from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
-
 import emmy
 from emmy.errors import EmmyError
-from emmy.frontend.cache import context
 from emmy.paths import RECIPES_DIR, cache_dir
 
 DTYPE_NAMES = ("f32", "f16", "bf16")
@@ -143,14 +139,13 @@ def _cache_path(case: RecipeCase) -> Path:
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
 
 
-def recipe_graph(case: RecipeCase) -> tuple[ModuleOp, list[str]]:
-    """The graph of a recipe case and the names of its constants, from the cache or
-    exported with torch (then cached)."""
+def recipe_graph_text(case: RecipeCase) -> tuple[str, list[str]]:
+    """The graph of a recipe case as text, and the names of its constants: from the cache,
+    or exported with torch (then cached)."""
     path = _cache_path(case)
     if path.exists():
         entry = json.loads(path.read_text())
-        module = Parser(context(), entry["graph"], str(path)).parse_module()
-        return module, entry["constants"]
+        return entry["graph"], entry["constants"]
     from emmy.frontend.model import export
 
     model, inputs = build(case)
@@ -160,4 +155,4 @@ def recipe_graph(case: RecipeCase) -> tuple[ModuleOp, list[str]]:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
         json.dump(entry, tmp)
     os.replace(tmp.name, path)
-    return graph.module, entry["constants"]
+    return entry["graph"], entry["constants"]

@@ -41,6 +41,8 @@ def model_tolerance(dtype: torch.dtype, reference: torch.Tensor) -> tuple[float,
     rtol, atol = MODEL_TOLERANCES[dtype]
     scale = float(reference.abs().max()) if reference.numel() else 1.0
     return rtol, atol * max(1.0, scale)
+
+
 STORAGE_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 

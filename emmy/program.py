@@ -1,0 +1,204 @@
+"""A compiled program: emitted source and cubin, kernels with their launch geometry and
+decisions, and the host's launch plan over named buffers: the inputs, the constants,
+the outputs, and one arena in which temporaries whose lifetimes do not overlap share bytes.
+
+This module imports neither xDSL nor torch, so a compile that finds its program in the
+cache (emmy.program_cache) starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from emmy.errors import EmmyError
+from emmy.runtime.device import BufferArg, Device, Launch
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the host needs to launch one emitted kernel."""
+
+    name: str
+    family: str
+    key: str
+    config: dict[str, int | str]
+    arg_names: tuple[str, ...]
+    arg_dtypes: tuple[str, ...]
+    grid: int
+    block: int
+    smem: int
+
+
+NUMPY_STORAGE = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "bf16": np.uint16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "u8": np.uint8,
+}
+#: the buffer that holds every temporary of a program, each at its offset
+ARENA = "arena"
+#: offsets in the arena are multiples of this, as cudaMalloc aligns buffers
+ARENA_ALIGNMENT = 256
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # f32 | f16 | bf16
+
+
+@dataclass(frozen=True)
+class Call:
+    kernel: str
+    buffers: tuple[str, ...]  # one per kernel parameter, in order
+
+
+@dataclass
+class Program:
+    target: str
+    source: str
+    kernels: dict[str, KernelInfo]
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    temporaries: list[TensorSpec]
+    calls: list[Call]
+    ir: str
+    provenance: dict[str, dict]
+    constants: list[TensorSpec] = field(default_factory=list)
+    arena: dict[str, int] = field(default_factory=dict)
+    arena_bytes: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)
+    cubin: bytes | None = None
+    ptx: str | None = None
+    regime: str | None = None
+
+    def launches(self) -> list[Launch]:
+        launches = []
+        for call in self.calls:
+            info = self.kernels[call.kernel]
+            launches.append(
+                Launch(
+                    call.kernel,
+                    (info.grid, 1, 1),
+                    (info.block, 1, 1),
+                    info.smem,
+                    tuple(self.buffer_arg(b) for b in call.buffers),
+                )
+            )
+        return launches
+
+    def buffer_arg(self, name: str) -> BufferArg:
+        if name in self.arena:
+            return BufferArg(ARENA, self.arena[name])
+        return BufferArg(name)
+
+    def buffers(
+        self, inputs: Sequence[np.ndarray], constants: Mapping[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Input and constant arrays bound by name; outputs and the arena of temporaries
+        poisoned with NaN."""
+        if len(inputs) != len(self.inputs):
+            raise EmmyError(f"the program takes {len(self.inputs)} input(s), got {len(inputs)}")
+        constants = constants or {}
+        missing = [spec.name for spec in self.constants if spec.name not in constants]
+        if missing:
+            raise EmmyError(f"the program needs the constant(s) {', '.join(missing[:3])}")
+        bound = [
+            *zip(self.inputs, inputs, strict=True),
+            *((s, constants[s.name]) for s in self.constants),
+        ]
+        buffers: dict[str, np.ndarray] = {}
+        for spec, array in bound:
+            expected = np.dtype(NUMPY_STORAGE[spec.dtype])
+            if tuple(array.shape) != spec.shape or array.dtype != expected:
+                raise EmmyError(
+                    f"{spec.name} must be {spec.dtype}{list(spec.shape)}, got "
+                    f"{array.dtype}{list(array.shape)}"
+                )
+            buffers[spec.name] = np.ascontiguousarray(array)
+        for spec in self.outputs:
+            buffers[spec.name] = poisoned(spec)
+        for spec in self.temporaries:
+            if spec.name not in self.arena:
+                buffers[spec.name] = poisoned(spec)
+        if self.arena:
+            buffers[ARENA] = poisoned(TensorSpec(ARENA, (max(1, self.arena_bytes),), "u8"))
+        return buffers
+
+    def run(
+        self,
+        device: Device,
+        inputs: Sequence[np.ndarray],
+        constants: Mapping[str, np.ndarray] | None = None,
+        **options,
+    ) -> list[np.ndarray]:
+        buffers = self.buffers(inputs, constants)
+        device.run(self.source, self.launches(), buffers, **options)
+        return [buffers[spec.name].reshape(spec.shape) for spec in self.outputs]
+
+    def memory(self) -> dict[str, int]:
+        """Device bytes of the plan: the arena that holds every temporary at its offset,
+        beside the sum of the temporaries as if each had its own buffer."""
+
+        def total(specs: list[TensorSpec]) -> int:
+            return sum(nbytes(s) for s in specs)
+
+        return {
+            "inputs": total(self.inputs),
+            "constants": total(self.constants),
+            "outputs": total(self.outputs),
+            "arena": self.arena_bytes,
+            "temporaries_unshared": total(self.temporaries),
+        }
+
+    def report(self) -> dict:
+        kernels = []
+        for name, info in self.kernels.items():
+            entry = asdict(info)
+            entry["provenance"] = self.provenance.get(name, {})
+            entry["resources"] = self.resources.get(name)
+            kernels.append(entry)
+        return {
+            "target": self.target,
+            "regime": self.regime,
+            "kernels": kernels,
+            "inputs": [asdict(s) for s in self.inputs],
+            "outputs": [asdict(s) for s in self.outputs],
+            "constants": len(self.constants),
+            "calls": [asdict(c) for c in self.calls],
+            "memory_bytes": self.memory(),
+            "timings_s": self.timings,
+        }
+
+    def write(self, directory: Path) -> list[Path]:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [directory / "kernels.cu", directory / "program.mlir", directory / "report.json"]
+        written[0].write_text(self.source)
+        written[1].write_text(self.ir)
+        written[2].write_text(json.dumps(self.report(), indent=2) + "\n")
+        if self.cubin is not None:
+            (directory / "kernels.cubin").write_bytes(self.cubin)
+            (directory / "kernels.ptx").write_text(self.ptx or "")
+            written += [directory / "kernels.cubin", directory / "kernels.ptx"]
+        return written
+
+
+def nbytes(spec: TensorSpec) -> int:
+    return math.prod(spec.shape) * np.dtype(NUMPY_STORAGE[spec.dtype]).itemsize
+
+
+def poisoned(spec: TensorSpec) -> np.ndarray:
+    """A buffer of all-ones bits (NaN in every float type), so a missed element shows."""
+    array = np.empty(spec.shape, dtype=NUMPY_STORAGE[spec.dtype])
+    array.reshape(-1).view(np.uint8).fill(0xFF)
+    return array

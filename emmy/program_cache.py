@@ -1,0 +1,88 @@
+"""A cache of compiled programs, so a second compile of the same model with the same
+knowledge does no work beyond reading a file.
+
+The key is the graph's text, the target, the compile options, and a fingerprint of every
+file a compile reads to decide: the tuning database (and its write-ahead log), the golden
+files in scope, the prior's weights, the kernel library and emmy's own code. A bench that
+writes a row, a promoted golden entry or an edited kernel changes the fingerprint, and the
+next compile decides afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import emmy
+from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs
+from emmy.program import Program
+
+#: bumped when Program's fields change, so old pickles are never read
+FORMAT = "program-v1"
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path}:absent"
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _files(directory: Path, pattern: str) -> Iterable[Path]:
+    return sorted(directory.rglob(pattern)) if directory.is_dir() else []
+
+
+def store_files(target: str, db: str, golden: str) -> list[Path]:
+    """Every file whose content can change a compile's decisions or its output."""
+    files: list[Path] = []
+    if db != "none":
+        database = Path(db) if db else cache_dir() / "autotune.db"
+        files += [database, Path(f"{database}-wal")]
+    files.append(PACKAGE_DIR / "search" / "golden" / f"{target}.json")
+    if golden:
+        files.append(Path(golden) / "golden" / f"{target}.json")
+    files += _files(PACKAGE_DIR / "search" / "prior", "*.np*")
+    for directory in library_dirs():
+        files += _files(directory, "*.emmy")
+    files += _files(PACKAGE_DIR, "*.py")
+    files += _files(PACKAGE_DIR / "runtime" / "include", "*")
+    return files
+
+
+def program_key(graph_text: str, target: str, options: dict[str, object], files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for part in (FORMAT, emmy.__version__, graph_text, target, repr(sorted(options.items()))):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    for path in files:
+        digest.update(_stamp(path).encode())
+    return digest.hexdigest()
+
+
+def _path(key: str) -> Path:
+    return cache_dir() / "programs" / f"{key}.pickle"
+
+
+def load(key: str) -> Program | None:
+    path = _path(key)
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as file:
+            program = pickle.load(file)  # our own cache directory, written by save()
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None  # a damaged or stale entry is a miss
+    return program if isinstance(program, Program) else None
+
+
+def save(key: str, program: Program) -> None:
+    path = _path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        pickle.dump(program, tmp, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp.name, path)
