@@ -129,6 +129,21 @@ def random_input(spec) -> torch.Tensor:
     return torch.randn(spec.shape, dtype=torch.float64).to(STORAGE_DTYPES[spec.dtype])
 
 
+def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple[int, ...] | None]:
+    """The shape each of a family's `count` inputs declares at a key (a program's buffer
+    may hold the same elements under another shape); None for the inputs of a variadic
+    parameter, whose shapes depend on how each is read."""
+    params = [p for p in family(family_name).params if p.direction == "in"]
+    variadic = count - sum(not p.variadic for p in params)
+    shapes: list[tuple[int, ...] | None] = []
+    for param in params:
+        if param.variadic:
+            shapes += [None] * variadic
+        else:
+            shapes.append(tuple(int(key[d]) for d in param.dims))
+    return shapes
+
+
 class Bench:
     """One bench run over a program's sites on one device and regime."""
 
@@ -246,7 +261,11 @@ class Bench:
     def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
         dtype = STORAGE_DTYPES[work.output.dtype]
         # fresh random inputs every bench, never zeros
-        tensors = [random_input(spec) for spec in work.inputs]
+        shapes = declared_input_shapes(work.family, parse_key(work.key), len(work.inputs))
+        tensors = [
+            random_input(spec).reshape(shape or (-1,))
+            for spec, shape in zip(work.inputs, shapes, strict=True)
+        ]
         buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
         buffers["out"] = poisoned(work.output)
         args = tuple(BufferArg(n) for n in buffers)

@@ -1,0 +1,106 @@
+"""Compile latency of a whole model: `emmy compile RECIPE` cold (empty caches) and warm,
+split by stage, beside torch.compile (inductor, CPU) of the same model at the same size,
+measured in the same run; and the launch plan's peak device memory beside the sum of all
+its intermediate tensors.
+
+    .venv/bin/python benchmarks/model_compile.py [--recipe gpt2] [--config small] [--size 0]
+
+Each emmy compile is its own process, as a user runs it. Cold: a fresh EMMY_CACHE_DIR (no
+exported graph, no program, no kernels). Warm: the same cache again (a program cache hit),
+and warm with --no-cache (the graph and the kernels cached, the passes run). torch.compile
+runs in its own process with a fresh inductor cache: its compile time is the first call's
+time minus a later call's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EMMY = str(Path(sys.executable).with_name("emmy"))
+TARGET = "nvidia-h200-sm90"
+
+TORCH_COMPILE = r"""
+import json, sys, time, torch
+from emmy.frontend.recipes import build, resolve_case
+case = resolve_case(sys.argv[1], sys.argv[2], int(sys.argv[3]), None)
+model, inputs = build(case)
+start = time.perf_counter()
+compiled = torch.compile(model, backend="inductor")
+with torch.no_grad():
+    compiled(*inputs)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    compiled(*inputs)
+    second = time.perf_counter() - start
+print(json.dumps({"first_call": first, "later_call": second}))
+"""
+
+
+def emmy_compile(args, cache: str, *extra: str) -> dict[str, float]:
+    out = tempfile.mkdtemp(prefix="emmy-bench-out-")
+    command = [EMMY, "compile", args.recipe, "--config", args.config, "--size", str(args.size)]
+    command += ["--target", TARGET, "-o", out, *extra]
+    start = time.perf_counter()
+    subprocess.run(
+        command, env={**os.environ, "EMMY_CACHE_DIR": cache}, check=True, capture_output=True
+    )
+    wall = time.perf_counter() - start
+    report = json.loads((Path(out) / "report.json").read_text())
+    return {"wall": wall, **report["timings_s"], "memory": report["memory_bytes"]}
+
+
+def torch_compile(args) -> dict[str, float]:
+    cache = tempfile.mkdtemp(prefix="inductor-bench-")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}
+    command = [sys.executable, "-c", TORCH_COMPILE, args.recipe, args.config, str(args.size)]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"wall": wall, **figures, "compile": figures["first_call"] - figures["later_call"]}
+
+
+def stages(figures: dict) -> str:
+    skip = {"wall", "memory", "nvrtc_cache_hit", "total"}
+    return ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in figures.items() if k not in skip)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default="gpt2")
+    parser.add_argument("--config", default="small")
+    parser.add_argument("--size", type=int, default=0)
+    args = parser.parse_args()
+    cache = tempfile.mkdtemp(prefix="emmy-bench-cache-")
+    cold = emmy_compile(args, cache)
+    warm = emmy_compile(args, cache)
+    warm_passes = emmy_compile(args, cache, "--no-cache")
+    torch_figures = torch_compile(args)
+    print(f"{args.recipe} [{args.config}, size {args.size}] for {TARGET}")
+    print(f"emmy cold:  {cold['wall']:.2f} s process ({stages(cold)})")
+    print(f"emmy warm:  {warm['wall']:.2f} s process ({stages(warm)})")
+    print(f"emmy warm, --no-cache: {warm_passes['wall']:.2f} s process ({stages(warm_passes)})")
+    print(
+        f"torch.compile (inductor, CPU): {torch_figures['compile']:.2f} s compile "
+        f"(first call {torch_figures['first_call']:.2f} s, later call "
+        f"{torch_figures['later_call']:.2f} s; {torch_figures['wall']:.2f} s process)"
+    )
+    print(f"ratio emmy cold / torch.compile: {cold['wall'] / torch_figures['compile']:.3f}")
+    memory = cold["memory"]
+    print(
+        f"launch plan: temporaries in a {memory['arena'] / 2**20:.1f} MiB arena, "
+        f"{memory['temporaries_unshared'] / 2**20:.1f} MiB if each had its own buffer "
+        f"({memory['arena'] / max(1, memory['temporaries_unshared']):.3f}); weights "
+        f"{memory['constants'] / 2**20:.1f} MiB, outputs {memory['outputs'] / 2**20:.1f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()
