@@ -278,7 +278,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     golden = args.golden or _recipe_golden(args)
     options = {"pins": _pins(args), "oracles": args.oracles, "constants": tuple(constants)}
     key = program_cache.program_key(
-        text, target, options, program_cache.store_files(target, args.db, golden)
+        text, target, options, program_cache.stores_stamp(target, args.db, golden)
     )
     program = None if args.no_cache else program_cache.load(key)
     if program is not None:
@@ -288,7 +288,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         program = compile_program(parse_graph(text, where), target, args, constants=constants)
         program.timings["frontend"] = frontend
-        program_cache.save(key, program)
+        # keyed by the stores as the compile left them (it may import golden rows), which
+        # is how the next compile finds them
+        stores = program_cache.stores_stamp(target, args.db, golden)
+        program_cache.save(program_cache.program_key(text, target, options, stores), program)
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
         for line in explain_lines(program):

@@ -1,9 +1,9 @@
 """A cache of compiled programs, so a second compile of the same model with the same
 knowledge does no work beyond reading a file.
 
-The key is the graph's text, the target, the compile options, and a fingerprint of every
-file a compile reads to decide: the tuning database (and its write-ahead log), the golden
-files in scope, the prior's weights, the kernel library and emmy's own code. A bench that
+The key is the graph's text, the target, the compile options, and a fingerprint of what a
+compile reads to decide: the tuning database's rows, the golden files in scope, the
+prior's weights, the kernel library and emmy's own code. A bench that
 writes a row, a promoted golden entry or an edited kernel changes the fingerprint, and the
 next compile decides afresh.
 """
@@ -37,12 +37,19 @@ def _files(directory: Path, pattern: str) -> Iterable[Path]:
     return sorted(directory.rglob(pattern)) if directory.is_dir() else []
 
 
-def store_files(target: str, db: str, golden: str) -> list[Path]:
-    """Every file whose content can change a compile's decisions or its output."""
+def stores_stamp(target: str, db: str, golden: str) -> str:
+    """What a compile reads to decide, as text: the tuning database's content stamp and
+    the size and time of every file whose content can change a decision or the output."""
+    from emmy.search.db import content_stamp, default_db_path
+
+    stamps = [] if db == "none" else [content_stamp(Path(db) if db else default_db_path())]
+    stamps += [_stamp(path) for path in store_files(target, golden)]
+    return "\n".join(stamps)
+
+
+def store_files(target: str, golden: str) -> list[Path]:
+    """Every file besides the database whose content can change a compile."""
     files: list[Path] = []
-    if db != "none":
-        database = Path(db) if db else cache_dir() / "autotune.db"
-        files += [database, Path(f"{database}-wal")]
     files.append(PACKAGE_DIR / "search" / "golden" / f"{target}.json")
     if golden:
         files.append(Path(golden) / "golden" / f"{target}.json")
@@ -54,13 +61,18 @@ def store_files(target: str, db: str, golden: str) -> list[Path]:
     return files
 
 
-def program_key(graph_text: str, target: str, options: dict[str, object], files: list[Path]) -> str:
+def program_key(graph_text: str, target: str, options: dict[str, object], stores: str) -> str:
     digest = hashlib.sha256()
-    for part in (FORMAT, emmy.__version__, graph_text, target, repr(sorted(options.items()))):
+    for part in (
+        FORMAT,
+        emmy.__version__,
+        graph_text,
+        target,
+        repr(sorted(options.items())),
+        stores,
+    ):
         digest.update(part.encode())
         digest.update(b"\0")
-    for path in files:
-        digest.update(_stamp(path).encode())
     return digest.hexdigest()
 
 

@@ -2,7 +2,8 @@
 
 The expression runs once under a dispatch mode that records every ATen call: tensors made
 by factories (`torch.randn`, ...) or met without a producer become the function's inputs,
-the recorded ops become graph ops, and the expression's value is the function's result.
+and the recorded calls become an fx graph of ATen ops that the model frontend
+(emmy.frontend.model) converts, the same converter torch.export's graphs go through.
 Under `meta=True` the tensors are meta tensors, so tracing a large expression allocates
 nothing; otherwise they are real and the eager result is kept as the reference.
 """
@@ -10,24 +11,17 @@ nothing; otherwise they are real and the eager result is kept as the reference.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 
 import torch
+from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
-from xdsl.builder import Builder
-from xdsl.dialects import func
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp, TensorType
-from xdsl.ir import Attribute, Block, Region, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.dialects.builtin import ModuleOp
 
-from emmy.dialects import graph
 from emmy.errors import EmmyError
+from emmy.frontend.model import Converter
 
-DTYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: Float32Type(),
-    torch.float16: Float16Type(),
-    torch.bfloat16: BFloat16Type(),
-}
 FACTORIES = {
     "randn",
     "rand",
@@ -46,15 +40,6 @@ FACTORIES = {
     "randn_like",
     "rand_like",
 }
-ALIASES = {"lift_fresh", "clone", "alias", "detach", "contiguous", "_to_copy"}
-UNARY = {
-    "exp": graph.ExpOp,
-    "tanh": graph.TanhOp,
-    "silu": graph.SiluOp,
-    "relu": graph.ReluOp,
-    "neg": graph.NegOp,
-}
-BINARY = {"add": graph.AddOp, "sub": graph.SubOp, "mul": graph.MulOp, "div": graph.DivOp}
 
 
 @dataclass
@@ -107,86 +92,62 @@ def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     return result, recorder
 
 
-def tensor_type(tensor: torch.Tensor) -> TensorType:
-    if tensor.dtype not in DTYPES:
-        raise EmmyError(f"dtype {tensor.dtype} is not supported (use float32, float16 or bfloat16)")
-    return TensorType(DTYPES[tensor.dtype], list(tensor.shape))
-
-
 def trace(expression: str, *, meta: bool = False) -> Traced:
     """Runs `expression` and records it as `func.func @main` over emmy.graph ops."""
     result, recorder = evaluate(expression, meta)
-    values: dict[int, SSAValue] = {}
-    keep_alive: list[object] = []
+    fx_graph = fx.Graph()
+    nodes: dict[int, fx.Node] = {}
+    keep_alive: list[object] = []  # ids stay unique while the tensors live
     inputs: list[torch.Tensor] = []
-    block = Block()
-    builder = Builder(InsertPoint.at_end(block))
     names: list[str] = []
 
-    def input_value(tensor: torch.Tensor) -> SSAValue:
-        if id(tensor) not in values:
-            arg = block.insert_arg(tensor_type(tensor), len(block.args))
-            values[id(tensor)] = arg
+    def placeholder(tensor: torch.Tensor) -> fx.Node:
+        if id(tensor) not in nodes:
+            node = fx_graph.placeholder(f"in{len(inputs)}")
+            node.meta["val"] = tensor
+            nodes[id(tensor)] = node
             inputs.append(tensor)
             keep_alive.append(tensor)
-        return values[id(tensor)]
+        return nodes[id(tensor)]
 
-    def operand(value: object, like: torch.Tensor) -> SSAValue:
-        if isinstance(value, torch.Tensor):
-            if id(value) in values:
-                return values[id(value)]
-            if value.dim() == 0 and value.device.type == "cpu" and like.device.type == "meta":
-                return builder.insert(
-                    graph.ConstantOp(float(value.item()), DTYPES[like.dtype])
-                ).result
-            return input_value(value)
-        if isinstance(value, (int, float)):
-            return builder.insert(graph.ConstantOp(float(value), DTYPES[like.dtype])).result
-        raise EmmyError(f"unsupported operand {value!r}")
+    def argument(value: object) -> object:
+        if isinstance(value, (list, tuple)):
+            return type(value)(argument(v) for v in value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) in nodes:
+            return nodes[id(value)]
+        if value.dim() == 0 and value.device.type == "cpu" and (meta or value._is_wrapped_number()):
+            return float(value.item())  # a Python scalar torch wrapped as a tensor
+        return placeholder(value)
 
     for op, args, kwargs, out in recorder.calls:
         name = op.__name__.split(".")[0] if hasattr(op, "__name__") else str(op)
-        base = name.rstrip("_") if name.endswith("_") and name not in FACTORIES else name
         names.append(f"aten.{name}")
-        if not isinstance(out, torch.Tensor):
-            raise EmmyError(f"unsupported op aten.{name}: it does not give one tensor")
         keep_alive.append(out)
         if name in FACTORIES:
             # an in-place initialiser of a tensor that is already an input changes nothing
-            if not (name.endswith("_") and args and id(args[0]) in values):
-                input_value(out)
-            values[id(out)] = values[id(args[0]) if id(out) not in values else id(out)]
-            continue
-        if name in ALIASES:
-            values[id(out)] = operand(args[0], out)
+            if name.endswith("_") and args and id(args[0]) in nodes:
+                nodes[id(out)] = nodes[id(args[0])]
+            else:
+                placeholder(out)
             continue
         if name.endswith("_"):
             raise EmmyError(f"in-place op aten.{name} is not supported")
-        values[id(out)] = _graph_op(builder, base, args, kwargs, out, operand)
-    if id(result) not in values:
+        node = fx_graph.call_function(
+            op, argument(args), {k: argument(v) for k, v in kwargs.items()}
+        )
+        node.meta["val"] = out
+        if isinstance(out, torch.Tensor):
+            nodes[id(out)] = node
+            continue
+        for index, item in enumerate(out if isinstance(out, (list, tuple)) else ()):
+            if isinstance(item, torch.Tensor):
+                getter = fx_graph.call_function(operator.getitem, (node, index))
+                getter.meta["val"] = item
+                nodes[id(item)] = getter
+    if id(result) not in nodes:
         raise EmmyError("the expression's result was not computed by any supported op")
-    builder.insert(func.ReturnOp(values[id(result)]))
-    main = func.FuncOp("main", ([a.type for a in block.args], [tensor_type(result)]), Region(block))
-    return Traced(ModuleOp([main]), inputs, result, names)
-
-
-def _graph_op(builder, name, args, kwargs, out, operand) -> SSAValue:
-    out_type = tensor_type(out)
-    if name == "_softmax" or name == "softmax":
-        return builder.insert(graph.SoftmaxOp(operand(args[0], out), int(args[1]), out_type)).result
-    if name in UNARY:
-        return builder.insert(UNARY[name](operand(args[0], out))).result
-    if name == "gelu":
-        approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
-        return builder.insert(graph.GeluOp(operand(args[0], out), approximate)).result
-    if name == "rsub":
-        lhs, rhs = operand(args[1], out), operand(args[0], out)
-        return builder.insert(graph.SubOp(lhs, rhs, out_type)).result
-    if name in BINARY:
-        lhs, rhs = operand(args[0], out), operand(args[1], out)
-        alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
-        if alpha != 1:
-            scale = builder.insert(graph.ConstantOp(float(alpha), out_type.element_type)).result
-            rhs = builder.insert(graph.MulOp(rhs, scale, rhs.type)).result
-        return builder.insert(BINARY[name](lhs, rhs, out_type)).result
-    raise EmmyError(f"unsupported op aten.{name} (shape {list(out.shape)}, {out.dtype})")
+    fx_graph.output((nodes[id(result)],))
+    model = Converter(fx_graph, {}).convert()
+    return Traced(model.module, inputs, result, names)

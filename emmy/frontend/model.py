@@ -23,15 +23,26 @@ import torch
 from torch import fx
 from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from emmy.dialects import graph
 from emmy.errors import EmmyError
-from emmy.frontend.expression import DTYPES, tensor_type
 from emmy.passes.lower_graph import broadcast_kind, collapse_dims
+
+DTYPES: dict[torch.dtype, Attribute] = {
+    torch.float32: Float32Type(),
+    torch.float16: Float16Type(),
+    torch.bfloat16: BFloat16Type(),
+}
+
+
+def tensor_type(tensor: torch.Tensor) -> TensorType:
+    if tensor.dtype not in DTYPES:
+        raise EmmyError(f"dtype {tensor.dtype} is not supported (use float32, float16 or bfloat16)")
+    return TensorType(DTYPES[tensor.dtype], list(tensor.shape))
 
 
 @dataclass
@@ -90,7 +101,7 @@ VIEW_OPS = {
     "aten.chunk.default",
     "aten.unbind.int",
 }
-IDENTITY_OPS = {"aten.dropout.default", "aten.lift_fresh_copy.default"}
+IDENTITY_OPS = {"aten.dropout.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default"}
 #: checks torch.export inserts (before each `.to(...)`) of what shapes already fix
 NO_OPS = {"aten._assert_tensor_metadata.default"}
 COPY_OPS = {
@@ -127,7 +138,13 @@ def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> M
     except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
-    return Converter(exported).convert()
+    state = {**exported.state_dict, **exported.constants}
+    constants = {
+        spec.arg.name: (spec.target, state[spec.target])
+        for spec in exported.graph_signature.input_specs
+        if spec.kind != torch.export.graph_signature.InputKind.USER_INPUT
+    }
+    return Converter(exported.graph, constants, exported.call_spec.out_spec).convert()
 
 
 def _where(node: fx.Node) -> str:
@@ -138,8 +155,18 @@ def _where(node: fx.Node) -> str:
 
 
 class Converter:
-    def __init__(self, exported: torch.export.ExportedProgram) -> None:
-        self.exported = exported
+    """Converts an fx graph of ATen ops: its placeholders are the user's inputs, except
+    those `constants` names (placeholder name → state name and value)."""
+
+    def __init__(
+        self,
+        fx_graph: fx.Graph,
+        constants: dict[str, tuple[str, torch.Tensor]],
+        out_spec: object = None,
+    ) -> None:
+        self.fx_graph = fx_graph
+        self.placeholder_constants = constants
+        self.out_spec = out_spec
         self.block = Block()
         self.builder = Builder(InsertPoint.at_end(self.block))
         self.values: dict[fx.Node, object] = {}
@@ -227,20 +254,18 @@ class Converter:
 
     # -- the walk ------------------------------------------------------------------------
     def convert(self) -> ModelGraph:
-        signature = self.exported.graph_signature
-        kinds = {spec.arg.name: spec for spec in signature.input_specs}
-        state = {**self.exported.state_dict, **self.exported.constants}
-        for node in self.exported.graph.nodes:
+        for node in self.fx_graph.nodes:
             self.node = node
             if node.op == "placeholder":
-                spec = kinds[node.name]
-                if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+                constant = self.placeholder_constants.get(node.name)
+                if constant is None:
+                    # user inputs come first: constants become arguments on first use
                     example = node.meta["val"]
                     arg = self.block.insert_arg(self.type_of(example), len(self.block.args))
                     self.values[node] = View(arg, contiguous_meta(arg.type, example.dtype))
                     self.input_names.append(node.name)
                 else:
-                    self.values[node] = Constant(spec.target, state[spec.target])
+                    self.values[node] = Constant(*constant)
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
@@ -253,10 +278,6 @@ class Converter:
             else:
                 raise self.error(f"unsupported graph node kind {node.op}")
         self.node = None
-        # constants were appended as met; the user's inputs come first in the signature
-        user = len(self.input_names)
-        if any(arg.index >= user for arg in self.block.args[:user]):
-            raise EmmyError("internal: inputs must precede constants")
         ret = self.block.last_op
         assert isinstance(ret, func.ReturnOp)
         main = func.FuncOp(
@@ -269,7 +290,7 @@ class Converter:
             self.input_names,
             self.constants,
             self.output_dtypes,
-            self.exported.call_spec.out_spec,
+            self.out_spec,
         )
 
     def call(self, node: fx.Node) -> object:
@@ -367,6 +388,13 @@ class Converter:
         return View(result.base, result.meta.transpose(dim, rank - 1))
 
 
+def _value(node: fx.Node) -> torch.Tensor:
+    """The node's example tensor: its first, for ops that give several (their others, the
+    statistics saved for a backward pass, have no user in inference)."""
+    value = node.meta["val"]
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
 def _linear(self: Converter, node: fx.Node) -> View:
     x_arg, w_arg = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
@@ -386,7 +414,11 @@ def _linear(self: Converter, node: fx.Node) -> View:
 
 def _matmul(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
-    a, b = node.args[0].meta["val"], node.args[1].meta["val"]
+    return self.result(_matmul_of(self, node.args[0], node.args[1], out), out)
+
+
+def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.Tensor) -> SSAValue:
+    a, b = lhs_arg.meta["val"], rhs_arg.meta["val"]
     if a.dim() < 2 or b.dim() < 2:
         raise self.error("matmul of a vector is not supported")
     if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
@@ -394,14 +426,14 @@ def _matmul(self: Converter, node: fx.Node) -> View:
     if a.dim() == 2 and b.dim() > 2:
         raise self.error("matmul of a matrix by a batch of matrices is not supported")
     # a transposed rhs (k.transpose(-2, -1)) is read in place as A · Bᵀ
-    rhs_view = self.view(self.values[node.args[1]])
+    rhs_view = self.view(self.values[rhs_arg])
     transposed = View(rhs_view.base, rhs_view.meta.transpose(-2, -1))
     if transposed.meta.is_contiguous() and not rhs_view.meta.is_contiguous():
         rhs, transpose_b = self.contiguous(transposed), True
     else:
         rhs, transpose_b = self.contiguous(rhs_view), False
-    lhs = self.operand(node.args[0])
-    return self.result(self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b)), out)
+    lhs = self.operand(lhs_arg)
+    return self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b))
 
 
 def _layer_norm(self: Converter, node: fx.Node) -> View:
@@ -412,7 +444,7 @@ def _layer_norm(self: Converter, node: fx.Node) -> View:
     if len(shape) != 1:
         raise self.error("layer_norm over more than the last dim is not supported")
     x = self.operand(x_arg)
-    example = node.meta["val"]
+    example = _value(node)
     w = self.operand(weight) if weight is not None else self.ones(node, shape[0], example, 1.0)
     b = self.operand(bias) if bias is not None else self.ones(node, shape[0], example, 0.0)
     return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
@@ -497,19 +529,22 @@ def _embedding(self: Converter, node: fx.Node) -> View:
 
 def _attention(self: Converter, node: fx.Node) -> View:
     names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
+
+
+def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     if bound.get("attn_mask") is not None:
         raise self.error("scaled_dot_product_attention with attn_mask is not supported")
     if bound.get("dropout_p", 0.0):
         raise self.error("scaled_dot_product_attention with dropout is not supported")
-    q, k, v = (self.operand(bound[n]) for n in names[:3])
+    q, k, v = (self.operand(bound[n]) for n in ("query", "key", "value"))
     heads, kv_heads = q.type.get_shape()[1], k.type.get_shape()[1]
     if kv_heads != heads and not bound.get("enable_gqa", False):
         raise self.error("k/v with fewer heads than q need enable_gqa=True")
     scale = bound.get("scale")
     if scale is None:
         scale = q.type.get_shape()[-1] ** -0.5
-    out = node.meta["val"]
+    out = _value(node)
     op = graph.AttentionOp(q, k, v, float(scale), bool(bound.get("is_causal", False)))
     return self.result(self.insert(op), out)
 
@@ -525,7 +560,33 @@ def _rope(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
 
 
+def _addmm(self: Converter, node: fx.Node) -> View:
+    """bias + x · w (what F.linear of a 2-d input is below autograd)."""
+    bias, x_arg, w_arg = node.args[:3]
+    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+        raise self.error("addmm with alpha or beta is not supported")
+    out = node.meta["val"]
+    product = _matmul_of(self, x_arg, w_arg, out)
+    return self.result(self.insert(graph.AddOp(product, self.operand(bias), product.type)), out)
+
+
+def _native_layer_norm(self: Converter, node: fx.Node) -> list:
+    """LayerNorm's output; its saved mean and rstd have no user in inference."""
+    return [_layer_norm(self, node), None, None]
+
+
+def _attention_for_cpu(self: Converter, node: fx.Node) -> list:
+    """torch's CPU flash attention (what SDPA is below autograd): the output and its
+    log-sum-exp, which no inference graph reads."""
+    names = ["query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"]
+    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    return [_sdpa(self, node, bound), None]
+
+
 HANDLERS: dict[str, Callable[[Converter, fx.Node], object]] = {
+    "aten.addmm.default": _addmm,
+    "aten.native_layer_norm.default": _native_layer_norm,
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": _attention_for_cpu,
     "aten.linear.default": _linear,
     "aten.matmul.default": _matmul,
     "aten.mm.default": _matmul,

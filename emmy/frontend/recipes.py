@@ -111,17 +111,19 @@ def _load(directory: Path) -> ModuleType:
     return module
 
 
-def build(case: RecipeCase):
+def build(case: RecipeCase, meta: bool = False):
     """The model (random weights from seed 0, in the case's dtype, eval mode) and its
-    example inputs."""
+    example inputs; with `meta`, on the meta device: shapes without values, enough to
+    compile."""
     import torch
 
     from emmy.runtime.convert import STORAGE_DTYPES
 
     recipe = _load(case.directory)
     torch.manual_seed(0)
-    model = recipe.build(case.config).to(STORAGE_DTYPES[case.dtype]).eval()
-    inputs = tuple(recipe.example_inputs(case.config, case.size))
+    with torch.device("meta" if meta else "cpu"):
+        model = recipe.build(case.config).to(STORAGE_DTYPES[case.dtype]).eval()
+        inputs = tuple(recipe.example_inputs(case.config, case.size))
     inputs = tuple(t.to(STORAGE_DTYPES[case.dtype]) if t.is_floating_point() else t for t in inputs)
     return model, inputs
 
@@ -148,7 +150,7 @@ def recipe_graph_text(case: RecipeCase) -> tuple[str, list[str]]:
         return entry["graph"], entry["constants"]
     from emmy.frontend.model import export
 
-    model, inputs = build(case)
+    model, inputs = build(case, meta=True)
     graph = export(model, inputs)
     entry = {"graph": str(graph.module), "constants": list(graph.constants)}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ A file that is not emmy's is never written to: it is inspected before sqlite may
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -282,6 +283,24 @@ class _LazyRows(list):
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+
+def content_stamp(path: Path) -> str:
+    """A short text that changes whenever rows are added, replaced or removed (ids are
+    never reused), read without writing: a compile's program cache keys on it."""
+    import sqlite3
+
+    if not path.exists():
+        return "absent"
+    tables = (Measurement._meta.table_name, GoldenImport._meta.table_name)
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            counts = [
+                db.execute(f"SELECT count(*), max(rowid) FROM {t}").fetchone() for t in tables
+            ]
+    except sqlite3.Error as error:
+        return f"unreadable: {error}"
+    return repr(counts)
 
 
 class TuningDB:

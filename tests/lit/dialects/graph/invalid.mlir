@@ -77,3 +77,147 @@ func.func @rank0(%x : tensor<f32>) -> tensor<f32> {
   func.return %a : tensor<f32>
 }
 // CHECK: graph.softmax needs a tensor of rank 1 or more
+
+// -----
+
+func.func @sigmoid_int(%x : tensor<4xi64>) -> tensor<4xi64> {
+  %a = graph.sigmoid %x : tensor<4xi64> -> tensor<4xi64>
+  func.return %a : tensor<4xi64>
+}
+// CHECK: graph.sigmoid operand must be a tensor of f32, f16 or bf16
+
+// -----
+
+func.func @matmul_contraction(%a : tensor<4x8xf32>, %b : tensor<16x8xf32>) -> tensor<4x8xf32> {
+  %c = graph.matmul %a, %b : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  func.return %c : tensor<4x8xf32>
+}
+// CHECK: graph.matmul contracts 8 columns of lhs with 16 rows of rhs
+
+// -----
+
+func.func @matmul_transposed_contraction(%a : tensor<4x8xf32>, %b : tensor<8x16xf32>) -> tensor<4x8xf32> {
+  %c = graph.matmul %a, %b {transpose_b} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  func.return %c : tensor<4x8xf32>
+}
+// CHECK: graph.matmul contracts 8 columns of lhs with 16 rows of rhs
+
+// -----
+
+func.func @matmul_batch(%a : tensor<2x4x8xf32>, %b : tensor<3x8x16xf32>) -> tensor<2x4x16xf32> {
+  %c = graph.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x16xf32> -> tensor<2x4x16xf32>
+  func.return %c : tensor<2x4x16xf32>
+}
+// CHECK: graph.matmul batch dims [3] of rhs must match lhs's [2]
+
+// -----
+
+func.func @matmul_result(%a : tensor<4x8xf32>, %b : tensor<8x16xf32>) -> tensor<4x8xf32> {
+  %c = graph.matmul %a, %b : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  func.return %c : tensor<4x8xf32>
+}
+// CHECK: graph.matmul result shape [4, 8] should be [4, 16]
+
+// -----
+
+func.func @layer_norm_weight(%x : tensor<4x8xf32>, %w : tensor<4xf32>, %b : tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = graph.layer_norm %x, %w, %b {eps = 1.000000e-05 : f64} : tensor<4x8xf32>, tensor<4xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: graph.layer_norm parameters must be f32[8], not tensor<4xf32>
+
+// -----
+
+func.func @rms_norm_dtype(%x : tensor<4x8xf32>, %w : tensor<8xf16>) -> tensor<4x8xf32> {
+  %y = graph.rms_norm %x, %w {eps = 1.000000e-06 : f64} : tensor<4x8xf32>, tensor<8xf16> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: graph.rms_norm parameters must be f32[8], not tensor<8xf16>
+
+// -----
+
+func.func @reduce_kind(%x : tensor<4x8xf32>) -> tensor<4xf32> {
+  %y = graph.reduce %x {kind = "prod"} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: graph.reduce kind must be sum, mean or max, not 'prod'
+
+// -----
+
+func.func @reduce_shape(%x : tensor<4x8xf32>) -> tensor<8xf32> {
+  %y = graph.reduce %x {kind = "sum"} : tensor<4x8xf32> -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}
+// CHECK: graph.reduce of [4, 8] over the last dim cannot give [8]
+
+// -----
+
+func.func @embedding_ids(%t : tensor<100x16xf32>, %ids : tensor<4xf32>) -> tensor<4x16xf32> {
+  %y = graph.embedding %t, %ids : tensor<100x16xf32>, tensor<4xf32> -> tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
+}
+// CHECK: graph.embedding ids must be a tensor of i32 or i64, not tensor<4xf32>
+
+// -----
+
+func.func @embedding_result(%t : tensor<100x16xf32>, %ids : tensor<4xi64>) -> tensor<4x8xf32> {
+  %y = graph.embedding %t, %ids : tensor<100x16xf32>, tensor<4xi64> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: graph.embedding result should be tensor<4x16xf32>
+
+// -----
+
+func.func @attention_heads(%q : tensor<1x4x8x16xf32>, %k : tensor<1x3x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %o = graph.attention %q, %k, %k {scale = 2.500000e-01 : f64} : tensor<1x4x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x3x8x16xf32> -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+// CHECK: graph.attention k/v [1, 3, 8, 16] do not fit q [1, 4, 8, 16]
+
+// -----
+
+func.func @attention_rank(%q : tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+  %o = graph.attention %q, %q, %q {scale = 2.500000e-01 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+  func.return %o : tensor<4x8x16xf32>
+}
+// CHECK: graph.attention takes q, k, v of rank 4 with k and v alike
+
+// -----
+
+func.func @rope_odd(%x : tensor<1x8x2x15xf32>, %c : tensor<8x7xf32>) -> tensor<1x8x2x15xf32> {
+  %y = graph.rope %x, %c, %c : tensor<1x8x2x15xf32>, tensor<8x7xf32>, tensor<8x7xf32> -> tensor<1x8x2x15xf32>
+  func.return %y : tensor<1x8x2x15xf32>
+}
+// CHECK: graph.rope x must be [batch, seq, heads, dim] with an even dim
+
+// -----
+
+func.func @rope_table(%x : tensor<1x8x2x16xf32>, %c : tensor<8x16xf32>) -> tensor<1x8x2x16xf32> {
+  %y = graph.rope %x, %c, %c : tensor<1x8x2x16xf32>, tensor<8x16xf32>, tensor<8x16xf32> -> tensor<1x8x2x16xf32>
+  func.return %y : tensor<1x8x2x16xf32>
+}
+// CHECK: graph.rope cos and sin must be tensor<8x8xf32>
+
+// -----
+
+func.func @reshape_count(%x : tensor<4x8xf32>) -> tensor<30xf32> {
+  %y = graph.reshape %x : tensor<4x8xf32> -> tensor<30xf32>
+  func.return %y : tensor<30xf32>
+}
+// CHECK: graph.reshape cannot make tensor<30xf32> of tensor<4x8xf32>
+
+// -----
+
+func.func @as_strided_past_end(%x : tensor<4x8xf32>) -> tensor<8x4xf32> {
+  %y = graph.as_strided %x {strides = [1, 8], offset = 1 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+  func.return %y : tensor<8x4xf32>
+}
+// CHECK: graph.as_strided reads element 32 of tensor<4x8xf32>
+
+// -----
+
+func.func @as_strided_rank(%x : tensor<4x8xf32>) -> tensor<8x4xf32> {
+  %y = graph.as_strided %x {strides = [1], offset = 0 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+  func.return %y : tensor<8x4xf32>
+}
+// CHECK: graph.as_strided needs one non-negative stride per result dim

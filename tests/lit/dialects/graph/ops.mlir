@@ -29,3 +29,39 @@ func.func @ops(%x : tensor<4x8xf32>, %row : tensor<8xf32>) -> tensor<4x8xf32> {
   // CHECK-NEXT: graph.softmax %{{.*}} {dim = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
   func.return %y : tensor<4x8xf32>
 }
+
+func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : tensor<64x96xf32>,
+                     %g : tensor<64xf32>, %b : tensor<64xf32>, %table : tensor<100x64xf32>,
+                     %ids : tensor<2x8xi64>, %ids32 : tensor<5xi32>, %q : tensor<2x4x8x16xf32>,
+                     %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>,
+                     %xr : tensor<2x8x4x16xf32>, %cos : tensor<8x8xf32>, %sin : tensor<8x8xf32>) -> tensor<16x64xf32> {
+  %s = graph.sigmoid %x : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+  // CHECK: graph.sigmoid %{{.*}} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+  %mt = graph.matmul %s, %w {transpose_b} : tensor<2x8x64xf32>, tensor<96x64xf32> -> tensor<2x8x96xf32>
+  // CHECK-NEXT: graph.matmul %{{.*}}, %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<96x64xf32> -> tensor<2x8x96xf32>
+  %mk = graph.matmul %s, %wkn : tensor<2x8x64xf32>, tensor<64x96xf32> -> tensor<2x8x96xf32>
+  // CHECK-NEXT: graph.matmul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x96xf32> -> tensor<2x8x96xf32>
+  %ln = graph.layer_norm %x, %g, %b {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  // CHECK-NEXT: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  %rn = graph.rms_norm %ln, %g {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  // CHECK-NEXT: graph.rms_norm %{{.*}}, %{{.*}} {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  %rk = graph.reduce %rn {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %rd = graph.reduce %rn {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %e = graph.embedding %table, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+  // CHECK-NEXT: graph.embedding %{{.*}}, %{{.*}} : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+  %e32 = graph.embedding %table, %ids32 : tensor<100x64xf32>, tensor<5xi32> -> tensor<5x64xf32>
+  // CHECK-NEXT: graph.embedding %{{.*}}, %{{.*}} : tensor<100x64xf32>, tensor<5xi32> -> tensor<5x64xf32>
+  %o = graph.attention %q, %k, %v {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>
+  %o2 = graph.attention %q, %q, %q {scale = 1.000000e+00 : f64} : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64} : tensor<2x4x8x16xf32>
+  %rp = graph.rope %xr, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x8xf32>, tensor<8x8xf32> -> tensor<2x8x4x16xf32>
+  // CHECK-NEXT: graph.rope %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x4x16xf32>, tensor<8x8xf32>, tensor<8x8xf32> -> tensor<2x8x4x16xf32>
+  %t = graph.as_strided %o {strides = [512, 16, 128, 1], offset = 0 : i64} : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  // CHECK-NEXT: graph.as_strided %{{.*}} {strides = [512 : i64, 16 : i64, 128 : i64, 1 : i64], offset = 0 : i64} : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  %y = graph.reshape %x : tensor<2x8x64xf32> -> tensor<16x64xf32>
+  // CHECK-NEXT: graph.reshape %{{.*}} : tensor<2x8x64xf32> -> tensor<16x64xf32>
+  func.return %y : tensor<16x64xf32>
+}

@@ -1,0 +1,104 @@
+// RUN: emmy-opt %s -p lower-graph | filecheck %s
+
+// A Linear: matmul + bias + gelu. The bias add and the gelu read only the product, so the
+// chain becomes the matmul's epilogue and the bias its one extra input, read per row.
+func.func @linear_gelu(%x : tensor<2x8x64xf32>, %w : tensor<64x96xf32>, %b : tensor<96xf32>) -> tensor<2x8x96xf32> {
+  %mm = graph.matmul %x, %w : tensor<2x8x64xf32>, tensor<64x96xf32> -> tensor<2x8x96xf32>
+  %a = graph.add %mm, %b : tensor<2x8x96xf32>, tensor<96xf32> -> tensor<2x8x96xf32>
+  %g = graph.gelu %a : tensor<2x8x96xf32> -> tensor<2x8x96xf32>
+  func.return %g : tensor<2x8x96xf32>
+}
+// CHECK: fork.site @[[MM:matmul_[0-9]+]] "matmul" "batch=1,m=16,n=96,k=64,b_batch=1,b_rows=64,b_cols=96,layout=kn,T=f32,epilogue=gelu((acc + in0)),inputs=row" {
+// CHECK-NOT: fork.site
+// CHECK: func.func @linear_gelu(%[[X:.*]]: tensor<2x8x64xf32>, %[[W:.*]]: tensor<64x96xf32>, %[[B:.*]]: tensor<96xf32>) -> tensor<2x8x96xf32> {
+// CHECK-NEXT: %[[G:.*]] = kernel.call @[[MM]](%[[X]], %[[W]], %[[B]]) : (tensor<2x8x64xf32>, tensor<64x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
+// CHECK-NEXT: func.return %[[G]] : tensor<2x8x96xf32>
+
+// bf16 with B stored [k, n] and k, n multiples of 8: the tensor-core family. Stored [n, k]
+// (transpose_b) it stays on the SIMT family, layout nk. The sum reads both products; it
+// fuses into the first as a full-size input.
+func.func @tensor_cores(%x : tensor<16x64xbf16>, %w : tensor<64x32xbf16>, %wt : tensor<32x64xbf16>) -> tensor<16x32xbf16> {
+  %m = graph.matmul %x, %w : tensor<16x64xbf16>, tensor<64x32xbf16> -> tensor<16x32xbf16>
+  %n = graph.matmul %x, %wt {transpose_b} : tensor<16x64xbf16>, tensor<32x64xbf16> -> tensor<16x32xbf16>
+  %s = graph.add %m, %n : tensor<16x32xbf16>, tensor<16x32xbf16> -> tensor<16x32xbf16>
+  func.return %s : tensor<16x32xbf16>
+}
+// CHECK-DAG: fork.site @[[TC:matmul_tc_[0-9]+]] "matmul_tc" "batch=1,m=16,n=32,k=64,b_batch=1,T=bf16,epilogue=(acc + in0),inputs=full" {
+// CHECK-DAG: fork.site @[[NK:matmul_[0-9]+]] "matmul" "batch=1,m=16,n=32,k=64,b_batch=1,b_rows=32,b_cols=64,layout=nk,T=bf16,epilogue=acc,inputs=" {
+// CHECK: func.func @tensor_cores(
+// CHECK-NEXT: %[[N:.*]] = kernel.call @[[NK]](%{{.*}}, %{{.*}}) : (tensor<16x64xbf16>, tensor<32x64xbf16>) -> tensor<16x32xbf16>
+// CHECK-NEXT: %[[S:.*]] = kernel.call @[[TC]](%{{.*}}, %{{.*}}, %[[N]]) : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
+// CHECK-NEXT: func.return %[[S]]
+
+// k not a multiple of 8: bf16 on the SIMT family.
+func.func @ragged(%x : tensor<16x60xbf16>, %w : tensor<60x32xbf16>) -> tensor<16x32xbf16> {
+  %m = graph.matmul %x, %w : tensor<16x60xbf16>, tensor<60x32xbf16> -> tensor<16x32xbf16>
+  func.return %m : tensor<16x32xbf16>
+}
+// CHECK: fork.site @{{matmul_[0-9]+}} "matmul" "batch=1,m=16,n=32,k=60,b_batch=1,b_rows=60,b_cols=32,layout=kn,T=bf16,epilogue=acc,inputs=" {
+// CHECK: func.func @ragged(
+
+// A batched matmul of two activations: q · kᵀ, k read in place.
+func.func @scores(%q : tensor<2x4x8x16xf32>, %k : tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32> {
+  %s = graph.matmul %q, %k {transpose_b} : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x8xf32>
+  func.return %s : tensor<2x4x8x8xf32>
+}
+// CHECK: fork.site @{{matmul_[0-9]+}} "matmul" "batch=8,m=8,n=8,k=16,b_batch=8,b_rows=8,b_cols=16,layout=nk,T=f32,epilogue=acc,inputs=" {
+// CHECK: func.func @scores(
+
+// An attention block: layer_norm over rows; q [b, s, h, d] permuted to [b, h, s, d] by a
+// strided copy; grouped-query attention (4 query heads over 2 kv heads); the output
+// permuted back, then reshaped, which moves no data and stays.
+func.func @block(%x : tensor<2x8x64xf32>, %g : tensor<64xf32>, %bb : tensor<64xf32>, %q : tensor<2x8x4x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>) -> (tensor<2x8x64xf32>, tensor<16x64xf32>) {
+  %ln = graph.layer_norm %x, %g, %bb {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  %qt = graph.as_strided %q {strides = [512, 16, 64, 1], offset = 0 : i64} : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %o = graph.attention %qt, %k, %v {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>
+  %ot = graph.as_strided %o {strides = [512, 16, 128, 1], offset = 0 : i64} : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  %y = graph.reshape %ot : tensor<2x8x4x16xf32> -> tensor<16x64xf32>
+  func.return %ln, %y : tensor<2x8x64xf32>, tensor<16x64xf32>
+}
+// CHECK-DAG: fork.site @[[LN:layer_norm_[0-9]+]] "layer_norm" "rows=16,cols=64,T=f32,eps=1e-05" {
+// CHECK-DAG: fork.site @[[QT:permute_[0-9]+]] "permute" "size=1024,d0=2,d1=4,d2=8,d3=16,s0=512,s1=16,s2=64,s3=1,offset=0,T=f32" {
+// CHECK-DAG: fork.site @[[ATT:attention_[0-9]+]] "attention" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=yes,scale=0.25" {
+// CHECK-DAG: fork.site @[[OT:permute_[0-9]+]] "permute" "size=1024,d0=2,d1=8,d2=4,d3=16,s0=512,s1=16,s2=128,s3=1,offset=0,T=f32" {
+// CHECK: func.func @block(%[[X:[^:]*]]: tensor<2x8x64xf32>, %[[G:[^:]*]]: tensor<64xf32>, %[[BB:[^:]*]]: tensor<64xf32>, %[[Q:[^:]*]]: tensor<2x8x4x16xf32>, %[[K:[^:]*]]: tensor<2x2x8x16xf32>, %[[V:[^:]*]]: tensor<2x2x8x16xf32>)
+// CHECK-NEXT: %[[LNV:.*]] = kernel.call @[[LN]](%[[X]], %[[G]], %[[BB]])
+// CHECK-NEXT: %[[QTV:.*]] = kernel.call @[[QT]](%[[Q]]) : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+// CHECK-NEXT: %[[O:.*]] = kernel.call @[[ATT]](%[[QTV]], %[[K]], %[[V]])
+// CHECK-NEXT: %[[OTV:.*]] = kernel.call @[[OT]](%[[O]]) : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = graph.reshape %[[OTV]] : tensor<2x8x4x16xf32> -> tensor<16x64xf32>
+// CHECK-NEXT: func.return %[[LNV]], %[[Y]] : tensor<2x8x64xf32>, tensor<16x64xf32>
+
+// Strided copies: dims of size 1 drop, and a dim that continues the one before merges
+// with it ([4, 5] of strides [5, 1] reads as [20] of stride 1); fewer than 4 dims are
+// padded in front with size 1, stride 0. A slice reads from an offset (here rows 2..3 of
+// each 4x5 matrix: 10 elements in a row, so two dims).
+func.func @strided(%x : tensor<2x3x4x5xf32>, %y : tensor<1x6x4xf32>) -> (tensor<3x2x4x5xf32>, tensor<1x4x1x6xf32>, tensor<2x3x2x5xf32>) {
+  %a = graph.as_strided %x {strides = [20, 60, 5, 1], offset = 0 : i64} : tensor<2x3x4x5xf32> -> tensor<3x2x4x5xf32>
+  %b = graph.as_strided %y {strides = [24, 1, 7, 4], offset = 0 : i64} : tensor<1x6x4xf32> -> tensor<1x4x1x6xf32>
+  %c = graph.as_strided %x {strides = [60, 20, 5, 1], offset = 10 : i64} : tensor<2x3x4x5xf32> -> tensor<2x3x2x5xf32>
+  func.return %a, %b, %c : tensor<3x2x4x5xf32>, tensor<1x4x1x6xf32>, tensor<2x3x2x5xf32>
+}
+// CHECK-DAG: "permute" "size=120,d0=1,d1=3,d2=2,d3=20,s0=0,s1=20,s2=60,s3=1,offset=0,T=f32"
+// CHECK-DAG: "permute" "size=24,d0=1,d1=1,d2=4,d3=6,s0=0,s1=0,s2=1,s3=4,offset=0,T=f32"
+// CHECK-DAG: "permute" "size=120,d0=1,d1=1,d2=6,d3=10,s0=0,s1=0,s2=20,s3=1,offset=10,T=f32"
+// CHECK: func.func @strided(
+
+// The other row families: rms_norm, reductions (keepdim or not), embedding, rope.
+func.func @rows(%x : tensor<2x8x64xf16>, %w : tensor<64xf16>, %t : tensor<100x64xf16>, %ids : tensor<2x8xi32>, %r : tensor<2x8x4x16xf16>, %cos : tensor<8x8xf16>, %sin : tensor<8x8xf16>) -> (tensor<2x8x64xf16>, tensor<2x8x1xf16>, tensor<2x8xf16>, tensor<2x8x64xf16>, tensor<2x8x4x16xf16>) {
+  %n = graph.rms_norm %x, %w {eps = 1.000000e-06 : f64} : tensor<2x8x64xf16>, tensor<64xf16> -> tensor<2x8x64xf16>
+  %s = graph.reduce %x {kind = "mean"} : tensor<2x8x64xf16> -> tensor<2x8x1xf16>
+  %m = graph.reduce %x {kind = "max"} : tensor<2x8x64xf16> -> tensor<2x8xf16>
+  %e = graph.embedding %t, %ids : tensor<100x64xf16>, tensor<2x8xi32> -> tensor<2x8x64xf16>
+  %p = graph.rope %r, %cos, %sin : tensor<2x8x4x16xf16>, tensor<8x8xf16>, tensor<8x8xf16> -> tensor<2x8x4x16xf16>
+  func.return %n, %s, %m, %e, %p : tensor<2x8x64xf16>, tensor<2x8x1xf16>, tensor<2x8xf16>, tensor<2x8x64xf16>, tensor<2x8x4x16xf16>
+}
+// CHECK-DAG: fork.site @{{rms_norm_[0-9]+}} "rms_norm" "rows=16,cols=64,T=f16,eps=1e-06" {
+// CHECK-DAG: fork.site @{{reduce_rows_[0-9]+}} "reduce_rows" "rows=16,cols=64,T=f16,op=mean" {
+// CHECK-DAG: fork.site @{{reduce_rows_[0-9]+}} "reduce_rows" "rows=16,cols=64,T=f16,op=max" {
+// CHECK-DAG: fork.site @[[EMB:embedding_[0-9]+]] "embedding" "tokens=16,vocab=100,dim=64,T=f16,I=i32" {
+// CHECK-DAG: fork.site @{{rope_[0-9]+}} "rope" "tokens=16,seq=8,heads=4,dim=16,half=8,T=f16" {
+// CHECK: func.func @rows(%{{[^:]*}}: tensor<2x8x64xf16>, %{{[^:]*}}: tensor<64xf16>, %[[T:[^:]*]]: tensor<100x64xf16>, %[[IDS:[^:]*]]: tensor<2x8xi32>
+// The embedding takes the ids first, then the table.
+// CHECK: kernel.call @[[EMB]](%[[IDS]], %[[T]]) : (tensor<2x8xi32>, tensor<100x64xf16>) -> tensor<2x8x64xf16>
+// CHECK-NOT: graph.

@@ -1,0 +1,394 @@
+"""The model frontend end to end: torch modules exported, compiled and run on the emulator,
+against torch eager. Each compile costs a torch.export and a g++ run, so each test groups
+several ops into one module."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import emmy
+from emmy.errors import EmmyError
+from emmy.frontend.ops import rope
+from emmy.runtime.emu import EmuDevice
+
+F32 = {"atol": 1e-4, "rtol": 1e-4}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def compile_emu(module: nn.Module, *inputs: torch.Tensor):
+    return emmy.compile(module, *inputs, device=EmuDevice())
+
+
+def check(module: nn.Module, *inputs: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4):
+    """Compiles at `inputs`, then runs on fresh inputs of the same shapes and dtypes (so
+    nothing of the examples is baked in) and compares with eager."""
+    module = module.eval()
+    compiled = compile_emu(module, *inputs)
+    fresh = [fresh_like(t) for t in inputs]
+    with torch.no_grad():
+        expected = module(*fresh)
+    actual = compiled(*fresh)
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+    return compiled
+
+
+def fresh_like(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.dtype in (torch.int64, torch.int32):
+        return tensor.flip(-1).clone()
+    return torch.randn_like(tensor)
+
+
+def families(program) -> list[str]:
+    return sorted(call.kernel.rsplit("_", 1)[0] for call in program.calls)
+
+
+# -- elementwise ------------------------------------------------------------------------
+
+
+class Broadcasts(nn.Module):
+    def forward(self, x, row, col, scalar, mid):
+        # x [2, 3, 16]; row [16]; col [2, 3, 1]; scalar [1]; mid [2, 1, 16]
+        chain = (x + row) * col - scalar / (1.0 - torch.sigmoid(x)) + 0.5 * torch.tanh(col)
+        return chain, x * mid
+
+
+def test_broadcast_row_column_scalar():
+    inputs = (
+        torch.randn(2, 3, 16),
+        torch.randn(16),
+        torch.randn(2, 3, 1),
+        torch.randn(1),
+        torch.randn(2, 1, 16),
+    )
+    program = check(Broadcasts(), *inputs).program
+    # the chain is one kernel reading row, col and scalar in place; mid broadcasts over
+    # a middle dim, which no elementwise kernel reads in place: it is expanded by a copy
+    assert families(program) == ["elementwise", "elementwise", "permute"]
+    assert "inputs=full/row/col/scalar" in program.ir
+
+
+class NonContiguous(nn.Module):
+    def forward(self, x, y, z):
+        # x [8, 12] read transposed; z [2, 3, 4] permuted and made contiguous
+        a = torch.relu(x.t()) + y
+        b = z.permute(2, 0, 1).contiguous() * 2.0
+        return a, b
+
+
+def test_non_contiguous_views_are_materialised():
+    inputs = (torch.randn(8, 12), torch.randn(12, 8), torch.randn(2, 3, 4))
+    compiled = check(NonContiguous(), *inputs)
+    assert families(compiled.program).count("permute") == 2
+    # an input that is itself a non-contiguous view runs like its contiguous copy
+    x = torch.randn(12, 8).t()
+    assert not x.is_contiguous()
+    expected = NonContiguous()(x, inputs[1], inputs[2])
+    torch.testing.assert_close(compiled(x, inputs[1], inputs[2]), expected, **F32)
+
+
+# -- reductions -------------------------------------------------------------------------
+
+
+class Reductions(nn.Module):
+    def forward(self, x):
+        # x [3, 5, 7]; a tuple of seven results
+        return (
+            x.sum(dim=1, keepdim=True),
+            x.mean(dim=0),
+            x.amax(dim=1),
+            x.amax(dim=-1, keepdim=True),
+            torch.softmax(x, dim=1),
+            x.sum(-1) + x.mean(-1),
+            x - x.mean(dim=1, keepdim=True),
+        )
+
+
+def test_reductions_and_softmax_over_any_dim():
+    program = check(Reductions(), torch.randn(3, 5, 7)).program
+    assert "reduce_rows" in families(program)
+    assert "softmax" in families(program)
+
+
+# -- embedding --------------------------------------------------------------------------
+
+
+class Embeddings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(50, 16)
+
+    def forward(self, ids64, ids32):
+        return self.table(ids64) * 2.0, self.table(ids32)
+
+
+def test_embedding_int64_and_int32_ids():
+    ids64 = torch.randint(0, 50, (2, 5), dtype=torch.int64)
+    ids32 = torch.randint(0, 50, (7,), dtype=torch.int32)
+    program = check(Embeddings(), ids64, ids32).program
+    assert families(program).count("embedding") == 2
+
+
+# -- matmuls ----------------------------------------------------------------------------
+
+
+class Linears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(16, 32)
+        self.down = nn.Linear(32, 8, bias=False)
+
+    def forward(self, x, w):
+        # a Linear's weight is a constant; F.linear of an activation reads it as [n, k]
+        return self.down(F.silu(self.up(x))), F.linear(x, w)
+
+
+def test_linear_with_and_without_bias():
+    program = check(Linears(), torch.randn(2, 3, 16), torch.randn(24, 16)).program
+    assert families(program) == ["matmul", "matmul", "matmul"]
+
+
+class ActivationMatmuls(nn.Module):
+    def forward(self, q, k, v, a, b):
+        # [2, 3, 5, 6]: k read in place as Bᵀ, the scale fused as the matmul's epilogue
+        scores = (q @ k.transpose(-2, -1)) * 0.125
+        return scores.softmax(-1) @ v, torch.bmm(a, b), a @ b[0]
+
+
+def test_matmul_of_two_activations():
+    inputs = (
+        torch.randn(2, 3, 5, 8),
+        torch.randn(2, 3, 6, 8),
+        torch.randn(2, 3, 6, 4),
+        torch.randn(2, 5, 8),
+        torch.randn(2, 8, 7),
+    )
+    program = check(ActivationMatmuls(), *inputs).program
+    # kᵀ costs no copy: the matmul reads k as B stored [n, k]
+    assert "b_batch=6,b_rows=6,b_cols=8,layout=nk,T=f32,epilogue=(acc * 0.125)" in program.ir
+    # b[0] does: a kernel reads its operands from the start of a buffer
+    assert families(program).count("permute") == 1
+
+
+# -- attention --------------------------------------------------------------------------
+
+
+class Attentions(nn.Module):
+    def forward(self, q, k, v, kg, vg):
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        full = F.scaled_dot_product_attention(q, k[:, :, :5], v[:, :, :5], scale=0.3)
+        grouped = F.scaled_dot_product_attention(q, kg, vg, is_causal=True, enable_gqa=True)
+        return causal, full, grouped
+
+
+def test_sdpa_causal_full_and_grouped_query():
+    inputs = (
+        torch.randn(2, 4, 6, 8),
+        torch.randn(2, 4, 6, 8),
+        torch.randn(2, 4, 6, 8),
+        torch.randn(2, 2, 6, 8),
+        torch.randn(2, 2, 6, 8),
+    )
+    program = check(Attentions(), *inputs).program
+    assert families(program).count("attention") == 3
+
+
+# -- norms and rope ---------------------------------------------------------------------
+
+
+class Norms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.rms = nn.RMSNorm(16, eps=1e-6)
+        self.rms_default = nn.RMSNorm(16)
+        with torch.no_grad():
+            for norm in (self.ln, self.rms, self.rms_default):
+                norm.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x, r, cos, sin):
+        plain = F.layer_norm(x, (16,))
+        return plain, self.ln(x), self.rms(x), self.rms_default(x * 3.0), rope(r, cos, sin)
+
+
+def test_norms_and_rope():
+    inputs = (torch.randn(2, 4, 16), torch.randn(2, 4, 3, 8), torch.randn(4, 4), torch.randn(4, 4))
+    program = check(Norms(), *inputs).program
+    found = families(program)
+    assert found.count("layer_norm") == 2 and found.count("rms_norm") == 2
+    assert "rope" in found
+
+
+# -- views ------------------------------------------------------------------------------
+
+
+class Slices(nn.Module):
+    def forward(self, x):
+        # x [4, 12]
+        a, b, c = x.split(4, dim=-1)
+        top, bottom = x.chunk(2, dim=0)
+        # `.to` and `.float()` that keep the dtype are no-ops
+        return a * b + c, top - bottom, x[:, 2:6] * x[:, ::3], x[1].to(torch.float32) + x[2].float()
+
+
+def test_slices_split_and_chunk():
+    check(Slices(), torch.randn(4, 12))
+
+
+# -- bf16 -------------------------------------------------------------------------------
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int = 32, hidden: int = 64):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, hidden)
+        self.down = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+def test_bf16_mlp_on_tensor_cores():
+    model = Mlp().to(torch.bfloat16)
+    program = check(
+        model, torch.randn(2, 8, 32, dtype=torch.bfloat16), atol=3e-2, rtol=3e-2
+    ).program
+    assert families(program).count("matmul_tc") == 2
+
+
+# -- the torch.compile backend ----------------------------------------------------------
+
+
+def test_torch_compile_backend(monkeypatch):
+    import emmy.api
+
+    compiled_graphs = []
+    real_compile = emmy.api.compile
+
+    def recording_compile(graph_module, *inputs, **kwargs):
+        compiled_graphs.append(graph_module)
+        return real_compile(graph_module, *inputs, device=EmuDevice())
+
+    monkeypatch.setattr(emmy.api, "compile", recording_compile)
+    torch._dynamo.reset()
+    model = Mlp(16, 32).eval()
+    x = torch.randn(4, 16)
+    compiled = torch.compile(model, backend="emmy")
+    with torch.no_grad():
+        expected = model(x)
+        actual = compiled(x)
+    torch.testing.assert_close(actual, expected, **F32)
+    assert len(compiled_graphs) == 1
+    torch._dynamo.reset()
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+class Chain(nn.Module):
+    def forward(self, x):
+        for _ in range(4):
+            x = torch.softmax(x * 2.0, dim=-1)
+        return x
+
+
+def test_arena_reuses_dead_temporaries():
+    program = check(Chain(), torch.randn(8, 64)).program
+    memory = program.memory()
+    assert len(program.temporaries) >= 3
+    assert 0 < memory["arena"] < memory["temporaries_unshared"]
+
+
+# -- what is not supported --------------------------------------------------------------
+
+
+class Masked(nn.Module):
+    def forward(self, q, mask):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+class Cumsum(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=-1)
+
+
+class ToHalf(nn.Module):
+    def forward(self, x):
+        return (x * 2.0).to(torch.float16)
+
+
+class IntegerArithmetic(nn.Module):
+    def forward(self, ids):
+        return ids * ids
+
+
+class SlicedIds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        return self.table(ids[:, 1:])
+
+
+class Attention3d(nn.Module):
+    def forward(self, q):
+        return F.scaled_dot_product_attention(q, q, q)
+
+
+class Permute5d(nn.Module):
+    def forward(self, x):
+        return x.permute(4, 2, 0, 3, 1).contiguous() * 2.0
+
+
+IDS = torch.arange(6).reshape(2, 3)
+UNSUPPORTED = [
+    pytest.param(
+        Masked(),
+        (torch.randn(1, 2, 4, 8), torch.zeros(4, 4)),
+        ["attn_mask", "node scaled_dot_product_attention"],
+        id="sdpa-attn-mask",
+    ),
+    pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
+    pytest.param(
+        ToHalf(),
+        (torch.randn(4, 8),),
+        ["aten.to.dtype", "torch.float32 -> torch.float16", "node to "],
+        id="to-dtype",
+    ),
+    pytest.param(
+        IntegerArithmetic(), (IDS,), ["graph.mul", "i64", "node mul "], id="integer-arithmetic"
+    ),
+    pytest.param(SlicedIds(), (IDS,), ["torch.int64 indices", "node embedding"], id="sliced-ids"),
+    pytest.param(
+        Attention3d(),
+        (torch.randn(2, 3, 8),),
+        ["graph.attention", "rank 4", "node scaled_dot_product_attention"],
+        id="sdpa-rank-3",
+    ),
+    pytest.param(
+        Permute5d(), (torch.randn(2, 3, 2, 3, 2),), ["5 dims", "node contiguous"], id="permute-5d"
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "inputs", "words"), UNSUPPORTED)
+def test_unsupported_fails_before_any_kernel(monkeypatch, module, inputs, words):
+    def no_kernels(*args, **kwargs):
+        raise AssertionError("a kernel was built for an unsupported model")
+
+    monkeypatch.setattr("emmy.api.compile_graph", no_kernels)
+    with pytest.raises(EmmyError) as error:
+        compile_emu(module, *inputs)
+    message = str(error.value)
+    assert "\n" not in message, message
+    for word in words:
+        assert word in message, message
