@@ -1,6 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    lower-graph → resolve-forks → specialize-forks → emit-cuda → NVRTC (for a GPU target)
+    recognise-attention → lower-graph → resolve-forks → specialize-forks → emit-cuda
+    → NVRTC (for a GPU target)
 
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
@@ -23,6 +24,7 @@ from emmy.dialects import fork, graph, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.lower_graph import LowerGraph
+from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
 from emmy.program import (
@@ -161,7 +163,7 @@ def compile_graph(
     start = time.perf_counter()
     ctx = Context()
     resolve = ResolveForks(pin=pins, target=target, oracles=oracles, db=db, golden=golden)
-    for compile_pass in (LowerGraph(), resolve, SpecializeForks()):
+    for compile_pass in (RecogniseAttention(), LowerGraph(), resolve, SpecializeForks()):
         compile_pass.apply(ctx, module)
     module.verify()
     cuda: CudaProgram = emit_module(module)

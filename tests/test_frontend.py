@@ -187,6 +187,19 @@ class Attentions(nn.Module):
         return causal, full, grouped
 
 
+class WrittenOutAttention(nn.Module):
+    def forward(self, q, k, v):
+        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        return torch.softmax(scores, dim=-1) @ v
+
+
+def test_attention_written_as_matmuls_becomes_one_fused_kernel():
+    q, k, v = torch.randn(2, 3, 9, 16), torch.randn(2, 3, 11, 16), torch.randn(2, 3, 11, 16)
+    program = check(WrittenOutAttention(), q, k, v).program
+    assert families(program) == ["attention"]
+    assert "scale=0.25" in program.kernels[program.calls[0].kernel].key
+
+
 def test_sdpa_causal_full_and_grouped_query():
     inputs = (
         torch.randn(2, 4, 6, 8),

@@ -1,0 +1,90 @@
+"""recognise-attention: `softmax(q · kᵀ · scale) · v` written out as two matmuls and a
+softmax becomes one `graph.attention`, which the library runs as a fused kernel.
+
+    %s = graph.matmul %q, %k {transpose_b} ...      // [b, h, n, d] x [b, h, m, d]
+    %t = graph.mul %s, %c ...                       // optional: a constant scale (or div)
+    %p = graph.softmax %t {dim = -1} ...
+    %o = graph.matmul %p, %v ...                    // [b, h, n, m] x [b, h, m, d]
+  →
+    %o = graph.attention %q, %k, %v {scale = c}
+
+Only where the scores and probabilities have no other use (nothing else reads the
+[n, m] matrices) and q, k, v are batched like attention's [batch, heads, len, dim].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from emmy.dialects import graph
+
+
+def _only_use(value: SSAValue, kind: type[Operation]) -> Operation | None:
+    """The producer of `value` if it is a `kind` whose result nothing else reads."""
+    producer = value.owner
+    if isinstance(producer, kind) and value.has_one_use():
+        return producer
+    return None
+
+
+def _scale_of(op: Operation) -> float | None:
+    """The constant factor a graph.mul or graph.div by a scalar constant applies."""
+    if not isinstance(op, (graph.MulOp, graph.DivOp)):
+        return None
+    constant = op.rhs.owner
+    if not isinstance(constant, graph.ConstantOp):
+        return None
+    value = float(constant.value.value.data)
+    if isinstance(op, graph.DivOp):
+        return None if value == 0 else 1.0 / value
+    return value
+
+
+class AttentionFromMatmuls(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.MatmulOp, rewriter: PatternRewriter) -> None:
+        if op.transpose_b is not None:
+            return
+        softmax = _only_use(op.lhs, graph.SoftmaxOp)
+        if softmax is None or softmax.dim.value.data not in (-1, len(op.lhs.type.get_shape()) - 1):
+            return
+        scores, scale = softmax.input, 1.0
+        scaling = scores.owner if scores.has_one_use() else None
+        factor = _scale_of(scaling) if scaling is not None else None
+        if factor is not None:
+            scores, scale = scaling.lhs, factor
+        product = _only_use(scores, graph.MatmulOp)
+        if product is None or product.transpose_b is None:
+            return
+        q, k, v = product.lhs, product.rhs, op.rhs
+        shapes = [tuple(x.type.get_shape()) for x in (q, k, v)]
+        if (
+            any(len(s) != 4 for s in shapes)
+            or shapes[1] != shapes[2]
+            or shapes[0][:2] != shapes[1][:2]
+        ):
+            return
+        attention = graph.AttentionOp(q, k, v, scale, causal=False)
+        dead = [softmax, *([scaling] if factor is not None else []), product]
+        rewriter.replace(op, attention)
+        for victim in dead:
+            rewriter.erase(victim)
+
+
+@dataclass(frozen=True)
+class RecogniseAttention(ModulePass):
+    name = "recognise-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(AttentionFromMatmuls(), apply_recursively=False).rewrite_module(op)
