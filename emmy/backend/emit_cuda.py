@@ -376,7 +376,11 @@ class KernelPrinter:
         bounds = [fold(v) for v in (op.lower, op.upper, op.step)]
         if width == 1 and None not in bounds and bounds[2] > 0:
             trips = -(-(bounds[1] - bounds[0]) // bounds[2])
-            if trips <= 32:  # short constant loops unroll, so local arrays live in registers
+            # short constant loops unroll, so local arrays live in registers; a loop over
+            # tiles (one with a barrier) stays a loop: unrolled, it multiplies the code and
+            # the compile time for nothing
+            tiled = any(isinstance(inner, kernel.BarrierOp) for inner in op.body.walk())
+            if trips <= 32 and not tiled:
                 self.line("#pragma unroll")
         self.line(
             f"for (int {start} = {self.value(op.lower)}; {start} < {self.value(op.upper)}; "
