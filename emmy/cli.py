@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from emmy.errors import EmmyError
+from emmy.search.dataset_cli import add_db_commands
 
 EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
 
@@ -95,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure every valid value of a fork over the pick (repeatable), or every config",
     )
     bench.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure N valid configs drawn at random (the same N for the same site)",
+    )
+    bench.add_argument(
         "--max-rows", type=int, default=32, metavar="N", help="rows per site besides the pick (32)"
     )
     bench.add_argument(
@@ -132,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     promote_cmd.add_argument("--key", help="only this problem key")
     promote_cmd.add_argument("--db", metavar="PATH", default="", help="tuning database to read")
     promote_cmd.set_defaults(handler=cmd_golden_promote)
+    add_db_commands(commands)
     return parser
 
 
@@ -480,6 +489,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         pins={n: v for n, v in bench_pins.items() if len(v) > 1},
         sweep=args.sweep,
+        sample=args.sample,
         max_rows=args.max_rows,
         force=args.force,
     )

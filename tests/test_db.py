@@ -57,7 +57,7 @@ def db(tmp_path):
 
 
 def test_constants():
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
     assert STATUSES == (
         "ok",
         "compile_error",
@@ -244,7 +244,7 @@ def test_wal_mode(db):
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     other.close()
     meta = dict(db.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-    assert meta == {"application": "emmy", "schema_version": "1"}
+    assert meta == {"application": "emmy", "schema_version": "2"}
     assert db.integrity_check() == "ok"
 
 
@@ -404,7 +404,7 @@ def test_a_newer_database_is_refused_and_untouched(tmp_path):
     content = path.read_bytes()
     with pytest.raises(EmmyError) as e:
         TuningDB(path)
-    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 1)"
+    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 2)"
     assert path.read_bytes() == content
 
 
@@ -416,12 +416,12 @@ def test_an_older_database_is_migrated_in_one_transaction(tmp_path, monkeypatch)
     path = tmp_path / "t.db"
     with TuningDB(path) as d:
         d.add([row()])
-    # pretend this emmy is one schema ahead, with the step from 1
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {1: _add_note_column})
+    # pretend this emmy is one schema ahead, with the step from 2
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: _add_note_column})
     with TuningDB(path) as d:
         meta = dict(d.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-        assert meta["schema_version"] == "2"
+        assert meta["schema_version"] == "3"
         assert d.database.execute_sql("SELECT note FROM measurements").fetchall() == [("migrated",)]
         assert d.count() == 1
 
@@ -435,16 +435,16 @@ def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
         _add_note_column(database)
         raise EmmyError("step failed")
 
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {1: half_then_fail})
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: half_then_fail})
     with pytest.raises(EmmyError, match="step failed"):
         TuningDB(path)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {1: _add_note_column})
-    with pytest.raises(EmmyError, match="schema 2 is too old: this emmy has no migration"):
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: _add_note_column})
+    with pytest.raises(EmmyError, match="schema 3 is too old: this emmy has no migration"):
         TuningDB(path)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM emmy_meta WHERE key = 'schema_version'").fetchone() == (
-        "1",
+        "2",
     )
     columns = [c[1] for c in conn.execute("PRAGMA table_info(measurements)")]
     assert "note" not in columns

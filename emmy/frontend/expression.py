@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from xdsl.dialects.builtin import ModuleOp
 
 from emmy.errors import EmmyError
@@ -71,6 +72,31 @@ if _raw_dispatch is not None:
     _raw_dispatch.__dynamo_disable = _raw_dispatch
 
 
+class _WholeOps(TorchFunctionMode):
+    """Records the functions below as one ATen op each, as torch.export keeps them: below
+    autograd they decompose into pieces (SDPA on meta tensors into its math form) that
+    no longer read as the op."""
+
+    WHOLE = {
+        torch.nn.functional.scaled_dot_product_attention: "scaled_dot_product_attention",
+        torch.nn.functional.rms_norm: "rms_norm",
+    }
+
+    def __init__(self, recorder: _Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = self.WHOLE.get(func)
+        if name is None:
+            return func(*args, **kwargs)
+        with _disable_current_modes():
+            out = func(*args, **kwargs)
+        self.recorder.calls.append((getattr(torch.ops.aten, name).default, args, kwargs, out))
+        return out
+
+
 def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math}
     recorder = _Recorder()
@@ -81,7 +107,8 @@ def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
             f"bad expression: {error.msg} at column {error.offset}: {expression}"
         ) from None
     try:
-        with torch.device("meta" if meta else "cpu"), recorder, torch.no_grad():
+        device = torch.device("meta" if meta else "cpu")
+        with device, recorder, _WholeOps(recorder), torch.no_grad():
             result = eval(code, namespace)  # the user's own expression, like python -c
     except EmmyError:
         raise

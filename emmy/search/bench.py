@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import random
 import statistics
 import sys
 import time
@@ -51,6 +52,7 @@ class BenchOptions:
     pins: dict[str, list[int | str]] = field(default_factory=dict)
     sweep: list[str] = field(default_factory=list)  # fork names, or ["all"]
     max_rows: int = 32
+    sample: int = 0  # random valid configs besides the pick, the same for the same key
     force: bool = False
     warmup: int = 1
     repetitions: int = 11
@@ -91,7 +93,8 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
 
     Pinned values and sweeps vary one fork at a time around the declared default (with the
     user's single-valued pins), not around the pick: the pick moves as rows are recorded,
-    and the same bench run twice must ask for the same rows."""
+    and the same bench run twice must ask for the same rows. `--sample N` adds N valid
+    configs drawn at random with a seed of the site (a dataset's unbiased columns)."""
     decl = family(work.family)
     key = parse_key(work.key)
     valid = list(valid_configs(decl, key))
@@ -114,6 +117,10 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
             if name not in forks:
                 continue  # a fork of another site's family
             wanted += [c for c in valid if all(c[n] == base[n] for n in forks - {name})]
+    if options.sample:
+        # seeded by the site, so the same bench asks for the same rows on every machine
+        seed = int(hashlib.sha256(f"{work.family}\0{work.key}".encode()).hexdigest()[:8], 16)
+        wanted += random.Random(seed).sample(valid, min(options.sample, len(valid)))
     unique: dict[str, dict] = {}
     for config in wanted:
         unique.setdefault(canonical_config(config), config)

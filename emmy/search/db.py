@@ -2,7 +2,9 @@
 
 A bench writes rows (its own pick, forced rows and failures); a compile reads the best clean
 row of a site, golden rows (imported from golden files) included. The dataset database of
-`emmy db` uses these same tables in another file.
+`emmy db` uses these same tables in another file, and two more (`sources`, `row_sources`)
+that say which imported file (freeze, golden file or tuning database) each of its rows came
+from; a tuning database leaves them empty.
 
 Several processes may use one file at once: the database runs in WAL mode, every write is one
 `BEGIN IMMEDIATE` transaction (so writers queue on the busy timeout instead of failing on a
@@ -31,7 +33,7 @@ import emmy
 from emmy.errors import EmmyError
 from emmy.paths import cache_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
 ORIGINS = ("pick", "forced", "golden")
 APPLICATION = "emmy"
@@ -162,12 +164,49 @@ class GoldenImport(peewee.Model):
         table_name = "golden_imports"
 
 
-MODELS: tuple[type[peewee.Model], ...] = (Measurement, EmmyMeta, GoldenImport)
+class Source(peewee.Model):
+    """A file `emmy db import` read into a dataset database, known by the sha256 of its
+    content, so importing the same content again is one lookup."""
+
+    id = _AutoIncrementField()
+    sha256 = peewee.TextField(unique=True)
+    kind = peewee.TextField()  # one of SOURCE_KINDS
+    path = peewee.TextField()  # as it was named to `emmy db import`
+    rows = peewee.IntegerField()  # the rows it held
+    added = peewee.IntegerField()  # of them, the ones new to the database
+    imported = peewee.FloatField()
+
+    class Meta:
+        table_name = "sources"
+
+
+class RowSource(peewee.Model):
+    """Row `measurement` was in source `source` (a row found in several has several links)."""
+
+    measurement = peewee.IntegerField()
+    source = peewee.IntegerField()
+
+    class Meta:
+        table_name = "row_sources"
+        primary_key = peewee.CompositeKey("measurement", "source")
+        indexes = ((("source",), False),)
+
+
+SOURCE_KINDS = ("freeze", "golden", "db")
+
+MODELS: tuple[type[peewee.Model], ...] = (Measurement, EmmyMeta, GoldenImport, Source, RowSource)
+
+
+def _add_sources(database: peewee.SqliteDatabase) -> None:
+    """1 -> 2: the provenance tables of a dataset database."""
+    with database.bind_ctx((Source, RowSource)):
+        database.create_tables((Source, RowSource))
+
 
 #: from_version -> the step that brings a database from that version to the next; each open
 #: runs the steps it needs in one transaction with the version bump, so an upgrade is all or
-#: nothing. Empty while there has only been one schema.
-MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {}
+#: nothing.
+MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {1: _add_sources}
 
 _COLUMNS = (
     "id", "device", "regime", "regime_words", "compiler", "emmy_version", "family", "key",
@@ -249,6 +288,35 @@ def _problem(row: Row) -> str | None:
 # --- the database ------------------------------------------------------------------------
 
 
+def _check_meta(path: Path, sql: Callable[[str], list[tuple]]) -> dict[str, str] | None:
+    """emmy_meta's pairs of the file at `path`, read with `sql`; None when it has no tables;
+    EmmyError when it is someone else's or a newer emmy's."""
+    names = {r[0] for r in sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not names:
+        return None
+    if EmmyMeta._meta.table_name not in names:
+        shown = ", ".join(sorted(names)[:5])
+        raise EmmyError(
+            f"{path}: not an emmy tuning database (someone else's SQLite database,"
+            f" with tables {shown}); emmy leaves it untouched"
+        )
+    meta = dict(sql("SELECT key, value FROM emmy_meta"))
+    if meta.get("application") != APPLICATION:
+        raise EmmyError(
+            f"{path}: not an emmy tuning database (someone else's SQLite database:"
+            f" application {meta.get('application')!r}); emmy leaves it untouched"
+        )
+    version = meta.get("schema_version", "")
+    if not version.isdigit():
+        raise EmmyError(f"{path}: emmy_meta has no valid schema_version ({version!r})")
+    if int(version) > SCHEMA_VERSION:
+        raise EmmyError(
+            f"{path}: made by a newer emmy (schema {version},"
+            f" this emmy reads up to {SCHEMA_VERSION})"
+        )
+    return meta
+
+
 @contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
     """Serialises opening (creating, switching to WAL, migrating) across processes: two
@@ -283,6 +351,92 @@ class _LazyRows(list):
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+
+_SOURCE_COLUMNS = ("id", "sha256", "kind", "path", "rows", "added", "imported")
+_SELECT_SOURCES = "SELECT " + ", ".join(f'"{c}"' for c in _SOURCE_COLUMNS) + " FROM sources"
+
+
+def _source(values: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(_SOURCE_COLUMNS, values, strict=True))
+
+
+class ReadOnlyDB:
+    """An emmy database that exists, opened so that nothing can write to it: `emmy db
+    freeze`, `stats` and `export` read a tuning or dataset database without creating,
+    migrating or locking it. A database of schema 1 reads as one without sources."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise EmmyError(f"{self.path}: is a directory, not an emmy database")
+        if not self.path.is_file():
+            raise EmmyError(f"{self.path}: no such database")
+        try:
+            self.connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        except sqlite3.Error as e:
+            raise EmmyError(f"{self.path}: cannot open the database ({e})") from None
+        try:
+            with self._errors():
+                meta = _check_meta(self.path, self._sql)
+            if meta is None:
+                raise EmmyError(f"{self.path}: an empty SQLite file, not an emmy database")
+            self.schema = int(meta["schema_version"])
+        except BaseException:
+            self.connection.close()
+            raise
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            if "file is not a database" in str(e):
+                raise EmmyError(f"{self.path}: not an emmy database (not an SQLite file)") from None
+            raise EmmyError(f"{self.path}: cannot read the database ({e})") from None
+
+    def _sql(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.connection.execute(sql, params).fetchall()
+
+    def rows(
+        self,
+        *,
+        devices: Collection[str] = (),
+        regimes: Collection[str] = (),
+        families: Collection[str] = (),
+    ) -> list[Row]:
+        """Every row (those of the named devices, regimes, families where given), by id."""
+        where, params = [], []
+        for column, values in (("device", devices), ("regime", regimes), ("family", families)):
+            if values:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                params += list(values)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        with self._errors():
+            return [_row(r) for r in self._sql(sql, params)]
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Every imported source, in import order."""
+        if self.schema < 2:
+            return []
+        with self._errors():
+            return [_source(r) for r in self._sql(f"{_SELECT_SOURCES} ORDER BY id")]
+
+    def links(self) -> list[tuple[int, int]]:
+        """Every (row id, source id) pair: which source each row was found in."""
+        if self.schema < 2:
+            return []
+        with self._errors():
+            return self._sql("SELECT measurement, source FROM row_sources ORDER BY 1, 2")
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> ReadOnlyDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def content_stamp(path: Path) -> str:
@@ -342,30 +496,7 @@ class TuningDB:
     def _meta(self) -> dict[str, str] | None:
         """emmy_meta's pairs; None when the file has no tables; EmmyError when it is someone
         else's."""
-        names = {r[0] for r in self._sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not names:
-            return None
-        if EmmyMeta._meta.table_name not in names:
-            shown = ", ".join(sorted(names)[:5])
-            raise EmmyError(
-                f"{self.path}: not an emmy tuning database (someone else's SQLite database,"
-                f" with tables {shown}); emmy leaves it untouched"
-            )
-        meta = dict(self._sql("SELECT key, value FROM emmy_meta"))
-        if meta.get("application") != APPLICATION:
-            raise EmmyError(
-                f"{self.path}: not an emmy tuning database (someone else's SQLite database:"
-                f" application {meta.get('application')!r}); emmy leaves it untouched"
-            )
-        version = meta.get("schema_version", "")
-        if not version.isdigit():
-            raise EmmyError(f"{self.path}: emmy_meta has no valid schema_version ({version!r})")
-        if int(version) > SCHEMA_VERSION:
-            raise EmmyError(
-                f"{self.path}: made by a newer emmy (schema {version},"
-                f" this emmy reads up to {SCHEMA_VERSION})"
-            )
-        return meta
+        return _check_meta(self.path, self._sql)
 
     def _open(self) -> None:
         try:
@@ -478,6 +609,58 @@ class TuningDB:
                 (source, sha256, time.time()),
             )
             return ids
+
+    def source(self, sha256: str) -> dict[str, Any] | None:
+        """The imported source with content `sha256`, or None."""
+        with self._errors("cannot read the database"):
+            found = self._sql(f"{_SELECT_SOURCES} WHERE sha256 = ?", (sha256,))
+        return _source(found[0]) if found else None
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Every imported source, in the order they were imported."""
+        with self._errors("cannot read the database"):
+            return [_source(r) for r in self._sql(f"{_SELECT_SOURCES} ORDER BY id")]
+
+    def import_sources(
+        self, sources: Sequence[tuple[str, str, str, Sequence[Row]]]
+    ) -> list[tuple[int, int] | None]:
+        """Import (path, kind, sha256, rows) sources in one transaction (all or nothing).
+
+        A row is stored once however many sources hold it (by content, `Row.digest`): only
+        rows the database does not hold yet are added, and every row of a source is linked
+        to it. A source whose content (sha256) is already here is left out. Returns, per
+        source, (its rows, the ones added), or None where it was left out.
+        """
+        results: list[tuple[int, int] | None] = []
+        with self._errors("cannot write the database"), self.database.atomic():
+            known: dict[str, int] = dict(
+                self._sql("SELECT digest, MIN(id) FROM measurements GROUP BY digest")
+            )
+            for path, kind, sha256, rows in sources:
+                if kind not in SOURCE_KINDS:
+                    raise EmmyError(f"{path}: source kind {kind!r} is not one of {SOURCE_KINDS}")
+                if self._sql("SELECT 1 FROM sources WHERE sha256 = ?", (sha256,)):
+                    results.append(None)
+                    continue
+                digests = [row.digest() for row in rows]
+                new: dict[str, Row] = {}
+                for digest, row in zip(digests, rows, strict=True):
+                    if digest not in known and digest not in new:
+                        new[digest] = row
+                ids = self._insert(list(new.values()))
+                known.update(zip(new, ids, strict=True))
+                self._sql(
+                    "INSERT INTO sources (sha256, kind, path, rows, added, imported)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (sha256, kind, path, len(rows), len(new), time.time()),
+                )
+                source_id = self._sql("SELECT last_insert_rowid()")[0][0]
+                links = sorted({(known[d], source_id) for d in digests})
+                self.database.cursor().executemany(
+                    "INSERT OR IGNORE INTO row_sources (measurement, source) VALUES (?, ?)", links
+                )
+                results.append((len(rows), len(new)))
+        return results
 
     # reading ------------------------------------------------------------------------------
 

@@ -1,0 +1,668 @@
+"""The dataset side of the stores: freezes, the dataset database and its export.
+
+- A *freeze* (`emmy db freeze`) is a content-hashed snapshot of measurement rows: a JSON lines
+  file `freeze-<sha256[:12]>.jsonl`, named by the sha256 of its bytes. Its first line is a
+  header, then one row per line, every object with sorted keys, the rows in an order fixed
+  by their content. The header's `created` is when the newest of its rows was recorded, so
+  the same rows frozen from the same database make the same bytes, the same name.
+- `emmy db import` reads freezes, golden files and tuning databases into a dataset database
+  (the tuning database's tables, in another file, never read by a compile): a row is stored
+  once however many sources hold it (`Row.digest`), each row keeps links to the sources it
+  was found in, and a source whose content was imported before is skipped. Every source is
+  read and validated whole before anything is written, and everything is written in one
+  transaction, so a malformed source leaves the database as it was.
+- `emmy db export` writes the dataset read by `emmy fit` and `emmy eval`: `manifest.json`
+  and one matrix file per pool (one family on one device under one regime), a row per
+  problem key and a column per config (see `export`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from emmy.errors import EmmyError
+from emmy.search.db import (
+    STATUSES,
+    ReadOnlyDB,
+    Row,
+    TuningDB,
+    _problem,
+    canonical_config,
+)
+
+FREEZE_FORMAT = "emmy-freeze"
+FREEZE_SCHEMA = 1
+EXPORT_SCHEMA = 1
+#: the codes of an exported `status` matrix: code i means STATUS_CODES[i]
+STATUS_CODES = ("missing", *STATUSES)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_FREEZE_NAME = re.compile(r"freeze-([0-9a-f]{12})\.jsonl")
+_HEADER_FIELDS = {"format", "schema", "created", "source", "filters", "rows"}
+# a frozen row: every field of a Row but its id (local to the database it came from)
+_ROW_FIELDS = {
+    "device", "regime", "regime_words", "compiler", "emmy_version", "family", "key", "config",
+    "origin", "status", "median_s", "spread", "repetitions", "message", "kernel_hash",
+    "resources", "bench", "created",
+}  # fmt: skip
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+
+
+def pool_id(family: str, device: str, regime: str) -> str:
+    return f"{family}__{device}__{regime}"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` whole: a crash leaves the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- freezing -----------------------------------------------------------------------------
+
+
+def _record(row: Row) -> dict[str, Any]:
+    return {
+        "device": row.device,
+        "regime": row.regime,
+        "regime_words": row.regime_words,
+        "compiler": row.compiler,
+        "emmy_version": row.emmy_version,
+        "family": row.family,
+        "key": row.key,
+        "config": dict(row.config),
+        "origin": row.origin,
+        "status": row.status,
+        "median_s": row.median_s,
+        "spread": row.spread,
+        "repetitions": row.repetitions,
+        "message": row.message,
+        "kernel_hash": row.kernel_hash,
+        "resources": row.resources,
+        "bench": row.bench,
+        "created": row.created,
+    }
+
+
+def _line(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _row_lines(rows: Iterable[Row]) -> list[str]:
+    """The frozen text of `rows`, one line each, in an order fixed by their content."""
+    keyed = []
+    for row in rows:
+        line = _line(_record(row))
+        keyed.append(
+            ((row.device, row.regime, row.family, row.key, canonical_config(row.config)), line)
+        )
+    keyed.sort()
+    return [line for _, line in keyed]
+
+
+@dataclass(frozen=True)
+class Freeze:
+    path: Path
+    sha256: str
+    rows: int
+    written: bool  # False: the same file was already there
+
+
+def freeze(
+    db_path: Path,
+    out_dir: Path,
+    *,
+    devices: Collection[str] = (),
+    regimes: Collection[str] = (),
+    families: Collection[str] = (),
+) -> Freeze:
+    """Snapshot the rows of `db_path` (of the given devices, regimes, families where given)
+    into `out_dir/freeze-<hash12>.jsonl`; the same rows give the same file."""
+    with ReadOnlyDB(db_path) as db:
+        rows = db.rows(devices=devices, regimes=regimes, families=families)
+    filters = {
+        "device": sorted(set(devices)),
+        "family": sorted(set(families)),
+        "regime": sorted(set(regimes)),
+    }
+    if not rows:
+        chosen = "; ".join(f"{k} {', '.join(v)}" for k, v in filters.items() if v)
+        raise EmmyError(f"{db_path}: no rows to freeze" + (f" ({chosen})" if chosen else ""))
+    header = {
+        "format": FREEZE_FORMAT,
+        "schema": FREEZE_SCHEMA,
+        "created": _iso(max(r.created for r in rows)),
+        "source": str(db_path),
+        "filters": filters,
+        "rows": len(rows),
+    }
+    data = "\n".join([_line(header), *_row_lines(rows)]).encode() + b"\n"
+    sha256 = hashlib.sha256(data).hexdigest()
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise EmmyError(f"{out_dir}: not a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"freeze-{sha256[:12]}.jsonl"
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256:
+            return Freeze(path, sha256, len(rows), written=False)
+        _write_atomic(path, data)
+    except OSError as e:
+        raise EmmyError(f"{out_dir}: cannot write the freeze ({e.strerror or e})") from None
+    return Freeze(path, sha256, len(rows), written=True)
+
+
+# --- reading sources ----------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """A file to import, read and validated whole."""
+
+    path: Path
+    kind: str  # freeze, golden, db
+    sha256: str
+    rows: list[Row] = field(default_factory=list)
+
+
+def _row_from_record(where: str, record: object) -> Row:
+    if not isinstance(record, dict):
+        raise EmmyError(f"{where}: a row is a JSON object, not {type(record).__name__}")
+    missing = sorted(_ROW_FIELDS - set(record))
+    if missing:
+        raise EmmyError(f"{where}: missing field {missing[0]!r}")
+    unknown = sorted(set(record) - _ROW_FIELDS)
+    if unknown:
+        raise EmmyError(f"{where}: unknown field {unknown[0]!r}")
+    for name in ("message", "kernel_hash", "bench"):
+        if record[name] is not None and not isinstance(record[name], str):
+            raise EmmyError(f"{where}: {name} {record[name]!r} is not a string or null")
+    if record["resources"] is not None and not isinstance(record["resources"], dict):
+        raise EmmyError(f"{where}: resources must be an object or null")
+    created = record["created"]
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        raise EmmyError(f"{where}: created {created!r} is not a number")
+    if not isinstance(record["config"], dict):
+        raise EmmyError(f"{where}: config must be an object")
+    row = Row(**{**record, "created": float(created)})
+    problem = _problem(row)
+    if problem is not None:
+        raise EmmyError(f"{where}: {problem}")
+    return row
+
+
+def _load_freeze(path: Path, data: bytes, sha256: str) -> Source:
+    name = _FREEZE_NAME.fullmatch(path.name)
+    if name and not sha256.startswith(name.group(1)):
+        raise EmmyError(
+            f"{path}: its content (sha256 {sha256[:12]}) does not match its name: the freeze"
+            " was changed after it was written"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EmmyError(f"{path}: not UTF-8 text") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise EmmyError(f"{path}:{number}:{e.colno}: invalid JSON: {e.msg}") from None
+    if not records or not isinstance(records[0], dict):
+        raise EmmyError(f"{path}:1: not a freeze header (a JSON object)")
+    header = records[0]
+    if header.get("format") != FREEZE_FORMAT:
+        raise EmmyError(f"{path}:1: not an emmy freeze (format {header.get('format')!r})")
+    if type(header.get("schema")) is not int or header["schema"] != FREEZE_SCHEMA:
+        raise EmmyError(
+            f"{path}:1: schema {header.get('schema')!r} is not one this emmy reads"
+            f" (freeze schema {FREEZE_SCHEMA})"
+        )
+    missing = sorted(_HEADER_FIELDS - set(header))
+    if missing:
+        raise EmmyError(f"{path}:1: header is missing {missing[0]!r}")
+    unknown = sorted(set(header) - _HEADER_FIELDS)
+    if unknown:
+        raise EmmyError(f"{path}:1: unknown header field {unknown[0]!r}")
+    count = header["rows"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise EmmyError(f"{path}:1: rows {count!r} is not a count")
+    if count != len(records) - 1:
+        raise EmmyError(
+            f"{path}: the header says {count} rows but the file holds {len(records) - 1}"
+            " (a truncated or edited freeze)"
+        )
+    rows = [_row_from_record(f"{path}:{i}", r) for i, r in enumerate(records[1:], start=2)]
+    return Source(path, "freeze", sha256, rows)
+
+
+def _load_golden(path: Path) -> Source:
+    from emmy.search.golden import load_golden
+
+    golden = load_golden(path)
+    # the rows a compile imports from this file into a tuning database (golden.import_golden),
+    # so that a tuning database holding them and this file deduplicate
+    rows = [
+        Row(
+            device=golden.device,
+            regime=golden.regime,
+            regime_words=golden.regime_words,
+            compiler="golden",
+            family=e.family,
+            key=e.key,
+            config=e.config,
+            origin="golden",
+            status="ok",
+            median_s=e.median_s,
+            bench=str(golden.path),
+        )
+        for e in golden.entries
+        if e.median_s is not None
+    ]
+    return Source(path, "golden", golden.sha256, rows)
+
+
+def _load_db(path: Path) -> Source:
+    with ReadOnlyDB(path) as db:
+        rows = db.rows()
+    for row in rows:
+        problem = _problem(row)
+        if problem is not None:
+            raise EmmyError(f"{path}: row {row.id} ({row.family}, {row.key}): {problem}")
+    # its content: the text a freeze of all its rows would hold, whatever their ids
+    sha256 = hashlib.sha256("\n".join(_row_lines(rows)).encode()).hexdigest()
+    return Source(path, "db", sha256, rows)
+
+
+def _is_freeze(path: Path, data: bytes) -> bool:
+    """A .jsonl file, or one whose first line is a freeze header."""
+    if path.suffix == ".jsonl":
+        return True
+    try:
+        header = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("format") == FREEZE_FORMAT
+
+
+def source_files(paths: Sequence[Path]) -> list[Path]:
+    """The files named, a folder standing for its freezes, golden files and databases."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_file() and p.suffix in (".jsonl", ".json", ".db") and p.name[0] != "."
+            )
+            if not found:
+                raise EmmyError(f"{path}: holds no freeze (.jsonl), golden file (.json) or .db")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise EmmyError(f"{path}: no such file or directory")
+    return files
+
+
+def load_source(path: Path, known: Collection[str] = ()) -> Source:
+    """Read and validate the source at `path` whole; EmmyError naming it if it is malformed.
+    A freeze whose hash is in `known` is not parsed (its rows stay empty)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+        if head.startswith(_SQLITE_MAGIC):
+            return _load_db(path)
+        data = path.read_bytes()
+    except OSError as e:
+        raise EmmyError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if _is_freeze(path, data):
+        sha256 = hashlib.sha256(data).hexdigest()
+        if sha256 in known:
+            return Source(path, "freeze", sha256)
+        return _load_freeze(path, data, sha256)
+    return _load_golden(path)
+
+
+# --- importing ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Imported:
+    path: Path
+    kind: str
+    sha256: str
+    rows: int
+    added: int
+    skipped_as: str | None = None  # the path of the same content imported before
+
+
+def import_sources(
+    db_path: Path, paths: Sequence[Path], progress: Progress = _stderr
+) -> list[Imported]:
+    """Import every source into the dataset database at `db_path`: all or nothing."""
+    files = source_files(paths)
+    known: dict[str, str] = {}
+    if Path(db_path).is_file():
+        with ReadOnlyDB(db_path) as db:
+            known = {s["sha256"]: s["path"] for s in db.sources()}
+    sources: list[Source] = []
+    counts: list[tuple[int, int] | None] = []
+    imported: dict[str, str] = {}
+    results: dict[int, Imported] = {}
+    seen: dict[str, str] = dict(known)
+    for i, path in enumerate(files):
+        progress(f"[{i + 1}/{len(files)}] reading {path}")
+        source = load_source(path, known)
+        if source.sha256 in seen:
+            results[i] = Imported(path, source.kind, source.sha256, 0, 0, seen[source.sha256])
+            continue
+        seen[source.sha256] = str(path)
+        sources.append(source)
+    if sources:
+        total = sum(len(s.rows) for s in sources)
+        progress(f"writing {total} rows of {len(sources)} source(s) into {db_path}")
+        with TuningDB(db_path) as db:
+            counts = db.import_sources([(str(s.path), s.kind, s.sha256, s.rows) for s in sources])
+            # another import may have taken a source since it was read
+            imported = {s["sha256"]: s["path"] for s in db.sources()}
+    done = iter(zip(sources, counts, strict=True))
+    for i, path in enumerate(files):
+        if i in results:
+            continue
+        source, count = next(done)
+        if count is None:
+            results[i] = Imported(path, source.kind, source.sha256, 0, 0, imported[source.sha256])
+        else:
+            results[i] = Imported(path, source.kind, source.sha256, count[0], count[1])
+    return [results[i] for i in range(len(files))]
+
+
+# --- reading the dataset ------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    family: str
+    device: str
+    regime: str
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return pool_id(self.family, self.device, self.regime)
+
+    @property
+    def regime_words(self) -> str:
+        # every row of a regime says the same; the most common, then the first, otherwise
+        counts = Counter(r.regime_words for r in self.rows)
+        return min(counts, key=lambda w: (-counts[w], w))
+
+
+def _pools(rows: Iterable[Row]) -> list[Pool]:
+    pools: dict[tuple[str, str, str], Pool] = {}
+    for row in rows:
+        site = (row.family, row.device, row.regime)
+        pools.setdefault(site, Pool(*site)).rows.append(row)
+    return [pools[k] for k in sorted(pools)]
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    id: str
+    regime_words: str
+    keys: int
+    configs: int
+    rows: int
+    clean: int
+    failures: dict[str, int]
+    sources: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    path: Path
+    pools: list[PoolStats]
+    sources: list[dict[str, Any]]
+    rows: int
+
+    def lines(self) -> list[str]:
+        if not self.pools:
+            return [f"database {self.path}: no rows"]
+        head = ("pool", "keys", "configs", "rows", "clean", "failures", "sources")
+        table = [head] + [
+            (
+                p.id,
+                str(p.keys),
+                str(p.configs),
+                str(p.rows),
+                str(p.clean),
+                " ".join(f"{s}={n}" for s, n in p.failures.items()) or "-",
+                str(p.sources),
+            )
+            for p in self.pools
+        ]
+        widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+        right = {1, 2, 3, 4, 6}
+        out = [
+            "  ".join(
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+            for r in table
+        ]
+        pools = f"{len(self.pools)} pool{'s' * (len(self.pools) != 1)}"
+        sources = f"{len(self.sources)} source{'s' * (len(self.sources) != 1)}"
+        out.append(f"database {self.path}: {self.rows} rows in {pools}, {sources}")
+        for s in self.sources:
+            out.append(
+                f"  source {s['id']}: {s['kind']} {s['path']} (sha256 {s['sha256'][:12]}):"
+                f" {s['rows']} row{'s' * (s['rows'] != 1)}, {s['added']} new when imported"
+            )
+        return out
+
+
+def stats(db_path: Path) -> Stats:
+    """Per pool (family, device, regime): problem keys, configs, rows, clean rows,
+    failures by status and the number of sources its rows came from."""
+    with ReadOnlyDB(db_path) as db:
+        rows = db.rows()
+        sources = db.sources()
+        links = db.links()
+    by_row: dict[int, set[int]] = defaultdict(set)
+    for measurement, source in links:
+        by_row[measurement].add(source)
+    pools = []
+    for pool in _pools(rows):
+        failures = Counter(r.status for r in pool.rows if not r.clean)
+        pools.append(
+            PoolStats(
+                id=pool.id,
+                regime_words=pool.regime_words,
+                keys=len({r.key for r in pool.rows}),
+                configs=len({canonical_config(r.config) for r in pool.rows}),
+                rows=len(pool.rows),
+                clean=sum(r.clean for r in pool.rows),
+                failures={s: failures[s] for s in STATUSES if failures[s]},
+                sources=len(set().union(*(by_row.get(r.id or 0, set()) for r in pool.rows))),
+            )
+        )
+    return Stats(Path(db_path), pools, sources, len(rows))
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def _value_type(values: Iterable[int | str]) -> str:
+    values = list(values)
+    ints = values and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return "int" if ints else "symbol"
+
+
+def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
+    """The feature types of a family: its key's values and its forks, "int" or "symbol".
+
+    Forks come from the declaration (a fork whose options are all ints is "int"); a key
+    value is "int" when every key of the dataset has an int there (else the declaration's
+    example decides). A family no longer declared is typed from its rows alone.
+    """
+    from emmy.dsl.keys import parse_key
+    from emmy.dsl.library import family as declared
+
+    seen_keys: dict[str, list[int | str]] = defaultdict(list)
+    for key in sorted({r.key for r in rows}):
+        for name, value in parse_key(key).items():
+            seen_keys[name].append(value)
+    seen_configs: dict[str, list[int | str]] = defaultdict(list)
+    for row in rows:
+        for name, value in row.config.items():
+            seen_configs[name].append(value)
+    try:
+        decl = declared(family)
+    except EmmyError:
+        decl = None
+    if decl is None:
+        key_names, forks = sorted(seen_keys), {n: seen_configs[n] for n in sorted(seen_configs)}
+        example: dict[str, int | str] = {}
+    else:
+        key_names = list(decl.key) + sorted(set(seen_keys) - set(decl.key))
+        forks = {f.name: list(f.options) for f in decl.forks}
+        forks.update({n: seen_configs[n] for n in sorted(set(seen_configs) - set(forks))})
+        example = decl.example
+    key_types = {
+        name: _value_type(seen_keys[name] or ([example[name]] if name in example else []))
+        for name in key_names
+    }
+    return {"key": key_types, "config": {n: _value_type(v) for n, v in forks.items()}}
+
+
+def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, int]:
+    import numpy as np
+
+    keys = sorted({r.key for r in pool.rows})
+    configs = sorted({canonical_config(r.config) for r in pool.rows})
+    key_index = {k: i for i, k in enumerate(keys)}
+    config_index = {c: j for j, c in enumerate(configs)}
+    median = np.full((len(keys), len(configs)), np.nan, dtype=np.float64)
+    status = np.zeros((len(keys), len(configs)), dtype=np.int8)  # 0: missing
+    latest: dict[tuple[int, int], tuple[float, int]] = {}
+    for row in pool.rows:
+        cell = (key_index[row.key], config_index[canonical_config(row.config)])
+        if row.clean:
+            assert row.median_s is not None
+            if math.isnan(median[cell]) or row.median_s < median[cell]:
+                median[cell] = row.median_s
+            status[cell] = STATUS_CODES.index("ok")
+            continue
+        if status[cell] == STATUS_CODES.index("ok"):
+            continue
+        order = (row.created, row.id or 0)
+        if cell not in latest or order > latest[cell]:
+            latest[cell] = order
+            status[cell] = STATUS_CODES.index(row.status)
+    return keys, configs, median, status, int(np.count_nonzero(~np.isnan(median)))
+
+
+def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
+    """Write the dataset of the database at `db_path` into `out_dir`; the manifest.
+
+    `out_dir/manifest.json`:
+        {"schema": 1, "created": ISO time, "database": db_path,
+         "sources": [{"path", "kind": "freeze"|"golden"|"db", "sha256"}],
+         "status_codes": ["missing", "ok", "compile_error", ...],
+         "pools": [{"id": "<family>__<device>__<regime>", "family", "device", "regime",
+                    "regime_words", "file": "<id>.npz", "keys": [sorted problem keys],
+                    "configs": [sorted canonical configs], "rows": rows, "clean": clean cells}],
+         "features": {family: {"key": {name: "int"|"symbol"}, "config": {fork: ...}}}}
+    `out_dir/<id>.npz`: `median_s`, float64 [keys, configs], the best clean median of the
+    cell, NaN where the config failed or was not measured; `status`, int8 [keys, configs],
+    an index into status_codes: "ok" where a clean row exists, else the status of the
+    cell's latest row, "missing" where there is none.
+    The matrices are written first and the manifest last, each file replaced whole.
+    """
+    import numpy as np
+
+    with ReadOnlyDB(db_path) as db:
+        rows = db.rows()
+        sources = db.sources()
+    if not rows:
+        raise EmmyError(f"{db_path}: no rows to export")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise EmmyError(f"{out_dir}: not a directory")
+    pools = _pools(rows)
+    by_family: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_family[row.family].append(row)
+    entries = []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for pool in pools:
+            keys, configs, median, status, clean = _matrices(pool)
+            buffer = io.BytesIO()
+            np.savez(buffer, median_s=median, status=status)
+            _write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
+            entries.append(
+                {
+                    "id": pool.id,
+                    "family": pool.family,
+                    "device": pool.device,
+                    "regime": pool.regime,
+                    "regime_words": pool.regime_words,
+                    "file": f"{pool.id}.npz",
+                    "keys": keys,
+                    "configs": configs,
+                    "rows": len(pool.rows),
+                    "clean": clean,
+                }
+            )
+        manifest = {
+            "schema": EXPORT_SCHEMA,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "database": str(db_path),
+            "sources": [
+                {"path": s["path"], "kind": s["kind"], "sha256": s["sha256"]} for s in sources
+            ],
+            "status_codes": list(STATUS_CODES),
+            "pools": entries,
+            "features": {f: _features(f, by_family[f]) for f in sorted(by_family)},
+        }
+        text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+        _write_atomic(out_dir / "manifest.json", text.encode())
+    except OSError as e:
+        raise EmmyError(f"{out_dir}: cannot write the dataset ({e.strerror or e})") from None
+    return manifest
