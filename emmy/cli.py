@@ -15,6 +15,7 @@ from pathlib import Path
 
 from emmy.errors import EmmyError
 from emmy.search.dataset_cli import add_db_commands
+from emmy.search.prior.fit_cli import add_fit_eval_commands
 
 EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
 
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     promote_cmd.add_argument("--db", metavar="PATH", default="", help="tuning database to read")
     promote_cmd.set_defaults(handler=cmd_golden_promote)
     add_db_commands(commands)
+    add_fit_eval_commands(commands)
     return parser
 
 
@@ -289,7 +291,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     key = program_cache.program_key(
         text, target, options, program_cache.stores_stamp(target, args.db, golden)
     )
-    program = None if args.no_cache else program_cache.load(key)
+    # another oracle stack may name a plugin oracle, whose answers no fingerprint covers
+    cacheable = not args.no_cache and not args.oracles
+    program = program_cache.load(key) if cacheable else None
     if program is not None:
         program.timings = {"frontend": frontend, "program cache hit": time.perf_counter() - start}
     else:
@@ -300,7 +304,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # keyed by the stores as the compile left them (it may import golden rows), which
         # is how the next compile finds them
         stores = program_cache.stores_stamp(target, args.db, golden)
-        program_cache.save(program_cache.program_key(text, target, options, stores), program)
+        if cacheable:
+            program_cache.save(program_cache.program_key(text, target, options, stores), program)
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
         for line in explain_lines(program):

@@ -120,3 +120,25 @@ def test_a_traced_expression_is_cached(monkeypatch) -> None:
     assert str(cache.traced_graph("torch.exp(torch.randn(3, 5))")) == first
     with pytest.raises(AssertionError, match="traced again"):
         cache.traced_graph("torch.exp(torch.randn(3, 6))")
+
+
+def test_program_cache_hits_until_the_stores_change(capsys, tmp_path: Path) -> None:
+    from stores import row, softmax_config
+
+    from emmy.search.db import TuningDB
+
+    expression = "torch.nn.Softmax(dim=-1)(torch.randn(8, 64))"
+    db = tmp_path / "tuning.db"
+    argv = ["compile", "-c", expression, "--target", "emu", "--db", str(db), "--explain"]
+    code, first, err = run_cli(capsys, *argv)
+    assert code == 0 and "program cache hit" not in first, err
+    code, second, _ = run_cli(capsys, *argv)
+    assert "program cache hit" in second
+    assert "declared default" in second
+    with TuningDB(db) as database:
+        database.add([row(softmax_config(vec=2), 1e-6)])
+    code, third, _ = run_cli(capsys, *argv)
+    assert code == 0 and "program cache hit" not in third
+    assert "vec=2" in third and " db " in third
+    code, custom, _ = run_cli(capsys, *argv, "--oracles", "db,default")
+    assert "program cache hit" not in custom
