@@ -6,7 +6,9 @@ points)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.utils import _pytree
 
@@ -17,29 +19,77 @@ from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import Device
 
 
-class CompiledModule:
-    """A compiled model: call it with tensors like the module; it runs on `device`."""
+@dataclass
+class Specialization:
+    """The program of one set of input shapes and dtypes, and the model it came from."""
 
-    def __init__(self, program: Program, model: ModelGraph, device: Device) -> None:
-        self.program = program
-        self.model = model
+    program: Program
+    model: ModelGraph
+
+
+class CompiledModule:
+    """A compiled model: call it with tensors like the module; it runs on `device`.
+
+    Every problem key is static, so inputs of other shapes than the examples (another
+    batch or sequence length) compile again for those shapes, once each; the weights are
+    read when a shape is first compiled, converted once and shared by every shape.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        example_inputs: Sequence[torch.Tensor],
+        device: Device,
+        options: dict[str, str],
+    ) -> None:
+        self.module = module
         self.device = device
-        self.constants = {name: to_storage(t) for name, t in model.constants.items()}
+        self.options = options
+        self.specializations: dict[tuple, Specialization] = {}
+        self.weights: dict[str, np.ndarray] = {}
+        self.first = self.specialize(example_inputs)
+
+    @property
+    def program(self) -> Program:
+        """The program of the example inputs' shapes."""
+        return self.first.program
+
+    @staticmethod
+    def signature(inputs: Sequence[torch.Tensor]) -> tuple:
+        return tuple((tuple(t.shape), t.dtype) for t in inputs)
+
+    def specialize(self, inputs: Sequence[torch.Tensor]) -> Specialization:
+        model = export(self.module, inputs)
+        program = compile_graph(
+            model.module,
+            target=self.device.identity,
+            constants=list(model.constants),
+            **self.options,
+        )
+        for name, tensor in model.constants.items():
+            if name not in self.weights:
+                array = to_storage(tensor)
+                array.flags.writeable = False  # so a GPU keeps them resident across calls
+                self.weights[name] = array
+        specialization = Specialization(program, model)
+        self.specializations[self.signature(inputs)] = specialization
+        return specialization
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
             raise EmmyError(
                 f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
             )
-        arrays = [to_storage(t) for t in inputs]
-        results = self.program.run(self.device, arrays, self.constants)
+        chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
+        constants = {spec.name: self.weights[spec.name] for spec in chosen.program.constants}
+        results = chosen.program.run(self.device, [to_storage(t) for t in inputs], constants)
         outputs = [
             from_storage(array, dtype).clone()
-            for array, dtype in zip(results, self.model.output_dtypes, strict=True)
+            for array, dtype in zip(results, chosen.model.output_dtypes, strict=True)
         ]
-        if self.model.out_spec is None:
+        if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
-        return _pytree.tree_unflatten(outputs, self.model.out_spec)
+        return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
 
 
 def default_device() -> Device:
@@ -63,16 +113,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
     present, else the emulator), each fork decided by the oracle stack."""
     device = device or default_device()
-    model = export(module, example_inputs)
-    program = compile_graph(
-        model.module,
-        target=device.identity,
-        pins=pins,
-        golden=golden,
-        db=db,
-        constants=list(model.constants),
-    )
-    return CompiledModule(program, model, device)
+    options = {"pins": pins, "golden": golden, "db": db}
+    return CompiledModule(module, example_inputs, device, options)
 
 
 def dynamo_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):

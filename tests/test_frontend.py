@@ -405,3 +405,16 @@ def test_unsupported_fails_before_any_kernel(monkeypatch, module, inputs, words)
     assert "\n" not in message, message
     for word in words:
         assert word in message, message
+
+
+def test_other_input_shapes_compile_once_each_and_share_the_weights():
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).eval()
+    compiled = compile_emu(model, torch.randn(4, 16))
+    for rows in (4, 3, 3):
+        x = torch.randn(rows, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    assert len(compiled.specializations) == 2
+    weights = {spec.name for s in compiled.specializations.values() for spec in s.program.constants}
+    assert weights == set(compiled.weights)
+    assert all(not array.flags.writeable for array in compiled.weights.values())

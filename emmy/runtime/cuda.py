@@ -99,6 +99,8 @@ class CudaDevice(Device):
         self._modules: dict[str, Any] = {}  # compile key -> CUmodule
         self._functions: dict[tuple[str, str], Any] = {}  # (key, kernel) -> CUfunction
         self._smem_opt_in: dict[tuple[str, str], int] = {}
+        # read-only host arrays (a program's weights) keep one device copy until close()
+        self._resident: dict[int, tuple[np.ndarray, int]] = {}
         self._closed = False
 
     def _attribute(self, attribute: cu.CUdevice_attribute) -> int:
@@ -116,6 +118,9 @@ class CudaDevice(Device):
         self._bind()
         for module in self._modules.values():
             cu.cuModuleUnload(module)
+        for _, pointer in self._resident.values():
+            cu.cuMemFree(pointer)
+        self._resident.clear()
         cu.cuStreamDestroy(self._stream)
         cu.cuDevicePrimaryCtxRelease(self._dev)
         self._modules.clear()
@@ -242,6 +247,9 @@ class CudaDevice(Device):
         finished = False
         try:
             for name, array in buffers.items():
+                if not array.flags.writeable and array.nbytes:
+                    pointers[name] = self._resident_copy(name, array)
+                    continue
                 # cuMemAlloc refuses 0 bytes; a 1-byte allocation keeps empty buffers uniform
                 pointers[name] = _check(cu.cuMemAlloc(max(array.nbytes, 1)), "cuMemAlloc")
                 if array.nbytes:
@@ -261,9 +269,26 @@ class CudaDevice(Device):
                 with suppress(KernelLaunchError):
                     self._wait(deadline, "cleanup")
             if finished or self._idle():
+                resident = {int(pointer) for _, pointer in self._resident.values()}
                 for pointer in pointers.values():
-                    cu.cuMemFree(pointer)
+                    if int(pointer) not in resident:
+                        cu.cuMemFree(pointer)
             # else a kernel is still running (timeout): freeing would block on it, so leak
+
+    def _resident_copy(self, name: str, array: np.ndarray) -> Any:
+        """The device copy of a read-only array, made on its first run and kept: a
+        program's weights cross to the GPU once, not at every call."""
+        cached = self._resident.get(id(array))
+        if cached is not None and cached[0] is array:
+            return cached[1]
+        pointer = _check(cu.cuMemAlloc(array.nbytes), "cuMemAlloc")
+        host = np.ascontiguousarray(array)
+        _check(
+            cu.cuMemcpyHtoD(pointer, host.ctypes.data, host.nbytes),
+            f"copying buffer {name!r} to the device",
+        )
+        self._resident[id(array)] = (array, pointer)  # the array kept alive: its id stays its
+        return pointer
 
     def _idle(self) -> bool:
         (status,) = cu.cuStreamQuery(self._stream)
