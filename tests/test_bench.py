@@ -202,3 +202,22 @@ def test_two_benches_at_once_lose_no_row(tmp_path) -> None:
 def test_bench_inputs_are_fresh_and_never_zero() -> None:
     a, b = torch.randn(1000, dtype=torch.float64), torch.randn(1000, dtype=torch.float64)
     assert not torch.equal(a, b) and bool((a != 0).all())
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "torch.nn.functional.gelu(torch.randn(8, 64) * 2.0 + torch.randn(64))",
+        "torch.randn(4, 24) @ torch.randn(24, 16) + torch.randn(16)",
+    ],
+)
+def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: str) -> None:
+    """Each input keeps the shape it has in the program, so a row-broadcast input (a bias)
+    broadcasts in the reference as it does in the kernel."""
+    db = tmp_path / "t.db"
+    argv = ["run", "-c", expression, "--bench", "--sample", "2", "--db", str(db)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrong_result" not in out and "ok" in out, out
+    with TuningDB(db) as database:
+        assert database.count() >= 2

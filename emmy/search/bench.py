@@ -270,7 +270,7 @@ class Bench:
         # fresh random inputs every bench, never zeros
         shapes = declared_input_shapes(work.family, parse_key(work.key), len(work.inputs))
         tensors = [
-            random_input(spec).reshape(shape or (-1,))
+            random_input(spec) if shape is None else random_input(spec).reshape(shape)
             for spec, shape in zip(work.inputs, shapes, strict=True)
         ]
         buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
