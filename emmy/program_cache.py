@@ -20,6 +20,7 @@ from pathlib import Path
 import emmy
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs
 from emmy.program import Program
+from emmy.search.prior import prior_files
 
 #: bumped when Program's fields change, so old pickles are never read
 FORMAT = "program-v1"
@@ -53,7 +54,7 @@ def store_files(target: str, golden: str) -> list[Path]:
     files.append(PACKAGE_DIR / "search" / "golden" / f"{target}.json")
     if golden:
         files.append(Path(golden) / "golden" / f"{target}.json")
-    files += _files(PACKAGE_DIR / "search" / "prior", "*.np*")
+    files += prior_files()
     for directory in library_dirs():
         files += _files(directory, "*.emmy")
     files += _files(PACKAGE_DIR, "*.py")

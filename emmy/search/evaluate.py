@@ -1,0 +1,473 @@
+"""`emmy eval`: how well each way to pick a config does on a dataset's held-out keys.
+
+Per pool (family, device, regime) of a dataset written by `emmy db export`: its coverage
+(keys, configs, the fraction of cells measured cleanly, the golden files' entries), and on
+the keys held out of every fit (features.split_of) the score of each way to pick:
+
+- **prior**: the fitted prior's pick among every valid config of the key (what a compile
+  would pick), and its ranking of the key's measured configs;
+- **default**: the declared default, or the config the constraints move it to (as the
+  default oracle does);
+- **nearest key**: the fastest measured config of the training key nearest in key-feature
+  space, and that key's ranking of the configs;
+- **golden**: the golden files' entry for the key, where one applies (its device and regime).
+
+Scores, per held-out key with at least one measured config (best = its fastest time):
+
+- **top-1** = best / time of the pick, 1.0 when the pick is the fastest measured. A pick that
+  was not measured for that key has no time: it counts as *missing* (reported, not scored).
+- **top-5** = best / the fastest time among the 5 configs the picker ranks first among those
+  measured for the key (only for pickers that rank: the prior, nearest key).
+- **regret** = time of the pick / best - 1 (0 % perfect); mean and worst over scored keys.
+
+Nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from emmy.errors import EmmyError
+from emmy.search.prior.features import Dataset, FeatureSpec, Pool, build_spec, split_of
+
+PICKERS = ("prior", "default", "nearest key", "golden")
+TOP_K = 5
+
+
+@dataclass
+class KeyScore:
+    key: str
+    decided: bool
+    measured: bool = False
+    top1: float | None = None
+    top5: float | None = None
+    regret: float | None = None
+
+
+@dataclass
+class Summary:
+    """One picker's scores over a pool's held-out keys."""
+
+    keys: int = 0
+    decided: int = 0
+    scored: int = 0
+    missing: int = 0
+    top1: float | None = None
+    top5: float | None = None
+    mean_regret: float | None = None
+    worst_regret: float | None = None
+    scores: list[KeyScore] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def of(cls, scores: list[KeyScore]) -> Summary:
+        scored = [s for s in scores if s.measured]
+        top5 = [s.top5 for s in scores if s.top5 is not None]
+        regrets = [s.regret for s in scored if s.regret is not None]
+        return cls(
+            keys=len(scores),
+            decided=sum(s.decided for s in scores),
+            scored=len(scored),
+            missing=sum(s.decided and not s.measured for s in scores),
+            top1=_mean([s.top1 for s in scored]),
+            top5=_mean(top5),
+            mean_regret=_mean(regrets),
+            worst_regret=max(regrets) if regrets else None,
+            scores=scores,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "keys": self.keys,
+            "decided": self.decided,
+            "scored": self.scored,
+            "missing": self.missing,
+            "top1": _round(self.top1),
+            "top5": _round(self.top5),
+            "mean_regret": _round(self.mean_regret),
+            "worst_regret": _round(self.worst_regret),
+        }
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+@dataclass
+class PoolReport:
+    pool: Pool
+    held_out: list[int]
+    cells_measured: float
+    golden_keys: int
+    pickers: dict[str, Summary]
+    #: (measured, predicted) seconds of the prior on held-out measured cells
+    predicted: tuple[np.ndarray, np.ndarray] | None = None
+    note: str = ""
+
+    def metrics(self) -> dict:
+        return {
+            "keys": len(self.pool.keys),
+            "configs": len(self.pool.configs),
+            "held_out_keys": len(self.held_out),
+            "cells_measured": round(self.cells_measured, 6),
+            **{name: s.to_json() for name, s in self.pickers.items()},
+        }
+
+
+# --- scoring ----------------------------------------------------------------------------
+
+
+def score_key(
+    key: str,
+    times: np.ndarray,
+    pick: int | None,
+    ranking: np.ndarray | None = None,
+) -> KeyScore:
+    """Scores one pick (a column of `times`, or None when the picker decided nothing) and
+    optionally a ranking (lower ranks first; NaN or inf: not ranked) of the same columns."""
+    measured = np.isfinite(times) & (times > 0)
+    best = float(np.min(times[measured]))
+    score = KeyScore(key, decided=pick is not None)
+    if pick is not None and pick >= 0 and measured[pick]:
+        score.measured = True
+        score.top1 = best / float(times[pick])
+        score.regret = float(times[pick]) / best - 1.0
+    if ranking is not None:
+        columns = np.flatnonzero(measured & np.isfinite(ranking))
+        if len(columns):
+            first = columns[np.argsort(ranking[columns], kind="stable")[:TOP_K]]
+            score.top5 = best / float(np.min(times[first]))
+    return score
+
+
+# --- the pickers ------------------------------------------------------------------------
+
+
+def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
+    """The SiteQuery a compile would make for (family, key) with no pins, from the library;
+    for a family the library does not know, a query over `fallback` configs."""
+    from emmy.dsl.keys import parse_key
+    from emmy.dsl.library import configs, default_config, families
+    from emmy.dsl.lower import valid
+    from emmy.search.oracles import SiteQuery
+
+    decl = families().get(family)
+    values = parse_key(key)
+    if decl is None:
+        listed = [dict(c) for c in fallback]
+        return SiteQuery(
+            site=f"{family}_0",
+            family=family,
+            key=key,
+            default=dict(listed[0]) if listed else {},
+            pins={},
+            is_valid=lambda c: c in listed,
+            enumerate_valid=lambda: iter(listed),
+        )
+    return SiteQuery(
+        site=f"{family}_0",
+        family=family,
+        key=key,
+        default=default_config(decl),
+        pins={},
+        is_valid=lambda c: valid(decl, values, c),
+        enumerate_valid=lambda: configs(decl, values),
+        options={f.name: list(f.options) for f in decl.forks},
+    )
+
+
+def default_pick(query) -> dict | None:
+    from emmy.search.oracles import DefaultOracle
+
+    if not query.default:
+        return None
+    decision = DefaultOracle(None).decide(query)  # type: ignore[arg-type]
+    return None if decision is None else decision.config
+
+
+def golden_files(device: str, regime: str) -> list:
+    """The golden files of `device` under `regime` that a compile could read: every recipe's,
+    then the model-agnostic one."""
+    from emmy.paths import RECIPES_DIR
+    from emmy.search.golden import MODEL_AGNOSTIC_DIR, load_golden
+
+    paths = sorted(RECIPES_DIR.glob(f"*/golden/{device}.json")) if RECIPES_DIR.is_dir() else []
+    paths.append(MODEL_AGNOSTIC_DIR / f"{device}.json")
+    files = [load_golden(p) for p in paths if p.is_file()]
+    return [g for g in files if g.regime == regime]
+
+
+def evaluate_pool(
+    dataset: Dataset,
+    pool: Pool,
+    models: dict | None,
+    spec: FeatureSpec | None = None,
+) -> PoolReport:
+    """Coverage and the held-out scores of every picker on one pool."""
+    from emmy.search.db import canonical_config
+    from emmy.search.prior import FittedPrior
+
+    family = pool.family
+    column = {c: j for j, c in enumerate(pool.configs)}
+    configs = pool.parsed_configs
+    measured = pool.measured
+    keys = pool.parsed_keys
+    splits = [split_of(family, k) for k in pool.keys]
+    held_out = [i for i, s in enumerate(splits) if s == "held_out" and measured[i].any()]
+    training = [i for i, s in enumerate(splits) if s != "held_out" and measured[i].any()]
+    spec = spec or build_spec(dataset, family, [p for p in dataset.pools if p.family == family])
+
+    def col(config: dict | None) -> int | None:
+        if config is None:
+            return None
+        return column.get(canonical_config(config), -1)
+
+    goldens = golden_files(pool.device, pool.regime)
+    golden_keys = sum(any(g.entry(family, k) for g in goldens) for k in pool.keys)
+
+    model = (models or {}).get(family)
+    prior = None
+    note = ""
+    if models is None:
+        note = "not scored: no prior"
+    elif model is None:
+        note = f"not scored: the prior has no model of {family}"
+    elif pool.device not in model.spec.devices:
+        note = f"not scored: the prior was not fitted on {pool.device}"
+    else:
+        prior = FittedPrior(Path("."), {}, models, pool.device)
+
+    train_vectors = np.array([spec.key_vector(keys[i]) for i in training])
+    scores: dict[str, list[KeyScore]] = {name: [] for name in PICKERS}
+    cells: list[tuple[np.ndarray, np.ndarray]] = []
+    for i in held_out:
+        key, times = pool.keys[i], pool.median_s[i]
+        query = site_query(family, key, configs)
+        # the prior
+        if prior is not None and model is not None and model.spec.accepts(keys[i], configs[0]):
+            decision = prior.decide(query)
+            ranking = np.exp(model.predict_log(pool.device, [keys[i]], configs)[0])
+            scores["prior"].append(
+                score_key(key, times, col(decision and decision.config), ranking)
+            )
+            cells.append((times[measured[i]], ranking[measured[i]]))
+        # the declared default, moved by the constraints
+        scores["default"].append(score_key(key, times, col(default_pick(query))))
+        # the nearest training key
+        if len(training):
+            distances = np.linalg.norm(train_vectors - spec.key_vector(keys[i]), axis=1)
+            near = training[int(np.argmin(distances))]
+            near_times = np.where(measured[near], pool.median_s[near], np.inf)
+            pick = int(np.argmin(near_times))
+            scores["nearest key"].append(score_key(key, times, pick, near_times))
+        # golden, where an entry applies
+        entry = next((e for g in goldens if (e := g.entry(family, key))), None)
+        if entry is not None:
+            scores["golden"].append(score_key(key, times, col(entry.config)))
+    predicted = None
+    if cells:
+        predicted = (np.concatenate([c[0] for c in cells]), np.concatenate([c[1] for c in cells]))
+    summaries = {name: Summary.of(s) for name, s in scores.items()}
+    fraction = float(measured.mean()) if measured.size else 0.0
+    return PoolReport(pool, held_out, fraction, golden_keys, summaries, predicted, note)
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def select_pools(dataset: Dataset, view: str | None) -> list[Pool]:
+    if not view:
+        return list(dataset.pools)
+    pools = [p for p in dataset.pools if view in (p.id, p.family, p.device)]
+    if not pools:
+        known = ", ".join(p.id for p in dataset.pools) or "none"
+        raise EmmyError(
+            f"{dataset.path / 'manifest.json'}: no pool, family or device {view!r} (pools: {known})"
+        )
+    return pools
+
+
+def evaluate(dataset: Dataset, models: dict | None, view: str | None = None) -> list[PoolReport]:
+    pools = select_pools(dataset, view)
+    specs: dict[str, FeatureSpec] = {}
+    reports = []
+    for pool in pools:
+        if pool.family not in specs:
+            same = [p for p in dataset.pools if p.family == pool.family]
+            specs[pool.family] = build_spec(dataset, pool.family, same)
+        reports.append(evaluate_pool(dataset, pool, models, specs[pool.family]))
+    return reports
+
+
+def _fmt(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 100:.1f}%" if percent else f"{value:.3f}"
+
+
+def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
+    header = ("picker", "keys", "scored", "missing", "top-1", "top-5", "mean regret", "worst")
+    for report in reports:
+        pool = report.pool
+        yield f"{pool.id}: {pool.family} on {pool.device}, regime {pool.regime} ({pool.regime_words})"
+        yield (
+            f"  coverage: {len(pool.keys)} keys ({len(report.held_out)} held out), "
+            f"{len(pool.configs)} configs, {report.cells_measured * 100:.1f}% of cells measured; "
+            f"golden entries for {report.golden_keys} of {len(pool.keys)} keys"
+        )
+        rows = [header]
+        for name, s in report.pickers.items():
+            if name == "golden" and not s.keys:
+                continue
+            if name == "prior" and report.note:
+                rows.append((name, report.note, "", "", "", "", "", ""))
+                continue
+            rows.append(
+                (
+                    name,
+                    str(s.keys),
+                    str(s.scored),
+                    str(s.missing),
+                    _fmt(s.top1),
+                    _fmt(s.top5),
+                    _fmt(s.mean_regret, True),
+                    _fmt(s.worst_regret, True),
+                )
+            )
+        yield from _aligned(rows)
+    if len(reports) > 1:
+        yield "all pools (held-out keys together):"
+        rows = [header]
+        for name in PICKERS:
+            merged = Summary.of([k for r in reports for k in r.pickers[name].scores])
+            if not merged.keys:
+                continue
+            rows.append(
+                (
+                    name,
+                    str(merged.keys),
+                    str(merged.scored),
+                    str(merged.missing),
+                    _fmt(merged.top1),
+                    _fmt(merged.top5),
+                    _fmt(merged.mean_regret, True),
+                    _fmt(merged.worst_regret, True),
+                )
+            )
+        yield from _aligned(rows)
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> Iterator[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        if len(row) > 1 and row[2:] == ("",) * (len(row) - 2):
+            cells = [row[0].ljust(widths[0]), row[1]]
+        yield "  " + "  ".join(cells).rstrip()
+
+
+def write_plots(reports: Sequence[PoolReport], directory: Path) -> list[Path] | None:
+    """Per pool: the prior's predicted vs measured times, and each picker's regret
+    distribution. None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for report in reports:
+        if report.predicted is not None:
+            measured, predicted = report.predicted
+            figure, axes = plt.subplots(figsize=(5, 5))
+            axes.loglog(measured, predicted, ".", alpha=0.4, markersize=3)
+            low = float(min(measured.min(), predicted.min()))
+            high = float(max(measured.max(), predicted.max()))
+            axes.plot([low, high], [low, high], "k--", linewidth=0.8)
+            axes.set_xlabel("measured median (s)")
+            axes.set_ylabel("predicted (s)")
+            axes.set_title(f"{report.pool.id}: held-out keys", fontsize=8)
+            figure.tight_layout()
+            path = directory / f"{report.pool.id}.predicted.png"
+            figure.savefig(path, dpi=100)
+            plt.close(figure)
+            written.append(path)
+        ratios = {
+            name: [1.0 + k.regret for k in s.scores if k.regret is not None]
+            for name, s in report.pickers.items()
+        }
+        ratios = {name: r for name, r in ratios.items() if r}
+        if ratios:
+            figure, axes = plt.subplots(figsize=(6, 4))
+            top = max(max(r) for r in ratios.values())
+            bins = np.geomspace(1.0, max(top, 1.1) * 1.01, 30)
+            for name, values in ratios.items():
+                axes.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
+            axes.set_xscale("log")
+            axes.set_xlabel("time of the pick / fastest measured (1 + regret)")
+            axes.set_ylabel("held-out keys")
+            axes.set_title(f"{report.pool.id}", fontsize=8)
+            axes.legend()
+            figure.tight_layout()
+            path = directory / f"{report.pool.id}.regret.png"
+            figure.savefig(path, dpi=100)
+            plt.close(figure)
+            written.append(path)
+    return written
+
+
+def run_eval(
+    dataset_dir: str | Path,
+    prior: str | Path | None = None,
+    view: str | None = None,
+    plots: str | Path | None = None,
+    out: Callable[[str], None] = print,
+) -> list[PoolReport]:
+    """`emmy eval`: prints the tables; returns the reports."""
+    from emmy.search.prior import METADATA, WEIGHTS, prior_dir, read_prior
+    from emmy.search.prior.features import load_dataset
+
+    dataset = load_dataset(dataset_dir)
+    directory = Path(prior) if prior else prior_dir()
+    models = None
+    if (directory / WEIGHTS).exists() or (directory / METADATA).exists() or prior:
+        metadata, models = read_prior(directory)
+        fitted_on = metadata.get("dataset", {}).get("sha256", "?")
+        out(f"prior {directory} (fitted on dataset {fitted_on[:16]})")
+        if fitted_on != dataset.sha256:
+            out(
+                f"  note: this dataset is {dataset.sha256[:16]}; held-out keys stay held out"
+                " (the split is a hash of the key), but the data differ"
+            )
+    else:
+        out(f"no prior at {directory}")
+    reports = evaluate(dataset, models, view)
+    for line in table_lines(reports):
+        out(line)
+    if plots:
+        written = write_plots(reports, Path(plots))
+        if written is None:
+            out("emmy eval: matplotlib is not installed: no plots written (pip install matplotlib)")
+        else:
+            out(f"wrote {len(written)} plots to {plots}")
+    return reports
+
+
+def cmd_eval(args) -> int:
+    run_eval(args.dataset, args.prior, args.view, args.plots)
+    return 0
+
+
+__all__ = ["run_eval", "evaluate", "score_key", "Summary", "PoolReport"]

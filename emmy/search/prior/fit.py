@@ -1,0 +1,387 @@
+"""`emmy fit`: fits the prior on a dataset with JAX and writes weights.npz + metadata.json.
+
+The model (one per family; see below why) is an MLP over the standardised features of
+emmy/search/prior/features.py predicting log(median seconds) of a config for a key on a
+device. Its loss, per key (a row of a pool's matrix), is
+
+    mean squared error of log time over the measured configs
+    + LISTWISE × KL(softmax(-log t / τ) ‖ softmax(-predicted / τ)) over the same configs
+
+The first term gives times worth printing as provenance; the second (ListNet with a
+temperature of τ in log-time units) spends the model's capacity on ordering the fast
+configs of each key, which is what the top-1 pick needs: an error on a config 3× slower
+than the best costs nothing there.
+
+One model per family, not one with a family one-hot: families share neither key names
+nor forks (a `vec` of softmax and a `block_m` of matmul are different inputs), so a joint
+model would see a union of mostly-zero features and learn little across them; per family,
+fits are independent, small and can be redone one at a time. Devices share the model
+(device one-hot), so what a family's cost looks like carries over between devices.
+
+Split: fixed by a hash of (family, key) (features.split_of): 20 % of keys are held out of
+the fit entirely (what the metadata and `emmy eval` score), 15 % validate (early stopping
+keeps the parameters of the best validation loss), the rest train. Only pools under their
+device's deployable regime are fitted: a compile reads nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from emmy.errors import EmmyError
+from emmy.search.prior import PRIOR_DIR, FamilyModel, write_prior
+from emmy.search.prior.features import (
+    DATASET_HASH,
+    HELD_OUT_FRACTION,
+    VALIDATION_FRACTION,
+    Dataset,
+    FeatureSpec,
+    Pool,
+    build_spec,
+    finite_log,
+    load_dataset,
+    split_of,
+)
+
+HIDDEN = (64, 64)
+LISTWISE = 1.0
+TEMPERATURE = 0.1
+LEARNING_RATE = 3e-3
+WEIGHT_DECAY = 1e-4
+BATCH_KEYS = 16
+PATIENCE = 40
+#: configs of a key that one step looks at (a random sample of the measured ones)
+SAMPLE_CONFIGS = 128
+
+
+@dataclass
+class FamilyData:
+    spec: FeatureSpec
+    x: np.ndarray  # [rows, configs, features] float32
+    y: np.ndarray  # [rows, configs] log seconds, NaN where not measured
+    splits: list[str]
+    pools: list[Pool]
+
+
+def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
+    """The pools a compile could use (its device's deployable regime), and why others not."""
+    from emmy.backend.regime import regime_for
+
+    kept, skipped = [], {}
+    for pool in dataset.pools:
+        try:
+            regime = regime_for(pool.device).id
+        except EmmyError as e:
+            skipped[pool.id] = f"device {pool.device!r}: {e}"
+            continue
+        if pool.regime != regime:
+            skipped[pool.id] = f"regime {pool.regime} is not {pool.device}'s deployable {regime}"
+            continue
+        if not pool.measured.any():
+            skipped[pool.id] = "no measured cell"
+            continue
+        kept.append(pool)
+    return kept, skipped
+
+
+def family_data(dataset: Dataset, family: str, pools: list[Pool]) -> FamilyData:
+    """Every (device, key) of the family as a row over the union of the pools' configs."""
+    spec = build_spec(dataset, family, pools)
+    columns = sorted({c for p in pools for c in p.configs})
+    configs = [json.loads(c) for c in columns]
+    xs, ys, splits = [], [], []
+    for pool in pools:
+        index = np.array([columns.index(c) for c in pool.configs])
+        y = np.full((len(pool.keys), len(columns)), np.nan)
+        y[:, index] = finite_log(pool.median_s)
+        xs.append(spec.matrix(pool.device, pool.parsed_keys, configs).astype(np.float32))
+        ys.append(y)
+        splits += [split_of(family, k) for k in pool.keys]
+    return FamilyData(spec, np.concatenate(xs), np.concatenate(ys), splits, pools)
+
+
+# --- the model, in JAX ------------------------------------------------------------------
+
+
+def init_params(seed: int, sizes: list[int]) -> list[tuple[jax.Array, jax.Array]]:
+    """He-normal hidden layers, a small output layer; drawn with numpy (each jax.random
+    call would be one more XLA compile)."""
+    rng = np.random.default_rng(seed)
+    params = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        scale = np.sqrt(2.0 / n_in) if i < len(sizes) - 2 else 0.1 / np.sqrt(n_in)
+        w = (rng.standard_normal((n_in, n_out)) * scale).astype(np.float32)
+        params.append((jnp.asarray(w), jnp.asarray(np.zeros(n_out, np.float32))))
+    return params
+
+
+def forward(params, x: jax.Array) -> jax.Array:
+    """The same network as FamilyModel.forward (numpy), on standardised inputs."""
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = jax.nn.relu(h)
+    return h[..., 0]
+
+
+def loss_terms(params, x, y, mask, tau):
+    """(mse, listwise KL) of a batch of rows; y standardised, tau in standardised units."""
+    pred = forward(params, x)
+    count = jnp.maximum(mask.sum(), 1.0)
+    mse = jnp.sum(mask * (pred - y) ** 2) / count
+    has = mask.sum(axis=1) > 0
+    target = jax.nn.softmax(jnp.where(mask > 0, -y / tau, -1e9), axis=1)
+    log_q = jax.nn.log_softmax(jnp.where(mask > 0, -pred / tau, -1e9), axis=1)
+    log_p = jnp.log(jnp.where(target > 0, target, 1.0))
+    kl = jnp.sum(jnp.where(mask > 0, target * (log_p - log_q), 0.0), axis=1)
+    kl = jnp.sum(jnp.where(has, kl, 0.0)) / jnp.maximum(has.sum(), 1)
+    return mse, kl
+
+
+def predict_log_jax(model: FamilyModel, device: str, keys, configs) -> np.ndarray:
+    """The JAX network's log-time predictions for a fitted FamilyModel (for checks)."""
+    x = model.spec.matrix(device, keys, configs)
+    xn = jnp.asarray(((x - model.x_mean) / model.x_std).astype(np.float32))
+    params = [(jnp.asarray(w, jnp.float32), jnp.asarray(b, jnp.float32)) for w, b in model.layers]
+    return np.asarray(forward(params, xn), dtype=np.float64) * model.y_std + model.y_mean
+
+
+# --- training ---------------------------------------------------------------------------
+
+
+@dataclass
+class FitResult:
+    model: FamilyModel
+    best_epoch: int
+    validation_loss: float | None
+    rows: dict[str, int]
+    seconds: float
+
+
+def fit_family(
+    data: FamilyData,
+    epochs: int,
+    seed: int,
+    log: Callable[[str], None] = print,
+    hidden: tuple[int, ...] = HIDDEN,
+) -> FitResult:
+    start = time.perf_counter()
+    measured = np.isfinite(data.y)
+    has = measured.any(axis=1)
+    rows = {
+        s: [i for i, (r, h) in enumerate(zip(data.splits, has, strict=True)) if r == s and h]
+        for s in ("train", "validation", "held_out")
+    }
+    train, validation = (
+        np.array(rows["train"], dtype=np.int32),
+        np.array(rows["validation"], dtype=np.int32),
+    )
+    if not len(train):
+        raise EmmyError(f"family {data.spec.family}: no measured training key to fit on")
+    cells = data.x[train][measured[train]]
+    x_mean = cells.mean(axis=0).astype(np.float64)
+    x_std = cells.std(axis=0).astype(np.float64)
+    x_std[x_std < 1e-6] = 1.0
+    y_cells = data.y[train][measured[train]]
+    y_mean, y_std = float(y_cells.mean()), float(max(y_cells.std(), 1e-3))
+    xn = jnp.asarray(((data.x - x_mean) / x_std).astype(np.float32))
+    yn = jnp.asarray(np.where(measured, (data.y - y_mean) / y_std, 0.0).astype(np.float32))
+    mask = jnp.asarray(measured.astype(np.float32))
+    tau = TEMPERATURE / y_std
+
+    arrays = (xn, yn, mask)  # arguments, not constants: XLA would fold them at every jit
+
+    def objective(params, arrays, index, columns, weight):
+        xn, yn, mask = arrays
+        m = mask[index[:, None], columns] * weight[:, None]
+        x, y = xn[index[:, None], columns], yn[index[:, None], columns]
+        mse, kl = loss_terms(params, x, y, m, tau)
+        return mse + LISTWISE * kl
+
+    @jax.jit
+    def step(params, moments, t, arrays, index, columns, weight):
+        loss, grads = jax.value_and_grad(objective)(params, arrays, index, columns, weight)
+        first, second = moments
+        first = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, first, grads)
+        second = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, second, grads)
+        correction = jnp.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+        params = jax.tree.map(
+            lambda p, m, v: (
+                p - LEARNING_RATE * (correction * m / (jnp.sqrt(v) + 1e-8) + WEIGHT_DECAY * p)
+            ),
+            params,
+            first,
+            second,
+        )
+        return params, (first, second), loss
+
+    @jax.jit
+    def evaluate(params, arrays, index):
+        xn, yn, mask = arrays
+        m = mask[index]
+        mse, kl = loss_terms(params, xn[index], yn[index], m, tau)
+        return mse + LISTWISE * kl
+
+    sizes = [data.spec.size, *hidden, 1]
+    params = init_params(seed, sizes)
+    zeros = [
+        (jnp.asarray(np.zeros(w.shape, np.float32)), jnp.asarray(np.zeros(b.shape, np.float32)))
+        for w, b in params
+    ]
+    moments = (zeros, zeros)
+    rng = np.random.default_rng(seed + 1)
+    batch = min(BATCH_KEYS, len(train))
+    watch = validation if len(validation) else train
+    best, best_loss, best_epoch, t = params, float("inf"), 0, 0
+    n_columns = min(SAMPLE_CONFIGS, data.y.shape[1])
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(train)
+        padded = -len(order) % batch
+        weight = np.ones(len(order) + padded, dtype=np.float32)
+        weight[len(order) :] = 0.0
+        order = np.concatenate([order, order[:padded]]) if padded else order
+        # each key's configs in a random order, measured ones first: a step sees a sample
+        # of n_columns of them (all when fewer are measured; the rest are masked out)
+        noise = rng.random((len(order), data.y.shape[1])) + ~measured[order]
+        columns = np.argsort(noise, axis=1)[:, :n_columns].astype(np.int32)
+        for lo in range(0, len(order), batch):
+            t += 1
+            params, moments, _ = step(
+                params,
+                moments,
+                t,
+                arrays,
+                jnp.asarray(order[lo : lo + batch]),
+                jnp.asarray(columns[lo : lo + batch]),
+                jnp.asarray(weight[lo : lo + batch]),
+            )
+        loss = float(evaluate(params, arrays, jnp.asarray(watch)))
+        if loss < best_loss - 1e-6:
+            best, best_loss, best_epoch = params, loss, epoch
+        elif epoch - best_epoch >= PATIENCE:
+            break
+    layers = tuple(
+        (np.asarray(w, dtype=np.float32), np.asarray(b, dtype=np.float32)) for w, b in best
+    )
+    model = FamilyModel(data.spec, layers, x_mean, x_std, y_mean, y_std)
+    seconds = time.perf_counter() - start
+    log(
+        f"  {data.spec.family}: {len(train)} training keys, {len(validation)} validating, "
+        f"{len(rows['held_out'])} held out; {data.spec.size} features; best epoch {best_epoch} "
+        f"(validation loss {best_loss:.4f}) in {seconds:.1f} s"
+    )
+    return FitResult(
+        model,
+        best_epoch,
+        best_loss if len(validation) else None,
+        {k: len(v) for k, v in rows.items()},
+        seconds,
+    )
+
+
+def fit(
+    dataset_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    epochs: int = 400,
+    seed: int = 0,
+    hidden: tuple[int, ...] = HIDDEN,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Fit every family of the dataset; write the prior to `out_dir` (default: the package's
+    prior folder). Returns the metadata written."""
+    from emmy.search.evaluate import evaluate_pool
+
+    dataset = load_dataset(dataset_dir)
+    pools, skipped = deployable_pools(dataset)
+    for pool_id, reason in skipped.items():
+        log(f"  skipping pool {pool_id}: {reason}")
+    if not pools:
+        raise EmmyError(f"{dataset.path / 'manifest.json'}: no pool to fit on")
+    log(f"fitting {len(pools)} pools of dataset {dataset.sha256[:16]} ({dataset.path})")
+    families = sorted({p.family for p in pools})
+    results: dict[str, FitResult] = {}
+    for index, family in enumerate(families):
+        same = [p for p in pools if p.family == family]
+        data = family_data(dataset, family, same)
+        results[family] = fit_family(data, epochs, seed + index, log, hidden)
+    models = {f: r.model for f, r in results.items()}
+    metrics = {}
+    for pool in pools:
+        report = evaluate_pool(dataset, pool, models, models[pool.family].spec)
+        metrics[pool.id] = report.metrics()
+    metadata = {
+        "dataset": {
+            "sha256": dataset.sha256,
+            "hash": DATASET_HASH,
+            "sources": dataset.manifest.get("sources", []),
+            "pools": [p.id for p in pools],
+            "skipped_pools": skipped,
+        },
+        "split": {
+            "rule": "u = first 8 bytes of sha256(family + '\\n' + key) / 2**64: held out if "
+            f"u < {HELD_OUT_FRACTION}, validation if u < {HELD_OUT_FRACTION + VALIDATION_FRACTION}"
+            ", else train",
+            "held_out": HELD_OUT_FRACTION,
+            "validation": VALIDATION_FRACTION,
+        },
+        "architecture": {
+            "model": "one MLP per family",
+            "input": "standardised features (emmy/search/prior/features.py)",
+            "hidden": list(hidden),
+            "activation": "relu",
+            "output": "natural log of the median time in seconds",
+        },
+        "loss": {
+            "per_key": "MSE(log t) + listwise KL(softmax(-log t/tau) || softmax(-pred/tau))",
+            "listwise_weight": LISTWISE,
+            "temperature": TEMPERATURE,
+        },
+        "training": {
+            "optimizer": "adam with decoupled weight decay",
+            "learning_rate": LEARNING_RATE,
+            "weight_decay": WEIGHT_DECAY,
+            "batch_keys": BATCH_KEYS,
+            "max_epochs": epochs,
+            "patience": PATIENCE,
+            "early_stopping": "best validation loss",
+            "seed": seed,
+            "jax": jax.__version__,
+        },
+        "families": {
+            f: {
+                "devices": list(r.model.spec.devices),
+                "rows": r.rows,
+                "best_epoch": r.best_epoch,
+                "validation_loss": None
+                if r.validation_loss is None
+                else round(r.validation_loss, 6),
+            }
+            for f, r in results.items()
+        },
+        "metrics": metrics,
+    }
+    directory = Path(out_dir) if out_dir else PRIOR_DIR
+    paths = write_prior(directory, models, metadata)
+    for pool_id, m in metrics.items():
+        prior, default, near = m["prior"], m["default"], m["nearest key"]
+        log(
+            f"  {pool_id}: held-out top-1 prior {_fmt(prior['top1'])}, default "
+            f"{_fmt(default['top1'])}, nearest key {_fmt(near['top1'])} "
+            f"({m['held_out_keys']} keys)"
+        )
+    log(f"wrote {paths[0]} and {paths[1]}")
+    return json.loads(paths[1].read_text())
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
