@@ -384,6 +384,15 @@ def _evidence(provenance: dict) -> str:
         )
     if oracle == "pins":
         return "every fork pinned"
+    if oracle == "prior":
+        text = (
+            f"predicted {evidence.get('predicted_s', 0) * 1e3:.3f} ms, best of "
+            f"{evidence.get('configs_scored')} scored (dataset {str(evidence.get('dataset'))[:12]})"
+        )
+        runner_up = provenance.get("runner_up")
+        if runner_up:
+            text += f"; runner-up predicted {runner_up['predicted_s'] * 1e3:.3f} ms"
+        return text
     return " ".join(f"{k}={v}" for k, v in evidence.items())
 
 
