@@ -16,3 +16,13 @@ def _emmy_cache(tmp_path_factory):
         shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
         os.environ["EMMY_CACHE_DIR"] = str(shared / "emmy-cache")
     yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_committed_prior(tmp_path_factory):
+    """Tests decide from the stores they set up: the committed prior (fitted on the emu
+    dataset) would answer emu sites before the declared default. Tests of the prior point
+    EMMY_PRIOR_DIR at theirs; tests/test_prior.py checks the committed one."""
+    if "EMMY_PRIOR_DIR" not in os.environ:
+        os.environ["EMMY_PRIOR_DIR"] = str(tmp_path_factory.mktemp("no-prior"))
+    yield
