@@ -4,12 +4,13 @@ Per pool (family, device, regime) of a dataset written by `emmy db export`: its 
 (keys, configs, the fraction of cells measured cleanly, the golden files' entries), and on
 the keys held out of every fit (features.split_of) the score of each way to pick:
 
-- **prior**: the fitted prior's pick among every valid config of the key (what a compile
-  would pick), and its ranking of the key's measured configs;
+- **prior**: the config the fitted prior predicts fastest among those measured for the key
+  (a dataset measures a sample of each key's configs: a pick outside it has no time), and
+  its ranking of the key's measured configs;
 - **default**: the declared default, or the config the constraints move it to (as the
   default oracle does);
-- **nearest key**: the fastest measured config of the training key nearest in key-feature
-  space, and that key's ranking of the configs;
+- **nearest key**: among the configs measured for the key, the fastest on the training key
+  nearest in key-feature space that shares one with it, and that key's ranking;
 - **golden**: the golden files' entry for the key, where one applies (its device and regime).
 
 Scores, per held-out key with at least one measured config (best = its fastest time):
@@ -151,6 +152,15 @@ def score_key(
 # --- the pickers ------------------------------------------------------------------------
 
 
+def first_measured(ranking: np.ndarray, measured: np.ndarray) -> int | None:
+    """The column a ranking (lower first; inf: not ranked) puts first among the configs
+    measured for the key, or None when it ranks none of them."""
+    candidates = np.flatnonzero(measured & np.isfinite(ranking))
+    if not len(candidates):
+        return None
+    return int(candidates[np.argmin(ranking[candidates])])
+
+
 def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
     """The SiteQuery a compile would make for (family, key) with no pins, from the library;
     for a family the library does not know, a query over `fallback` configs."""
@@ -253,20 +263,21 @@ def evaluate_pool(
         query = site_query(family, key, configs)
         # the prior
         if prior is not None and model is not None and model.spec.accepts(keys[i], configs[0]):
-            decision = prior.decide(query)
             ranking = np.exp(model.predict_log(pool.device, [keys[i]], configs)[0])
-            scores["prior"].append(
-                score_key(key, times, col(decision and decision.config), ranking)
-            )
+            pick = first_measured(ranking, measured[i])
+            scores["prior"].append(score_key(key, times, pick, ranking))
             cells.append((times[measured[i]], ranking[measured[i]]))
         # the declared default, moved by the constraints
         scores["default"].append(score_key(key, times, col(default_pick(query))))
         # the nearest training key
         if len(training):
             distances = np.linalg.norm(train_vectors - spec.key_vector(keys[i]), axis=1)
-            near = training[int(np.argmin(distances))]
-            near_times = np.where(measured[near], pool.median_s[near], np.inf)
-            pick = int(np.argmin(near_times))
+            # the nearest training key that shares a measured config with this one
+            for near in (training[j] for j in np.argsort(distances, kind="stable")):
+                near_times = np.where(measured[near], pool.median_s[near], np.inf)
+                pick = first_measured(near_times, measured[i])
+                if pick is not None:
+                    break
             scores["nearest key"].append(score_key(key, times, pick, near_times))
         # golden, where an entry applies
         entry = next((e for g in goldens if (e := g.entry(family, key))), None)

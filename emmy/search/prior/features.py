@@ -78,6 +78,9 @@ class FeatureSpec:
     forks: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        # symbols in name order: the layout must survive a JSON round trip with sorted keys
+        for name in ("key_symbols", "fork_symbols"):
+            object.__setattr__(self, name, dict(sorted(getattr(self, name).items())))
         if not self.forks:
             object.__setattr__(self, "forks", (*self.fork_ints, *self.fork_symbols))
 
