@@ -474,3 +474,22 @@ def test_a_refit_is_the_same_bytes(tmp_path) -> None:
         assert main(["fit", "--dataset", str(data), "-o", str(out), "--epochs", "3"]) == 0
     for name in ("weights.npz", "metadata.json"):
         assert (fits[0] / name).read_bytes() == (fits[1] / name).read_bytes()
+
+
+def test_the_committed_prior_decides_emu_sites_from_a_fresh_checkout(capsys, tmp_path) -> None:
+    """The prior fitted on _data/dataset (benches on emu) ships in the package: with no
+    golden file and an empty database it is what decides an emu softmax."""
+    from emmy.search.prior import PRIOR_DIR
+
+    assert (PRIOR_DIR / "weights.npz").is_file() and (PRIOR_DIR / "metadata.json").is_file()
+    env = {k: v for k, v in os.environ.items() if k != "EMMY_PRIOR_DIR"}
+    script = COMPILE.format(tests=str(Path(__file__).parent), db=str(tmp_path / "autotune.db"))
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["jax"] is False
+    assert out["provenance"]["oracle"] == "prior"
+    metadata = json.loads((PRIOR_DIR / "metadata.json").read_text())
+    assert out["provenance"]["evidence"]["dataset"] == metadata["dataset"]["sha256"]

@@ -36,6 +36,8 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
         atol += 2e-6 * int(key["kv_len"])
     if family == "reduce_rows":
         atol += 4e-6 * math.sqrt(int(key["cols"]))
+    if family in ("layer_norm", "rms_norm"):
+        atol += 2e-7 * math.sqrt(int(key["cols"]))
     return rtol, atol
 
 
