@@ -148,6 +148,8 @@ def _bench_process(db: Path, expression: str, *extra: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # a suite started in the background inherits SIGINT ignored, and so would the bench
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
