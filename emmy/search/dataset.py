@@ -270,28 +270,12 @@ def _load_freeze(path: Path, data: bytes, sha256: str) -> Source:
 
 
 def _load_golden(path: Path) -> Source:
-    from emmy.search.golden import load_golden
+    from emmy.search.golden import golden_rows, load_golden
 
     golden = load_golden(path)
-    # the rows a compile imports from this file into a tuning database (golden.import_golden),
-    # so that a tuning database holding them and this file deduplicate
-    rows = [
-        Row(
-            device=golden.device,
-            regime=golden.regime,
-            regime_words=golden.regime_words,
-            compiler="golden",
-            family=e.family,
-            key=e.key,
-            config=e.config,
-            origin="golden",
-            status="ok",
-            median_s=e.median_s,
-            bench=str(golden.path),
-        )
-        for e in golden.entries
-        if e.median_s is not None
-    ]
+    # the rows a compile imports from this file into a tuning database, so that a tuning
+    # database holding them and this file deduplicate
+    rows = golden_rows(golden)
     return Source(path, "golden", golden.sha256, rows)
 
 

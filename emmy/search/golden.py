@@ -202,7 +202,12 @@ def import_golden(db: TuningDB, golden: GoldenFile) -> int:
     source = str(golden.path)
     if db.golden_imported(source, golden.sha256):
         return 0
-    rows = [
+    return len(db.replace_golden(source, golden.sha256, golden_rows(golden)))
+
+
+def golden_rows(golden: GoldenFile) -> list[Row]:
+    """A golden file's measured entries as the rows a tuning database holds of it."""
+    return [
         Row(
             device=golden.device,
             regime=golden.regime,
@@ -214,12 +219,11 @@ def import_golden(db: TuningDB, golden: GoldenFile) -> int:
             origin="golden",
             status="ok",
             median_s=e.median_s,
-            bench=source,
+            bench=str(golden.path),
         )
         for e in golden.entries
         if e.median_s is not None
     ]
-    return len(db.replace_golden(source, golden.sha256, rows))
 
 
 def _ratio(slow: float | None, fast: float) -> float | None:
