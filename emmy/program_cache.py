@@ -94,8 +94,13 @@ def load(key: str) -> Program | None:
 
 
 def save(key: str, program: Program) -> None:
+    """Keeps the program for the next compile; a cache that cannot be written (a full or
+    read-only disk) costs that compile's speed, never this one's result."""
     path = _path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        pickle.dump(program, tmp, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp.name, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+            pickle.dump(program, tmp, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp.name, path)
+    except OSError:
+        return
