@@ -1,6 +1,7 @@
 """Where emmy keeps its on-disk state."""
 
 import os
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -22,3 +23,19 @@ def cache_dir() -> Path:
     path = Path(root) if root else Path.home() / ".cache" / "emmy"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` whole (its folder made if need be): a crash or a concurrent
+    reader sees the old file or the new one, never part of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -11,14 +11,12 @@ next compile decides afresh.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import emmy
-from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs
+from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, write_atomic
 from emmy.program import Program
 from emmy.search.prior import prior_files
 
@@ -98,9 +96,6 @@ def save(key: str, program: Program) -> None:
     read-only disk) costs that compile's speed, never this one's result."""
     path = _path(key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-            pickle.dump(program, tmp, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp.name, path)
+        write_atomic(path, pickle.dumps(program, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         return

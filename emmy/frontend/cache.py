@@ -5,12 +5,10 @@ Graphs are kept as text; xDSL is imported only to parse one."""
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from importlib.metadata import version
 
 import emmy
-from emmy.paths import cache_dir
+from emmy.paths import cache_dir, write_atomic
 
 
 def _path(expression: str):
@@ -41,10 +39,7 @@ def traced_graph_text(expression: str) -> str:
     from emmy.frontend.expression import trace
 
     text = str(trace(expression, meta=True).module)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+    write_atomic(path, text.encode())
     return text
 
 

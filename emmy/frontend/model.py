@@ -445,8 +445,8 @@ def _layer_norm(self: Converter, node: fx.Node) -> View:
         raise self.error("layer_norm over more than the last dim is not supported")
     x = self.operand(x_arg)
     example = _value(node)
-    w = self.operand(weight) if weight is not None else self.ones(node, shape[0], example, 1.0)
-    b = self.operand(bias) if bias is not None else self.ones(node, shape[0], example, 0.0)
+    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
+    b = self.operand(bias) if bias is not None else _filled(self, node, shape[0], example, 0.0)
     return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
 
 
@@ -460,16 +460,14 @@ def _rms_norm(self: Converter, node: fx.Node) -> View:
     if eps is None:
         eps = torch.finfo(example.dtype).eps
     x = self.operand(x_arg)
-    w = self.operand(weight) if weight is not None else self.ones(node, shape[0], example, 1.0)
+    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
     return self.result(self.insert(graph.RmsNormOp(x, w, float(eps))), example)
 
 
-def _ones(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill: float) -> SSAValue:
+def _filled(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill: float) -> SSAValue:
+    """A norm's absent weight (ones) or bias (zeros), as a constant."""
     tensor = torch.full((size,), fill, dtype=like.dtype)
     return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
-
-
-Converter.ones = _ones
 
 
 def _softmax(self: Converter, node: fx.Node) -> View:
@@ -494,30 +492,19 @@ def _reduce(self: Converter, node: fx.Node) -> View:
     if node.kwargs.get("dtype") is not None:
         raise self.error(f"{kind} with a dtype conversion is not supported")
     example = node.meta["val"]
-
-    def build(x: SSAValue) -> SSAValue:
-        shape = list(x.type.get_shape())
-        reduced = TensorType(x.type.element_type, shape[:-1] + ([1] if keepdim else []))
-        return self.insert(graph.ReduceOp(x, kind, reduced))
-
-    return (
-        self.over_last_dim(node, int(dims[0]), build)
-        if keepdim
-        else self._reduce_flat(node, int(dims[0]), build, example)
-    )
-
-
-def _reduce_flat(self, node, dim, build, example) -> View:
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
-    dim %= rank
-    # the remaining dims keep their order: move the reduced dim last, then drop it
+    dim = int(dims[0]) % rank
+    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
+    # back to its place by a reshape, which moves no element
     order = [d for d in range(rank) if d != dim] + [dim]
-    moved = View(source.base, source.meta.permute(order))
-    return self.result(build(self.contiguous(moved)), example)
-
-
-Converter._reduce_flat = _reduce_flat
+    x = self.contiguous(View(source.base, source.meta.permute(order)))
+    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
+    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
+    out = self.type_of(example)
+    if value.type != out:
+        value = self.insert(graph.ReshapeOp(value, out))
+    return self.result(value, example)
 
 
 def _embedding(self: Converter, node: fx.Node) -> View:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -22,7 +20,7 @@ from types import ModuleType
 
 import emmy
 from emmy.errors import EmmyError
-from emmy.paths import RECIPES_DIR, cache_dir
+from emmy.paths import RECIPES_DIR, cache_dir, write_atomic
 
 DTYPE_NAMES = ("f32", "f16", "bf16")
 
@@ -153,8 +151,5 @@ def recipe_graph_text(case: RecipeCase) -> tuple[str, list[str]]:
     model, inputs = build(case, meta=True)
     graph = export(model, inputs)
     entry = {"graph": str(graph.module), "constants": list(graph.constants)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        json.dump(entry, tmp)
-    os.replace(tmp.name, path)
+    write_atomic(path, json.dumps(entry).encode())
     return entry["graph"], entry["constants"]

@@ -22,10 +22,8 @@ import hashlib
 import io
 import json
 import math
-import os
 import re
 import sys
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from emmy.errors import EmmyError
+from emmy.paths import write_atomic
 from emmy.search.db import (
     STATUSES,
     ReadOnlyDB,
@@ -72,20 +71,6 @@ def _iso(timestamp: float) -> str:
 
 def pool_id(family: str, device: str, regime: str) -> str:
     return f"{family}__{device}__{regime}"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` by `data` whole: a crash leaves the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --- freezing -----------------------------------------------------------------------------
@@ -176,7 +161,7 @@ def freeze(
         path = out_dir / f"freeze-{sha256[:12]}.jsonl"
         if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256:
             return Freeze(path, sha256, len(rows), written=False)
-        _write_atomic(path, data)
+        write_atomic(path, data)
     except OSError as e:
         raise EmmyError(f"{out_dir}: cannot write the freeze ({e.strerror or e})") from None
     return Freeze(path, sha256, len(rows), written=True)
@@ -619,7 +604,7 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
             keys, configs, median, status, clean = _matrices(pool)
             buffer = io.BytesIO()
             np.savez(buffer, median_s=median, status=status)
-            _write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
+            write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
             entries.append(
                 {
                     "id": pool.id,
@@ -646,7 +631,7 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
             "features": {f: _features(f, by_family[f]) for f in sorted(by_family)},
         }
         text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-        _write_atomic(out_dir / "manifest.json", text.encode())
+        write_atomic(out_dir / "manifest.json", text.encode())
     except OSError as e:
         raise EmmyError(f"{out_dir}: cannot write the dataset ({e.strerror or e})") from None
     return manifest

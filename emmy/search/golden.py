@@ -15,15 +15,13 @@ import functools
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from emmy.errors import EmmyError
-from emmy.paths import PACKAGE_DIR
+from emmy.paths import PACKAGE_DIR, write_atomic
 from emmy.runtime.identity import is_well_formed
 from emmy.search.db import Row, TuningDB
 
@@ -256,21 +254,6 @@ def _promote_site(
     return GoldenEntry(family, key, winner.config, winner.median_s, promoted_from)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace `path` by `text` whole: a crash leaves the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def promote(
     db: TuningDB,
     device: str,
@@ -317,5 +300,5 @@ def promote(
     done = {(e.family, e.key) for e in promoted}
     kept = [e for e in existing if (e.family, e.key) not in done]
     golden = GoldenFile(path, device, regime, regime_words, tuple(kept + promoted))
-    _write_atomic(path, golden.text())
+    write_atomic(path, golden.text().encode())
     return promoted

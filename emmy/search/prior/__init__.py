@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from emmy.errors import EmmyError
+from emmy.paths import write_atomic
 from emmy.search.prior.features import FeatureSpec
 
 if TYPE_CHECKING:
@@ -250,8 +250,8 @@ def write_prior(
     doc["families"] = families
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     paths = [directory / WEIGHTS, directory / METADATA]
-    _write_atomic(paths[0], weights)
-    _write_atomic(paths[1], text.encode())
+    write_atomic(paths[0], weights)
+    write_atomic(paths[1], text.encode())
     return paths
 
 
@@ -271,14 +271,3 @@ def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
             )
             archive.writestr(info, member.getvalue())
     return buffer.getvalue()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
