@@ -20,7 +20,7 @@ from emmy.compiler import compile_graph
 from emmy.runtime.emu import EmuDevice
 from emmy.search import reference
 from emmy.search.bench import Bench, BenchOptions
-from emmy.search.db import TuningDB
+from emmy.search.db import ReadOnlyDB, TuningDB
 
 LIBRARY = Path(__file__).parent / "library"
 EXPRESSION = "torch.softmax(torch.randn(16, 96) * 2, -1)"
@@ -220,6 +220,8 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
     argv = ["run", "-c", expression, "--bench", "--sample", "2", "--db", str(db)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "wrong_result" not in out and "ok" in out, out
-    with TuningDB(db) as database:
-        assert database.count() >= 2
+    assert "wrong_result" not in out, out
+    with ReadOnlyDB(db) as database:
+        statuses = [row.status for row in database.rows()]
+    # a loaded machine may call a timing unstable; what matters is that every result was right
+    assert len(statuses) >= 2 and set(statuses) <= {"ok", "unstable"}, statuses
