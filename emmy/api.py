@@ -14,7 +14,7 @@ from torch.utils import _pytree
 
 from emmy.compiler import Program, compile_graph
 from emmy.errors import EmmyError
-from emmy.frontend.model import ModelGraph, export
+from emmy.frontend.model import ModelGraph, convert, export, export_program
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import Device
 
@@ -32,7 +32,9 @@ class CompiledModule:
 
     Every problem key is static, so inputs of other shapes than the examples (another
     batch or sequence length) compile again for those shapes, once each; the weights are
-    read when a shape is first compiled, converted once and shared by every shape.
+    read when a shape is first compiled, converted once and shared by every shape. A module
+    exported with `dynamic_shapes` is exported once: each new shape specialises that export
+    (within the declared ranges) instead of tracing the module again.
     """
 
     def __init__(
@@ -41,10 +43,14 @@ class CompiledModule:
         example_inputs: Sequence[torch.Tensor],
         device: Device,
         options: dict[str, str],
+        dynamic_shapes: object = None,
     ) -> None:
         self.module = module
         self.device = device
         self.options = options
+        self.exported = None
+        if dynamic_shapes is not None:
+            self.exported = export_program(module, example_inputs, dynamic_shapes)
         self.specializations: dict[tuple, Specialization] = {}
         self.weights: dict[str, np.ndarray] = {}
         self.first = self.specialize(example_inputs)
@@ -59,7 +65,10 @@ class CompiledModule:
         return tuple((tuple(t.shape), t.dtype) for t in inputs)
 
     def specialize(self, inputs: Sequence[torch.Tensor]) -> Specialization:
-        model = export(self.module, inputs)
+        if self.exported is not None:
+            model = convert(self.exported, inputs)
+        else:
+            model = export(self.module, inputs)
         program = compile_graph(
             model.module,
             target=self.device.identity,
@@ -109,12 +118,14 @@ def compile(  # noqa: A001 - mirrors torch.compile
     pins: str = "",
     golden: str = "",
     db: str = "",
+    dynamic_shapes: object = None,
 ) -> CompiledModule:
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
-    present, else the emulator), each fork decided by the oracle stack."""
+    present, else the emulator), each fork decided by the oracle stack. `dynamic_shapes`
+    (as torch.export takes it) declares the dims that may vary between calls."""
     device = device or default_device()
     options = {"pins": pins, "golden": golden, "db": db}
-    return CompiledModule(module, example_inputs, device, options)
+    return CompiledModule(module, example_inputs, device, options, dynamic_shapes)
 
 
 def dynamo_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):

@@ -21,7 +21,7 @@ from emmy.compiler import TensorSpec, compile_variants, poisoned
 from emmy.dsl.library import configs, family
 from emmy.runtime.convert import STORAGE_DTYPES, from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
-from emmy.search.reference import reference, tolerance
+from emmy.search.reference import as_outputs, reference, tolerance
 
 
 def pairwise(candidates: list[dict]) -> list[dict]:
@@ -57,7 +57,6 @@ def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shi
     return values.to(STORAGE_DTYPES[dtype])
 
 
-# family -> (keys of the shapes to test, inputs of a key, output shape of a key)
 def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) -> torch.Tensor:
     """Inputs that stress a softmax: magnitudes whose exp overflows unless the row maximum
     is subtracted, -inf entries, and (with 3 rows or more) a row of -inf, NaN as in torch."""
@@ -89,10 +88,35 @@ def epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[t
     return [randn((sizes[kind],), dtype, generator) for kind in kinds]
 
 
-def _norm_keys(dtype, extra):
-    return [
+#: fused norms: (rows, cols, kinds of the inputs, chain normalised, epilogue, store x)
+FUSED_NORMS = [
+    (5, 96, "full/full/row", "(in0 + in1)", "gelu((acc * in2))", "yes"),
+    (3, 40, "full/col", "(in0 * in1)", "(acc + in0)", "no"),
+    (4, 24, "full/scalar", "(in0 - in1)", "acc", "yes"),
+]
+
+
+def _norm_keys(dtype: str, extra: dict) -> list[dict]:
+    plain = [
         {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
     ]
+    fused = [
+        {"rows": r, "cols": c, "T": dtype, **extra, "inputs": kinds, "fn": fn}
+        | {"epilogue": epilogue, "store": store}
+        for r, c, kinds, fn, epilogue, store in FUSED_NORMS
+    ]
+    return plain + fused
+
+
+def _norm_inputs(key: dict, dtype: str, generator: torch.Generator, params: int) -> list:
+    """The inputs of a (fused) norm's chain, each with the shape its kind reads (the first
+    shifted and scaled, so that a mean and a variance matter), then weight (and bias)."""
+    rows, cols = key["rows"], key["cols"]
+    shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,)}
+    kinds = str(key.get("inputs", "full")).split("/")
+    ins = [randn(shapes[kind], dtype, generator) for kind in kinds]
+    ins[0] = randn(shapes[kinds[0]], dtype, generator, 2.0, 0.5)
+    return ins + [randn((cols,), dtype, generator) for _ in range(params)]
 
 
 def _view(dims: tuple[int, ...], strides: tuple[int, ...]) -> dict:
@@ -122,6 +146,8 @@ PERMUTE_VIEWS = [
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 
+# family -> (keys of the shapes to test, inputs of a key); the outputs' shapes are the
+# reference's
 SPECS = {
     "softmax": (
         lambda dtype: [
@@ -129,7 +155,6 @@ SPECS = {
             for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
         ],
         lambda k, d, g: [softmax_input(k["rows"], k["cols"], d, g)],
-        lambda k: (k["rows"], k["cols"]),
     ),
     "elementwise": (
         lambda dtype: [
@@ -142,21 +167,14 @@ SPECS = {
             randn((k["n"] // k["cols"], 1), d, g),
             randn((1,), d, g),
         ],
-        lambda k: (k["n"] // k["cols"], k["cols"]),
     ),
     "layer_norm": (
         lambda dtype: _norm_keys(dtype, {"eps": "1e-05"}),
-        lambda k, d, g: [
-            randn((k["rows"], k["cols"]), d, g, 2.0, 0.5),
-            randn((k["cols"],), d, g),
-            randn((k["cols"],), d, g),
-        ],
-        lambda k: (k["rows"], k["cols"]),
+        lambda k, d, g: _norm_inputs(k, d, g, 2),
     ),
     "rms_norm": (
         lambda dtype: _norm_keys(dtype, {"eps": "1e-06"}),
-        lambda k, d, g: [randn((k["rows"], k["cols"]), d, g, 2.0), randn((k["cols"],), d, g)],
-        lambda k: (k["rows"], k["cols"]),
+        lambda k, d, g: _norm_inputs(k, d, g, 1),
     ),
     "reduce_rows": (
         lambda dtype: [
@@ -166,14 +184,12 @@ SPECS = {
             )
         ],
         lambda k, d, g: [randn((k["rows"], k["cols"]), d, g)],
-        lambda k: (k["rows"],),
     ),
     "transpose": (
         lambda dtype: [
             {"rows": r, "cols": c, "T": dtype} for r, c in [(1, 1), (37, 70), (64, 16), (3, 130)]
         ],
         lambda k, d, g: [randn((k["rows"], k["cols"]), d, g)],
-        lambda k: (k["cols"], k["rows"]),
     ),
     "matmul": (
         lambda dtype: [
@@ -206,7 +222,6 @@ SPECS = {
             randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
             *epilogue_inputs(key, d, g),
         ],
-        lambda key: (key["batch"], key["m"], key["n"]),
     ),
     "matmul_tc": (
         lambda dtype: [
@@ -231,7 +246,6 @@ SPECS = {
             randn((key["b_batch"], key["k"], key["n"]), d, g),
             *epilogue_inputs(key, d, g),
         ],
-        lambda key: (key["batch"], key["m"], key["n"]),
     ),
     "attention": (
         lambda dtype: [
@@ -257,7 +271,6 @@ SPECS = {
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
         ],
-        lambda key: (key["bh"], key["q_len"], key["d"]),
     ),
     "rope": (
         lambda dtype: [
@@ -269,7 +282,6 @@ SPECS = {
             randn((k["seq"], k["half"]), d, g),
             randn((k["seq"], k["half"]), d, g),
         ],
-        lambda k: (k["tokens"], k["heads"], k["dim"]),
     ),
     "embedding": (
         lambda dtype: [
@@ -282,7 +294,6 @@ SPECS = {
             ),
             randn((k["vocab"], k["dim"]), d, g),
         ],
-        lambda k: (k["tokens"], k["dim"]),
     ),
     "permute": (
         lambda dtype: [
@@ -290,7 +301,6 @@ SPECS = {
             for size, d, s, offset in PERMUTE_VIEWS
         ],
         lambda k, d, g: [randn((k["size"],), d, g)],
-        lambda k: tuple(k[f"d{i}"] for i in range(4)),
     ),
 }
 
@@ -310,7 +320,7 @@ class Case:
 def case(family_name: str, dtype: str) -> Case:
     """Pairwise over the shapes and the forks together: each option runs, with each other
     fork's options and on each shape, in far fewer variants than pairwise per shape."""
-    keys_of, inputs_of, output_of = SPECS[family_name]
+    keys_of, inputs_of = SPECS[family_name]
     generator = torch.Generator().manual_seed(7)
     keys = keys_of(dtype)
     candidates = [
@@ -333,16 +343,17 @@ def case(family_name: str, dtype: str) -> Case:
         for name, tensor in zip(names, tensors, strict=True):
             integer = tensor.dtype in (torch.int32, torch.int64)
             buffers[name] = tensor.numpy().copy() if integer else to_storage(tensor)
-        want = reference(family_name)(key, tensors)
+        wants = as_outputs(reference(family_name)(key, tensors))
         program = compile_variants(family_name, key, options, prefix=f"s{shape_index}_")
         sources.append(program.source.split("\n", 1)[1])
         for config, (name, info) in zip(options, program.kernels.items(), strict=True):
-            output = f"out_{name}"
-            buffers[output] = poisoned(TensorSpec(output, output_of(key), dtype))
-            args = tuple(BufferArg(n) for n in names) + (BufferArg(output),)
+            outputs = [f"out{i}_{name}" for i in range(len(wants))]
+            for output, want in zip(outputs, wants, strict=True):
+                buffers[output] = poisoned(TensorSpec(output, tuple(want.shape), dtype))
+                expected[output] = want
+                chosen[output] = {"key": key, **config}
+            args = tuple(BufferArg(n) for n in [*names, *outputs])
             launches.append(Launch(name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args))
-            expected[output] = want
-            chosen[output] = {"key": key, **config}
     source = '#include "emmy_device.cuh"\n' + "\n".join(sources)
     return Case(source, launches, buffers, expected, chosen, dtype, family_name)
 

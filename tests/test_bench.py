@@ -211,11 +211,15 @@ def test_bench_inputs_are_fresh_and_never_zero() -> None:
     [
         "torch.nn.functional.gelu(torch.randn(8, 64) * 2.0 + torch.randn(64))",
         "torch.randn(4, 24) @ torch.randn(24, 16) + torch.randn(16)",
+        # a LayerNorm that computes its input's add and writes it as a second output
+        "(lambda h: torch.softmax(torch.nn.functional.layer_norm(h, (64,)), -1) * h)"
+        "(torch.randn(4, 64) + torch.randn(64))",
     ],
 )
 def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: str) -> None:
     """Each input keeps the shape it has in the program, so a row-broadcast input (a bias)
-    broadcasts in the reference as it does in the kernel."""
+    broadcasts in the reference as it does in the kernel; every output of a site is
+    checked."""
     db = tmp_path / "t.db"
     argv = ["run", "-c", expression, "--bench", "--sample", "2", "--db", str(db)]
     assert main(argv) == 0

@@ -70,6 +70,11 @@ def test_constraints_keep_invalid_options_out() -> None:
         ),
         ("kernel k(x: in T[n]) {\n  launch grid = 1, block = 1;\n}", "1:1", "declares no key"),
         (
+            "kernel k(x: in T[n], y: out T[n] if keep) {\n  key n, T;\n  launch grid = 1, block = 1;\n}",
+            "1:1",
+            "parameter y depends on 'keep', which is not a key",
+        ),
+        (
             "kernel k(x: in T[n]) {\n  key n;\n  let a = 1 $ 2;\n}",
             "3:13",
             "unexpected character '$'",
@@ -115,6 +120,38 @@ def test_a_good_kernel_lowers_and_verifies() -> None:
     site.verify()
     assert site.key.data == "n=8,T=bf16"
     assert [k.knob_name.data for k in site.knobs()] == ["threads"]
+
+
+OPTIONAL = """
+kernel scale(x: in T[n], y: out T[n], h: out T[n] if keep) {
+  key n, T, factor = 2, keep = no;
+  fork threads = 64 in [32, 64];
+  launch grid = ceil_div(n, threads), block = threads;
+  let i = min(block_id() * threads + thread_id(), n - 1);
+  y[i] = x[i] * float(factor);
+  match keep {
+    yes => { h[i] = x[i]; }
+    _ => {}
+  }
+}
+"""
+
+
+def test_key_defaults_and_parameters_that_depend_on_a_key() -> None:
+    """A key left out (or at its default) is not in the canonical text, so measurements of
+    a family recorded before a key gained a name still match; a parameter with `if` exists
+    only where its key is `yes`."""
+    (decl,) = parse_source(OPTIONAL, "k.emmy")
+    plain = instantiate(decl, {"n": 8, "T": "f32"}, "a")
+    assert plain.key.data == "n=8,T=f32"
+    assert instantiate(decl, {"n": 8, "T": "f32", "factor": 2}, "b").key.data == "n=8,T=f32"
+    kept = instantiate(decl, {"n": 8, "T": "f32", "factor": 3, "keep": "yes"}, "c")
+    assert kept.key.data == "n=8,T=f32,factor=3,keep=yes"
+    arity = [
+        len(next(o for o in s.walk() if o.name == "kernel.func").body.block.args)
+        for s in (plain, kept)
+    ]
+    assert arity == [2, 3]
 
 
 def test_keys_round_trip_with_commas_inside_parentheses() -> None:

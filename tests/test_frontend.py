@@ -239,6 +239,36 @@ def test_norms_and_rope():
     assert "rope" in found
 
 
+class ResidualNorms(nn.Module):
+    """Pre-norm residual blocks: the adds before each norm, the scaling after."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln, self.rms = nn.LayerNorm(16), nn.RMSNorm(16, eps=1e-6)
+        with torch.no_grad():
+            self.ln.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+            self.rms.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x, r, bias):
+        h = x + r
+        a = F.gelu(self.ln(h) * 2.0)
+        h2 = h + a
+        return self.rms(h2) + bias, h2
+
+
+def test_norms_fuse_the_residual_add_before_and_the_chain_after():
+    """Each norm computes the chain of its input (the residual add) and writes the sum, the
+    residual stream used again, as a second output; the add after a norm is its epilogue:
+    two kernels in all."""
+    inputs = (torch.randn(2, 5, 16), torch.randn(2, 5, 16), torch.randn(16))
+    program = check(ResidualNorms(), *inputs).program
+    assert families(program) == ["layer_norm", "rms_norm"]
+    keys = {program.kernels[c.kernel].family: program.kernels[c.kernel].key for c in program.calls}
+    assert "fn=(in0 + in1),store=yes" in keys["layer_norm"]
+    assert "fn=(in0 + gelu((in1 * 2.0))),epilogue=(acc + in2),store=yes" in keys["rms_norm"]
+
+
 # -- views ------------------------------------------------------------------------------
 
 
@@ -418,3 +448,44 @@ def test_other_input_shapes_compile_once_each_and_share_the_weights():
     weights = {spec.name for s in compiled.specializations.values() for spec in s.program.constants}
     assert weights == set(compiled.weights)
     assert all(not array.flags.writeable for array in compiled.weights.values())
+
+
+class CausalSelfAttention(nn.Module):
+    """Views whose sizes follow the sequence length: dynamic under torch.export."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(16, 48), nn.Linear(16, 16)
+
+    def forward(self, x):
+        batch, seq, _ = x.shape
+        q, k, v = self.qkv(x).view(batch, seq, 3, 2, 8).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(batch, seq, 16))
+
+
+def test_declared_dynamic_dims_export_once_and_specialise_per_shape(monkeypatch):
+    """A sequence dim declared dynamic: one torch.export, each other length specialised from
+    it and right; a length outside the declared range, or a change of a static dim, is a
+    one-line error."""
+    module = CausalSelfAttention().eval()
+    exports = []
+    real_export = torch.export.export
+    monkeypatch.setattr(
+        torch.export, "export", lambda *a, **k: exports.append(1) or real_export(*a, **k)
+    )
+    seq = torch.export.Dim("seq", min=2, max=40)
+    compiled = emmy.compile(
+        module, torch.randn(2, 12, 16), device=EmuDevice(), dynamic_shapes=({1: seq},)
+    )
+    for length in (12, 5, 40):
+        x = torch.randn(2, length, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), module(x), **F32)
+    assert len(exports) == 1 and len(compiled.specializations) == 3
+    with pytest.raises(
+        EmmyError, match=r"input x dim 1 is 41, outside its dynamic range \[2, 40\]"
+    ):
+        compiled(torch.randn(2, 41, 16))
+    with pytest.raises(EmmyError, match="input x dim 0 is 3; it is static at 2"):
+        compiled(torch.randn(3, 12, 16))

@@ -63,6 +63,11 @@ COLS = [32, 60, 64, 100, 128, 250, 256, 384, 500, 512, 768, 1000, 1024, 2048, 30
 POOLS = (("softmax", "nvidia-h200-sm90"), ("softmax", "emu"), ("layer_norm", "emu"))
 
 
+def required(decl) -> list[str]:
+    """The names of a family's key without a default: those every key of the data has."""
+    return [n for n in decl.key if n not in decl.key_defaults]
+
+
 def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int = 0) -> Path:
     """A dataset as `emmy db export` writes it, from the real families' keys and valid
     configs and a made-up time; ~30 % of valid cells unmeasured, ~3 % failed (NaN)."""
@@ -78,9 +83,9 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
                 "cols": int(rng.choice(COLS)),
                 "T": str(rng.choice(["f32", "f16", "bf16"])),
             }
-            if "eps" in decl.key:
+            if "eps" in required(decl):
                 key["eps"] = str(rng.choice(["1e-05", "1e-06"]))
-            keys[format_key(decl.key, key)] = key
+            keys[format_key(required(decl), key)] = key
         texts = sorted(keys)
         by_cols: dict[int, list[dict]] = {}  # validity depends on cols alone here
         for k in texts:
@@ -116,7 +121,9 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
             }
         )
         manifest["features"][family_name] = {
-            "key": {n: "int" if isinstance(decl.example[n], int) else "symbol" for n in decl.key},
+            "key": {
+                n: "int" if isinstance(decl.example[n], int) else "symbol" for n in required(decl)
+            },
             "config": {f.name: "symbol" if f.is_symbolic else "int" for f in decl.forks},
         }
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -126,9 +133,11 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
 def library_spec(family_name: str, devices=("emu",)) -> FeatureSpec:
     """A family's feature layout from its declaration alone (what a fit would build)."""
     decl = family(family_name)
-    ints = tuple(n for n in decl.key if isinstance(decl.example[n], int))
+    ints = tuple(n for n in required(decl) if isinstance(decl.example[n], int))
     symbols = {
-        n: ("bf16", "f16", "f32") if n == "T" else ("1e-05",) for n in decl.key if n not in ints
+        n: ("bf16", "f16", "f32") if n == "T" else ("1e-05",)
+        for n in required(decl)
+        if n not in ints
     }
     return FeatureSpec(
         family=family_name,
@@ -301,8 +310,8 @@ def exported_dataset(tmp_path: Path) -> Path:
             for index in rng.choice(len(valid), 12, replace=False):
                 config = valid[index]
                 time_s = synthetic_time("softmax", key, config, "emu")
-                rows.append(_row(format_key(decl.key, key), config, time_s, regime))
-            rows.append(_row(format_key(decl.key, key), default_config(decl), None, regime))
+                rows.append(_row(format_key(required(decl), key), config, time_s, regime))
+            rows.append(_row(format_key(required(decl), key), default_config(decl), None, regime))
     db = tmp_path / "dataset.db"
     with TuningDB(db) as store:
         store.add(rows)

@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from emmy.dialects import fork
-from emmy.dsl.lower import Lowering, canonical_key, check_key, valid
+from emmy.dsl.lower import Lowering, active_params, canonical_key, check_key, valid
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
 from emmy.paths import library_dirs
@@ -69,4 +69,12 @@ def default_config(decl: KernelDecl) -> dict[str, int | str]:
     return {f.name: f.default for f in decl.forks}
 
 
-__all__ = ["families", "family", "instantiate", "configs", "default_config", "canonical_key"]
+__all__ = [
+    "families",
+    "family",
+    "instantiate",
+    "configs",
+    "default_config",
+    "canonical_key",
+    "active_params",
+]

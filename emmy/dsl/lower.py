@@ -34,7 +34,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from emmy.dialects import fork, kernel
 from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, holds
 from emmy.dsl.keys import format_key
-from emmy.dsl.parser import DslError, KernelDecl, parse_expression
+from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
 
 STORAGE_TYPES: dict[str, Attribute] = {
@@ -75,11 +75,30 @@ COORDINATES = {
 
 
 def canonical_key(decl: KernelDecl, key: Mapping[str, int | str]) -> str:
-    """The problem key as the same string on every machine: the declared order of names."""
-    return format_key(decl.key, key)
+    """The problem key as the same string on every machine: the declared order of names,
+    without the names at their declared default (so a key that gains an optional name
+    keeps the text its measurements were recorded under)."""
+    names = [n for n in decl.key if n in key and key[n] != decl.key_defaults.get(n, _ABSENT)]
+    return format_key(names, key)
+
+
+_ABSENT = object()
+
+
+def complete_key(decl: KernelDecl, key: Mapping[str, int | str]) -> dict[str, int | str]:
+    """The key with every name the problem left out at its declared default."""
+    return {**decl.key_defaults, **key}
+
+
+def active_params(decl: KernelDecl, key: Mapping[str, int | str]) -> list[Param]:
+    """The parameters a kernel has at this key: one that depends on a key is there only
+    where that key is `yes`."""
+    full = complete_key(decl, key)
+    return [p for p in decl.params if p.when is None or str(full.get(p.when)) == "yes"]
 
 
 def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
+    key = complete_key(decl, key)
     missing = [name for name in decl.key if name not in key]
     if missing:
         raise DslError(
@@ -94,7 +113,7 @@ def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
 
 def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, int | str]) -> bool:
     """Whether a config satisfies every fork's constraint for this key."""
-    env = {**key, **config}
+    env = {**complete_key(decl, key), **config}
     symbols = frozenset(o for f in decl.forks if f.is_symbolic for o in f.options)
     for decl_fork in decl.forks:
         if decl_fork.where is None:
@@ -126,7 +145,7 @@ class Lowering:
     """Builds the IR of one site; `block` is where ops are appended."""
 
     def __init__(self, decl: KernelDecl, key: Mapping[str, int | str], site_name: str):
-        self.decl, self.key, self.site_name = decl, dict(key), site_name
+        self.decl, self.key, self.site_name = decl, complete_key(decl, key), site_name
         self.block = Block()
         self.scope = Scope()
         self.knobs: dict[str, fork.KnobOp] = {}
@@ -201,7 +220,7 @@ class Lowering:
         params: dict[str, tuple[str, ...]] = {}
         names: list[str] = []
         types: list[Attribute] = []
-        for param in self.decl.params:
+        for param in active_params(self.decl, self.key):
             element = STORAGE_TYPES[str(self.key[param.dtype])]
             if param.variadic:
                 kinds = self.input_kinds()

@@ -30,6 +30,8 @@ class Param:
     dtype: str  # a key name such as "T"
     dims: tuple[str, ...]
     variadic: bool
+    #: a key name: the parameter exists only where that key is `yes`
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class KernelDecl:
     line: int
     params: list[Param]
     key: list[str]
+    #: keys a problem may leave out; a key at its default is left out of the canonical text
+    key_defaults: dict[str, int | str] = field(default_factory=dict)
     example: dict[str, int | str] = field(default_factory=dict)
     forks: list[ForkDecl] = field(default_factory=list)
     launch: dict[str, Tree] = field(default_factory=dict)
@@ -127,30 +131,39 @@ def _option(node: Tree) -> int | str:
     return int(token) if node.data == "int_option" else str(token)
 
 
+def _literal(token: Token) -> int | str:
+    return int(token) if token.type == "SIGNED_INT" else str(token).strip('"')
+
+
 def _kernel(path: str, node: Tree) -> KernelDecl:
     name, params, *rest = node.children
     decl = KernelDecl(str(name), path, node.meta.line, [], [])
     for param in params.children:
-        pname, direction, dtype, dims, *variadic = param.children
+        pname, direction, dtype, dims, *suffix = param.children
+        variadic = any(t.type == "VARIADIC" for t in suffix)
+        when = next((str(t) for t in suffix if t.type == "NAME"), None)
         decl.params.append(
             Param(
                 str(pname),
                 str(direction),
                 str(dtype),
                 tuple(map(str, dims.children)),
-                bool(variadic),
+                variadic,
+                when,
             )
         )
     for item in rest:
         match item.data:
             case "key_clause":
-                decl.key = [str(t) for t in item.children]
+                for key_name in item.children:
+                    kname, *default = key_name.children
+                    decl.key.append(str(kname))
+                    if default:
+                        decl.key_defaults[str(kname)] = _literal(default[0])
             case "example_clause":
                 for binding in item.children:
                     bname, value = binding.children
-                    decl.example[str(bname)] = (
-                        int(value) if value.type == "SIGNED_INT" else str(value).strip('"')
-                    )
+                    decl.example[str(bname)] = _literal(value)
             case "fork_clause":
                 fname, default, *options = item.children
                 where = (
@@ -188,6 +201,11 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
 def _check_declaration(decl: KernelDecl, node: Tree) -> None:
     if not decl.key:
         raise decl.error(node, f"kernel {decl.name} declares no key")
+    for param in decl.params:
+        if param.when is not None and param.when not in decl.key:
+            raise decl.error(
+                node, f"parameter {param.name} depends on {param.when!r}, which is not a key"
+            )
     for fork in decl.forks:
         if fork.default not in fork.options:
             raise DslError(

@@ -129,22 +129,116 @@ REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax
 INTEGER_DTYPES = {torch.int64, torch.int32}
 
 
-def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModelGraph:
-    """Exports `module` at its example inputs (eval mode, no grad) and converts it."""
+def export_program(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    dynamic_shapes: object = None,
+) -> torch.export.ExportedProgram:
+    """torch.export of `module` (eval mode, no grad) at its example inputs; `dynamic_shapes`
+    (torch.export's, e.g. `({1: Dim("seq", max=1024)},)`) declares the dims that may vary."""
     module = module.eval()
     try:
         with torch.no_grad():
-            exported = torch.export.export(module, tuple(example_inputs))
+            return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
     except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
+
+
+def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModelGraph:
+    """Exports `module` at its example inputs and converts it."""
+    return convert(export_program(module, example_inputs), example_inputs)
+
+
+def convert(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor]) -> ModelGraph:
+    """The graph of an exported program at the shapes of `inputs`: a program exported with
+    dynamic dims is specialised to them without exporting again."""
     state = {**exported.state_dict, **exported.constants}
     constants = {
         spec.arg.name: (spec.target, state[spec.target])
         for spec in exported.graph_signature.input_specs
         if spec.kind != torch.export.graph_signature.InputKind.USER_INPUT
     }
-    return Converter(exported.graph, constants, exported.call_spec.out_spec).convert()
+    fx_graph = exported.graph
+    if exported.range_constraints:
+        fx_graph = specialised_graph(exported, inputs)
+    return Converter(fx_graph, constants, exported.call_spec.out_spec).convert()
+
+
+def dynamic_dims(exported: torch.export.ExportedProgram) -> dict[str, tuple[int, int]]:
+    """The dims an exported program leaves free: their names and (min, max) ranges."""
+    return {
+        str(symbol): (int(bounds.lower), int(bounds.upper))
+        for symbol, bounds in exported.range_constraints.items()
+    }
+
+
+def _bind_dims(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor]) -> None:
+    """Checks the inputs against the shapes the program was exported for: each static dim
+    as it was, each dynamic dim within its range and the same wherever it appears."""
+    placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
+    user = [n for n in placeholders if n.name in exported.graph_signature.user_inputs]
+    if len(inputs) != len(user):
+        raise EmmyError(f"the model takes {len(user)} input(s), got {len(inputs)}")
+    bound: dict[str, int] = {}
+    for node, tensor in zip(user, inputs, strict=True):
+        declared = node.meta["val"].shape
+        where = f"input {node.name}"
+        if len(declared) != tensor.dim():
+            raise EmmyError(
+                f"{where} has {tensor.dim()} dims; the model was exported with {len(declared)}"
+            )
+        for dim, (want, got) in enumerate(zip(declared, tensor.shape, strict=True)):
+            if isinstance(want, int):
+                if want != got:
+                    raise EmmyError(
+                        f"{where} dim {dim} is {got}; it is static at {want} (declare it "
+                        "dynamic to vary it)"
+                    )
+                continue
+            symbol = want.node.expr
+            bounds = exported.range_constraints.get(symbol)
+            if bounds is not None and not int(bounds.lower) <= got <= int(bounds.upper):
+                raise EmmyError(
+                    f"{where} dim {dim} is {got}, outside its dynamic range "
+                    f"[{int(bounds.lower)}, {int(bounds.upper)}]"
+                )
+            if bound.setdefault(str(symbol), got) != got:
+                raise EmmyError(
+                    f"{where} dim {dim} is {got}, but the same dynamic dim is {bound[str(symbol)]} elsewhere"
+                )
+
+
+class _Propagate(fx.Interpreter):
+    """Runs a graph on meta tensors, recording each node's value as its example."""
+
+    def run_node(self, n: fx.Node):
+        result = super().run_node(n)
+        n.meta["val"] = result
+        return result
+
+
+def specialised_graph(
+    exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor]
+) -> fx.Graph:
+    """A copy of the exported graph whose example values have the shapes of `inputs`."""
+    _bind_dims(exported, inputs)
+    copy = fx.Graph()
+    output = copy.graph_copy(exported.graph, {})
+    copy.output(output)
+    module = fx.GraphModule(exported.graph_module, copy)
+    args = []
+    state = {**exported.state_dict, **exported.constants}
+    given = iter(inputs)
+    for spec in exported.graph_signature.input_specs:
+        if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+            tensor = next(given)
+        else:
+            tensor = state[spec.target]
+        args.append(torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
+    with torch.no_grad():
+        _Propagate(module).run(*args)
+    return copy
 
 
 def _where(node: fx.Node) -> str:
@@ -297,6 +391,9 @@ class Converter:
         target = node.target
         name = str(target)
         args = node.args
+        example = node.meta.get("val")
+        if isinstance(example, (int, torch.SymInt)):
+            return int(example)  # a size (of a dynamic dim, specialised), read by views
         if target is operator.getitem:
             return self.values[args[0]][args[1]]
         if name in VIEW_OPS:
@@ -320,7 +417,7 @@ class Converter:
 
     def view_op(self, node: fx.Node) -> object:
         source = self.view(self.values[node.args[0]])
-        rest = [a for a in node.args[1:]]
+        rest = fx.node.map_arg(node.args[1:], lambda size: self.values[size])
         try:
             meta = node.target(source.meta, *rest, **node.kwargs)
         except RuntimeError:

@@ -5,13 +5,17 @@ the norms, reductions, embedding, attention, rope, strided copies). A chain of e
 ops whose intermediate values have no other use becomes one `elementwise` site, its chain
 written into the problem key (`fn`), each input read as full, row-broadcast,
 column-broadcast or scalar; a chain that alone reads a matmul's product is fused into that
-matmul as its epilogue. `graph.reshape` stays: it moves no data, and the host plan reads it
+matmul as its epilogue. A norm takes the chain that computes its input as its prologue
+(written out too where the value has other uses, as the residual stream of a transformer
+has) unless a matmul took the chain first, and the chain that alone reads its result as
+its epilogue. `graph.reshape` stays: it moves no data, and the host plan reads it
 as another name for its input. Every site is instantiated with its forks unresolved.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -75,11 +79,14 @@ def _is_elementwise(op: Operation | None) -> bool:
     return isinstance(op, ELEMENTWISE)
 
 
-def collect_group(root: Operation, accumulator: SSAValue | None = None) -> ElementwiseGroup:
+def collect_group(
+    root: Operation, accumulator: SSAValue | None = None, numbered: Sequence[SSAValue] = ()
+) -> ElementwiseGroup:
     """The root and the producers it alone uses, with the chain as kernel-language text;
-    `accumulator` (the product of a matmul the chain is fused into) is called `acc`."""
+    `accumulator` (the result of the kernel the chain is fused into) is called `acc`, and
+    inputs are numbered after those of `numbered` (a chain the same kernel reads too)."""
     ops: list[Operation] = []
-    inputs: list[SSAValue] = []
+    inputs: list[SSAValue] = list(numbered)
 
     def text(value: SSAValue) -> str:
         if value is accumulator:
@@ -111,15 +118,26 @@ def collect_group(root: Operation, accumulator: SSAValue | None = None) -> Eleme
     return ElementwiseGroup(root, ops, inputs, chain)
 
 
-def fusable_product(group: ElementwiseGroup) -> SSAValue | None:
-    """A matmul product the group alone reads, in full: its chain becomes the epilogue."""
+NORMS = (graph.LayerNormOp, graph.RmsNormOp)
+
+
+def fusable_product(
+    group: ElementwiseGroup, producers: tuple[type[Operation], ...] = (graph.MatmulOp,)
+) -> SSAValue | None:
+    """A result of a matmul (or of `producers`) the group alone reads, in full: its chain
+    becomes that kernel's epilogue."""
     out_shape = _shape(group.root.results[0])
     for value in group.inputs:
         producer = value.owner
-        if isinstance(producer, graph.MatmulOp) and value.has_one_use():
+        if isinstance(producer, producers) and value.has_one_use():
             if _shape(value) == out_shape:
                 return value
     return None
+
+
+def broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> list[str] | None:
+    kinds = [broadcast_kind(_shape(value), out_shape) for value in inputs]
+    return None if None in kinds else kinds
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,8 @@ class Lowered:
     key: dict[str, int | str]
     inputs: list[SSAValue]
     replaced: list[Operation]
+    #: values of the replaced ops that the site also writes, after the main result
+    also: tuple[SSAValue, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,9 +174,11 @@ class LowerGraph(ModulePass):
                     name = sites[identity] = f"{lowered.family}_{len(sites)}"
                     site = instantiate(decl, lowered.key, name)
                     op.body.block.insert_op_before(site, function)
-                call = kernel.CallOp(name, lowered.inputs, [graph_op.results[0].type])
+                results = [graph_op.results[0], *lowered.also]
+                call = kernel.CallOp(name, lowered.inputs, [r.type for r in results])
                 function.body.block.insert_op_before(call, graph_op)
-                graph_op.results[0].replace_all_uses_with(call.outputs[0])
+                for result, output in zip(results, call.outputs, strict=True):
+                    result.replace_all_uses_with(output)
                 for dead in lowered.replaced:
                     dead.detach()
                     dead.erase(safe_erase=False)
@@ -171,6 +193,8 @@ class LowerGraph(ModulePass):
     def lower(self, op: Operation) -> Lowered | None:
         if self.is_group_root(op):
             return self.elementwise(collect_group(op))
+        if isinstance(op, NORMS):
+            return norm(op)
         builder = SITES.get(type(op))
         if builder is None:
             return None
@@ -187,6 +211,9 @@ class LowerGraph(ModulePass):
 
     @staticmethod
     def elementwise(group: ElementwiseGroup) -> Lowered:
+        normed = fusable_product(group, NORMS)
+        if normed is not None and broadcast_kinds(group.inputs, _shape(normed)) is not None:
+            return norm(normed.owner, group)
         product = fusable_product(group)
         if product is not None:
             group = collect_group(group.root, product)
@@ -257,20 +284,39 @@ def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> 
     return "matmul", {**common, **layout, **epilogue_key}
 
 
-def _eps(op: graph.NormOp) -> str:
-    return repr(float(op.eps.value.data))
-
-
-def layer_norm_site(op: graph.LayerNormOp) -> tuple[str, dict]:
-    shape = _shape(op.x)
-    key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.x), "eps": _eps(op)}
-    return "layer_norm", key
-
-
-def rms_norm_site(op: graph.RmsNormOp) -> tuple[str, dict]:
-    shape = _shape(op.x)
-    key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.x), "eps": _eps(op)}
-    return "rms_norm", key
+def norm(op: graph.NormOp, epilogue: ElementwiseGroup | None = None) -> Lowered:
+    """A LayerNorm or RMSNorm site with the chain that computes its input as its prologue
+    (unless a matmul takes that chain as its epilogue) and `epilogue`'s chain after it."""
+    x, shape = op.x, _shape(op.x)
+    prologue = None
+    if LowerGraph.is_group_root(x.owner):
+        candidate = collect_group(x.owner)
+        fits = broadcast_kinds(candidate.inputs, shape) is not None
+        if fits and fusable_product(candidate) is None:
+            prologue = candidate
+    if prologue and epilogue and x in collect_group(epilogue.root, op.results[0]).inputs:
+        prologue = None  # the epilogue reads x from memory: the kernel cannot also write it
+    inputs = prologue.inputs if prologue else [x]
+    replaced: list[Operation] = [op, *(prologue.ops if prologue else [])]
+    key: dict[str, int | str] = {
+        "rows": math.prod(shape[:-1]),
+        "cols": shape[-1],
+        "T": _dtype(x),
+        "eps": repr(float(op.eps.value.data)),
+        "fn": prologue.text if prologue else "in0",
+    }
+    if epilogue is not None:
+        epilogue = collect_group(epilogue.root, op.results[0], inputs)
+        inputs, replaced = epilogue.inputs, [*epilogue.ops, *replaced]
+        key["epilogue"] = epilogue.text
+    kinds = broadcast_kinds(inputs, shape)
+    assert kinds is not None, "a prologue or epilogue that does not fit is never fused"
+    key["inputs"] = "/".join(kinds)
+    keeps = prologue is not None and not x.has_one_use()
+    key["store"] = "yes" if keeps else "no"
+    family_name = "layer_norm" if isinstance(op, graph.LayerNormOp) else "rms_norm"
+    params = list(op.operands[1:])
+    return Lowered(family_name, key, [*inputs, *params], replaced, (x,) if keeps else ())
 
 
 def reduce_site(op: graph.ReduceOp) -> tuple[str, dict]:
@@ -340,8 +386,6 @@ def collapse_dims(shape: list[int], strides: list[int]) -> list[tuple[int, int]]
 SITES = {
     graph.SoftmaxOp: softmax_site,
     graph.MatmulOp: matmul_site,
-    graph.LayerNormOp: layer_norm_site,
-    graph.RmsNormOp: rms_norm_site,
     graph.ReduceOp: reduce_site,
     graph.EmbeddingOp: embedding_site,
     graph.AttentionOp: attention_site,

@@ -28,8 +28,8 @@ import torch
 from emmy.backend.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import parse_key
+from emmy.dsl.library import active_params, default_config, family
 from emmy.dsl.library import configs as valid_configs
-from emmy.dsl.library import default_config, family
 from emmy.errors import EmmyError
 from emmy.runtime.convert import (
     STORAGE_DTYPES,
@@ -39,7 +39,7 @@ from emmy.runtime.convert import (
 )
 from emmy.runtime.device import BufferArg, Device, KernelCompileError, KernelLaunchError, Launch
 from emmy.search.db import Row, TuningDB, canonical_config
-from emmy.search.reference import reference, tolerance
+from emmy.search.reference import as_outputs, reference, tolerance
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
@@ -73,7 +73,7 @@ class SiteWork:
     key: str
     pick: dict[str, int | str]
     inputs: list[TensorSpec]
-    output: TensorSpec
+    outputs: list[TensorSpec]
     pinned: frozenset[str] = frozenset()
 
 
@@ -177,11 +177,15 @@ class Bench:
             if (info.family, info.key) in seen:
                 continue  # one site measured once, however often the program calls it
             seen.add((info.family, info.key))
-            *inputs, output = (specs[b] for b in call.buffers)
+            decl = family(info.family)
+            params = active_params(decl, parse_key(info.key))
+            count = sum(p.direction == "out" for p in params)
+            buffers = [specs[b] for b in call.buffers]
+            inputs, outputs = buffers[:-count], buffers[-count:]
             forks = program.provenance.get(call.kernel, {}).get("forks", {})
             pinned = frozenset(name for name, source in forks.items() if source == "pin")
             work.append(
-                SiteWork(call.kernel, info.family, info.key, info.config, inputs, output, pinned)
+                SiteWork(call.kernel, info.family, info.key, info.config, inputs, outputs, pinned)
             )
         return work
 
@@ -266,7 +270,7 @@ class Bench:
             prepare(source)
 
     def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
-        dtype = STORAGE_DTYPES[work.output.dtype]
+        dtype = STORAGE_DTYPES[work.outputs[0].dtype]
         # fresh random inputs every bench, never zeros
         shapes = declared_input_shapes(work.family, parse_key(work.key), len(work.inputs))
         tensors = [
@@ -274,7 +278,9 @@ class Bench:
             for spec, shape in zip(work.inputs, shapes, strict=True)
         ]
         buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
-        buffers["out"] = poisoned(work.output)
+        outputs = [f"out{i}" for i in range(len(work.outputs))]
+        for name, spec in zip(outputs, work.outputs, strict=True):
+            buffers[name] = poisoned(spec)
         args = tuple(BufferArg(n) for n in buffers)
         launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
         kernel_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -284,11 +290,14 @@ class Bench:
 
         try:
             self.device.run(source, [launch], buffers)
-            expected = reference(work.family)(parse_key(work.key), tensors).to(dtype)
-            actual = from_storage(buffers["out"], dtype).reshape(expected.shape)
-            check = compare(actual, expected, tolerance(work.family, parse_key(work.key), dtype))
-            if not check.ok:
-                return failed("wrong_result", check.summary)
+            key = parse_key(work.key)
+            wants = as_outputs(reference(work.family)(key, tensors))
+            for name, want in zip(outputs, wants, strict=True):
+                actual = from_storage(buffers[name], dtype).reshape(want.shape)
+                check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
+                if not check.ok:
+                    where = f"output {name}: " if len(outputs) > 1 else ""
+                    return failed("wrong_result", where + check.summary)
             times = self.device.time(
                 source,
                 [launch],

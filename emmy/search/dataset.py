@@ -528,7 +528,9 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
         key_names, forks = sorted(seen_keys), {n: seen_configs[n] for n in sorted(seen_configs)}
         example: dict[str, int | str] = {}
     else:
-        key_names = list(decl.key) + sorted(set(seen_keys) - set(decl.key))
+        # a name with a default that no row carries holds its default everywhere: no feature
+        declared_names = [n for n in decl.key if n in seen_keys or n not in decl.key_defaults]
+        key_names = declared_names + sorted(set(seen_keys) - set(decl.key))
         forks = {f.name: list(f.options) for f in decl.forks}
         forks.update({n: seen_configs[n] for n in sorted(set(seen_configs) - set(forks))})
         example = decl.example

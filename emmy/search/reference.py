@@ -1,7 +1,8 @@
 """What each kernel family must compute, in float64 torch: how a bench checks a row.
 
 A family's reference takes its problem key and its input tensors (shaped as at the call)
-and gives the expected output. New families register theirs with `register`.
+and gives the expected output (a tuple where the kernel has several). New families register
+theirs with `register`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from lark import Token, Tree
 from emmy.dsl.parser import parse_expression
 from emmy.errors import EmmyError
 
-Reference = Callable[[dict, list[torch.Tensor]], torch.Tensor]
+#: the expected output, or the outputs in the order of the kernel's out parameters
+Reference = Callable[[dict, list[torch.Tensor]], torch.Tensor | tuple[torch.Tensor, ...]]
 _REFERENCES: dict[str, Reference] = {}
 
 
@@ -39,6 +41,11 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
     if family in ("layer_norm", "rms_norm"):
         atol += 2e-7 * math.sqrt(int(key["cols"]))
     return rtol, atol
+
+
+def as_outputs(expected: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """A reference's result as the tuple of a kernel's outputs."""
+    return expected if isinstance(expected, tuple) else (expected,)
 
 
 def reference(family: str) -> Reference:
@@ -97,14 +104,30 @@ def _eps(key: dict) -> float:
     return float(key["eps"])
 
 
-def _layer_norm(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    x, weight, bias = (t.double() for t in inputs)
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, _eps(key))
+def _fused_norm(key: dict, inputs: list[torch.Tensor], params: int, normalise: Callable):
+    """A norm whose x is the key's chain `fn` over its inputs, followed by the `epilogue`
+    chain; with `store = yes`, x itself is the second output."""
+    ins, weights = inputs[: len(inputs) - params], [t.double() for t in inputs[-params:]]
+    shape = (int(key["rows"]), int(key["cols"]))
+    named = epilogue_inputs({"inputs": key.get("inputs", "full")}, ins, shape)
+    x = _as_tensor(_chain(parse_expression(str(key.get("fn", "in0"))), named)).expand(shape)
+    named["acc"] = normalise(x, *weights)
+    y = _as_tensor(_chain(parse_expression(str(key.get("epilogue", "acc"))), named))
+    return (y, x) if str(key.get("store", "no")) == "yes" else y
 
 
-def _rms_norm(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    x, weight = (t.double() for t in inputs)
-    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + _eps(key)) * weight
+def _layer_norm(key: dict, inputs: list[torch.Tensor]):
+    def normalise(x, weight, bias):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, _eps(key))
+
+    return _fused_norm(key, inputs, 2, normalise)
+
+
+def _rms_norm(key: dict, inputs: list[torch.Tensor]):
+    def normalise(x, weight):
+        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + _eps(key)) * weight
+
+    return _fused_norm(key, inputs, 1, normalise)
 
 
 def _reduce_rows(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:

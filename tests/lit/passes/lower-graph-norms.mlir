@@ -1,0 +1,54 @@
+// RUN: emmy-opt %s -p lower-graph | filecheck %s
+
+// A residual add before a LayerNorm whose sum is used again (the residual stream): the add
+// becomes the norm's prologue, and the kernel writes the sum as its second output. The
+// gelu that alone reads the norm becomes its epilogue.
+func.func @residual(%x : tensor<4x64xf32>, %r : tensor<4x64xf32>, %g : tensor<64xf32>, %b : tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %h = graph.add %x, %r : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+  %n = graph.layer_norm %h, %g, %b {eps = 1.000000e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>
+  %y = graph.gelu %n : tensor<4x64xf32> -> tensor<4x64xf32>
+  func.return %y, %h : tensor<4x64xf32>, tensor<4x64xf32>
+}
+// CHECK: fork.site @[[LN:layer_norm_[0-9]+]] "layer_norm" "rows=4,cols=64,T=f32,eps=1e-05,inputs=full/full,fn=(in0 + in1),epilogue=gelu(acc),store=yes" {
+// CHECK: func.func @residual(%[[X:[^:]*]]: tensor<4x64xf32>, %[[R:[^:]*]]: tensor<4x64xf32>, %[[G:[^:]*]]: tensor<64xf32>, %[[B:[^:]*]]: tensor<64xf32>)
+// CHECK-NEXT: %[[Y:[^,]*]], %[[H:[^ ]*]] = kernel.call @[[LN]](%[[X]], %[[R]], %[[G]], %[[B]]) : (tensor<4x64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>)
+// CHECK-NEXT: func.return %[[Y]], %[[H]] : tensor<4x64xf32>, tensor<4x64xf32>
+
+// A scaled input read once and a bias-like epilogue input: no second output; the
+// epilogue's input is numbered after the prologue's, read per row.
+func.func @scaled(%x : tensor<2x3x32xf16>, %w : tensor<32xf16>, %c : tensor<32xf16>) -> tensor<2x3x32xf16> {
+  %half = graph.constant 5.000000e-01 : f16 -> tensor<f16>
+  %s = graph.mul %x, %half : tensor<2x3x32xf16>, tensor<f16> -> tensor<2x3x32xf16>
+  %n = graph.rms_norm %s, %w {eps = 1.000000e-06 : f64} : tensor<2x3x32xf16>, tensor<32xf16> -> tensor<2x3x32xf16>
+  %y = graph.add %n, %c : tensor<2x3x32xf16>, tensor<32xf16> -> tensor<2x3x32xf16>
+  func.return %y : tensor<2x3x32xf16>
+}
+// CHECK: fork.site @[[RMS:rms_norm_[0-9]+]] "rms_norm" "rows=6,cols=32,T=f16,eps=1e-06,inputs=full/row,fn=(in0 * 0.5),epilogue=(acc + in1)" {
+// CHECK: func.func @scaled(%[[SX:[^:]*]]: tensor<2x3x32xf16>, %[[SW:[^:]*]]: tensor<32xf16>, %[[SC:[^:]*]]: tensor<32xf16>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[RMS]](%[[SX]], %[[SC]], %[[SW]]) : (tensor<2x3x32xf16>, tensor<32xf16>, tensor<32xf16>) -> tensor<2x3x32xf16>
+// CHECK-NOT: graph.
+
+// An epilogue that reads the norm's input from memory: the input's chain stays its own
+// site, since the norm cannot both compute it and read it.
+func.func @reads_input(%x : tensor<4x64xf32>, %r : tensor<4x64xf32>, %g : tensor<64xf32>, %b : tensor<64xf32>) -> tensor<4x64xf32> {
+  %h = graph.add %x, %r : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+  %n = graph.layer_norm %h, %g, %b {eps = 1.000000e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>
+  %y = graph.add %n, %h : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+  func.return %y : tensor<4x64xf32>
+}
+// CHECK-DAG: fork.site @[[ADD:elementwise_[0-9]+]] "elementwise" "n=256,cols=64,T=f32,inputs=full/full,fn=(in0 + in1)" {
+// CHECK-DAG: fork.site @[[LN2:layer_norm_[0-9]+]] "layer_norm" "rows=4,cols=64,T=f32,eps=1e-05,epilogue=(acc + in0)" {
+// CHECK: func.func @reads_input(
+// CHECK-NEXT: %[[H2:.*]] = kernel.call @[[ADD]](
+// CHECK-NEXT: %{{.*}} = kernel.call @[[LN2]](%[[H2]], %{{.*}}, %{{.*}}) :
+
+// A residual add that alone reads a matmul's product stays the matmul's epilogue (one
+// write of the sum instead of the product and the sum).
+func.func @matmul_first(%x : tensor<4x64xf32>, %w : tensor<64x64xf32>, %r : tensor<4x64xf32>, %g : tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %mm = graph.matmul %x, %w : tensor<4x64xf32>, tensor<64x64xf32> -> tensor<4x64xf32>
+  %h = graph.add %mm, %r : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+  %n = graph.rms_norm %h, %g {eps = 1.000000e-06 : f64} : tensor<4x64xf32>, tensor<64xf32> -> tensor<4x64xf32>
+  func.return %n, %h : tensor<4x64xf32>, tensor<4x64xf32>
+}
+// CHECK-DAG: "matmul" "batch=1,m=4,n=64,k=64,b_batch=1,b_rows=64,b_cols=64,layout=kn,T=f32,epilogue=(acc + in0),inputs=full"
+// CHECK-DAG: "rms_norm" "rows=4,cols=64,T=f32,eps=1e-06" {
