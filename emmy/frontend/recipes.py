@@ -146,10 +146,12 @@ def recipe_graph_text(case: RecipeCase) -> tuple[str, list[str]]:
     if path.exists():
         entry = json.loads(path.read_text())
         return entry["graph"], entry["constants"]
+    from emmy.frontend.cache import remember
     from emmy.frontend.model import export
 
     model, inputs = build(case, meta=True)
     graph = export(model, inputs)
     entry = {"graph": str(graph.module), "constants": list(graph.constants)}
     write_atomic(path, json.dumps(entry).encode())
+    remember(entry["graph"], graph.module)
     return entry["graph"], entry["constants"]
