@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def bench(db: Path, args: argparse.Namespace) -> None:
     command = [sys.executable, str(ROOT / "scripts" / "make-dataset"), "--db", str(db)]
     command += ["--every", str(args.every), "--sample", str(args.sample), "--device", args.device]
-    subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def clean_times(db: Path) -> dict[tuple[str, str], dict[str, float]]:

@@ -71,6 +71,15 @@ def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) 
     return x.to(STORAGE_DTYPES[dtype])
 
 
+def padding_mask(batch: int, kv_len: int, dtype: str, generator: torch.Generator):
+    """An additive mask per (batch, key): small values where a key is read, -inf on the
+    padding (a third of the keys of the first batch, all but the first of the last)."""
+    mask = torch.randn((batch, kv_len), generator=generator, dtype=torch.float64) * 0.5
+    mask[0, kv_len - kv_len // 3 :] = -math.inf
+    mask[-1, 1:] = -math.inf
+    return mask.to(STORAGE_DTYPES[dtype])
+
+
 #: fused matmul epilogues: (chain over the product `acc`, kinds of its extra inputs)
 EPILOGUES = [
     ("acc", ""),
@@ -258,18 +267,22 @@ SPECS = {
                 "T": dtype,
                 "causal": c,
                 "scale": sc,
+                **({"masked": "yes", "batch": batch} if batch else {}),
             }
-            for bh, kv, ql, kl, d, c, sc in [
-                (1, 1, 1, 1, 4, "no", "0.5"),
-                (2, 2, 13, 13, 64, "yes", "0.125"),
-                (6, 2, 7, 20, 32, "no", "0.17677669"),
-                (4, 1, 33, 33, 128, "yes", "0.08838835"),
+            for bh, kv, ql, kl, d, c, sc, batch in [
+                (1, 1, 1, 1, 4, "no", "0.5", 0),
+                (2, 2, 13, 13, 64, "yes", "0.125", 0),
+                (6, 2, 7, 20, 32, "no", "0.17677669", 0),
+                (4, 1, 33, 33, 128, "yes", "0.08838835", 0),
+                (6, 2, 7, 20, 32, "no", "0.17677669", 2),
+                (4, 4, 9, 9, 64, "yes", "0.125", 2),
             ]
         ],
         lambda key, d, g: [
             randn((key["bh"], key["q_len"], key["d"]), d, g),
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
+            *([padding_mask(key["batch"], key["kv_len"], d, g)] if "masked" in key else []),
         ],
     ),
     "rope": (

@@ -214,6 +214,9 @@ def test_bench_inputs_are_fresh_and_never_zero() -> None:
         # a LayerNorm that computes its input's add and writes it as a second output
         "(lambda h: torch.softmax(torch.nn.functional.layer_norm(h, (64,)), -1) * h)"
         "(torch.randn(4, 64) + torch.randn(64))",
+        # attention with a padding mask: a parameter only masked keys have
+        "torch.nn.functional.scaled_dot_product_attention(torch.randn(2, 2, 5, 8),"
+        " torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8), attn_mask=torch.randn(2, 1, 1, 7))",
     ],
 )
 def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: str) -> None:

@@ -212,6 +212,32 @@ def test_sdpa_causal_full_and_grouped_query():
     assert families(program).count("attention") == 3
 
 
+class PaddedAttention(nn.Module):
+    def forward(self, q, k, v, padding):
+        # padding [batch, kv_len]: 0 where a key is read, -inf where it is padding
+        mask = padding[:, None, None, :]
+        return (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], attn_mask=mask, enable_gqa=True),
+        )
+
+
+def test_sdpa_with_a_padding_mask():
+    """An additive mask per (batch, key) is read by the fused kernel (a mask that varies by
+    query is among the unsupported constructs below)."""
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
+    padding = torch.zeros(2, 7)
+    padding[0, 5:] = -torch.inf
+    padding[1, 2:] = -torch.inf
+    compiled = compile_emu(PaddedAttention(), q, k, v, padding)
+    torch.testing.assert_close(
+        compiled(q, k, v, padding), PaddedAttention()(q, k, v, padding), **F32
+    )
+    kernels = [compiled.program.kernels[c.kernel] for c in compiled.program.calls]
+    keys = [info.key for info in kernels if info.family == "attention"]
+    assert len(keys) == 2 and all("masked=yes,batch=2" in key for key in keys)
+
+
 # -- norms and rope ---------------------------------------------------------------------
 
 
@@ -354,6 +380,8 @@ def test_arena_reuses_dead_temporaries():
 
 
 class Masked(nn.Module):
+    """A mask per (query, key): only padding masks, per (batch, key), are supported."""
+
     def forward(self, q, mask):
         return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
 
@@ -398,7 +426,7 @@ UNSUPPORTED = [
         Masked(),
         (torch.randn(1, 2, 4, 8), torch.zeros(4, 4)),
         ["attn_mask", "node scaled_dot_product_attention"],
-        id="sdpa-attn-mask",
+        id="sdpa-per-query-mask",
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(

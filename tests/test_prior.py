@@ -161,10 +161,10 @@ def numpy_prior(directory: Path, families=("softmax",), devices=("emu",), seed=0
             (rng.standard_normal((8, 1)), np.zeros(1)),
         )
         ones = np.ones(spec.size)
-        models[name] = FamilyModel(spec, layers, ones * 0.5, ones, -9.0, 1.0)
+        models[name] = FamilyModel(spec, (layers,), ones * 0.5, ones, -9.0, 1.0)
     metadata = {
         "dataset": {"sha256": "d" * 64},
-        "architecture": {"hidden": [8], "activation": "relu"},
+        "architecture": {"hidden": [8], "activation": "relu", "ensemble": 1},
     }
     write_prior(directory, models, metadata)
     return directory

@@ -32,6 +32,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -447,30 +448,43 @@ class EmbeddingOp(IRDLOperation):
 
 @irdl_op_definition
 class AttentionOp(IRDLOperation):
-    """softmax(q kᵀ · scale [+ causal mask]) v over [batch, heads, len, dim] tensors; k and v
-    may have fewer heads (grouped-query attention), each shared by heads / kv_heads queries.
+    """softmax(q kᵀ · scale [+ causal mask] [+ mask]) v over [batch, heads, len, dim] tensors;
+    k and v may have fewer heads (grouped-query attention), each shared by heads / kv_heads
+    queries. `mask` [batch, kv_len] is added to every score of a key (a padding mask: 0 where
+    a key is attended, -inf where it is padding), the same for every head and query.
 
-    %o = graph.attention %q, %k, %v {scale = 0.25 : f64, causal} : ...
+    %o = graph.attention %q, %k, %v mask %m {scale = 0.25 : f64, causal} : ..., tensor<2x16xf32> -> ...
     """
 
     name = "graph.attention"
     q = operand_def(TensorType)
     k = operand_def(TensorType)
     v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
     scale = prop_def(FloatAttr)
     causal = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
-        "$q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($result)"
+        "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` type($q) `,` type($k) `,` type($v)"
+        " (`,` type($mask)^)? `->` type($result)"
     )
 
-    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, scale: float, causal: bool):
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        scale: float,
+        causal: bool,
+        mask: SSAValue | None = None,
+    ):
         properties: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
         if causal:
             properties["causal"] = UnitAttr()
-        super().__init__(operands=[q, k, v], result_types=[q.type], properties=properties)
+        operands = [q, k, v, [mask] if mask is not None else []]
+        super().__init__(operands=operands, result_types=[q.type], properties=properties)
 
     def verify_(self) -> None:
         q = _float_tensor(self.q, "graph.attention q")
@@ -480,11 +494,18 @@ class AttentionOp(IRDLOperation):
             raise VerifyException("graph.attention takes q, k, v of rank 4 with k and v alike")
         if not q.element_type == k.element_type == v.element_type:
             raise VerifyException("graph.attention q, k and v must share one dtype")
-        (b, h, _, d), (kb, kh, _, kd) = q.get_shape(), k.get_shape()
+        (b, h, _, d), (kb, kh, kv_len, kd) = q.get_shape(), k.get_shape()
         if kb != b or kd != d or kh == 0 or h % kh:
             raise VerifyException(
                 f"graph.attention k/v {list(k.get_shape())} do not fit q {list(q.get_shape())}"
             )
+        if self.mask is not None:
+            mask = _float_tensor(self.mask, "graph.attention mask")
+            if mask.get_shape() != (b, kv_len) or mask.element_type != q.element_type:
+                raise VerifyException(
+                    f"graph.attention mask must be {q.element_type}[{b}, {kv_len}] "
+                    f"([batch, kv_len]), not {mask}"
+                )
         if self.result.type != q:
             raise VerifyException("graph.attention result must have q's type")
 

@@ -8,7 +8,14 @@ from functools import cache
 from pathlib import Path
 
 from emmy.dialects import fork
-from emmy.dsl.lower import Lowering, active_params, canonical_key, check_key, valid
+from emmy.dsl.lower import (
+    Lowering,
+    active_params,
+    canonical_key,
+    check_key,
+    complete_key,
+    valid,
+)
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
 from emmy.paths import library_dirs
@@ -77,4 +84,5 @@ __all__ = [
     "default_config",
     "canonical_key",
     "active_params",
+    "complete_key",
 ]

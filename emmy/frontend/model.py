@@ -616,9 +616,27 @@ def _attention(self: Converter, node: fx.Node) -> View:
     return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
 
 
+def _padding_mask(self: Converter, arg: fx.Node, batch: int, kv_len: int) -> SSAValue:
+    """An additive attn_mask that varies by batch and key only ([batch or 1, 1, 1, kv_len]):
+    read as [batch, kv_len], each row broadcast over heads and queries."""
+    view = self.view(self.values[arg])
+    meta = view.meta
+    if meta.dtype == torch.bool:
+        raise self.error(
+            "a boolean attn_mask is not supported: pass an additive float mask (0 where a key "
+            "is read, -inf where it is padding)"
+        )
+    shape = (1,) * (4 - meta.dim()) + tuple(meta.shape)
+    if meta.dim() > 4 or shape[1:3] != (1, 1) or shape[0] not in (1, batch) or shape[3] != kv_len:
+        raise self.error(
+            f"attn_mask of shape {list(meta.shape)}: only a padding mask [batch, 1, 1, kv_len] "
+            "(the same for every head and query) is supported"
+        )
+    per_key = meta.reshape(shape).expand(batch, 1, 1, kv_len)[:, 0, 0, :]
+    return self.contiguous(View(view.base, per_key))
+
+
 def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
-    if bound.get("attn_mask") is not None:
-        raise self.error("scaled_dot_product_attention with attn_mask is not supported")
     if bound.get("dropout_p", 0.0):
         raise self.error("scaled_dot_product_attention with dropout is not supported")
     q, k, v = (self.operand(bound[n]) for n in ("query", "key", "value"))
@@ -628,8 +646,13 @@ def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     scale = bound.get("scale")
     if scale is None:
         scale = q.type.get_shape()[-1] ** -0.5
+    mask = None
+    if bound.get("attn_mask") is not None:
+        batch, kv_len = k.type.get_shape()[0], k.type.get_shape()[2]
+        mask = _padding_mask(self, bound["attn_mask"], batch, kv_len)
     out = _value(node)
-    op = graph.AttentionOp(q, k, v, float(scale), bool(bound.get("is_causal", False)))
+    causal = bool(bound.get("is_causal", False))
+    op = graph.AttentionOp(q, k, v, float(scale), causal, mask)
     return self.result(self.insert(op), out)
 
 

@@ -345,6 +345,8 @@ def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
         "causal": "yes" if op.causal is not None else "no",
         "scale": repr(float(op.scale.value.data)),
     }
+    if op.mask is not None:
+        key |= {"masked": "yes", "batch": batch}
     return "attention", key
 
 

@@ -28,7 +28,7 @@ import torch
 from emmy.backend.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import parse_key
-from emmy.dsl.library import active_params, default_config, family
+from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError
 from emmy.runtime.convert import (
@@ -140,7 +140,9 @@ def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple
     """The shape each of a family's `count` inputs declares at a key (a program's buffer
     may hold the same elements under another shape); None for the inputs of a variadic
     parameter, whose shapes depend on how each is read."""
-    params = [p for p in family(family_name).params if p.direction == "in"]
+    decl = family(family_name)
+    key = complete_key(decl, key)
+    params = [p for p in active_params(decl, key) if p.direction == "in"]
     variadic = count - sum(not p.variadic for p in params)
     shapes: list[tuple[int, ...] | None] = []
     for param in params:

@@ -201,10 +201,14 @@ register("rope", _rope)
 
 
 def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    q, k, v = (t.double() for t in inputs)
+    q, k, v = (t.double() for t in inputs[:3])
     group = int(key["bh"]) // int(key["kv_bh"])
     k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
     scores = q @ k.transpose(-2, -1) * float(key["scale"])
+    if str(key.get("masked", "no")) == "yes":
+        heads = int(key["bh"]) // int(key["batch"])
+        mask = inputs[3].double().reshape(int(key["batch"]), -1)
+        scores = scores + mask.repeat_interleave(heads, dim=0)[:, None, :]
     if str(key["causal"]) == "yes":
         rows, cols = scores.shape[-2:]
         hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)

@@ -4,8 +4,9 @@
 beside this file, or where `-o` says; `$EMMY_PRIOR_DIR` points a compile at another folder.
 A compile evaluates them here with numpy alone: nothing on this path imports JAX.
 
-The model is one small MLP per family over the features of emmy/search/prior/features.py,
-predicting the natural log of the median time in seconds. For a site, the prior scores every
+The model is, per family, an ensemble of small MLPs (each from its own seed) over the
+features of emmy/search/prior/features.py, predicting the natural log of the median time
+in seconds as the mean of its members. For a site, the prior scores every
 allowed config and picks the fastest predicted; ties go to the declared order. A device the
 family was not fitted on, a family it does not know, or a library changed since the fit
 (other key names or forks) get no decision: the prior never guesses.
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from emmy.search.oracles import Decision, SiteQuery
 
 PRIOR_DIR = Path(__file__).resolve().parent
-PRIOR_SCHEMA = 1
+PRIOR_SCHEMA = 2
 WEIGHTS = "weights.npz"
 METADATA = "metadata.json"
 ACTIVATIONS = ("relu",)
@@ -57,12 +58,17 @@ def prior_files() -> list[Path]:
 # --- the model, in numpy ----------------------------------------------------------------
 
 
+Layers = tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
 @dataclass(frozen=True)
 class FamilyModel:
-    """One family's MLP: normalised features → hidden ReLU layers → log(seconds)."""
+    """One family's ensemble of MLPs, each fitted from its own seed: normalised features →
+    hidden ReLU layers → log(seconds), averaged over the members (one member's ranking
+    moves with its seed as much as with any setting; their mean does not)."""
 
     spec: FeatureSpec
-    layers: tuple[tuple[np.ndarray, np.ndarray], ...]
+    members: tuple[Layers, ...]
     x_mean: np.ndarray
     x_std: np.ndarray
     y_mean: float
@@ -79,19 +85,24 @@ class FamilyModel:
         return self.forward(x)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        h = (x - self.x_mean) / self.x_std
-        for i, (w, b) in enumerate(self.layers):
-            h = h @ w + b
-            if i < len(self.layers) - 1:
-                h = np.maximum(h, 0.0)
-        return h[..., 0] * self.y_std + self.y_mean
+        normalised = (x - self.x_mean) / self.x_std
+        outputs = []
+        for layers in self.members:
+            h = normalised
+            for i, (w, b) in enumerate(layers):
+                h = h @ w + b
+                if i < len(layers) - 1:
+                    h = np.maximum(h, 0.0)
+            outputs.append(h[..., 0])
+        return np.mean(outputs, axis=0) * self.y_std + self.y_mean
 
     def arrays(self) -> dict[str, np.ndarray]:
         name = self.spec.family
         out = {f"{name}.x_mean": self.x_mean, f"{name}.x_std": self.x_std}
         out[f"{name}.y"] = np.array([self.y_mean, self.y_std])
-        for i, (w, b) in enumerate(self.layers):
-            out[f"{name}.W{i}"], out[f"{name}.b{i}"] = w, b
+        for m, layers in enumerate(self.members):
+            for i, (w, b) in enumerate(layers):
+                out[f"{name}.m{m}.W{i}"], out[f"{name}.m{m}.b{i}"] = w, b
         return out
 
 
@@ -186,6 +197,9 @@ def _read(weights: Path, metadata: Path) -> tuple[dict, dict[str, FamilyModel]]:
         raise EmmyError(f"{metadata}: 'architecture' and 'families' must be objects")
     if not isinstance(architecture.get("hidden"), list):
         raise EmmyError(f"{metadata}: architecture.hidden must be a list of layer widths")
+    members = architecture.get("ensemble")
+    if not isinstance(members, int) or isinstance(members, bool) or members < 1:
+        raise EmmyError(f"{metadata}: architecture.ensemble must be a count of members (1 or more)")
     if architecture.get("activation") not in ACTIVATIONS:
         raise EmmyError(
             f"{metadata}: activation {architecture.get('activation')!r} is not one this emmy"
@@ -207,7 +221,7 @@ def _read(weights: Path, metadata: Path) -> tuple[dict, dict[str, FamilyModel]]:
     for family, entry in families.items():
         try:
             spec = FeatureSpec.from_json(entry["features"])
-            models[family] = _model(spec, arrays, len(architecture["hidden"]) + 1)
+            models[family] = _model(spec, arrays, len(architecture["hidden"]) + 1, members)
         except (KeyError, TypeError, ValueError) as e:
             raise EmmyError(
                 f"{weights}: family {family}: weights do not fit the metadata ({e})"
@@ -215,22 +229,29 @@ def _read(weights: Path, metadata: Path) -> tuple[dict, dict[str, FamilyModel]]:
     return doc, models
 
 
-def _model(spec: FeatureSpec, arrays: dict[str, np.ndarray], depth: int) -> FamilyModel:
+def _model(spec: FeatureSpec, arrays: dict[str, np.ndarray], depth: int, count: int) -> FamilyModel:
     name = spec.family
-    layers = tuple((arrays[f"{name}.W{i}"], arrays[f"{name}.b{i}"]) for i in range(depth))
-    width = spec.size
-    for i, (w, b) in enumerate(layers):
-        if w.ndim != 2 or w.shape[0] != width or b.shape != (w.shape[1],):
-            raise ValueError(f"layer {i} is {w.shape}/{b.shape}, expected {width} inputs")
-        width = w.shape[1]
-    if width != 1:
-        raise ValueError(f"the last layer has {width} outputs, not 1")
+    members = tuple(
+        tuple((arrays[f"{name}.m{m}.W{i}"], arrays[f"{name}.m{m}.b{i}"]) for i in range(depth))
+        for m in range(count)
+    )
+    for m, layers in enumerate(members):
+        width = spec.size
+        for i, (w, b) in enumerate(layers):
+            if w.ndim != 2 or w.shape[0] != width or b.shape != (w.shape[1],):
+                raise ValueError(
+                    f"member {m} layer {i} is {w.shape}/{b.shape}, expected {width} inputs"
+                )
+            width = w.shape[1]
+        if width != 1:
+            raise ValueError(f"member {m}'s last layer has {width} outputs, not 1")
+    layers = [p for member in members for p in member]
     x_mean, x_std, y = arrays[f"{name}.x_mean"], arrays[f"{name}.x_std"], arrays[f"{name}.y"]
     if x_mean.shape != (spec.size,) or x_std.shape != (spec.size,) or y.shape != (2,):
         raise ValueError("normalisation arrays have the wrong shapes")
     if not all(np.all(np.isfinite(a)) for a in (x_mean, x_std, y, *(p for l in layers for p in l))):
         raise ValueError("non-finite weights")
-    return FamilyModel(spec, layers, x_mean, x_std, float(y[0]), float(y[1]))
+    return FamilyModel(spec, members, x_mean, x_std, float(y[0]), float(y[1]))
 
 
 def write_prior(

@@ -16,7 +16,7 @@ def add_fit_eval_commands(commands) -> None:
     fit_cmd = commands.add_parser(
         "fit",
         help="fit the learned prior on a dataset (needs the [fit] extra: JAX)",
-        description="Fit the prior (one small MLP per family predicting log time from "
+        description="Fit the prior (per family, an ensemble of small MLPs predicting log time from "
         "features of the key, the config and the device) on a dataset written by `emmy db "
         "export`, holding out keys by a hash of the key; write weights.npz and metadata.json.",
     )

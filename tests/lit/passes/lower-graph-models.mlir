@@ -102,3 +102,12 @@ func.func @rows(%x : tensor<2x8x64xf16>, %w : tensor<64xf16>, %t : tensor<100x64
 // The embedding takes the ids first, then the table.
 // CHECK: kernel.call @[[EMB]](%[[IDS]], %[[T]]) : (tensor<2x8xi32>, tensor<100x64xf16>) -> tensor<2x8x64xf16>
 // CHECK-NOT: graph.
+
+// A padding mask [batch, kv_len]: the attention site reads it as a fourth input.
+func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
+  %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>
+  func.return %o : tensor<2x4x8x16xf32>
+}
+// CHECK: fork.site @[[ATT:attention_[0-9]+]] "attention" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=no,scale=0.25,masked=yes,batch=2" {
+// CHECK: func.func @padded(%[[Q:[^:]*]]: tensor<2x4x8x16xf32>, %[[K:[^:]*]]: tensor<2x2x8x16xf32>, %[[V:[^:]*]]: tensor<2x2x8x16xf32>, %[[M:[^:]*]]: tensor<2x8xf32>)
+// CHECK: kernel.call @[[ATT]](%{{.*}}, %{{.*}}, %{{.*}}, %[[M]])

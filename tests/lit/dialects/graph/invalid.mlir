@@ -184,6 +184,14 @@ func.func @attention_rank(%q : tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
 
 // -----
 
+func.func @attention_mask(%q : tensor<2x4x8x16xf32>, %m : tensor<2x1x8xf32>) -> tensor<2x4x8x16xf32> {
+  %o = graph.attention %q, %q, %q mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x8xf32> -> tensor<2x4x8x16xf32>
+  func.return %o : tensor<2x4x8x16xf32>
+}
+// CHECK: graph.attention mask must be f32[2, 8] ([batch, kv_len]), not tensor<2x1x8xf32>
+
+// -----
+
 func.func @rope_odd(%x : tensor<1x8x2x15xf32>, %c : tensor<8x7xf32>) -> tensor<1x8x2x15xf32> {
   %y = graph.rope %x, %c, %c : tensor<1x8x2x15xf32>, tensor<8x7xf32>, tensor<8x7xf32> -> tensor<1x8x2x15xf32>
   func.return %y : tensor<1x8x2x15xf32>
