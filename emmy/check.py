@@ -97,29 +97,33 @@ def epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[t
     return [randn((sizes[kind],), dtype, generator) for kind in kinds]
 
 
-#: fused norms: (rows, cols, kinds of the inputs, chain normalised, epilogue, store x)
-FUSED_NORMS = [
+#: fused row kernels: (rows, cols, kinds of the inputs, chain of x, epilogue, store x)
+FUSED_ROWS = [
     (5, 96, "full/full/row", "(in0 + in1)", "gelu((acc * in2))", "yes"),
     (3, 40, "full/col", "(in0 * in1)", "(acc + in0)", "no"),
     (4, 24, "full/scalar", "(in0 - in1)", "acc", "yes"),
 ]
 
 
+def _fused_keys(dtype: str, extra: dict) -> list[dict]:
+    return [
+        {"rows": r, "cols": c, "T": dtype, **extra, "inputs": kinds, "fn": fn}
+        | {"epilogue": epilogue, "store": store}
+        for r, c, kinds, fn, epilogue, store in FUSED_ROWS
+    ]
+
+
 def _norm_keys(dtype: str, extra: dict) -> list[dict]:
     plain = [
         {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
     ]
-    fused = [
-        {"rows": r, "cols": c, "T": dtype, **extra, "inputs": kinds, "fn": fn}
-        | {"epilogue": epilogue, "store": store}
-        for r, c, kinds, fn, epilogue, store in FUSED_NORMS
-    ]
-    return plain + fused
+    return plain + _fused_keys(dtype, extra)
 
 
-def _norm_inputs(key: dict, dtype: str, generator: torch.Generator, params: int) -> list:
-    """The inputs of a (fused) norm's chain, each with the shape its kind reads (the first
-    shifted and scaled, so that a mean and a variance matter), then weight (and bias)."""
+def _row_inputs(key: dict, dtype: str, generator: torch.Generator, params: int) -> list:
+    """The inputs of a (fused) row kernel's chain, each with the shape its kind reads (the
+    first shifted and scaled, so that a mean and a variance matter), then a norm's weight
+    (and bias)."""
     rows, cols = key["rows"], key["cols"]
     shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,)}
     kinds = str(key.get("inputs", "full")).split("/")
@@ -159,11 +163,16 @@ CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - re
 # reference's
 SPECS = {
     "softmax": (
-        lambda dtype: [
-            {"rows": r, "cols": c, "T": dtype}
-            for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
-        ],
-        lambda k, d, g: [softmax_input(k["rows"], k["cols"], d, g)],
+        lambda dtype: (
+            [
+                {"rows": r, "cols": c, "T": dtype}
+                for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
+            ]
+            + _fused_keys(dtype, {})
+        ),
+        lambda k, d, g: (
+            _row_inputs(k, d, g, 0) if "fn" in k else [softmax_input(k["rows"], k["cols"], d, g)]
+        ),
     ),
     "elementwise": (
         lambda dtype: [
@@ -179,11 +188,11 @@ SPECS = {
     ),
     "layer_norm": (
         lambda dtype: _norm_keys(dtype, {"eps": "1e-05"}),
-        lambda k, d, g: _norm_inputs(k, d, g, 2),
+        lambda k, d, g: _row_inputs(k, d, g, 2),
     ),
     "rms_norm": (
         lambda dtype: _norm_keys(dtype, {"eps": "1e-06"}),
-        lambda k, d, g: _norm_inputs(k, d, g, 1),
+        lambda k, d, g: _row_inputs(k, d, g, 1),
     ),
     "reduce_rows": (
         lambda dtype: [

@@ -23,7 +23,8 @@ from emmy.search.bench import Bench, BenchOptions
 from emmy.search.db import ReadOnlyDB, TuningDB
 
 LIBRARY = Path(__file__).parent / "library"
-EXPRESSION = "torch.softmax(torch.randn(16, 96) * 2, -1)"
+#: two sites (a softmax, a row sum) that both have `threads` and `vec` forks
+EXPRESSION = "torch.softmax(torch.randn(16, 96), -1).sum(-1)"
 EMMY = str(Path(sys.executable).with_name("emmy"))
 
 

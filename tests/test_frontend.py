@@ -266,7 +266,8 @@ def test_norms_and_rope():
 
 
 class ResidualNorms(nn.Module):
-    """Pre-norm residual blocks: the adds before each norm, the scaling after."""
+    """Pre-norm residual blocks: the adds before each norm, the scaling after; a softmax of
+    shifted, scaled scores, weighted."""
 
     def __init__(self):
         super().__init__()
@@ -280,19 +281,21 @@ class ResidualNorms(nn.Module):
         h = x + r
         a = F.gelu(self.ln(h) * 2.0)
         h2 = h + a
-        return self.rms(h2) + bias, h2
+        weights = torch.softmax(x * 0.5 + bias, dim=-1) * r
+        return self.rms(h2) + bias, h2, weights
 
 
 def test_norms_fuse_the_residual_add_before_and_the_chain_after():
     """Each norm computes the chain of its input (the residual add) and writes the sum, the
-    residual stream used again, as a second output; the add after a norm is its epilogue:
-    two kernels in all."""
+    residual stream used again, as a second output; the add after a norm is its epilogue.
+    A softmax fuses the same way: three kernels in all."""
     inputs = (torch.randn(2, 5, 16), torch.randn(2, 5, 16), torch.randn(16))
     program = check(ResidualNorms(), *inputs).program
-    assert families(program) == ["layer_norm", "rms_norm"]
+    assert families(program) == ["layer_norm", "rms_norm", "softmax"]
     keys = {program.kernels[c.kernel].family: program.kernels[c.kernel].key for c in program.calls}
     assert "fn=(in0 + in1),store=yes" in keys["layer_norm"]
     assert "fn=(in0 + gelu((in1 * 2.0))),epilogue=(acc + in2),store=yes" in keys["rms_norm"]
+    assert "fn=((in0 * 0.5) + in1),epilogue=(acc * in2)" in keys["softmax"]
 
 
 # -- views ------------------------------------------------------------------------------

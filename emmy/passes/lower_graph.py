@@ -5,10 +5,10 @@ the norms, reductions, embedding, attention, rope, strided copies). A chain of e
 ops whose intermediate values have no other use becomes one `elementwise` site, its chain
 written into the problem key (`fn`), each input read as full, row-broadcast,
 column-broadcast or scalar; a chain that alone reads a matmul's product is fused into that
-matmul as its epilogue. A norm takes the chain that computes its input as its prologue
-(written out too where the value has other uses, as the residual stream of a transformer
-has) unless a matmul took the chain first, and the chain that alone reads its result as
-its epilogue. `graph.reshape` stays: it moves no data, and the host plan reads it
+matmul as its epilogue. A softmax or a norm takes the chain that computes its input as its
+prologue (written out too where the value has other uses, as the residual stream of a
+transformer has) unless a matmul took the chain first, and the chain that alone reads its
+result as its epilogue. `graph.reshape` stays: it moves no data, and the host plan reads it
 as another name for its input. Every site is instantiated with its forks unresolved.
 """
 
@@ -118,7 +118,14 @@ def collect_group(
     return ElementwiseGroup(root, ops, inputs, chain)
 
 
-NORMS = (graph.LayerNormOp, graph.RmsNormOp)
+#: row kernels that take the chain before them as a prologue and the chain after as an
+#: epilogue, by family
+ROW_FAMILIES = {
+    graph.SoftmaxOp: "softmax",
+    graph.LayerNormOp: "layer_norm",
+    graph.RmsNormOp: "rms_norm",
+}
+ROW_OPS = tuple(ROW_FAMILIES)
 
 
 def fusable_product(
@@ -193,8 +200,8 @@ class LowerGraph(ModulePass):
     def lower(self, op: Operation) -> Lowered | None:
         if self.is_group_root(op):
             return self.elementwise(collect_group(op))
-        if isinstance(op, NORMS):
-            return norm(op)
+        if isinstance(op, ROW_OPS):
+            return row_site(op)
         builder = SITES.get(type(op))
         if builder is None:
             return None
@@ -211,9 +218,9 @@ class LowerGraph(ModulePass):
 
     @staticmethod
     def elementwise(group: ElementwiseGroup) -> Lowered:
-        normed = fusable_product(group, NORMS)
-        if normed is not None and broadcast_kinds(group.inputs, _shape(normed)) is not None:
-            return norm(normed.owner, group)
+        rows = fusable_product(group, ROW_OPS)
+        if rows is not None and broadcast_kinds(group.inputs, _shape(rows)) is not None:
+            return row_site(rows.owner, group)
         product = fusable_product(group)
         if product is not None:
             group = collect_group(group.root, product)
@@ -255,16 +262,6 @@ def _dtype(value: SSAValue) -> str:
     return dtype_name(value.type.element_type)
 
 
-def softmax_site(op: graph.SoftmaxOp) -> tuple[str, dict]:
-    shape = _shape(op.input)
-    dim = op.dim.value.data % len(shape)
-    if dim != len(shape) - 1:
-        raise EmmyError(
-            f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported"
-        )
-    return "softmax", {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(op.input)}
-
-
 def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
     """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
     bytes), the SIMT family otherwise."""
@@ -284,10 +281,16 @@ def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> 
     return "matmul", {**common, **layout, **epilogue_key}
 
 
-def norm(op: graph.NormOp, epilogue: ElementwiseGroup | None = None) -> Lowered:
-    """A LayerNorm or RMSNorm site with the chain that computes its input as its prologue
-    (unless a matmul takes that chain as its epilogue) and `epilogue`'s chain after it."""
-    x, shape = op.x, _shape(op.x)
+def row_site(op: Operation, epilogue: ElementwiseGroup | None = None) -> Lowered:
+    """A softmax, LayerNorm or RMSNorm site with the chain that computes its input as its
+    prologue (unless a matmul takes that chain as its epilogue) and `epilogue`'s chain
+    after it."""
+    x = op.operands[0]
+    shape = _shape(x)
+    if isinstance(op, graph.SoftmaxOp) and op.dim.value.data % len(shape) != len(shape) - 1:
+        raise EmmyError(
+            f"softmax over dim {op.dim.value.data} of {list(shape)}: only the last dim is supported"
+        )
     prologue = None
     if LowerGraph.is_group_root(x.owner):
         candidate = collect_group(x.owner)
@@ -298,13 +301,10 @@ def norm(op: graph.NormOp, epilogue: ElementwiseGroup | None = None) -> Lowered:
         prologue = None  # the epilogue reads x from memory: the kernel cannot also write it
     inputs = prologue.inputs if prologue else [x]
     replaced: list[Operation] = [op, *(prologue.ops if prologue else [])]
-    key: dict[str, int | str] = {
-        "rows": math.prod(shape[:-1]),
-        "cols": shape[-1],
-        "T": _dtype(x),
-        "eps": repr(float(op.eps.value.data)),
-        "fn": prologue.text if prologue else "in0",
-    }
+    key: dict[str, int | str] = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": _dtype(x)}
+    if isinstance(op, graph.NormOp):
+        key["eps"] = repr(float(op.eps.value.data))
+    key["fn"] = prologue.text if prologue else "in0"
     if epilogue is not None:
         epilogue = collect_group(epilogue.root, op.results[0], inputs)
         inputs, replaced = epilogue.inputs, [*epilogue.ops, *replaced]
@@ -314,9 +314,8 @@ def norm(op: graph.NormOp, epilogue: ElementwiseGroup | None = None) -> Lowered:
     key["inputs"] = "/".join(kinds)
     keeps = prologue is not None and not x.has_one_use()
     key["store"] = "yes" if keeps else "no"
-    family_name = "layer_norm" if isinstance(op, graph.LayerNormOp) else "rms_norm"
-    params = list(op.operands[1:])
-    return Lowered(family_name, key, [*inputs, *params], replaced, (x,) if keeps else ())
+    params = list(op.operands[1:])  # a norm's weight and bias
+    return Lowered(ROW_FAMILIES[type(op)], key, [*inputs, *params], replaced, (x,) if keeps else ())
 
 
 def reduce_site(op: graph.ReduceOp) -> tuple[str, dict]:
@@ -386,7 +385,6 @@ def collapse_dims(shape: list[int], strides: list[int]) -> list[tuple[int, int]]
 
 
 SITES = {
-    graph.SoftmaxOp: softmax_site,
     graph.MatmulOp: matmul_site,
     graph.ReduceOp: reduce_site,
     graph.EmbeddingOp: embedding_site,

@@ -54,8 +54,8 @@ def reference(family: str) -> Reference:
     return _REFERENCES[family]
 
 
-def _softmax(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
-    return torch.softmax(inputs[0].double(), dim=-1)
+def _softmax(key: dict, inputs: list[torch.Tensor]):
+    return _fused_rows(key, inputs, 0, lambda x: torch.softmax(x, dim=-1))
 
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -104,10 +104,12 @@ def _eps(key: dict) -> float:
     return float(key["eps"])
 
 
-def _fused_norm(key: dict, inputs: list[torch.Tensor], params: int, normalise: Callable):
-    """A norm whose x is the key's chain `fn` over its inputs, followed by the `epilogue`
-    chain; with `store = yes`, x itself is the second output."""
-    ins, weights = inputs[: len(inputs) - params], [t.double() for t in inputs[-params:]]
+def _fused_rows(key: dict, inputs: list[torch.Tensor], params: int, normalise: Callable):
+    """A row kernel (softmax, a norm with `params` weights) whose x is the key's chain `fn`
+    over its inputs, followed by the `epilogue` chain; with `store = yes`, x itself is the
+    second output."""
+    ins = inputs[: len(inputs) - params]
+    weights = [t.double() for t in inputs[len(inputs) - params :]]
     shape = (int(key["rows"]), int(key["cols"]))
     named = epilogue_inputs({"inputs": key.get("inputs", "full")}, ins, shape)
     x = _as_tensor(_chain(parse_expression(str(key.get("fn", "in0"))), named)).expand(shape)
@@ -120,14 +122,14 @@ def _layer_norm(key: dict, inputs: list[torch.Tensor]):
     def normalise(x, weight, bias):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, _eps(key))
 
-    return _fused_norm(key, inputs, 2, normalise)
+    return _fused_rows(key, inputs, 2, normalise)
 
 
 def _rms_norm(key: dict, inputs: list[torch.Tensor]):
     def normalise(x, weight):
         return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + _eps(key)) * weight
 
-    return _fused_norm(key, inputs, 1, normalise)
+    return _fused_rows(key, inputs, 1, normalise)
 
 
 def _reduce_rows(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:

@@ -1,5 +1,7 @@
 // RUN: emmy-opt %s -p lower-graph | filecheck %s
 
+// Row kernels (the norms, softmax) fused with the elementwise chains around them.
+
 // A residual add before a LayerNorm whose sum is used again (the residual stream): the add
 // becomes the norm's prologue, and the kernel writes the sum as its second output. The
 // gelu that alone reads the norm becomes its epilogue.
@@ -52,3 +54,18 @@ func.func @matmul_first(%x : tensor<4x64xf32>, %w : tensor<64x64xf32>, %r : tens
 }
 // CHECK-DAG: "matmul" "batch=1,m=4,n=64,k=64,b_batch=1,b_rows=64,b_cols=64,layout=kn,T=f32,epilogue=(acc + in0),inputs=full"
 // CHECK-DAG: "rms_norm" "rows=4,cols=64,T=f32,eps=1e-06" {
+
+// A softmax fuses the same way: scaled scores plus a mask as its prologue, a product
+// after it as its epilogue, one kernel.
+func.func @softmax(%s : tensor<4x16xf32>, %m : tensor<16xf32>, %v : tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %c = graph.constant 1.250000e-01 : f32 -> tensor<f32>
+  %scaled = graph.mul %s, %c : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %masked = graph.add %scaled, %m : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  %p = graph.softmax %masked {dim = -1 : i64} : tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = graph.mul %p, %v : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
+}
+// CHECK: fork.site @[[SM:softmax_[0-9]+]] "softmax" "rows=4,cols=16,T=f32,inputs=full/row/full,fn=((in0 * 0.125) + in1),epilogue=(acc * in2)" {
+// CHECK: func.func @softmax(%[[S:[^:]*]]: tensor<4x16xf32>, %[[M:[^:]*]]: tensor<16xf32>, %[[V:[^:]*]]: tensor<4x16xf32>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[SM]](%[[S]], %[[M]], %[[V]]) : (tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: func.return
