@@ -128,12 +128,44 @@ def compile(  # noqa: A001 - mirrors torch.compile
     return CompiledModule(module, example_inputs, device, options, dynamic_shapes)
 
 
-def dynamo_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):
-    """torch.compile's backend="emmy": the captured graph compiled as one emmy program."""
-    compiled = compile(graph_module, *example_inputs)
+class _SizesBound(torch.nn.Module):
+    """A dynamo graph that also takes sizes (the SymInts of its dynamic dims) as a module of
+    its tensors alone, the sizes bound to those of one call."""
 
-    def run(*inputs: torch.Tensor):
-        result = compiled(*inputs)
+    def __init__(self, graph_module: torch.fx.GraphModule, inputs: Sequence[object]):
+        super().__init__()
+        self.graph_module = graph_module
+        self.sizes = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+        self.count = len(inputs)
+
+    def forward(self, *tensors: torch.Tensor):
+        given = iter(tensors)
+        inputs = [self.sizes[i] if i in self.sizes else next(given) for i in range(self.count)]
+        return self.graph_module(*inputs)
+
+
+def _static(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in value.shape)
+
+
+def dynamo_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):
+    """torch.compile's backend="emmy": the captured graph compiled as one emmy program. A
+    graph dynamo made shape-dynamic (it does so at a model's second input shape) is compiled
+    at each call's concrete sizes, once per set of sizes: emmy's kernels are static."""
+
+    def as_tuple(result):
         return result if isinstance(result, (tuple, list)) else (result,)
+
+    if all(_static(x) for x in example_inputs):
+        compiled = compile(graph_module, *example_inputs)
+        return lambda *inputs: as_tuple(compiled(*inputs))
+    by_sizes: dict[tuple, CompiledModule] = {}
+
+    def run(*inputs):
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        key = tuple(x if not isinstance(x, torch.Tensor) else tuple(x.shape) for x in inputs)
+        if key not in by_sizes:
+            by_sizes[key] = compile(_SizesBound(graph_module, inputs), *tensors)
+        return as_tuple(by_sizes[key](*tensors))
 
     return run

@@ -352,13 +352,14 @@ def test_torch_compile_backend(monkeypatch):
     monkeypatch.setattr(emmy.api, "compile", recording_compile)
     torch._dynamo.reset()
     model = Mlp(16, 32).eval()
-    x = torch.randn(4, 16)
     compiled = torch.compile(model, backend="emmy")
-    with torch.no_grad():
-        expected = model(x)
-        actual = compiled(x)
-    torch.testing.assert_close(actual, expected, **F32)
-    assert len(compiled_graphs) == 1
+    # the second shape makes dynamo capture the graph again with a dynamic batch dim, and
+    # hand emmy sizes as well as tensors: each call's sizes compile once
+    for batch in (4, 6, 9, 6):
+        x = torch.randn(batch, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), **F32)
+    assert len(compiled_graphs) == 3
     torch._dynamo.reset()
 
 
