@@ -243,15 +243,20 @@ print(json.dumps({{"provenance": provenance, "config": info.config,
 """
 
 
-def test_a_compile_with_a_prior_records_its_prediction_and_never_imports_jax(tmp_path) -> None:
-    prior = numpy_prior(tmp_path / "prior")
-    env = {**os.environ, "EMMY_PRIOR_DIR": str(prior)}
+def compile_in_subprocess(tmp_path: Path, env: dict) -> dict:
+    """COMPILE run in a fresh interpreter (so jax imports are seen); what it printed last."""
     script = COMPILE.format(tests=str(Path(__file__).parent), db=str(tmp_path / "autotune.db"))
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_compile_with_a_prior_records_its_prediction_and_never_imports_jax(tmp_path) -> None:
+    prior = numpy_prior(tmp_path / "prior")
+    env = {**os.environ, "EMMY_PRIOR_DIR": str(prior)}
+    out = compile_in_subprocess(tmp_path, env)
     assert out["jax"] is False
     provenance = out["provenance"]
     assert provenance["oracle"] == "prior"
@@ -492,12 +497,7 @@ def test_the_committed_prior_decides_emu_sites_from_a_fresh_checkout(capsys, tmp
 
     assert (PRIOR_DIR / "weights.npz").is_file() and (PRIOR_DIR / "metadata.json").is_file()
     env = {k: v for k, v in os.environ.items() if k != "EMMY_PRIOR_DIR"}
-    script = COMPILE.format(tests=str(Path(__file__).parent), db=str(tmp_path / "autotune.db"))
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = compile_in_subprocess(tmp_path, env)
     assert out["jax"] is False
     assert out["provenance"]["oracle"] == "prior"
     metadata = json.loads((PRIOR_DIR / "metadata.json").read_text())

@@ -180,15 +180,20 @@ class Source:
     rows: list[Row] = field(default_factory=list)
 
 
+def _check_fields(record: dict, fields: set[str], missing_text: str, unknown_text: str) -> None:
+    """The first field a record lacks, or has beyond `fields`, as one line."""
+    missing = sorted(fields - set(record))
+    if missing:
+        raise EmmyError(f"{missing_text} {missing[0]!r}")
+    unknown = sorted(set(record) - fields)
+    if unknown:
+        raise EmmyError(f"{unknown_text} {unknown[0]!r}")
+
+
 def _row_from_record(where: str, record: object) -> Row:
     if not isinstance(record, dict):
         raise EmmyError(f"{where}: a row is a JSON object, not {type(record).__name__}")
-    missing = sorted(_ROW_FIELDS - set(record))
-    if missing:
-        raise EmmyError(f"{where}: missing field {missing[0]!r}")
-    unknown = sorted(set(record) - _ROW_FIELDS)
-    if unknown:
-        raise EmmyError(f"{where}: unknown field {unknown[0]!r}")
+    _check_fields(record, _ROW_FIELDS, f"{where}: missing field", f"{where}: unknown field")
     for name in ("message", "kernel_hash", "bench"):
         if record[name] is not None and not isinstance(record[name], str):
             raise EmmyError(f"{where}: {name} {record[name]!r} is not a string or null")
@@ -236,12 +241,9 @@ def _load_freeze(path: Path, data: bytes, sha256: str) -> Source:
             f"{path}:1: schema {header.get('schema')!r} is not one this emmy reads"
             f" (freeze schema {FREEZE_SCHEMA})"
         )
-    missing = sorted(_HEADER_FIELDS - set(header))
-    if missing:
-        raise EmmyError(f"{path}:1: header is missing {missing[0]!r}")
-    unknown = sorted(set(header) - _HEADER_FIELDS)
-    if unknown:
-        raise EmmyError(f"{path}:1: unknown header field {unknown[0]!r}")
+    _check_fields(
+        header, _HEADER_FIELDS, f"{path}:1: header is missing", f"{path}:1: unknown header field"
+    )
     count = header["rows"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise EmmyError(f"{path}:1: rows {count!r} is not a count")

@@ -341,18 +341,7 @@ def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
             if name == "prior" and report.note:
                 rows.append((name, report.note, "", "", "", "", "", ""))
                 continue
-            rows.append(
-                (
-                    name,
-                    str(s.keys),
-                    str(s.scored),
-                    str(s.missing),
-                    _fmt(s.top1),
-                    _fmt(s.top5),
-                    _fmt(s.mean_regret, True),
-                    _fmt(s.worst_regret, True),
-                )
-            )
+            rows.append(_summary_row(name, s))
         yield from _aligned(rows)
     if len(reports) > 1:
         yield "all pools (held-out keys together):"
@@ -361,19 +350,21 @@ def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
             merged = Summary.of([k for r in reports for k in r.pickers[name].scores])
             if not merged.keys:
                 continue
-            rows.append(
-                (
-                    name,
-                    str(merged.keys),
-                    str(merged.scored),
-                    str(merged.missing),
-                    _fmt(merged.top1),
-                    _fmt(merged.top5),
-                    _fmt(merged.mean_regret, True),
-                    _fmt(merged.worst_regret, True),
-                )
-            )
+            rows.append(_summary_row(name, merged))
         yield from _aligned(rows)
+
+
+def _summary_row(name: str, summary: Summary) -> tuple[str, ...]:
+    return (
+        name,
+        str(summary.keys),
+        str(summary.scored),
+        str(summary.missing),
+        _fmt(summary.top1),
+        _fmt(summary.top5),
+        _fmt(summary.mean_regret, True),
+        _fmt(summary.worst_regret, True),
+    )
 
 
 def _aligned(rows: list[tuple[str, ...]]) -> Iterator[str]:
