@@ -169,6 +169,11 @@ SPECS = {
                 for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
             ]
             + _fused_keys(dtype, {})
+            # causal rows of the unfused attention path: 3 queries over 5 keys, 4 over 4
+            + [
+                {"rows": 6, "cols": 5, "T": dtype, "causal": 3, "fn": "(in0 * 0.5)"},
+                {"rows": 8, "cols": 4, "T": dtype, "causal": 4},
+            ]
         ),
         lambda k, d, g: (
             _row_inputs(k, d, g, 0) if "fn" in k else [softmax_input(k["rows"], k["cols"], d, g)]

@@ -256,16 +256,19 @@ def recipe_case(args: argparse.Namespace, default_config: str | None = None):
     return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype)
 
 
-def source_text(args: argparse.Namespace, default_config: str | None = None):
+def source_text(
+    args: argparse.Namespace, default_config: str | None = None, timings: dict | None = None
+):
     """The graph to compile as text, the names of its constants, and where it came from;
-    from a recipe or -c, through the frontend caches."""
+    from a recipe or -c, through the frontend caches (a recipe's export's stages timed into
+    `timings`)."""
     _check_source(args)
     if args.recipe is not None:
         from emmy.frontend.recipes import recipe_graph_text
 
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
-        text, constants = recipe_graph_text(case)
+        text, constants = recipe_graph_text(case, timings)
         return text, constants, f"<recipe {case.name}>"
     from emmy.frontend.cache import traced_graph_text
 
@@ -286,7 +289,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     total = time.perf_counter()
     target = args.target or default_target()
     start = time.perf_counter()
-    text, constants, where = source_text(args)
+    frontend_stages: dict[str, float] = {}
+    text, constants, where = source_text(args, timings=frontend_stages)
     frontend = time.perf_counter() - start
     golden = args.golden or _recipe_golden(args)
     options = {"pins": _pins(args), "oracles": args.oracles, "constants": tuple(constants)}
@@ -303,6 +307,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         program = compile_program(parse_graph(text, where), target, args, constants=constants)
         program.timings["frontend"] = frontend
+        program.timings.update(frontend_stages)
         # keyed by the stores as the compile left them (it may import golden rows), which
         # is how the next compile finds them
         stores = program_cache.stores_stamp(target, args.db, golden)
@@ -339,21 +344,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def explain_lines(program) -> list[str]:
     """One row per site: family, key, config (pinned forks marked), source, evidence."""
     rows = [("site", "family", "key", "config", "source", "evidence")]
-    for name, info in program.kernels.items():
+    sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
+    sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
+    for name, family_name, key, site_config in sites:
         provenance = program.provenance.get(name, {})
         forks = provenance.get("forks", {})
         config = " ".join(
-            f"{k}={v}{'(pin)' if forks.get(k) == 'pin' else ''}" for k, v in info.config.items()
+            f"{k}={v}{'(pin)' if forks.get(k) == 'pin' else ''}" for k, v in site_config.items()
         )
         rows.append(
-            (
-                name,
-                info.family,
-                info.key,
-                config,
-                provenance.get("oracle", "?"),
-                _evidence(provenance),
-            )
+            (name, family_name, key, config, provenance.get("oracle", "?"), _evidence(provenance))
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [
@@ -519,6 +519,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"emmy: interrupted: {written} row(s) written to {db_path}", file=sys.stderr)
             return 130
     picks = {name: info.config for name, info in program.kernels.items()}
+    picks |= {name: choice["config"] for name, choice in program.choices.items()}
     for line in summary_table(outcomes, picks):
         print(line)
     measured = sum(not o.recalled for o in outcomes)

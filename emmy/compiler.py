@@ -1,7 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    recognise-attention → lower-graph → resolve-forks → specialize-forks → emit-cuda
-    → NVRTC (for a GPU target)
+    recognise-attention → attention-paths → lower-graph → resolve-forks → specialize-forks
+    → emit-cuda → NVRTC (for a GPU target)
 
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
@@ -16,13 +16,14 @@ from dataclasses import asdict, dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.dialects import fork, graph, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
+from emmy.passes.attention_paths import AttentionPaths
 from emmy.passes.lower_graph import LowerGraph
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
@@ -145,6 +146,23 @@ def _provenance(module: ModuleOp) -> dict[str, dict]:
     return result
 
 
+def _choices(module: ModuleOp) -> dict[str, dict]:
+    """Per host-level choice site (no kernel of its own): family, key, the chosen config,
+    and the kernel calls of every option."""
+    result = {}
+    for site in module.ops:
+        if isinstance(site, fork.SiteOp) and "paths" in site.attributes:
+            config = site.attributes["config"]
+            assert isinstance(config, DictionaryAttr)
+            result[site.sym_name.data] = {
+                "family": site.family.data,
+                "key": site.key.data,
+                "config": {k: fork.option_value(v) for k, v in config.data.items()},
+                "paths": json.loads(site.attributes["paths"].data),
+            }
+    return result
+
+
 def compile_graph(
     module: ModuleOp,
     *,
@@ -163,7 +181,8 @@ def compile_graph(
     start = time.perf_counter()
     ctx = Context()
     resolve = ResolveForks(pin=pins, target=target, oracles=oracles, db=db, golden=golden)
-    for compile_pass in (RecogniseAttention(), LowerGraph(), resolve, SpecializeForks()):
+    passes = (RecogniseAttention(), AttentionPaths(), LowerGraph(), resolve, SpecializeForks())
+    for compile_pass in passes:
         compile_pass.apply(ctx, module)
     module.verify()
     cuda: CudaProgram = emit_module(module)
@@ -180,6 +199,7 @@ def compile_graph(
         calls=plan.calls,
         ir=str(module),
         provenance=_provenance(module),
+        choices=_choices(module),
         constants=plan.constants,
         arena=arena,
         arena_bytes=arena_bytes,

@@ -47,12 +47,14 @@ class EmmyOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
+        from emmy.passes.attention_paths import AttentionPaths
         from emmy.passes.lower_graph import LowerGraph
         from emmy.passes.recognise_attention import RecogniseAttention
         from emmy.passes.resolve_forks import ResolveForks
         from emmy.passes.specialize_forks import SpecializeForks
 
-        for emmy_pass in (RecogniseAttention, LowerGraph, ResolveForks, SpecializeForks):
+        passes = (RecogniseAttention, AttentionPaths, LowerGraph, ResolveForks, SpecializeForks)
+        for emmy_pass in passes:
             self.register_pass(emmy_pass.name, lambda p=emmy_pass: p)
 
     def register_all_targets(self) -> None:

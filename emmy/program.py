@@ -73,6 +73,9 @@ class Program:
     calls: list[Call]
     ir: str
     provenance: dict[str, dict]
+    #: host-level choices (attention's fused or unfused path): site -> family, key, config
+    #: and every option's kernel calls
+    choices: dict[str, dict] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
     arena: dict[str, int] = field(default_factory=dict)
     arena_bytes: int = 0
@@ -176,6 +179,7 @@ class Program:
             "outputs": [asdict(s) for s in self.outputs],
             "constants": len(self.constants),
             "calls": [asdict(c) for c in self.calls],
+            "choices": self.choices,
             "memory_bytes": self.memory(),
             "timings_s": self.timings,
         }

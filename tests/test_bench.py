@@ -233,3 +233,45 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
         statuses = [row.status for row in database.rows()]
     # a loaded machine may call a timing unstable; what matters is that every result was right
     assert len(statuses) >= 2 and set(statuses) <= {"ok", "unstable"}, statuses
+
+
+def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choice(
+    capsys, tmp_path
+) -> None:
+    """`--sweep path` times the fused kernel and the unfused path (its three kernels, each
+    checked against its own reference and recorded as a row of its own site); an option's
+    row is the sum of its kernels' medians, recalled by the next bench and decided from by
+    the next compile."""
+    expression = (
+        "torch.nn.functional.scaled_dot_product_attention(torch.randn(1, 4, 9, 16),"
+        " torch.randn(1, 2, 9, 16), torch.randn(1, 2, 9, 16), is_causal=True, enable_gqa=True)"
+    )
+    db = tmp_path / "t.db"
+    argv = ["run", "-c", expression, "--bench", "--sweep", "path", "--db", str(db)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrong_result" not in out, out
+    with ReadOnlyDB(db) as database:
+        rows = database.rows()
+    by_family: dict[str, list] = {}
+    for row in rows:
+        by_family.setdefault(row.family, []).append(row)
+    assert sorted(by_family) == ["attention", "attention_path", "matmul", "softmax"]
+    paths = {row.config["path"]: row for row in by_family["attention_path"]}
+    assert set(paths) == {"fused", "unfused"}
+    parts = [*by_family["matmul"], *by_family["softmax"]]
+    assert len(parts) == 3 and all(row.median_s for row in parts)
+    assert paths["unfused"].median_s == pytest.approx(sum(row.median_s for row in parts))
+    assert paths["fused"].median_s == pytest.approx(by_family["attention"][0].median_s)
+    assert main(argv) == 0
+    again = capsys.readouterr().out
+    assert ": 0 measured, " in again
+    recalled = [line for line in again.splitlines() if "path=" in line and "recalled" in line]
+    assert len(recalled) == 2, again
+    main(["compile", "-c", expression, "--target", "emu", "--explain", "--db", str(db)])
+    explain = capsys.readouterr().out
+    choice = next(line for line in explain.splitlines() if line.startswith("attention_path_0"))
+    # the database decides from clean rows: a loaded machine may call a timing unstable
+    clean = {name: row.median_s for name, row in paths.items() if row.clean}
+    if clean:
+        assert f"path={min(clean, key=clean.__getitem__)}" in choice and "  db  " in choice, choice

@@ -47,7 +47,8 @@ def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch:
         assert not spilling, f"{family_name} {dtype} {arch} spills: {spilling}"
 
 
-def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
+def gpu_check(tmp_path, *options: str) -> dict:
+    """Runs scripts/gpu-check on emu with `options`; its JSON report."""
     import json
     import subprocess
     import sys
@@ -56,16 +57,32 @@ def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
     script = Path(__file__).parent.parent / "scripts" / "gpu-check"
     out = tmp_path / "check.json"
     result = subprocess.run(
-        [sys.executable, str(script), "--device", "emu", "--quick", "--out", str(out)],
+        [sys.executable, str(script), "--device", "emu", *options, "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
+    report = gpu_check(tmp_path, "--quick")
     assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in SPECS}
     assert "not measured" in report["speed"]
+
+
+def test_gpu_check_script_runs_its_speed_part_scaled_down_on_emu(tmp_path) -> None:
+    """The speed part, which only a GPU runs in earnest, at sizes divided by 1024 and one
+    config per sweep: every family it times gives a positive figure."""
+    speed = gpu_check(tmp_path, "--speed-only", "--scale", "1024", "--max-sweep", "1")["speed"]
+    assert speed["copy_bandwidth_gb_s"] > 0
+    for family_name in ("softmax", "layer_norm", "rms_norm", "elementwise"):
+        assert speed[family_name]["default_gb_s"] > 0 and speed[family_name]["best_gb_s"] > 0
+    assert speed["matmul_tc"]["best_tflops"] > 0
+    for entry in speed["attention"].values():
+        assert entry["best_tflops"] > 0 and entry["unfused_tflops"] > 0
 
 
 def test_a_wrong_kernel_is_caught() -> None:

@@ -111,8 +111,10 @@ def emit_module(module: ModuleOp) -> CudaProgram:
     for site in module.ops:
         if not isinstance(site, fork.SiteOp):
             continue
+        func = next((op for op in site.body.block.ops if isinstance(op, kernel.FuncOp)), None)
+        if func is None:
+            continue  # a site of a host-level choice (attention_path): no kernel of its own
         launch = next(op for op in site.body.block.ops if isinstance(op, kernel.LaunchOp))
-        func = next(op for op in site.body.block.ops if isinstance(op, kernel.FuncOp))
         program.source += "\n" + KernelPrinter(func).print()
         config = site.attributes.get("config")
         _check_shared_memory(func, launch)

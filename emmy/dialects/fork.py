@@ -17,24 +17,27 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IntegerAttr,
     StringAttr,
+    SymbolRefAttr,
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
-    operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
     result_def,
     traits_def,
+    var_operand_def,
     var_region_def,
+    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import NoTerminator, SymbolOpInterface
+from xdsl.traits import HasParent, IsTerminator, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
 Option = int | str
@@ -108,7 +111,7 @@ class SiteOp(IRDLOperation):
         printer.print_string(f' "{self.family.data}" "{self.key.data}"')
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
 
     @classmethod
     def parse(cls, parser: Parser) -> SiteOp:
@@ -241,40 +244,78 @@ class KnobOp(IRDLOperation):
 
 @irdl_op_definition
 class AlternativesOp(IRDLOperation):
-    """Runs one of its regions, chosen by a symbolic knob: an algorithmic choice.
+    """Runs one of its regions: an algorithmic choice.
 
-    fork.alternatives %algo ["two_pass", "online"] {
-      ...
-    } {
-      ...
-    }
+    Inside a kernel, chosen by a symbolic knob of the site:
+
+        fork.alternatives %algo ["two_pass", "online"] {
+          ...
+        } {
+          ...
+        }
+
+    In a host function, chosen by the `path` knob of the site it names (a site of its own,
+    with no kernel); each region yields the values the op stands for:
+
+        %o = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+          %a = graph.attention %q, %k, %v {scale = 0.125 : f64} : ...
+          fork.yield %a : tensor<1x2x8x16xf32>
+        } {
+          ...
+          fork.yield %b : tensor<1x2x8x16xf32>
+        } : tensor<1x2x8x16xf32>
     """
 
     name = "fork.alternatives"
-    selector = operand_def(i32)
+    selector = opt_operand_def(i32)
+    site = opt_prop_def(SymbolRefAttr)
     names = prop_def(ArrayAttr[StringAttr])
     branches = var_region_def("single_block")
+    outputs = var_result_def()
     traits = traits_def(NoTerminator())
 
-    def __init__(self, selector, names: Sequence[str], branches: Sequence[Region]):
+    def __init__(
+        self,
+        selector: SSAValue | str,
+        names: Sequence[str],
+        branches: Sequence[Region],
+        result_types: Sequence[Attribute] = (),
+    ):
+        by_site = isinstance(selector, str)
+        properties: dict[str, Attribute] = {"names": ArrayAttr([StringAttr(n) for n in names])}
+        if by_site:
+            properties["site"] = SymbolRefAttr(selector)
         super().__init__(
-            operands=[selector],
-            properties={"names": ArrayAttr([StringAttr(n) for n in names])},
+            operands=[[] if by_site else [selector]],
+            properties=properties,
             regions=[list(branches)],
+            result_types=[list(result_types)],
         )
+
+    def yielded(self, index: int) -> YieldOp | None:
+        last = self.branches[index].block.last_op
+        return last if isinstance(last, YieldOp) else None
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_ssa_value(self.selector)
+        if self.site is not None:
+            printer.print_symbol_name(self.site.root_reference.data)
+        else:
+            assert self.selector is not None
+            printer.print_ssa_value(self.selector)
         printer.print_string(" ")
         printer.print_attribute(self.names)
         for branch in self.branches:
             printer.print_string(" ")
             printer.print_region(branch, print_entry_block_args=False, print_empty_block=False)
+        if self.outputs:
+            printer.print_string(" : ")
+            printer.print_list(self.outputs.types, printer.print_attribute)
 
     @classmethod
     def parse(cls, parser: Parser) -> AlternativesOp:
-        selector = parser.parse_operand()
+        site = parser.parse_optional_symbol_name()
+        selector = site.data if site is not None else parser.parse_operand()
         names = parser.parse_attribute()
         if not isinstance(names, ArrayAttr):
             parser.raise_error("expected the list of alternative names")
@@ -283,20 +324,52 @@ class AlternativesOp(IRDLOperation):
             if not region.blocks:
                 region.add_block(Block())
             branches.append(region)
-        return cls(selector, [n.data for n in names], branches)
+        types = []
+        if parser.parse_optional_punctuation(":"):
+            types = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_attribute)
+        return cls(selector, [n.data for n in names], branches, types)
 
     def verify_(self) -> None:
-        if len(self.names) != len(self.branches):
+        options = [n.data for n in self.names]
+        if len(options) != len(self.branches):
             raise VerifyException(
-                f"fork.alternatives names {len(self.names)} options but has "
+                f"fork.alternatives names {len(options)} options but has "
                 f"{len(self.branches)} regions"
             )
-        knob = self.selector.owner
-        if isinstance(knob, KnobOp) and knob.option_values != [n.data for n in self.names]:
-            raise VerifyException(
-                f"fork.alternatives options {[n.data for n in self.names]} differ from "
-                f"fork {knob.knob_name.data!r} options {knob.option_values}"
-            )
+        if (self.site is None) == (self.selector is None):
+            raise VerifyException("fork.alternatives is chosen by a knob or by a site, not both")
+        if self.selector is not None:
+            knob = self.selector.owner
+            if isinstance(knob, KnobOp) and knob.option_values != options:
+                raise VerifyException(
+                    f"fork.alternatives options {options} differ from "
+                    f"fork {knob.knob_name.data!r} options {knob.option_values}"
+                )
+        types = list(self.outputs.types)
+        for index, option in enumerate(options):
+            yielded = self.yielded(index)
+            found = list(yielded.values.types) if yielded is not None else []
+            if found != types:
+                raise VerifyException(
+                    f"fork.alternatives option {option!r} yields {len(found)} value(s) of "
+                    f"types {found}; the op has results of types {types}"
+                )
 
 
-Fork = Dialect("fork", [SiteOp, KnobOp, AlternativesOp], [])
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The values a region of a `fork.alternatives` stands for.
+
+    fork.yield %a : tensor<1x2x8x16xf32>
+    """
+
+    name = "fork.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), HasParent(AlternativesOp))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[list(values)])
+
+
+Fork = Dialect("fork", [SiteOp, KnobOp, AlternativesOp, YieldOp], [])

@@ -220,24 +220,34 @@ class ConstantOp(IRDLOperation):
 
 @irdl_op_definition
 class SoftmaxOp(IRDLOperation):
-    """Softmax over one dimension.
+    """Softmax over one dimension; with `causal` (over the last dim), element [..., i, j]
+    counts as -inf where j > i, as in attention's scores under torch's is_causal.
 
     %y = graph.softmax %x {dim = -1 : i64} : tensor<4x1000xf32> -> tensor<4x1000xf32>
+    %p = graph.softmax %s {dim = -1 : i64, causal} : tensor<2x8x8xf32> -> tensor<2x8x8xf32>
     """
 
     name = "graph.softmax"
     input = operand_def(TensorType)
     dim = prop_def(IntegerAttr)
+    causal = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input: SSAValue, dim: int, result_type: Attribute | None = None):
+    def __init__(
+        self,
+        input: SSAValue,
+        dim: int,
+        result_type: Attribute | None = None,
+        causal: bool = False,
+    ):
+        properties: dict[str, Attribute] = {"dim": IntegerAttr(dim, i64)}
+        if causal:
+            properties["causal"] = UnitAttr()
         super().__init__(
-            operands=[input],
-            result_types=[result_type or input.type],
-            properties={"dim": IntegerAttr(dim, i64)},
+            operands=[input], result_types=[result_type or input.type], properties=properties
         )
 
     def verify_(self) -> None:
@@ -251,6 +261,8 @@ class SoftmaxOp(IRDLOperation):
             raise VerifyException(f"graph.softmax dim {dim} is out of range for rank {rank}")
         if out.get_shape() != typ.get_shape():
             raise VerifyException("graph.softmax result must have the input's shape")
+        if self.causal is not None and (rank < 2 or dim % rank != rank - 1):
+            raise VerifyException("a causal graph.softmax is over the last dim of a rank 2+ tensor")
 
 
 def _shape_of(value: SSAValue) -> tuple[int, ...]:

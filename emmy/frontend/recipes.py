@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import time
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -139,18 +140,26 @@ def _cache_path(case: RecipeCase) -> Path:
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
 
 
-def recipe_graph_text(case: RecipeCase) -> tuple[str, list[str]]:
+def recipe_graph_text(case: RecipeCase, timings: dict | None = None) -> tuple[str, list[str]]:
     """The graph of a recipe case as text, and the names of its constants: from the cache,
-    or exported with torch (then cached)."""
+    or exported with torch (then cached). On an export, `timings` gets the seconds spent
+    importing torch and exporting."""
     path = _cache_path(case)
     if path.exists():
         entry = json.loads(path.read_text())
         return entry["graph"], entry["constants"]
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    import torch  # noqa: F401 - timed apart: a cost of any torch frontend, not of emmy's
+
+    timings["frontend: import torch"] = time.perf_counter() - start
     from emmy.frontend.cache import remember
     from emmy.frontend.model import export
 
+    start = time.perf_counter()
     model, inputs = build(case, meta=True)
     graph = export(model, inputs)
+    timings["frontend: export"] = time.perf_counter() - start
     entry = {"graph": str(graph.module), "constants": list(graph.constants)}
     write_atomic(path, json.dumps(entry).encode())
     remember(entry["graph"], graph.module)

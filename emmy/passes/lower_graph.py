@@ -183,7 +183,9 @@ class LowerGraph(ModulePass):
                     op.body.block.insert_op_before(site, function)
                 results = [graph_op.results[0], *lowered.also]
                 call = kernel.CallOp(name, lowered.inputs, [r.type for r in results])
-                function.body.block.insert_op_before(call, graph_op)
+                block = graph_op.parent_block()
+                assert block is not None
+                block.insert_op_before(call, graph_op)
                 for result, output in zip(results, call.outputs, strict=True):
                     result.replace_all_uses_with(output)
                 for dead in lowered.replaced:
@@ -262,6 +264,10 @@ def _dtype(value: SSAValue) -> str:
     return dtype_name(value.type.element_type)
 
 
+#: storage types the tensor-core matmul takes
+TENSOR_CORE_TYPES = ("f16", "bf16")
+
+
 def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
     """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
     bytes), the SIMT family otherwise."""
@@ -275,7 +281,7 @@ def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> 
     T = _dtype(op.lhs)
     common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch, "T": T}
     epilogue_key = {"epilogue": epilogue, "inputs": inputs}
-    if T in ("f16", "bf16") and not op.transpose_b and k % 8 == 0 and n % 8 == 0:
+    if T in TENSOR_CORE_TYPES and not op.transpose_b and k % 8 == 0 and n % 8 == 0:
         return "matmul_tc", {**common, **epilogue_key}
     layout = {"b_rows": b[-2], "b_cols": b[-1], "layout": "nk" if op.transpose_b else "kn"}
     return "matmul", {**common, **layout, **epilogue_key}
@@ -314,6 +320,8 @@ def row_site(op: Operation, epilogue: ElementwiseGroup | None = None) -> Lowered
     key["inputs"] = "/".join(kinds)
     keeps = prologue is not None and not x.has_one_use()
     key["store"] = "yes" if keeps else "no"
+    if isinstance(op, graph.SoftmaxOp) and op.causal is not None:
+        key["causal"] = shape[-2]
     params = list(op.operands[1:])  # a norm's weight and bias
     return Lowered(ROW_FAMILIES[type(op)], key, [*inputs, *params], replaced, (x,) if keeps else ())
 

@@ -194,6 +194,7 @@ class Bench:
     def run(self, program: Program) -> list[Outcome]:
         sites = self.sites(program)
         forks = {f.name for work in sites for f in family(work.family).forks}
+        forks |= {name for choice in program.choices.values() for name in choice["config"]}
         for name in set(self.options.sweep) - {"all"} - forks:
             raise EmmyError(
                 f"--sweep {name}: no fork named {name!r} (forks: {', '.join(sorted(forks))})"
@@ -204,7 +205,87 @@ class Bench:
             )
         for work in sites:
             self.bench_site(work)
+        for name, choice in program.choices.items():
+            self.bench_choice(name, choice)
         return self.outcomes
+
+    def bench_choice(self, name: str, choice: dict) -> None:
+        """A host-level choice (attention fused or unfused): each option's time is the sum
+        of its kernels' times, each kernel measured (or recalled) as a row of its own site."""
+        (fork_name,) = choice["config"]
+        options = list(choice["paths"])
+        wanted = [choice["config"][fork_name]]
+        if "all" in self.options.sweep or fork_name in self.options.sweep:
+            wanted += options
+        wanted += [o for o in self.options.pins.get(fork_name, []) if o in options]
+        work = SiteWork(name, choice["family"], choice["key"], choice["config"], [], [])
+        for option in dict.fromkeys(wanted):
+            config = {fork_name: option}
+            origin = "pick" if config == choice["config"] else "forced"
+            known = (
+                None
+                if self.options.force
+                else self.db.find(
+                    self.device.identity, self.regime.id, work.family, work.key, config
+                )
+            )
+            if known is not None:
+                self.outcomes.append(Outcome(name, config, known, recalled=True))
+                self.progress(f"  {name} {_short(config)}: recalled row {known.id}")
+                continue
+            self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
+            parts = [self.kernel_row(f"{name}.{option}", call) for call in choice["paths"][option]]
+            row = self.sum_row(work, config, origin, parts)
+            (row_id,) = self.db.add([row])
+            self.outcomes.append(Outcome(name, config, _with_id(row, row_id), recalled=False))
+            shown = f"{row.median_s * 1e3:.3f} ms" if row.median_s is not None else row.status
+            self.progress(f"  {_short(config)}: {shown} ({len(parts)} kernel(s))")
+
+    def kernel_row(self, site: str, call: dict) -> Row:
+        """The row of one kernel of a choice's option at its config: recalled, or measured
+        and recorded under its own family and key."""
+        config = call["config"]
+        if not self.options.force:
+            known = self.db.find(
+                self.device.identity, self.regime.id, call["family"], call["key"], config
+            )
+            if known is not None:
+                return known
+        specs = [
+            [
+                TensorSpec(f"{kind}{i}", tuple(shape), dtype)
+                for i, (shape, dtype) in enumerate(call[kind])
+            ]
+            for kind in ("inputs", "outputs")
+        ]
+        work = SiteWork(site, call["family"], call["key"], config, *specs)
+        source = self.compile(work, [config])[canonical_config(config)]
+        if isinstance(source, str):
+            row = self.row(work, config, "forced", "compile_error", message=source[14:])
+        else:
+            row = self.measure(work, config, "forced", *source)
+        (row_id,) = self.db.add([row])
+        return _with_id(row, row_id)
+
+    def sum_row(self, work: SiteWork, config: dict, origin: str, parts: list[Row]) -> Row:
+        """An option's row from its kernels' rows: the sum of their medians; the first
+        failure among them, if any, is the option's."""
+        rows = ",".join(str(p.id) for p in parts)
+        failed = next((p for p in parts if p.median_s is None), None)
+        if failed is not None:
+            message = f"kernel {failed.family} (row {failed.id}): {failed.status}: {failed.message}"
+            return self.row(work, config, origin, failed.status, message=message)
+        unstable = any(p.status != "ok" for p in parts)
+        return self.row(
+            work,
+            config,
+            origin,
+            "unstable" if unstable else "ok",
+            median_s=sum(p.median_s or 0.0 for p in parts),
+            spread=max(p.spread or 0.0 for p in parts),
+            repetitions=min(p.repetitions for p in parts),
+            message=f"sum of the medians of rows {rows}",
+        )
 
     def bench_site(self, work: SiteWork) -> None:
         configs = requested_configs(work, self.options)

@@ -114,22 +114,25 @@ def check_against_library(golden) -> None:
     """Every entry names a known family and a config of its forks' options; otherwise the
     whole file is refused, naming the entry, before anything of it is used."""
     from emmy.dsl.library import families
+    from emmy.passes.attention_paths import CHOICE_FAMILIES
 
-    known = families()
+    known = {
+        name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()
+    }
+    known |= CHOICE_FAMILIES
     for i, entry in enumerate(golden.entries):
         where = f"{golden.path}: entry {i} ({entry.family}, {entry.key})"
-        decl = known.get(entry.family)
-        if decl is None:
+        forks = known.get(entry.family)
+        if forks is None:
             raise EmmyError(f"{where}: unknown family {entry.family!r}")
-        forks = {f.name: f for f in decl.forks}
         if set(entry.config) != set(forks):
             raise EmmyError(
                 f"{where}: config names forks {sorted(entry.config)}, the family has {sorted(forks)}"
             )
         for name, value in entry.config.items():
-            if value not in forks[name].options:
+            if value not in forks[name]:
                 raise EmmyError(
-                    f"{where}: {name}={value!r} is not an option of fork {name} {list(forks[name].options)}"
+                    f"{where}: {name}={value!r} is not an option of fork {name} {forks[name]}"
                 )
 
 

@@ -55,7 +55,15 @@ def reference(family: str) -> Reference:
 
 
 def _softmax(key: dict, inputs: list[torch.Tensor]):
-    return _fused_rows(key, inputs, 0, lambda x: torch.softmax(x, dim=-1))
+    causal = int(key.get("causal", 0))
+
+    def normalise(x: torch.Tensor) -> torch.Tensor:
+        if causal:
+            query = torch.arange(x.shape[0]).unsqueeze(1) % causal
+            x = x.masked_fill(torch.arange(x.shape[1]) > query, -math.inf)
+        return torch.softmax(x, dim=-1)
+
+    return _fused_rows(key, inputs, 0, normalise)
 
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

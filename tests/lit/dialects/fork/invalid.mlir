@@ -66,3 +66,21 @@ fork.site @s "f" "n=1" {
   %a = fork.knob "vec" [] default 1
 }
 // CHECK: fork 'vec' has no options
+
+// -----
+
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @p ["a", "b"] {
+    fork.yield %x : tensor<4xf32>
+  } {
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.alternatives option 'b' yields 0 value(s) of types []; the op has results of types [TensorType(
+
+// -----
+
+func.func @f(%x : tensor<4xf32>) {
+  fork.yield %x : tensor<4xf32>
+}
+// CHECK: 'fork.yield' expects parent op 'fork.alternatives'

@@ -22,3 +22,26 @@ fork.site @scale_0 "scale" "n=64,T=f32" {
   kernel.launch @scale_0 grid %vec block %threads smem %vec
 }
 
+
+// A host-level choice: its site holds the knob; each region yields what the op stands for.
+fork.site @attention_path_0 "attention_path" "n=4" {
+  %path = fork.knob "path" ["fused", "unfused"] default "fused"
+}
+// CHECK: fork.site @attention_path_0 "attention_path" "n=4" {
+// CHECK-NEXT: fork.knob "path" ["fused", "unfused"] default "fused"
+func.func @choice(%t : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+    %a = graph.exp %t : tensor<4xf32> -> tensor<4xf32>
+    fork.yield %a : tensor<4xf32>
+  } {
+    fork.yield %t : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK:      %[[Y:.*]] = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+// CHECK-NEXT:   %[[A:.*]] = graph.exp %t
+// CHECK-NEXT:   fork.yield %[[A]] : tensor<4xf32>
+// CHECK-NEXT: } {
+// CHECK-NEXT:   fork.yield %t : tensor<4xf32>
+// CHECK-NEXT: } : tensor<4xf32>
+// CHECK-NEXT: func.return %[[Y]]

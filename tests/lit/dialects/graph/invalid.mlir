@@ -229,3 +229,11 @@ func.func @as_strided_rank(%x : tensor<4x8xf32>) -> tensor<8x4xf32> {
   func.return %y : tensor<8x4xf32>
 }
 // CHECK: graph.as_strided needs one non-negative stride per result dim
+
+// -----
+
+func.func @softmax_causal(%x : tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = graph.softmax %x {dim = 0 : i64, causal} : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %a : tensor<4x8xf32>
+}
+// CHECK: a causal graph.softmax is over the last dim of a rank 2+ tensor

@@ -27,6 +27,8 @@ func.func @ops(%x : tensor<4x8xf32>, %row : tensor<8xf32>) -> tensor<4x8xf32> {
   // CHECK-NEXT: graph.neg
   %y = graph.softmax %n {dim = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
   // CHECK-NEXT: graph.softmax %{{.*}} {dim = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %yc = graph.softmax %n {dim = -1 : i64, causal} : tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK-NEXT: graph.softmax %{{.*}} {dim = -1 : i64, causal} : tensor<4x8xf32> -> tensor<4x8xf32>
   func.return %y : tensor<4x8xf32>
 }
 

@@ -1,0 +1,140 @@
+"""attention-paths: offers each attention as an `alternatives` fork between the fused kernel
+and the unfused path built from the other families (matmul → scaled causal softmax →
+matmul), decided like any fork by the `path` knob of an `attention_path` site.
+
+    %o = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : ...
+  →
+    fork.site @attention_path_0 "attention_path" "<the attention's key>" {
+      %path = fork.knob "path" ["fused", "unfused"] default "fused"
+    }
+    %o = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+      %a = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : ...
+      fork.yield %a : ...
+    } {
+      %s = graph.matmul %q', %k' {transpose_b} ...    // [b·kv_heads, group·q_len, kv_len]
+      // (in f16/bf16, q' · k'ᵀ with k'ᵀ copied, so that it runs on tensor cores)
+      %p = graph.softmax (%s' * 0.125) {dim = -1, causal} ...
+      %r = graph.matmul %p', %v' ...
+      fork.yield %r' : ...
+    } : ...
+
+The primes are reshapes (no data moves): grouped-query heads are folded into the rows of
+their key/value head. Attentions with the same key share one site, so the layers of a
+model take one decision. An attention with a padding mask stays fused: the mask is read
+per batch, a broadcast the softmax's prologue does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from emmy.dialects import fork, graph
+from emmy.dialects.kernel import dtype_name
+from emmy.dsl.library import canonical_key, family
+
+FAMILY = "attention_path"
+PATHS = ("fused", "unfused")
+#: families of host-level choices (no kernel of their own): their forks and options
+CHOICE_FAMILIES: dict[str, dict[str, list[str]]] = {FAMILY: {"path": list(PATHS)}}
+
+
+def path_site(name: str, key: str) -> fork.SiteOp:
+    site = fork.SiteOp(name, FAMILY, key)
+    site.body.block.add_op(fork.KnobOp("path", list(PATHS), PATHS[0]))
+    return site
+
+
+def tensor_cores_fit(element, d: int, kv_len: int) -> bool:
+    """Whether q · kᵀ can run on the tensor-core matmul once k is laid out [d, kv_len]."""
+    from emmy.passes.lower_graph import TENSOR_CORE_TYPES
+
+    return dtype_name(element) in TENSOR_CORE_TYPES and d % 8 == 0 and kv_len % 8 == 0
+
+
+def unfused_path(op: graph.AttentionOp) -> list[Operation]:
+    """The ops of softmax(q kᵀ · scale) v from matmuls and a softmax, the last one's result
+    shaped like the attention's."""
+    batch, heads, q_len, d = op.q.type.get_shape()
+    _, kv_heads, kv_len, _ = op.k.type.get_shape()
+    element = op.q.type.element_type
+    rows = (heads // kv_heads) * q_len
+    ops: list[Operation] = []
+
+    def add(new: Operation) -> SSAValue:
+        ops.append(new)
+        return new.results[0]
+
+    def reshape(value: SSAValue, *shape: int) -> SSAValue:
+        return add(graph.ReshapeOp(value, TensorType(element, list(shape))))
+
+    q = reshape(op.q, batch * kv_heads, rows, d)
+    k = reshape(op.k, batch * kv_heads, kv_len, d)
+    v = reshape(op.v, batch * kv_heads, kv_len, d)
+    scores_type = TensorType(element, [batch * kv_heads, rows, kv_len])
+    if tensor_cores_fit(element, d, kv_len):
+        # tensor cores read B as [k, n]: kᵀ is copied once (kv_len · d per head, against
+        # the rows · kv_len scores it makes)
+        kt_type = TensorType(element, [batch * kv_heads, d, kv_len])
+        kt = add(graph.AsStridedOp(k, kt_type, [kv_len * d, 1, d], 0))
+        scores = add(graph.MatmulOp(q, kt, scores_type, transpose_b=False))
+    else:
+        scores = add(graph.MatmulOp(q, k, scores_type, transpose_b=True))
+    scores = reshape(scores, batch, heads, q_len, kv_len)
+    scale = op.scale.value.data
+    if scale != 1.0:
+        factor = add(graph.ConstantOp(scale, element))
+        scores = add(graph.MulOp(scores, factor, scores.type))
+    probabilities = add(graph.SoftmaxOp(scores, -1, causal=op.causal is not None))
+    probabilities = reshape(probabilities, batch * kv_heads, rows, kv_len)
+    out_type = TensorType(element, [batch * kv_heads, rows, d])
+    out = add(graph.MatmulOp(probabilities, v, out_type, transpose_b=False))
+    reshape(out, batch, heads, q_len, d)
+    return ops
+
+
+def _region(ops: list[Operation]) -> Region:
+    block = Block(ops)
+    block.add_op(fork.YieldOp([ops[-1].results[0]]))
+    return Region(block)
+
+
+@dataclass(frozen=True)
+class AttentionPaths(ModulePass):
+    name = "attention-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from emmy.passes.lower_graph import attention_site
+
+        sites: dict[str, str] = {}  # key -> site name
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            for attention in [a for a in function.walk() if isinstance(a, graph.AttentionOp)]:
+                if attention.mask is not None or isinstance(
+                    attention.parent_op(), fork.AlternativesOp
+                ):
+                    continue
+                family_name, key = attention_site(attention)
+                text = canonical_key(family(family_name), key)
+                if text not in sites:
+                    sites[text] = f"{FAMILY}_{len(sites)}"
+                    op.body.block.insert_op_before(path_site(sites[text], text), function)
+                unfused = unfused_path(attention)
+                choice = fork.AlternativesOp(
+                    sites[text],
+                    list(PATHS),
+                    [Region(Block()), _region(unfused)],
+                    [attention.result.type],
+                )
+                block = attention.parent_block()
+                assert block is not None
+                block.insert_op_before(choice, attention)
+                attention.result.replace_all_uses_with(choice.outputs[0])
+                attention.detach()
+                fused = choice.branches[0].block
+                fused.add_op(attention)
+                fused.add_op(fork.YieldOp([attention.result]))

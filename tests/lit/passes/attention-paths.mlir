@@ -1,0 +1,58 @@
+// RUN: emmy-opt %s -p attention-paths --split-input-file | filecheck %s
+
+// A causal grouped-query attention: a site with the `path` knob, and the choice between the
+// fused op and matmul → scaled causal softmax → matmul, the query heads of each key/value
+// head folded into its rows by reshapes.
+func.func @gqa(%q : tensor<1x4x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tensor<1x2x6x8xf32>) -> tensor<1x4x6x8xf32> {
+  %o = graph.attention %q, %k, %v {scale = 0.5 : f64, causal} : tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x4x6x8xf32>
+  func.return %o : tensor<1x4x6x8xf32>
+}
+// CHECK:      fork.site @attention_path_0 "attention_path" "bh=4,kv_bh=2,q_len=6,kv_len=6,d=8,T=f32,causal=yes,scale=0.5" {
+// CHECK-NEXT:   fork.knob "path" ["fused", "unfused"] default "fused"
+// CHECK-NEXT: }
+// CHECK:      %[[O:.*]] = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+// CHECK-NEXT:   %[[A:.*]] = graph.attention %q, %k, %v {scale = 5.000000e-01 : f64, causal}
+// CHECK-NEXT:   fork.yield %[[A]] : tensor<1x4x6x8xf32>
+// CHECK-NEXT: } {
+// CHECK-NEXT:   %[[Q:.*]] = graph.reshape %q : tensor<1x4x6x8xf32> -> tensor<2x12x8xf32>
+// CHECK-NEXT:   %[[K:.*]] = graph.reshape %k : tensor<1x2x6x8xf32> -> tensor<2x6x8xf32>
+// CHECK-NEXT:   %[[V:.*]] = graph.reshape %v : tensor<1x2x6x8xf32> -> tensor<2x6x8xf32>
+// CHECK-NEXT:   %[[S:.*]] = graph.matmul %[[Q]], %[[K]] {transpose_b} : tensor<2x12x8xf32>, tensor<2x6x8xf32> -> tensor<2x12x6xf32>
+// CHECK-NEXT:   %[[S4:.*]] = graph.reshape %[[S]] : tensor<2x12x6xf32> -> tensor<1x4x6x6xf32>
+// CHECK-NEXT:   %[[C:.*]] = graph.constant 5.000000e-01
+// CHECK-NEXT:   %[[T:.*]] = graph.mul %[[S4]], %[[C]]
+// CHECK-NEXT:   %[[P:.*]] = graph.softmax %[[T]] {dim = -1 : i64, causal}
+// CHECK-NEXT:   %[[P3:.*]] = graph.reshape %[[P]] : tensor<1x4x6x6xf32> -> tensor<2x12x6xf32>
+// CHECK-NEXT:   %[[R:.*]] = graph.matmul %[[P3]], %[[V]] : tensor<2x12x6xf32>, tensor<2x6x8xf32> -> tensor<2x12x8xf32>
+// CHECK-NEXT:   %[[R4:.*]] = graph.reshape %[[R]] : tensor<2x12x8xf32> -> tensor<1x4x6x8xf32>
+// CHECK-NEXT:   fork.yield %[[R4]] : tensor<1x4x6x8xf32>
+// CHECK-NEXT: } : tensor<1x4x6x8xf32>
+// CHECK-NEXT: func.return %[[O]]
+
+// -----
+
+// Two attentions with one key (two layers) share one site: one decision for both. A scale
+// of 1 needs no multiply.
+func.func @layers(%q : tensor<1x2x4x8xf32>, %k : tensor<1x2x4x8xf32>, %v : tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %a = graph.attention %q, %k, %v {scale = 1.0 : f64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  %b = graph.attention %a, %k, %v {scale = 1.0 : f64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  func.return %b : tensor<1x2x4x8xf32>
+}
+// CHECK:     fork.site @attention_path_0 "attention_path" "bh=2,kv_bh=2,q_len=4,kv_len=4,d=8,T=f32,causal=no,scale=1.0"
+// CHECK-NOT: fork.site
+// CHECK:     %[[A:.*]] = fork.alternatives @attention_path_0
+// CHECK-NOT: graph.mul
+// CHECK:     graph.softmax %{{.*}} {dim = -1 : i64} :
+// CHECK:     fork.alternatives @attention_path_0
+// CHECK-NEXT:  graph.attention %[[A]], %k, %v
+
+// -----
+
+// A padding mask stays fused: the unfused softmax has no per-batch broadcast to add it.
+func.func @masked(%q : tensor<2x2x4x8xf32>, %k : tensor<2x2x4x8xf32>, %v : tensor<2x2x4x8xf32>, %m : tensor<2x4xf32>) -> tensor<2x2x4x8xf32> {
+  %o = graph.attention %q, %k, %v mask %m {scale = 0.5 : f64} : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x4xf32> -> tensor<2x2x4x8xf32>
+  func.return %o : tensor<2x2x4x8xf32>
+}
+// CHECK-LABEL: func.func @masked
+// CHECK-NEXT:    %[[O:.*]] = graph.attention %q, %k, %v mask %m
+// CHECK-NEXT:    func.return %[[O]]
