@@ -71,6 +71,19 @@ def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) 
     return x.to(STORAGE_DTYPES[dtype])
 
 
+def attention_mask(key: dict, dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """A padding mask [batch, kv_len], or with `mask_rows` a mask per query [batch, q_len,
+    kv_len]: the padding mask plus a causal one (what a Hugging Face model builds), each
+    query seeing at least its first key."""
+    padding = padding_mask(key["batch"], key["kv_len"], dtype, generator)
+    rows = key.get("mask_rows", 1)
+    if rows == 1:
+        return padding
+    hidden = torch.ones(rows, key["kv_len"], dtype=torch.bool).triu(1)
+    causal = torch.zeros(rows, key["kv_len"]).masked_fill(hidden, -math.inf)
+    return (padding.double()[:, None, :] + causal).to(padding.dtype)
+
+
 def padding_mask(batch: int, kv_len: int, dtype: str, generator: torch.Generator):
     """An additive mask per (batch, key): small values where a key is read, -inf on the
     padding (a third of the keys of the first batch, all but the first of the last)."""
@@ -282,21 +295,24 @@ SPECS = {
                 "causal": c,
                 "scale": sc,
                 **({"masked": "yes", "batch": batch} if batch else {}),
+                **({"mask_rows": ql} if per_query else {}),
             }
-            for bh, kv, ql, kl, d, c, sc, batch in [
-                (1, 1, 1, 1, 4, "no", "0.5", 0),
-                (2, 2, 13, 13, 64, "yes", "0.125", 0),
-                (6, 2, 7, 20, 32, "no", "0.17677669", 0),
-                (4, 1, 33, 33, 128, "yes", "0.08838835", 0),
-                (6, 2, 7, 20, 32, "no", "0.17677669", 2),
-                (4, 4, 9, 9, 64, "yes", "0.125", 2),
+            for bh, kv, ql, kl, d, c, sc, batch, per_query in [
+                (1, 1, 1, 1, 4, "no", "0.5", 0, False),
+                (2, 2, 13, 13, 64, "yes", "0.125", 0, False),
+                (6, 2, 7, 20, 32, "no", "0.17677669", 0, False),
+                (4, 1, 33, 33, 128, "yes", "0.08838835", 0, False),
+                (6, 2, 7, 20, 32, "no", "0.17677669", 2, False),
+                (4, 4, 9, 9, 64, "yes", "0.125", 2, False),
+                (6, 2, 7, 20, 32, "no", "0.17677669", 2, True),
+                (4, 2, 11, 11, 64, "no", "0.125", 2, True),
             ]
         ],
         lambda key, d, g: [
             randn((key["bh"], key["q_len"], key["d"]), d, g),
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
             randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
-            *([padding_mask(key["batch"], key["kv_len"], d, g)] if "masked" in key else []),
+            *([attention_mask(key, d, g)] if "masked" in key else []),
         ],
     ),
     "rope": (

@@ -247,29 +247,33 @@ def test_sdpa_unfused_path_matches_eager(dtype):
 
 
 class PaddedAttention(nn.Module):
-    def forward(self, q, k, v, padding):
-        # padding [batch, kv_len]: 0 where a key is read, -inf where it is padding
+    def forward(self, q, k, v, padding, both):
+        # padding [batch, kv_len]: 0 where a key is read, -inf where it is padding; both
+        # [batch, 1, q_len, kv_len]: padding and causal in one, as Hugging Face builds it
         mask = padding[:, None, None, :]
         return (
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
             F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], attn_mask=mask, enable_gqa=True),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=both),
         )
 
 
-def test_sdpa_with_a_padding_mask():
-    """An additive mask per (batch, key) is read by the fused kernel (a mask that varies by
-    query is among the unsupported constructs below)."""
+def test_sdpa_with_padding_and_per_query_masks():
+    """An additive mask per (batch, key) or per (batch, query, key) is read by the fused
+    kernel (a mask that varies by head is among the unsupported constructs below)."""
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
     padding = torch.zeros(2, 7)
     padding[0, 5:] = -torch.inf
     padding[1, 2:] = -torch.inf
-    compiled = compile_emu(PaddedAttention(), q, k, v, padding)
-    torch.testing.assert_close(
-        compiled(q, k, v, padding), PaddedAttention()(q, k, v, padding), **F32
-    )
+    hidden = torch.ones(5, 7, dtype=torch.bool).triu(7 - 5 + 1)
+    both = padding[:, None, None, :] + torch.zeros(5, 7).masked_fill(hidden, -torch.inf)
+    inputs = (q, k, v, padding, both)
+    compiled = compile_emu(PaddedAttention(), *inputs)
+    torch.testing.assert_close(compiled(*inputs), PaddedAttention()(*inputs), **F32)
     kernels = [compiled.program.kernels[c.kernel] for c in compiled.program.calls]
     keys = [info.key for info in kernels if info.family == "attention"]
-    assert len(keys) == 2 and all("masked=yes,batch=2" in key for key in keys)
+    assert len(keys) == 3 and all("masked=yes,batch=2" in key for key in keys)
+    assert sum(key.endswith(",mask_rows=5") for key in keys) == 1
 
 
 # -- norms and rope ---------------------------------------------------------------------
@@ -418,7 +422,7 @@ def test_arena_reuses_dead_temporaries():
 
 
 class Masked(nn.Module):
-    """A mask per (query, key): only padding masks, per (batch, key), are supported."""
+    """A mask per head: only masks the same for every head are supported."""
 
     def forward(self, q, mask):
         return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
@@ -462,9 +466,9 @@ IDS = torch.arange(6).reshape(2, 3)
 UNSUPPORTED = [
     pytest.param(
         Masked(),
-        (torch.randn(1, 2, 4, 8), torch.zeros(4, 4)),
+        (torch.randn(1, 2, 4, 8), torch.zeros(1, 2, 4, 4)),
         ["attn_mask", "node scaled_dot_product_attention"],
-        id="sdpa-per-query-mask",
+        id="sdpa-per-head-mask",
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(

@@ -463,7 +463,9 @@ class AttentionOp(IRDLOperation):
     """softmax(q kᵀ · scale [+ causal mask] [+ mask]) v over [batch, heads, len, dim] tensors;
     k and v may have fewer heads (grouped-query attention), each shared by heads / kv_heads
     queries. `mask` [batch, kv_len] is added to every score of a key (a padding mask: 0 where
-    a key is attended, -inf where it is padding), the same for every head and query.
+    a key is attended, -inf where it is padding), the same for every head and query; a mask
+    [batch, q_len, kv_len] is added per query too (a padding and causal mask in one, as
+    Hugging Face models build it), the same for every head.
 
     %o = graph.attention %q, %k, %v mask %m {scale = 0.25 : f64, causal} : ..., tensor<2x16xf32> -> ...
     """
@@ -513,10 +515,14 @@ class AttentionOp(IRDLOperation):
             )
         if self.mask is not None:
             mask = _float_tensor(self.mask, "graph.attention mask")
-            if mask.get_shape() != (b, kv_len) or mask.element_type != q.element_type:
+            q_len = q.get_shape()[2]
+            if mask.get_shape() not in ((b, kv_len), (b, q_len, kv_len)) or (
+                mask.element_type != q.element_type
+            ):
                 raise VerifyException(
                     f"graph.attention mask must be {q.element_type}[{b}, {kv_len}] "
-                    f"([batch, kv_len]), not {mask}"
+                    f"([batch, kv_len]) or {q.element_type}[{b}, {q_len}, {kv_len}] "
+                    f"([batch, q_len, kv_len]), not {mask}"
                 )
         if self.result.type != q:
             raise VerifyException("graph.attention result must have q's type")

@@ -616,23 +616,27 @@ def _attention(self: Converter, node: fx.Node) -> View:
     return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
 
 
-def _padding_mask(self: Converter, arg: fx.Node, batch: int, kv_len: int) -> SSAValue:
-    """An additive attn_mask that varies by batch and key only ([batch or 1, 1, 1, kv_len]):
-    read as [batch, kv_len], each row broadcast over heads and queries."""
+def _attention_mask(self: Converter, arg: fx.Node, batch: int, q_len: int, kv_len: int) -> SSAValue:
+    """An additive attn_mask the same for every head: [batch or 1, 1, 1, kv_len] (a padding
+    mask, read as [batch, kv_len]) or [batch or 1, 1, q_len, kv_len] (per query too, as a
+    Hugging Face model builds its padding and causal masks; read as [batch, q_len, kv_len])."""
     view = self.view(self.values[arg])
     meta = view.meta
     if meta.dtype == torch.bool:
         raise self.error(
             "a boolean attn_mask is not supported: pass an additive float mask (0 where a key "
-            "is read, -inf where it is padding)"
+            "is read, -inf where it is hidden)"
         )
     shape = (1,) * (4 - meta.dim()) + tuple(meta.shape)
-    if meta.dim() > 4 or shape[1:3] != (1, 1) or shape[0] not in (1, batch) or shape[3] != kv_len:
+    fits = meta.dim() <= 4 and shape[0] in (1, batch) and shape[1] == 1
+    if not fits or shape[2] not in (1, q_len) or shape[3] != kv_len:
         raise self.error(
-            f"attn_mask of shape {list(meta.shape)}: only a padding mask [batch, 1, 1, kv_len] "
-            "(the same for every head and query) is supported"
+            f"attn_mask of shape {list(meta.shape)}: only a mask the same for every head, "
+            f"[batch, 1, 1, kv_len] or [batch, 1, q_len, kv_len], is supported"
         )
-    per_key = meta.reshape(shape).expand(batch, 1, 1, kv_len)[:, 0, 0, :]
+    rows = shape[2]
+    expanded = meta.reshape(shape).expand(batch, 1, rows, kv_len)[:, 0]
+    per_key = expanded[:, 0, :] if rows == 1 else expanded
     return self.contiguous(View(view.base, per_key))
 
 
@@ -649,7 +653,8 @@ def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     mask = None
     if bound.get("attn_mask") is not None:
         batch, kv_len = k.type.get_shape()[0], k.type.get_shape()[2]
-        mask = _padding_mask(self, bound["attn_mask"], batch, kv_len)
+        q_len = q.type.get_shape()[2]
+        mask = _attention_mask(self, bound["attn_mask"], batch, q_len, kv_len)
     out = _value(node)
     causal = bool(bound.get("is_causal", False))
     op = graph.AttentionOp(q, k, v, float(scale), causal, mask)

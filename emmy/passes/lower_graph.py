@@ -354,6 +354,8 @@ def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
     }
     if op.mask is not None:
         key |= {"masked": "yes", "batch": batch}
+        if len(_shape(op.mask)) == 3:
+            key["mask_rows"] = q_len
     return "attention", key
 
 

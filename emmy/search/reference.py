@@ -217,8 +217,9 @@ def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     scores = q @ k.transpose(-2, -1) * float(key["scale"])
     if str(key.get("masked", "no")) == "yes":
         heads = int(key["bh"]) // int(key["batch"])
-        mask = inputs[3].double().reshape(int(key["batch"]), -1)
-        scores = scores + mask.repeat_interleave(heads, dim=0)[:, None, :]
+        rows = int(key.get("mask_rows", 1))
+        mask = inputs[3].double().reshape(int(key["batch"]), rows, -1)
+        scores = scores + mask.repeat_interleave(heads, dim=0)
     if str(key["causal"]) == "yes":
         rows, cols = scores.shape[-2:]
         hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)

@@ -111,3 +111,12 @@ func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : ten
 // CHECK: fork.site @[[ATT:attention_[0-9]+]] "attention" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=no,scale=0.25,masked=yes,batch=2" {
 // CHECK: func.func @padded(%[[Q:[^:]*]]: tensor<2x4x8x16xf32>, %[[K:[^:]*]]: tensor<2x2x8x16xf32>, %[[V:[^:]*]]: tensor<2x2x8x16xf32>, %[[M:[^:]*]]: tensor<2x8xf32>)
 // CHECK: kernel.call @[[ATT]](%{{.*}}, %{{.*}}, %{{.*}}, %[[M]])
+
+// A mask per query [batch, q_len, kv_len]: the key says how many rows it has.
+func.func @per_query(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8x8xf32>) -> tensor<2x4x8x16xf32> {
+  %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8x8xf32> -> tensor<2x4x8x16xf32>
+  func.return %o : tensor<2x4x8x16xf32>
+}
+// CHECK: fork.site @[[ATQ:attention_[0-9]+]] "attention" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=yes,scale=0.25,masked=yes,batch=2,mask_rows=8" {
+// CHECK: func.func @per_query(%{{[^:]*}}: tensor<2x4x8x16xf32>, %{{[^:]*}}: tensor<2x2x8x16xf32>, %{{[^:]*}}: tensor<2x2x8x16xf32>, %[[MQ:[^:]*]]: tensor<2x8x8xf32>)
+// CHECK: kernel.call @[[ATQ]](%{{.*}}, %{{.*}}, %{{.*}}, %[[MQ]])

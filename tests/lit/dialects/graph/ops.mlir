@@ -35,7 +35,7 @@ func.func @ops(%x : tensor<4x8xf32>, %row : tensor<8xf32>) -> tensor<4x8xf32> {
 func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : tensor<64x96xf32>,
                      %g : tensor<64xf32>, %b : tensor<64xf32>, %table : tensor<100x64xf32>,
                      %ids : tensor<2x8xi64>, %ids32 : tensor<5xi32>, %q : tensor<2x4x8x16xf32>,
-                     %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %pad : tensor<2x8xf32>,
+                     %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %pad : tensor<2x8xf32>, %per_query : tensor<2x8x8xf32>,
                      %xr : tensor<2x8x4x16xf32>, %cos : tensor<8x8xf32>, %sin : tensor<8x8xf32>) -> tensor<16x64xf32> {
   %s = graph.sigmoid %x : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
   // CHECK: graph.sigmoid %{{.*}} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
@@ -61,6 +61,8 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64} : tensor<2x4x8x16xf32>
   %om = graph.attention %q, %k, %v mask %pad {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>
   // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>
+  %oq = graph.attention %q, %k, %v mask %per_query {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8x8xf32> -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8x8xf32> -> tensor<2x4x8x16xf32>
   %rp = graph.rope %xr, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x8xf32>, tensor<8x8xf32> -> tensor<2x8x4x16xf32>
   // CHECK-NEXT: graph.rope %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x4x16xf32>, tensor<8x8xf32>, tensor<8x8xf32> -> tensor<2x8x4x16xf32>
   %t = graph.as_strided %o {strides = [512, 16, 128, 1], offset = 0 : i64} : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
