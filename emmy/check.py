@@ -45,7 +45,7 @@ def pairwise(candidates: list[dict]) -> list[dict]:
 
 FLOATS = ["f32", "f16", "bf16"]
 #: families that take fewer storage types (tensor cores multiply 16-bit floats)
-DTYPES = {"matmul_tc": ["f16", "bf16"]}
+DTYPES = {"matmul_tc": ["f16", "bf16"], "attention_tc": ["f16", "bf16"]}
 
 
 def dtypes_of(family_name: str) -> list[str]:
@@ -170,6 +170,52 @@ PERMUTE_VIEWS = [
 ]
 
 
+# (bh, kv_bh, q_len, kv_len, d, causal, scale, mask batch or 0, mask per query too)
+ATTENTION_SHAPES = [
+    (1, 1, 1, 1, 4, "no", "0.5", 0, False),
+    (2, 2, 13, 13, 64, "yes", "0.125", 0, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 0, False),
+    (4, 1, 33, 33, 128, "yes", "0.08838835", 0, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 2, False),
+    (4, 4, 9, 9, 64, "yes", "0.125", 2, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 2, True),
+    (4, 2, 11, 11, 64, "no", "0.125", 2, True),
+]
+# more rows than one block of queries, a causal block that stops early, fewer queries
+# than keys under a causal mask and a mask per query
+ATTENTION_TC_SHAPES = [
+    (2, 1, 70, 70, 16, "yes", "0.25", 0, False),
+    (2, 2, 5, 100, 32, "yes", "0.17677669", 2, True),
+]
+
+
+def _attention_keys(dtype: str, shapes: list[tuple]) -> list[dict]:
+    return [
+        {
+            "bh": bh,
+            "kv_bh": kv,
+            "q_len": ql,
+            "kv_len": kl,
+            "d": d,
+            "T": dtype,
+            "causal": c,
+            "scale": sc,
+            **({"masked": "yes", "batch": batch} if batch else {}),
+            **({"mask_rows": ql} if per_query else {}),
+        }
+        for bh, kv, ql, kl, d, c, sc, batch, per_query in shapes
+    ]
+
+
+def _attention_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:
+    return [
+        randn((key["bh"], key["q_len"], key["d"]), dtype, generator),
+        randn((key["kv_bh"], key["kv_len"], key["d"]), dtype, generator),
+        randn((key["kv_bh"], key["kv_len"], key["d"]), dtype, generator),
+        *([attention_mask(key, dtype, generator)] if "masked" in key else []),
+    ]
+
+
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 
 # family -> (keys of the shapes to test, inputs of a key); the outputs' shapes are the
@@ -284,36 +330,14 @@ SPECS = {
         ],
     ),
     "attention": (
-        lambda dtype: [
-            {
-                "bh": bh,
-                "kv_bh": kv,
-                "q_len": ql,
-                "kv_len": kl,
-                "d": d,
-                "T": dtype,
-                "causal": c,
-                "scale": sc,
-                **({"masked": "yes", "batch": batch} if batch else {}),
-                **({"mask_rows": ql} if per_query else {}),
-            }
-            for bh, kv, ql, kl, d, c, sc, batch, per_query in [
-                (1, 1, 1, 1, 4, "no", "0.5", 0, False),
-                (2, 2, 13, 13, 64, "yes", "0.125", 0, False),
-                (6, 2, 7, 20, 32, "no", "0.17677669", 0, False),
-                (4, 1, 33, 33, 128, "yes", "0.08838835", 0, False),
-                (6, 2, 7, 20, 32, "no", "0.17677669", 2, False),
-                (4, 4, 9, 9, 64, "yes", "0.125", 2, False),
-                (6, 2, 7, 20, 32, "no", "0.17677669", 2, True),
-                (4, 2, 11, 11, 64, "no", "0.125", 2, True),
-            ]
-        ],
-        lambda key, d, g: [
-            randn((key["bh"], key["q_len"], key["d"]), d, g),
-            randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
-            randn((key["kv_bh"], key["kv_len"], key["d"]), d, g),
-            *([attention_mask(key, d, g)] if "masked" in key else []),
-        ],
+        lambda dtype: _attention_keys(dtype, ATTENTION_SHAPES),
+        lambda key, d, g: _attention_inputs(key, d, g),
+    ),
+    "attention_tc": (
+        lambda dtype: _attention_keys(
+            dtype, [shape for shape in ATTENTION_SHAPES if shape[4] % 16 == 0] + ATTENTION_TC_SHAPES
+        ),
+        lambda key, d, g: _attention_inputs(key, d, g),
     ),
     "rope": (
         lambda dtype: [

@@ -82,7 +82,8 @@ def test_gpu_check_script_runs_its_speed_part_scaled_down_on_emu(tmp_path) -> No
         assert speed[family_name]["default_gb_s"] > 0 and speed[family_name]["best_gb_s"] > 0
     assert speed["matmul_tc"]["best_tflops"] > 0
     for entry in speed["attention"].values():
-        assert entry["best_tflops"] > 0 and entry["unfused_tflops"] > 0
+        assert entry["best_tflops"] > 0 and entry["simt_best_tflops"] > 0
+        assert entry["unfused_tflops"] > 0
 
 
 def test_a_wrong_kernel_is_caught() -> None:

@@ -308,6 +308,12 @@ class KernelPrinter:
             a = f"*reinterpret_cast<const emmy::frag_a*>({self.value(op.a)} + {self.value(op.a_offset)})"
             b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
             self.line(f"emmy::mma_16816<{dtype}>({acc}, {a}, {b}, {acc});")
+        elif isinstance(op, kernel.PackHalf2Op):
+            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+            self.line(
+                f"{self.value(op.fragment)}[{self.value(op.offset)}] = "
+                f"emmy::pack_half2<{dtype}>({self.value(op.lo)}, {self.value(op.hi)});"
+            )
         elif isinstance(op, kernel.CopyAsyncOp):
             self.line(
                 f"emmy::cp_async<16>({self.value(op.dst)} + {self.value(op.dst_offset)}, "

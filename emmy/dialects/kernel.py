@@ -527,6 +527,34 @@ class MmaOp(IRDLOperation):
 
 
 @irdl_op_definition
+class PackHalf2Op(IRDLOperation):
+    """Rounds two f32 values to 16-bit `dtype` and packs them into one 32-bit fragment
+    register, `lo` in the low half: how an mma's f32 result becomes another mma's A fragment
+    without a trip through shared memory.
+
+        kernel.pack_half2 %p_frag[%i], %lo, %hi {dtype = "bf16"} : !kernel.ptr<u32>
+    """
+
+    name = "kernel.pack_half2"
+    fragment = operand_def(PtrType)
+    offset = operand_def(i32)
+    lo = operand_def(Float32Type)
+    hi = operand_def(Float32Type)
+    dtype = prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$fragment `[` $offset `]` `,` $lo `,` $hi attr-dict `:` type($fragment)"
+
+    def __init__(self, fragment, offset, lo, hi, dtype: str):
+        super().__init__(
+            operands=[fragment, offset, lo, hi], properties={"dtype": StringAttr(dtype)}
+        )
+
+    def verify_(self) -> None:
+        if self.dtype.data not in ("f16", "bf16"):
+            raise VerifyException(f"kernel.pack_half2 packs f16 or bf16, not {self.dtype.data}")
+
+
+@irdl_op_definition
 class CopyAsyncOp(IRDLOperation):
     """Starts an asynchronous 16-byte copy from global `src[src_offset]` to shared
     `dst[dst_offset]`; only `valid_bytes` are read, the rest is zero (cp.async.cg).
@@ -716,6 +744,7 @@ Kernel = Dialect(
         LocalArrayOp,
         LdmatrixOp,
         MmaOp,
+        PackHalf2Op,
         CopyAsyncOp,
         CopyAsyncWaitOp,
         GroupReduceOp,

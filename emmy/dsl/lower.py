@@ -438,6 +438,7 @@ class Lowering:
 
         ldmatrix(frag, frag_offset, tile, offset, count) and ldmatrix_trans(...);
         mma(acc, offset, a_frag, a_offset, b_frag, b_offset): acc[offset:+4] += A·B;
+        pack_half2(frag, offset, lo, hi): frag[offset] = lo and hi as two T (f16/bf16);
         cp_async(tile, offset, tensor, index..., valid_elements): 16 bytes, zero-filled;
         cp_async_wait(pending): commit this thread's copies, wait for all but `pending`."""
         name, args = node.children
@@ -446,6 +447,7 @@ class Lowering:
             "ldmatrix": self.call_ldmatrix,
             "ldmatrix_trans": self.call_ldmatrix,
             "mma": self.call_mma,
+            "pack_half2": self.call_pack_half2,
             "cp_async": self.call_cp_async,
             "cp_async_wait": self.call_cp_async_wait,
         }.get(str(name))
@@ -488,6 +490,15 @@ class Lowering:
         offsets = [self.int_expr(args[i]) for i in (1, 3, 5)]
         self.add(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
 
+    def call_pack_half2(self, node: Tree, name: str, args: list[Tree]) -> None:
+        if len(args) != 4:
+            raise self.error(node, "pack_half2(frag, offset, lo, hi)")
+        dtype = str(self.key.get("T"))
+        if dtype not in ("f16", "bf16"):
+            raise self.error(node, f"pack_half2 packs f16 or bf16, and T is {dtype}")
+        lo, hi = (self.float_expr(args[i]) for i in (2, 3))
+        self.add(kernel.PackHalf2Op(self.array(args[0]), self.int_expr(args[1]), lo, hi, dtype))
+
     def call_cp_async(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) < 5:
             raise self.error(node, "cp_async(tile, offset, tensor, index..., valid_elements)")
@@ -512,6 +523,12 @@ class Lowering:
         value = self.expr(node)
         if value.type != i32:
             raise self.error(node, f"expected an integer, got {_type_name(value.type)}")
+        return value
+
+    def float_expr(self, node: Tree) -> SSAValue:
+        value = self.expr(node)
+        if value.type != f32:
+            raise self.error(node, f"expected a float, got {_type_name(value.type)}")
         return value
 
     def multi_expr(self, node: Tree) -> list[SSAValue]:

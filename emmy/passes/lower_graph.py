@@ -356,7 +356,8 @@ def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
         key |= {"masked": "yes", "batch": batch}
         if len(_shape(op.mask)) == 3:
             key["mask_rows"] = q_len
-    return "attention", key
+    tensor_cores = key["T"] in TENSOR_CORE_TYPES and d % 16 == 0 and d <= 256
+    return "attention_tc" if tensor_cores else "attention", key
 
 
 def rope_site(op: graph.RopeOp) -> tuple[str, dict]:

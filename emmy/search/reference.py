@@ -34,7 +34,7 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
     rtol, atol = REFERENCE_TOLERANCES[dtype]
     if family in ("matmul", "matmul_tc"):
         atol += 2e-6 * int(key["k"])
-    if family == "attention":
+    if family in ("attention", "attention_tc"):
         atol += 2e-6 * int(key["kv_len"])
     if family == "reduce_rows":
         atol += 4e-6 * math.sqrt(int(key["cols"]))
@@ -228,6 +228,7 @@ def _attention(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 
 register("attention", _attention)
+register("attention_tc", _attention)
 
 
 def _permute(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:

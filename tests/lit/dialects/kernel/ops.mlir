@@ -51,6 +51,8 @@ fork.site @k "k" "n=8" {
     // CHECK: kernel.ldmatrix %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {count = 4 : i32, trans = false} : !kernel.ptr<i32>, !kernel.ptr<bf16>
     kernel.mma %acc[%c1], %frag[%c1], %frag[%c1] {dtype = "bf16"} : !kernel.ptr<f32>, !kernel.ptr<i32>, !kernel.ptr<i32>
     // CHECK-NEXT: kernel.mma %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {dtype = "bf16"}
+    kernel.pack_half2 %frag[%c1], %m, %m {dtype = "f16"} : !kernel.ptr<i32>
+    // CHECK-NEXT: kernel.pack_half2 %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} {dtype = "f16"} : !kernel.ptr<i32>
     kernel.cp_async %ht[%t], %x[%t], %c4 : !kernel.ptr<bf16>, !kernel.ptr<bf16>
     // CHECK-NEXT: kernel.cp_async %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : !kernel.ptr<bf16>, !kernel.ptr<bf16>
     kernel.cp_async_wait {pending = 0 : i32}
