@@ -180,6 +180,8 @@ ATTENTION_SHAPES = [
     (4, 4, 9, 9, 64, "yes", "0.125", 2, False),
     (6, 2, 7, 20, 32, "no", "0.17677669", 2, True),
     (4, 2, 11, 11, 64, "no", "0.125", 2, True),
+    # a mask per head: its groups are the bh heads
+    (4, 2, 6, 9, 32, "yes", "0.17677669", 4, True),
 ]
 # more rows than one block of queries, a causal block that stops early, fewer queries
 # than keys under a causal mask and a mask per query

@@ -247,33 +247,38 @@ def test_sdpa_unfused_path_matches_eager(dtype):
 
 
 class PaddedAttention(nn.Module):
-    def forward(self, q, k, v, padding, both):
+    def forward(self, q, k, v, padding, both, per_head):
         # padding [batch, kv_len]: 0 where a key is read, -inf where it is padding; both
-        # [batch, 1, q_len, kv_len]: padding and causal in one, as Hugging Face builds it
+        # [batch, 1, q_len, kv_len]: padding and causal in one, as Hugging Face builds it;
+        # per_head [1, heads, q_len, kv_len]: a bias per head (ALiBi-like), for every batch
         mask = padding[:, None, None, :]
         return (
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
             F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], attn_mask=mask, enable_gqa=True),
             F.scaled_dot_product_attention(q, k, v, attn_mask=both),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=per_head + both),
         )
 
 
-def test_sdpa_with_padding_and_per_query_masks():
-    """An additive mask per (batch, key) or per (batch, query, key) is read by the fused
-    kernel (a mask that varies by head is among the unsupported constructs below)."""
+def test_sdpa_with_padding_per_query_and_per_head_masks():
+    """An additive mask per (batch, key), per (batch, query, key) or per (batch, head, query,
+    key) is read by the fused kernel (a boolean mask is among the unsupported constructs
+    below)."""
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
     padding = torch.zeros(2, 7)
     padding[0, 5:] = -torch.inf
     padding[1, 2:] = -torch.inf
     hidden = torch.ones(5, 7, dtype=torch.bool).triu(7 - 5 + 1)
     both = padding[:, None, None, :] + torch.zeros(5, 7).masked_fill(hidden, -torch.inf)
-    inputs = (q, k, v, padding, both)
+    per_head = torch.randn(1, 4, 5, 7)
+    inputs = (q, k, v, padding, both, per_head)
     compiled = compile_emu(PaddedAttention(), *inputs)
     torch.testing.assert_close(compiled(*inputs), PaddedAttention()(*inputs), **F32)
     kernels = [compiled.program.kernels[c.kernel] for c in compiled.program.calls]
     keys = [info.key for info in kernels if info.family == "attention"]
-    assert len(keys) == 3 and all("masked=yes,batch=2" in key for key in keys)
-    assert sum(key.endswith(",mask_rows=5") for key in keys) == 1
+    assert len(keys) == 4 and all("masked=yes" in key for key in keys)
+    assert sum("batch=2,mask_rows=5" in key for key in keys) == 1
+    assert sum("batch=8,mask_rows=5" in key for key in keys) == 1  # a mask per head
 
 
 # -- norms and rope ---------------------------------------------------------------------
@@ -422,7 +427,7 @@ def test_arena_reuses_dead_temporaries():
 
 
 class Masked(nn.Module):
-    """A mask per head: only masks the same for every head are supported."""
+    """A boolean mask: only additive float masks are supported."""
 
     def forward(self, q, mask):
         return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
@@ -466,9 +471,9 @@ IDS = torch.arange(6).reshape(2, 3)
 UNSUPPORTED = [
     pytest.param(
         Masked(),
-        (torch.randn(1, 2, 4, 8), torch.zeros(1, 2, 4, 4)),
-        ["attn_mask", "node scaled_dot_product_attention"],
-        id="sdpa-per-head-mask",
+        (torch.randn(1, 2, 4, 8), torch.ones(1, 1, 4, 4, dtype=torch.bool)),
+        ["dtype torch.bool is not supported", "node mask"],
+        id="sdpa-boolean-mask",
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(

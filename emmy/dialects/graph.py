@@ -465,7 +465,8 @@ class AttentionOp(IRDLOperation):
     queries. `mask` [batch, kv_len] is added to every score of a key (a padding mask: 0 where
     a key is attended, -inf where it is padding), the same for every head and query; a mask
     [batch, q_len, kv_len] is added per query too (a padding and causal mask in one, as
-    Hugging Face models build it), the same for every head.
+    Hugging Face models build it), the same for every head; a mask [batch·heads, ...] is
+    added per head too.
 
     %o = graph.attention %q, %k, %v mask %m {scale = 0.25 : f64, causal} : ..., tensor<2x16xf32> -> ...
     """
@@ -516,13 +517,13 @@ class AttentionOp(IRDLOperation):
         if self.mask is not None:
             mask = _float_tensor(self.mask, "graph.attention mask")
             q_len = q.get_shape()[2]
-            if mask.get_shape() not in ((b, kv_len), (b, q_len, kv_len)) or (
-                mask.element_type != q.element_type
-            ):
+            shapes = [(g, *rows, kv_len) for g in (b, b * h) for rows in ((), (q_len,))]
+            if mask.get_shape() not in shapes or mask.element_type != q.element_type:
+                groups = f"{b}" if h == 1 else f"{b} or {b * h}"
                 raise VerifyException(
-                    f"graph.attention mask must be {q.element_type}[{b}, {kv_len}] "
-                    f"([batch, kv_len]) or {q.element_type}[{b}, {q_len}, {kv_len}] "
-                    f"([batch, q_len, kv_len]), not {mask}"
+                    f"graph.attention mask must be {q.element_type} of shape [{groups}, "
+                    f"{kv_len}] or [{groups}, {q_len}, {kv_len}] ([batch or batch·heads, "
+                    f"(q_len,) kv_len]), not {mask}"
                 )
         if self.result.type != q:
             raise VerifyException("graph.attention result must have q's type")

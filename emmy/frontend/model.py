@@ -616,10 +616,14 @@ def _attention(self: Converter, node: fx.Node) -> View:
     return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
 
 
-def _attention_mask(self: Converter, arg: fx.Node, batch: int, q_len: int, kv_len: int) -> SSAValue:
-    """An additive attn_mask the same for every head: [batch or 1, 1, 1, kv_len] (a padding
-    mask, read as [batch, kv_len]) or [batch or 1, 1, q_len, kv_len] (per query too, as a
-    Hugging Face model builds its padding and causal masks; read as [batch, q_len, kv_len])."""
+def _attention_mask(
+    self: Converter, arg: fx.Node, batch: int, heads: int, q_len: int, kv_len: int
+) -> SSAValue:
+    """An additive attn_mask [batch or 1, heads or 1, q_len or 1, kv_len]: read as [groups,
+    kv_len] or [groups, q_len, kv_len], where the groups are the batch (a mask the same for
+    every head) or the batch's heads (a mask per head); a padding mask is [batch, 1, 1,
+    kv_len], and Hugging Face models build padding and causal masks as [batch, 1, q_len,
+    kv_len]."""
     view = self.view(self.values[arg])
     meta = view.meta
     if meta.dtype == torch.bool:
@@ -628,16 +632,20 @@ def _attention_mask(self: Converter, arg: fx.Node, batch: int, q_len: int, kv_le
             "is read, -inf where it is hidden)"
         )
     shape = (1,) * (4 - meta.dim()) + tuple(meta.shape)
-    fits = meta.dim() <= 4 and shape[0] in (1, batch) and shape[1] == 1
+    fits = meta.dim() <= 4 and shape[0] in (1, batch) and shape[1] in (1, heads)
     if not fits or shape[2] not in (1, q_len) or shape[3] != kv_len:
         raise self.error(
-            f"attn_mask of shape {list(meta.shape)}: only a mask the same for every head, "
-            f"[batch, 1, 1, kv_len] or [batch, 1, q_len, kv_len], is supported"
+            f"attn_mask of shape {list(meta.shape)}: it must broadcast to [{batch}, {heads}, "
+            f"{q_len}, {kv_len}] from [batch or 1, heads or 1, q_len or 1, kv_len]"
         )
-    rows = shape[2]
-    expanded = meta.reshape(shape).expand(batch, 1, rows, kv_len)[:, 0]
-    per_key = expanded[:, 0, :] if rows == 1 else expanded
-    return self.contiguous(View(view.base, per_key))
+    per_head, rows = shape[1] > 1, shape[2]
+    expanded = meta.reshape(shape).expand(batch, shape[1], rows, kv_len)
+    value = self.contiguous(View(view.base, expanded if per_head else expanded[:, 0]))
+    groups = batch * heads if per_head else batch
+    out = [groups, *([rows] if rows > 1 else []), kv_len]
+    if list(value.type.get_shape()) == out:
+        return value
+    return self.insert(graph.ReshapeOp(value, TensorType(value.type.element_type, out)))
 
 
 def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
@@ -654,7 +662,7 @@ def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     if bound.get("attn_mask") is not None:
         batch, kv_len = k.type.get_shape()[0], k.type.get_shape()[2]
         q_len = q.type.get_shape()[2]
-        mask = _attention_mask(self, bound["attn_mask"], batch, q_len, kv_len)
+        mask = _attention_mask(self, bound["attn_mask"], batch, heads, q_len, kv_len)
     out = _value(node)
     causal = bool(bound.get("is_causal", False))
     op = graph.AttentionOp(q, k, v, float(scale), causal, mask)

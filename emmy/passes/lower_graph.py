@@ -353,7 +353,8 @@ def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
         "scale": repr(float(op.scale.value.data)),
     }
     if op.mask is not None:
-        key |= {"masked": "yes", "batch": batch}
+        # the mask's groups of heads: per batch, or per (batch, head)
+        key |= {"masked": "yes", "batch": _shape(op.mask)[0]}
         if len(_shape(op.mask)) == 3:
             key["mask_rows"] = q_len
     tensor_cores = key["T"] in TENSOR_CORE_TYPES and d % 16 == 0 and d <= 256

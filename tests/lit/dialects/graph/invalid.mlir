@@ -188,7 +188,7 @@ func.func @attention_mask(%q : tensor<2x4x8x16xf32>, %m : tensor<2x1x8xf32>) -> 
   %o = graph.attention %q, %q, %q mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x8xf32> -> tensor<2x4x8x16xf32>
   func.return %o : tensor<2x4x8x16xf32>
 }
-// CHECK: graph.attention mask must be f32[2, 8] ([batch, kv_len]) or f32[2, 8, 8] ([batch, q_len, kv_len]), not tensor<2x1x8xf32>
+// CHECK: graph.attention mask must be f32 of shape [2 or 8, 8] or [2 or 8, 8, 8] ([batch or batch·heads, (q_len,) kv_len]), not tensor<2x1x8xf32>
 
 // -----
 
