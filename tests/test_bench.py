@@ -207,6 +207,14 @@ def test_bench_inputs_are_fresh_and_never_zero() -> None:
     assert not torch.equal(a, b) and bool((a != 0).all())
 
 
+def bench_right(capsys, argv: list[str]) -> str:
+    """Runs a bench; its output, where no row may be a wrong result."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrong_result" not in out, out
+    return out
+
+
 @pytest.mark.parametrize(
     "expression",
     [
@@ -225,10 +233,7 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
     broadcasts in the reference as it does in the kernel; every output of a site is
     checked."""
     db = tmp_path / "t.db"
-    argv = ["run", "-c", expression, "--bench", "--sample", "2", "--db", str(db)]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "wrong_result" not in out, out
+    bench_right(capsys, ["run", "-c", expression, "--bench", "--sample", "2", "--db", str(db)])
     with ReadOnlyDB(db) as database:
         statuses = [row.status for row in database.rows()]
     # a loaded machine may call a timing unstable; what matters is that every result was right
@@ -248,9 +253,7 @@ def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choic
     )
     db = tmp_path / "t.db"
     argv = ["run", "-c", expression, "--bench", "--sweep", "path", "--db", str(db)]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "wrong_result" not in out, out
+    bench_right(capsys, argv)
     with ReadOnlyDB(db) as database:
         rows = database.rows()
     by_family: dict[str, list] = {}

@@ -222,16 +222,7 @@ class Bench:
         for option in dict.fromkeys(wanted):
             config = {fork_name: option}
             origin = "pick" if config == choice["config"] else "forced"
-            known = (
-                None
-                if self.options.force
-                else self.db.find(
-                    self.device.identity, self.regime.id, work.family, work.key, config
-                )
-            )
-            if known is not None:
-                self.outcomes.append(Outcome(name, config, known, recalled=True))
-                self.progress(f"  {name} {_short(config)}: recalled row {known.id}")
+            if self.recall(work, config):
                 continue
             self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
             parts = [self.kernel_row(f"{name}.{option}", call) for call in choice["paths"][option]]
@@ -245,12 +236,9 @@ class Bench:
         """The row of one kernel of a choice's option at its config: recalled, or measured
         and recorded under its own family and key."""
         config = call["config"]
-        if not self.options.force:
-            known = self.db.find(
-                self.device.identity, self.regime.id, call["family"], call["key"], config
-            )
-            if known is not None:
-                return known
+        known = self.known(call["family"], call["key"], config)
+        if known is not None:
+            return known
         specs = [
             [
                 TensorSpec(f"{kind}{i}", tuple(shape), dtype)
@@ -287,23 +275,28 @@ class Bench:
             message=f"sum of the medians of rows {rows}",
         )
 
+    def known(self, family_name: str, key: str, config: dict) -> Row | None:
+        """The row already measured for this config on this device and regime (none with
+        --force)."""
+        if self.options.force:
+            return None
+        return self.db.find(self.device.identity, self.regime.id, family_name, key, config)
+
+    def recall(self, work: SiteWork, config: dict) -> bool:
+        """Takes the known row of a config as its outcome, if there is one."""
+        known = self.known(work.family, work.key, config)
+        if known is None:
+            return False
+        self.outcomes.append(Outcome(work.site, config, known, recalled=True))
+        self.progress(f"  {work.site} {_short(config)}: recalled row {known.id}")
+        return True
+
     def bench_site(self, work: SiteWork) -> None:
         configs = requested_configs(work, self.options)
         fresh = []
         for config in configs:
-            origin = "pick" if config == work.pick else "forced"
-            known = (
-                None
-                if self.options.force
-                else self.db.find(
-                    self.device.identity, self.regime.id, work.family, work.key, config
-                )
-            )
-            if known is not None:
-                self.outcomes.append(Outcome(work.site, config, known, recalled=True))
-                self.progress(f"  {work.site} {_short(config)}: recalled row {known.id}")
-            else:
-                fresh.append((config, origin))
+            if not self.recall(work, config):
+                fresh.append((config, "pick" if config == work.pick else "forced"))
         if not fresh:
             return
         self.progress(f"{work.site} ({work.family}, {work.key}): measuring {len(fresh)} config(s)")
