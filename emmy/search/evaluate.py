@@ -13,7 +13,8 @@ the keys held out of every fit (features.split_of) the score of each way to pick
   nearest in key-feature space that shares one with it, and that key's ranking;
 - **golden**: the golden files' entry for the key, where one applies (its device and regime).
 
-Scores, per held-out key with at least one measured config (best = its fastest time):
+Scores, per held-out key with at least two measured configs (a key measured in one config
+leaves nothing to choose; best = its fastest time):
 
 - **top-1** = best / time of the pick, 1.0 when the pick is the fastest measured. A pick that
   was not measured for that key has no time: it counts as *missing* (reported, not scored).
@@ -231,7 +232,7 @@ def evaluate_pool(
     measured = pool.measured
     keys = pool.parsed_keys
     splits = [split_of(family, k) for k in pool.keys]
-    held_out = [i for i, s in enumerate(splits) if s == "held_out" and measured[i].any()]
+    held_out = [i for i, s in enumerate(splits) if s == "held_out" and measured[i].sum() >= 2]
     training = [i for i, s in enumerate(splits) if s != "held_out" and measured[i].any()]
     spec = spec or build_spec(dataset, family, [p for p in dataset.pools if p.family == family])
 
