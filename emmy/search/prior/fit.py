@@ -30,6 +30,7 @@ device's deployable regime are fitted: a compile reads nothing else.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -305,6 +306,13 @@ def fit_family(
     )
 
 
+def family_seed(seed: int, family: str) -> int:
+    """A family's seed, from the fit's and the family's name alone: adding a family to the
+    dataset leaves the others' fits as they were."""
+    digest = hashlib.sha256(f"{seed}\n{family}".encode()).digest()
+    return int.from_bytes(digest[:3], "big")
+
+
 def fit(
     dataset_dir: str | Path,
     out_dir: str | Path | None = None,
@@ -327,10 +335,10 @@ def fit(
     log(f"fitting {len(pools)} pools of dataset {dataset.sha256[:16]} ({dataset.path})")
     families = sorted({p.family for p in pools})
     results: dict[str, FitResult] = {}
-    for index, family in enumerate(families):
+    for family in families:
         same = [p for p in pools if p.family == family]
         data = family_data(dataset, family, same)
-        results[family] = fit_family(data, epochs, seed + index, log, hidden)
+        results[family] = fit_family(data, epochs, family_seed(seed, family), log, hidden)
     models = {f: r.model for f, r in results.items()}
     metrics = {}
     for pool in pools:
