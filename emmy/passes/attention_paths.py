@@ -37,6 +37,7 @@ from xdsl.passes import ModulePass
 from emmy.dialects import fork, graph
 from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import canonical_key, family
+from emmy.passes.lower_graph import TENSOR_CORE_TYPES, attention_site
 
 FAMILY = "attention_path"
 PATHS = ("fused", "unfused")
@@ -52,8 +53,6 @@ def path_site(name: str, key: str) -> fork.SiteOp:
 
 def tensor_cores_fit(element, d: int, kv_len: int) -> bool:
     """Whether q · kᵀ can run on the tensor-core matmul once k is laid out [d, kv_len]."""
-    from emmy.passes.lower_graph import TENSOR_CORE_TYPES
-
     return dtype_name(element) in TENSOR_CORE_TYPES and d % 8 == 0 and kv_len % 8 == 0
 
 
@@ -109,8 +108,6 @@ class AttentionPaths(ModulePass):
     name = "attention-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from emmy.passes.lower_graph import attention_site
-
         sites: dict[str, str] = {}  # key -> site name
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             for attention in [a for a in function.walk() if isinstance(a, graph.AttentionOp)]:

@@ -109,7 +109,12 @@ def take_paths(module: ModuleOp) -> None:
         return
     for choice in choices:
         assert choice.site is not None
-        site = sites[choice.site.root_reference.data]
+        name = choice.site.root_reference.data
+        site = sites.get(name)
+        if site is None or len(site.knobs()) != 1:
+            raise EmmyError(
+                f"fork.alternatives is chosen by @{name}, which is not a site of one fork"
+            )
         (knob,) = site.knobs()
         if knob.value is None:
             raise EmmyError(
