@@ -480,12 +480,17 @@ class Lowering:
             )
         )
 
+    def half_dtype(self, node: Tree, what: str) -> str:
+        """The key's T, which a tensor-core statement needs to be f16 or bf16."""
+        dtype = str(self.key.get("T"))
+        if dtype not in ("f16", "bf16"):
+            raise self.error(node, f"{what} f16 or bf16, and T is {dtype}")
+        return dtype
+
     def call_mma(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 6:
             raise self.error(node, "mma(acc, offset, a_frag, a_offset, b_frag, b_offset)")
-        dtype = str(self.key.get("T"))
-        if dtype not in ("f16", "bf16"):
-            raise self.error(node, f"mma multiplies f16 or bf16, and T is {dtype}")
+        dtype = self.half_dtype(node, "mma multiplies")
         acc, a, b = (self.array(args[i]) for i in (0, 2, 4))
         offsets = [self.int_expr(args[i]) for i in (1, 3, 5)]
         self.add(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
@@ -493,9 +498,7 @@ class Lowering:
     def call_pack_half2(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 4:
             raise self.error(node, "pack_half2(frag, offset, lo, hi)")
-        dtype = str(self.key.get("T"))
-        if dtype not in ("f16", "bf16"):
-            raise self.error(node, f"pack_half2 packs f16 or bf16, and T is {dtype}")
+        dtype = self.half_dtype(node, "pack_half2 packs")
         lo, hi = (self.float_expr(args[i]) for i in (2, 3))
         self.add(kernel.PackHalf2Op(self.array(args[0]), self.int_expr(args[1]), lo, hi, dtype))
 

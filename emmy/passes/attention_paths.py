@@ -37,7 +37,7 @@ from xdsl.passes import ModulePass
 from emmy.dialects import fork, graph
 from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import canonical_key, family
-from emmy.passes.lower_graph import TENSOR_CORE_TYPES, attention_site
+from emmy.passes.lower_graph import attention_site, tensor_core_product
 
 FAMILY = "attention_path"
 PATHS = ("fused", "unfused")
@@ -49,11 +49,6 @@ def path_site(name: str, key: str) -> fork.SiteOp:
     site = fork.SiteOp(name, FAMILY, key)
     site.body.block.add_op(fork.KnobOp("path", list(PATHS), PATHS[0]))
     return site
-
-
-def tensor_cores_fit(element, d: int, kv_len: int) -> bool:
-    """Whether q · kᵀ can run on the tensor-core matmul once k is laid out [d, kv_len]."""
-    return dtype_name(element) in TENSOR_CORE_TYPES and d % 8 == 0 and kv_len % 8 == 0
 
 
 def unfused_path(op: graph.AttentionOp) -> list[Operation]:
@@ -76,7 +71,7 @@ def unfused_path(op: graph.AttentionOp) -> list[Operation]:
     k = reshape(op.k, batch * kv_heads, kv_len, d)
     v = reshape(op.v, batch * kv_heads, kv_len, d)
     scores_type = TensorType(element, [batch * kv_heads, rows, kv_len])
-    if tensor_cores_fit(element, d, kv_len):
+    if tensor_core_product(dtype_name(element), d, kv_len):
         # tensor cores read B as [k, n]: kᵀ is copied once (kv_len · d per head, against
         # the rows · kv_len scores it makes)
         kt_type = TensorType(element, [batch * kv_heads, d, kv_len])

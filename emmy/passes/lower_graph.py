@@ -268,6 +268,12 @@ def _dtype(value: SSAValue) -> str:
 TENSOR_CORE_TYPES = ("f16", "bf16")
 
 
+def tensor_core_product(dtype: str, k: int, n: int) -> bool:
+    """Whether the tensor-core matmul takes A [m, k] · B [k, n] of this storage type (B
+    stored [k, n], rows of 16 bytes)."""
+    return dtype in TENSOR_CORE_TYPES and k % 8 == 0 and n % 8 == 0
+
+
 def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
     """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
     bytes), the SIMT family otherwise."""
@@ -281,7 +287,7 @@ def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> 
     T = _dtype(op.lhs)
     common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch, "T": T}
     epilogue_key = {"epilogue": epilogue, "inputs": inputs}
-    if T in TENSOR_CORE_TYPES and not op.transpose_b and k % 8 == 0 and n % 8 == 0:
+    if not op.transpose_b and tensor_core_product(T, k, n):
         return "matmul_tc", {**common, **epilogue_key}
     layout = {"b_rows": b[-2], "b_cols": b[-1], "layout": "nk" if op.transpose_b else "kn"}
     return "matmul", {**common, **layout, **epilogue_key}
