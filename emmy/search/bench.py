@@ -247,11 +247,16 @@ class Bench:
             for kind in ("inputs", "outputs")
         ]
         work = SiteWork(site, call["family"], call["key"], config, *specs)
-        source = self.compile(work, [config])[canonical_config(config)]
-        if isinstance(source, str):
-            row = self.row(work, config, "forced", "compile_error", message=source[14:])
+        return self.record(
+            work, config, "forced", self.compile(work, [config])[canonical_config(config)]
+        )
+
+    def record(self, work: SiteWork, config: dict, origin: str, source) -> Row:
+        """Measures a compiled config (or notes its compile error) and records the row."""
+        if isinstance(source, str) and source.startswith("compile_error:"):
+            row = self.row(work, config, origin, "compile_error", message=source[14:])
         else:
-            row = self.measure(work, config, "forced", *source)
+            row = self.measure(work, config, origin, *source)
         (row_id,) = self.db.add([row])
         return _with_id(row, row_id)
 
@@ -302,13 +307,7 @@ class Bench:
         self.progress(f"{work.site} ({work.family}, {work.key}): measuring {len(fresh)} config(s)")
         sources = self.compile(work, [c for c, _ in fresh])
         for index, (config, origin) in enumerate(fresh, 1):
-            source = sources.get(canonical_config(config))
-            if isinstance(source, str) and source.startswith("compile_error:"):
-                row = self.row(work, config, origin, "compile_error", message=source[14:])
-            else:
-                row = self.measure(work, config, origin, *source)
-            (row_id,) = self.db.add([row])
-            row = _with_id(row, row_id)
+            row = self.record(work, config, origin, sources.get(canonical_config(config)))
             self.outcomes.append(Outcome(work.site, config, row, recalled=False))
             shown = f"{row.median_s * 1e3:.3f} ms" if row.median_s is not None else row.status
             self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {shown}")
