@@ -174,6 +174,14 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         help="which of the config's example sizes (default: 0, the first)",
     )
     parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="set a dim the recipe declares dynamic (e.g. seq=300), within its declared range; "
+        "the other dims are those of --size (repeatable)",
+    )
+    parser.add_argument(
         "--dtype", choices=["f32", "f16", "bf16"], help="the model's dtype (default: the config's)"
     )
     parser.add_argument(
@@ -248,12 +256,26 @@ def _recipe_golden(args: argparse.Namespace) -> str:
 def _check_source(args: argparse.Namespace) -> None:
     if (args.recipe is None) == (args.expression is None):
         raise EmmyError("give either a RECIPE or -c EXPR (one of them)")
+    if args.expression is not None and args.dim:
+        raise EmmyError("--dim sets a recipe's dynamic dim; a -c expression has its shapes in it")
 
 
 def recipe_case(args: argparse.Namespace, default_config: str | None = None):
     from emmy.frontend.recipes import resolve_case
 
-    return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype)
+    dims = _dims(args.dim)
+    return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype, dims)
+
+
+def _dims(values: list[str]) -> dict[str, int]:
+    """--dim NAME=N flags as a mapping."""
+    dims: dict[str, int] = {}
+    for value in values:
+        name, equals, number = value.partition("=")
+        if not equals or not name.isidentifier() or not number.strip().isdigit():
+            raise EmmyError(f"--dim {value!r}: expected NAME=N, e.g. seq=300")
+        dims[name] = int(number)
+    return dims
 
 
 def source_text(

@@ -37,6 +37,20 @@ def test_bf16_llama_matches_f32_eager_on_the_same_weights(capsys) -> None:
     assert "bf16" in err and "OK: matches torch eager" in out
 
 
+@pytest.mark.parametrize(
+    ("recipe", "dims", "described"),
+    [("gpt2", ("batch=3", "seq=5"), "batch 3, seq 5"), ("llama", ("seq=1",), "batch 2, seq 1")],
+)
+def test_a_declared_dynamic_dim_takes_any_size_in_its_range(
+    capsys, recipe: str, dims: tuple[str, ...], described: str
+) -> None:
+    flags = [flag for dim in dims for flag in ("--dim", dim)]
+    code, out, err = run_cli(capsys, "run", recipe, "--device", "emu", "--check", *flags)
+    assert code == 0, out + err
+    assert f"model {recipe} [tiny, {described}, f32]" in err
+    assert "OK: matches torch eager" in out
+
+
 def test_compile_explains_every_site_and_reuses_the_program(capsys, tmp_path: Path) -> None:
     argv = ["compile", "gpt2", "--config", "tiny", "--target", "nvidia-h200-sm90"]
     code, out, err = run_cli(capsys, *argv, "--explain", "-o", str(tmp_path), "--db", "none")
@@ -124,3 +138,21 @@ def test_recipe_mistakes_are_one_line(capsys) -> None:
     assert code == 2 and "no config 'huge'" in err
     code, _, err = run_cli(capsys, "compile", "gpt2", "--config", "tiny", "--size", "9")
     assert code == 2 and "--size 9 is out of range" in err
+    code, _, err = run_cli(capsys, "compile", "gpt2", "--dim", "seq=2000")
+    assert code == 2 and "seq=2000 is outside recipe gpt2 config small's range [1, 1024]" in err
+    code, _, err = run_cli(capsys, "compile", "gpt2", "--dim", "heads=2")
+    assert code == 2 and "declares no dynamic dim 'heads' (its dynamic dims: batch, seq)" in err
+    code, _, err = run_cli(capsys, "compile", "gpt2", "--dim", "seq")
+    assert code == 2 and "--dim 'seq': expected NAME=N" in err
+    code, _, err = run_cli(capsys, "compile", "-c", "torch.randn(3) + 1", "--dim", "seq=3")
+    assert code == 2 and "a -c expression has its shapes in it" in err
+
+
+def test_a_malformed_dynamic_table_is_one_line(capsys, tmp_path: Path) -> None:
+    recipe = tmp_path / "mine"
+    shutil.copytree(RECIPES_DIR / "mlp", recipe, ignore=shutil.ignore_patterns("golden"))
+    source = (recipe / "recipe.py").read_text()
+    (recipe / "recipe.py").write_text(source + '\nDYNAMIC = {"tiny": {"batch": (8, 2)}}\n')
+    code, _, err = run_cli(capsys, "compile", str(recipe), "--dim", "batch=4")
+    assert code == 2
+    assert f"{recipe / 'recipe.py'}: DYNAMIC must map a config to {{dim: (low, high)}}" in err

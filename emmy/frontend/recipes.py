@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -53,12 +54,16 @@ class RecipeCase:
         return f"{self.name} [{self.config_name}, {size}, {self.dtype}]"
 
 
+_REQUIRED = ("CONFIGS", "SIZES", "DEFAULT")
+
+
 def _recipe_source(directory: Path) -> str:
     return (directory / "recipe.py").read_text()
 
 
 def _constants_of_source(directory: Path) -> dict:
-    """CONFIGS, SIZES and DEFAULT, read without running the recipe (no torch import)."""
+    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC, read without running the recipe (no
+    torch import)."""
     import ast
 
     tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
@@ -66,20 +71,34 @@ def _constants_of_source(directory: Path) -> dict:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in ("CONFIGS", "SIZES", "DEFAULT"):
+            if isinstance(target, ast.Name) and target.id in (*_REQUIRED, "DYNAMIC"):
                 try:
                     found[target.id] = ast.literal_eval(node.value)
                 except ValueError:
                     raise EmmyError(
                         f"{directory / 'recipe.py'}:{node.lineno}: {target.id} must be a literal"
                     ) from None
-    for name in ("CONFIGS", "SIZES", "DEFAULT"):
+    for name in _REQUIRED:
         if name not in found:
             raise EmmyError(f"{directory / 'recipe.py'}: the recipe defines no {name}")
+    if not _is_dynamic_table(found.get("DYNAMIC", {})):
+        raise EmmyError(
+            f"{directory / 'recipe.py'}: DYNAMIC must map a config to {{dim: (low, high)}} with "
+            "integers low <= high"
+        )
     return found
 
 
-def resolve_case(name: str, config: str | None, size: int, dtype: str | None) -> RecipeCase:
+def resolve_case(
+    name: str,
+    config: str | None,
+    size: int,
+    dtype: str | None,
+    dims: Mapping[str, int] | None = None,
+) -> RecipeCase:
+    """A recipe's config at one of its example sizes, with `dims` (e.g. {"seq": 300})
+    replacing dims of that size that the recipe declares dynamic in DYNAMIC, within their
+    declared ranges."""
     directory = recipe_dir(name)
     constants = _constants_of_source(directory)
     configs, sizes = constants["CONFIGS"], constants["SIZES"]
@@ -91,12 +110,50 @@ def resolve_case(name: str, config: str | None, size: int, dtype: str | None) ->
         raise EmmyError(
             f"recipe {name} config {config_name} has {len(choices)} size(s); --size {size} is out of range"
         )
+    chosen_size = dict(choices[size])
+    if dims:
+        chosen_size |= _dynamic_dims(name, config_name, constants.get("DYNAMIC", {}), dims)
     chosen = dtype or configs[config_name].get("dtype", "f32")
     if chosen not in DTYPE_NAMES:
         raise EmmyError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, not {chosen!r}")
     return RecipeCase(
-        directory.name, directory, config_name, configs[config_name], choices[size], chosen
+        directory.name, directory, config_name, configs[config_name], chosen_size, chosen
     )
+
+
+def _is_dynamic_table(table: object) -> bool:
+    if not isinstance(table, dict):
+        return False
+    for dims in table.values():
+        if not isinstance(dims, dict):
+            return False
+        for bounds in dims.values():
+            if not (isinstance(bounds, tuple | list) and len(bounds) == 2):
+                return False
+            if not all(type(b) is int for b in bounds) or bounds[0] > bounds[1]:
+                return False
+    return True
+
+
+def _dynamic_dims(
+    name: str, config_name: str, dynamic: Mapping, dims: Mapping[str, int]
+) -> dict[str, int]:
+    """`dims` checked against the ranges the recipe declares for the config."""
+    declared = dynamic.get(config_name, {})
+    for dim, value in dims.items():
+        if dim not in declared:
+            known = ", ".join(declared) or "none"
+            raise EmmyError(
+                f"recipe {name} config {config_name} declares no dynamic dim {dim!r} "
+                f"(its dynamic dims: {known})"
+            )
+        low, high = declared[dim]
+        if not low <= value <= high:
+            raise EmmyError(
+                f"{dim}={value} is outside recipe {name} config {config_name}'s range "
+                f"[{low}, {high}] for {dim}"
+            )
+    return dict(dims)
 
 
 @cache

@@ -24,6 +24,11 @@ SIZES = {
     "small": [{"batch": 1, "seq": 1024}, {"batch": 8, "seq": 128}],
 }
 DEFAULT = "small"
+#: dims `--dim NAME=VALUE` may set, per config, within (low, high): seq up to the positions
+DYNAMIC = {
+    "tiny": {"batch": (1, 64), "seq": (1, 64)},
+    "small": {"batch": (1, 64), "seq": (1, 1024)},
+}
 
 
 class Block(nn.Module):

@@ -37,6 +37,11 @@ SIZES = {
     "small": [{"batch": 1, "seq": 2048}, {"batch": 4, "seq": 512}],
 }
 DEFAULT = "small"
+#: dims `--dim NAME=VALUE` may set, per config, within (low, high): seq up to max_seq
+DYNAMIC = {
+    "tiny": {"batch": (1, 64), "seq": (1, 64)},
+    "small": {"batch": (1, 64), "seq": (1, 4096)},
+}
 
 
 class Attention(nn.Module):

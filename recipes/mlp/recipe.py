@@ -11,6 +11,8 @@ CONFIGS = {
 }
 SIZES = {"tiny": [{"batch": 8}, {"batch": 3}], "base": [{"batch": 64}, {"batch": 512}]}
 DEFAULT = "base"
+#: dims `--dim NAME=VALUE` may set, per config, within (low, high)
+DYNAMIC = {"tiny": {"batch": (1, 4096)}, "base": {"batch": (1, 65536)}}
 
 
 def build(config: dict) -> nn.Module:
