@@ -364,6 +364,10 @@ SPECS = {
             randn((k["vocab"], k["dim"]), d, g),
         ],
     ),
+    "mask_bias": (
+        lambda dtype: [{"n": n, "T": dtype} for n in (1, 37, 1000, 4099)],
+        lambda k, d, g: [torch.randint(0, 2, (k["n"],), generator=g).to(torch.int8)],
+    ),
     "permute": (
         lambda dtype: [
             {"size": size, **_view(d, s), "offset": offset, "T": dtype}

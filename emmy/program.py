@@ -39,6 +39,7 @@ NUMPY_STORAGE = {
     "f32": np.float32,
     "f16": np.float16,
     "bf16": np.uint16,
+    "i8": np.int8,
     "i32": np.int32,
     "i64": np.int64,
     "u8": np.uint8,

@@ -226,6 +226,11 @@ def bench_right(capsys, argv: list[str]) -> str:
         # attention with a padding mask: a parameter only masked keys have
         "torch.nn.functional.scaled_dot_product_attention(torch.randn(2, 2, 5, 8),"
         " torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8), attn_mask=torch.randn(2, 1, 1, 7))",
+        # a boolean mask (its own mask_bias site) for a batch of 1: the attention's key leaves
+        # out `batch = 1`, its default, which the reference still reads
+        "torch.nn.functional.scaled_dot_product_attention(torch.randn(1, 2, 8, 16),"
+        " torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16),"
+        " attn_mask=torch.ones(1, 8, dtype=torch.bool))",
     ],
 )
 def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: str) -> None:

@@ -262,8 +262,7 @@ class PaddedAttention(nn.Module):
 
 def test_sdpa_with_padding_per_query_and_per_head_masks():
     """An additive mask per (batch, key), per (batch, query, key) or per (batch, head, query,
-    key) is read by the fused kernel (a boolean mask is among the unsupported constructs
-    below)."""
+    key) is read by the fused kernel."""
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
     padding = torch.zeros(2, 7)
     padding[0, 5:] = -torch.inf
@@ -279,6 +278,33 @@ def test_sdpa_with_padding_per_query_and_per_head_masks():
     assert len(keys) == 4 and all("masked=yes" in key for key in keys)
     assert sum("batch=2,mask_rows=5" in key for key in keys) == 1
     assert sum("batch=8,mask_rows=5" in key for key in keys) == 1  # a mask per head
+
+
+class BoolMasked(nn.Module):
+    """Boolean masks (true: the key is read): a padding mask given per call and viewed as
+    [batch, 1, 1, keys], and a band of keys per query held by the model."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("band", torch.ones(5, 7, dtype=torch.bool).tril(2))
+
+    def forward(self, q, k, v, keep):
+        return (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :]),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=self.band),
+        )
+
+
+def test_sdpa_with_boolean_masks_matches_eager():
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
+    keep = torch.ones(2, 7, dtype=torch.bool)
+    keep[0, 5:] = False
+    keep[1, 2:] = False
+    inputs = (q, k, v, keep)
+    compiled = compile_emu(BoolMasked(), *inputs)
+    torch.testing.assert_close(compiled(*inputs), BoolMasked()(*inputs), **F32)
+    found = families(compiled.program)
+    assert found.count("mask_bias") == 2 and found.count("attention") == 2
 
 
 # -- norms and rope ---------------------------------------------------------------------
@@ -426,11 +452,11 @@ def test_arena_reuses_dead_temporaries():
 # -- what is not supported --------------------------------------------------------------
 
 
-class Masked(nn.Module):
-    """A boolean mask: only additive float masks are supported."""
+class BoolArithmetic(nn.Module):
+    """A boolean tensor is read as an attention mask only."""
 
-    def forward(self, q, mask):
-        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    def forward(self, x, mask):
+        return x * mask
 
 
 class Cumsum(nn.Module):
@@ -470,10 +496,10 @@ class Permute5d(nn.Module):
 IDS = torch.arange(6).reshape(2, 3)
 UNSUPPORTED = [
     pytest.param(
-        Masked(),
-        (torch.randn(1, 2, 4, 8), torch.ones(1, 1, 4, 4, dtype=torch.bool)),
-        ["dtype torch.bool is not supported", "node mask"],
-        id="sdpa-boolean-mask",
+        BoolArithmetic(),
+        (torch.randn(4, 8), torch.ones(4, 8, dtype=torch.bool)),
+        ["mixed dtypes i8 and f32", "node mul"],
+        id="boolean-arithmetic",
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(
@@ -485,7 +511,7 @@ UNSUPPORTED = [
     pytest.param(
         IntegerArithmetic(), (IDS,), ["graph.mul", "i64", "node mul "], id="integer-arithmetic"
     ),
-    pytest.param(SlicedIds(), (IDS,), ["torch.int64 indices", "node embedding"], id="sliced-ids"),
+    pytest.param(SlicedIds(), (IDS,), ["torch.int64 values", "node embedding"], id="sliced-ids"),
     pytest.param(
         Attention3d(),
         (torch.randn(2, 3, 8),),

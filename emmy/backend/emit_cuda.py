@@ -29,6 +29,8 @@ from emmy.program import KernelInfo
 HEADER = '#include "emmy_device.cuh"\n'
 
 STORAGE = {Float32Type: "float", Float16Type: "emmy::f16", BFloat16Type: "emmy::bf16"}
+#: integer storage by width: i8 holds booleans (0 or 1), i32/i64 indices
+INTEGER_STORAGE = {8: "signed char", 32: "int", 64: "long long"}
 
 
 FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
@@ -36,7 +38,7 @@ FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
 
 def storage_type(element: Attribute) -> str:
     if isinstance(element, IntegerType):
-        return "int" if element.width.data == 32 else "long long"
+        return INTEGER_STORAGE[element.width.data]
     return STORAGE[type(element)]
 
 
@@ -96,7 +98,7 @@ def c_type(typ: Attribute) -> str:
     if isinstance(typ, Float32Type):
         return "float"
     if isinstance(typ, IntegerType):
-        return "bool" if typ.width.data == 1 else ("int" if typ.width.data == 32 else "long long")
+        return "bool" if typ.width.data == 1 else INTEGER_STORAGE[typ.width.data]
     raise EmitError(f"no CUDA type for {typ}")
 
 

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    i8,
     i32,
     i64,
 )
@@ -584,6 +585,34 @@ class ReshapeOp(IRDLOperation):
 
 
 @irdl_op_definition
+class MaskBiasOp(IRDLOperation):
+    """The additive form of a boolean mask (stored one byte per element, 0 or 1): 0.0
+    where the mask is true (the key is read), -inf where it is false, as attention adds it.
+
+    %bias = graph.mask_bias %mask : tensor<2x16xi8> -> tensor<2x16xf32>
+    """
+
+    name = "graph.mask_bias"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute):
+        super().__init__(operands=[input], result_types=[result_type])
+
+    def verify_(self) -> None:
+        mask, out = self.input.type, self.result.type
+        assert isinstance(mask, TensorType)
+        if mask.element_type != i8:
+            raise VerifyException(f"graph.mask_bias operand must be a tensor of i8, not {mask}")
+        _float_tensor(self.result, "graph.mask_bias result")
+        assert isinstance(out, TensorType)
+        if out.get_shape() != mask.get_shape():
+            raise VerifyException("graph.mask_bias result must have its operand's shape")
+
+
+@irdl_op_definition
 class AsStridedOp(IRDLOperation):
     """A copy of a strided view of the row-major elements of x: result element
     [i0, i1, ...] is element offset + Σ i_d · strides[d] of x. Permutes, slices and
@@ -655,6 +684,7 @@ Graph = Dialect(
         AttentionOp,
         RopeOp,
         ReshapeOp,
+        MaskBiasOp,
         AsStridedOp,
     ],
     [],

@@ -81,13 +81,14 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
         super().__init__(element)
 
     def verify(self) -> None:
-        integer = isinstance(self.element, IntegerType) and self.element.width.data in (32, 64)
+        # i8 holds booleans (masks), i32/i64 indices
+        integer = isinstance(self.element, IntegerType) and self.element.width.data in (8, 32, 64)
         if not (integer or isinstance(self.element, FLOAT_STORAGE)):
             raise VerifyException(f"kernel.ptr cannot point to {self.element}")
 
 
 def dtype_name(typ: Attribute) -> str:
-    """The short name of a storage type: f32, f16, bf16, i32, i64."""
+    """The short name of a storage type: f32, f16, bf16, i8, i32, i64."""
     if isinstance(typ, IntegerType):
         return f"i{typ.width.data}"
     return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]

@@ -41,6 +41,7 @@ STORAGE_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(),
     "f16": Float16Type(),
     "bf16": BFloat16Type(),
+    "i8": IntegerType(8),
     "i32": IntegerType(32),
     "i64": IntegerType(64),
 }
@@ -105,10 +106,19 @@ def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
             decl.path, decl.line, 1, f"kernel {decl.name} needs key {', '.join(missing)}"
         )
     for param in decl.params:
-        if str(key[param.dtype]) not in STORAGE_TYPES:
+        if param_dtype(param, key) not in STORAGE_TYPES:
             raise DslError(
-                decl.path, decl.line, 1, f"unsupported dtype {key[param.dtype]!r} for {param.name}"
+                decl.path,
+                decl.line,
+                1,
+                f"unsupported dtype {param_dtype(param, key)!r} for {param.name}",
             )
+
+
+def param_dtype(param: Param, key: Mapping[str, int | str]) -> str:
+    """A parameter's storage type: the value of its key (`T`), or a storage type it names
+    itself (`i8`)."""
+    return str(key[param.dtype]) if param.dtype in key else param.dtype
 
 
 def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, int | str]) -> bool:
@@ -221,7 +231,7 @@ class Lowering:
         names: list[str] = []
         types: list[Attribute] = []
         for param in active_params(self.decl, self.key):
-            element = STORAGE_TYPES[str(self.key[param.dtype])]
+            element = STORAGE_TYPES[param_dtype(param, self.key)]
             if param.variadic:
                 kinds = self.input_kinds()
                 for i in range(len(kinds)):
@@ -784,10 +794,15 @@ class Lowering:
             arity(1)
             if args[0].type == i32:
                 return args[0]
-            if not isinstance(args[0].type, IntegerType) or args[0].type.width.data != 64:
+            width = args[0].type.width.data if isinstance(args[0].type, IntegerType) else 0
+            if width not in (8, 64):
                 raise self.error(
-                    node, "int() converts a 64-bit integer (an index tensor's element)"
+                    node,
+                    "int() converts an 8-bit or 64-bit integer (a mask's or an index tensor's "
+                    "element)",
                 )
+            if width == 8:
+                return self.add(arith.ExtSIOp(args[0], i32))
             return self.add(arith.TruncIOp(args[0], i32))
         raise self.error(node, f"unknown function {fname}()")
 

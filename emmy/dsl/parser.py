@@ -27,7 +27,7 @@ class DslError(EmmyError):
 class Param:
     name: str
     direction: str  # "in" | "out"
-    dtype: str  # a key name such as "T"
+    dtype: str  # a key name such as "T", or a storage type such as "i8"
     dims: tuple[str, ...]
     variadic: bool
     #: a key name: the parameter exists only where that key is `yes`

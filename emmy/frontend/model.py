@@ -23,7 +23,14 @@ import torch
 from torch import fx
 from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    ModuleOp,
+    TensorType,
+    i8,
+)
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
@@ -284,6 +291,8 @@ class Converter:
         return self.constant_args[name]
 
     def type_of(self, tensor: torch.Tensor) -> TensorType:
+        if tensor.dtype == torch.bool:
+            return TensorType(i8, list(tensor.shape))  # a mask: a byte per element, 0 or 1
         if tensor.dtype in INTEGER_DTYPES:
             from xdsl.dialects.builtin import i32, i64
 
@@ -317,11 +326,11 @@ class Converter:
             if list(meta.shape) == list(base.type.get_shape()):
                 return base
             return self.insert(graph.ReshapeOp(base, typ))
-        if meta.dtype in INTEGER_DTYPES:
+        if meta.dtype in INTEGER_DTYPES or meta.dtype == torch.bool:
             # the strided-copy family moves floats only
             raise self.error(
-                f"a strided copy of {meta.dtype} indices (a slice or permute of them) is not "
-                "supported: pass the indices as the model reads them"
+                f"a strided copy of {meta.dtype} values (a slice or permute of them) is not "
+                "supported: pass them as the model reads them"
             )
         dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
         if dims > 4:
@@ -616,21 +625,37 @@ def _attention(self: Converter, node: fx.Node) -> View:
     return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
 
 
+def _additive_mask(self: Converter, view: View, dtype: Attribute) -> View:
+    """A boolean mask's additive form in `dtype` (0 where true, -inf where false), viewed as
+    the mask was."""
+    shape = list(view.base.type.get_shape())
+    bias = self.insert(graph.MaskBiasOp(view.base, TensorType(dtype, shape)))
+    torch_dtype = next(t for t, element in DTYPES.items() if element == dtype)
+    meta = torch.empty(shape, dtype=torch_dtype, device="meta").as_strided(
+        view.meta.shape, view.meta.stride(), view.meta.storage_offset()
+    )
+    return View(bias, meta)
+
+
 def _attention_mask(
-    self: Converter, arg: fx.Node, batch: int, heads: int, q_len: int, kv_len: int
+    self: Converter,
+    arg: fx.Node,
+    dtype: Attribute,
+    batch: int,
+    heads: int,
+    q_len: int,
+    kv_len: int,
 ) -> SSAValue:
-    """An additive attn_mask [batch or 1, heads or 1, q_len or 1, kv_len]: read as [groups,
+    """An attn_mask [batch or 1, heads or 1, q_len or 1, kv_len], additive in q's `dtype` or
+    boolean (true: the key is read), which becomes additive first: read as [groups,
     kv_len] or [groups, q_len, kv_len], where the groups are the batch (a mask the same for
     every head) or the batch's heads (a mask per head); a padding mask is [batch, 1, 1,
     kv_len], and Hugging Face models build padding and causal masks as [batch, 1, q_len,
     kv_len]."""
     view = self.view(self.values[arg])
+    if view.meta.dtype == torch.bool:
+        view = _additive_mask(self, view, dtype)
     meta = view.meta
-    if meta.dtype == torch.bool:
-        raise self.error(
-            "a boolean attn_mask is not supported: pass an additive float mask (0 where a key "
-            "is read, -inf where it is hidden)"
-        )
     shape = (1,) * (4 - meta.dim()) + tuple(meta.shape)
     fits = meta.dim() <= 4 and shape[0] in (1, batch) and shape[1] in (1, heads)
     if not fits or shape[2] not in (1, q_len) or shape[3] != kv_len:
@@ -662,7 +687,8 @@ def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     if bound.get("attn_mask") is not None:
         batch, kv_len = k.type.get_shape()[0], k.type.get_shape()[2]
         q_len = q.type.get_shape()[2]
-        mask = _attention_mask(self, bound["attn_mask"], batch, heads, q_len, kv_len)
+        dtype = q.type.element_type
+        mask = _attention_mask(self, bound["attn_mask"], dtype, batch, heads, q_len, kv_len)
     out = _value(node)
     causal = bool(bound.get("is_causal", False))
     op = graph.AttentionOp(q, k, v, float(scale), causal, mask)

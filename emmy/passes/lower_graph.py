@@ -373,6 +373,10 @@ def rope_site(op: graph.RopeOp) -> tuple[str, dict]:
     return "rope", {**key, "T": _dtype(op.x)}
 
 
+def mask_bias_site(op: graph.MaskBiasOp) -> tuple[str, dict]:
+    return "mask_bias", {"n": max(1, math.prod(_shape(op.input))), "T": _dtype(op.result)}
+
+
 def as_strided_site(op: graph.AsStridedOp) -> tuple[str, dict]:
     shape = _shape(op.result)
     strides = [s.value.data for s in op.strides.data]
@@ -408,5 +412,6 @@ SITES = {
     graph.EmbeddingOp: embedding_site,
     graph.AttentionOp: attention_site,
     graph.RopeOp: rope_site,
+    graph.MaskBiasOp: mask_bias_site,
     graph.AsStridedOp: as_strided_site,
 }

@@ -48,6 +48,8 @@ STORAGE_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bflo
 
 def to_storage(tensor: torch.Tensor) -> np.ndarray:
     tensor = tensor.detach().contiguous().cpu()
+    if tensor.dtype == torch.bool:
+        return tensor.to(torch.int8).numpy().copy()  # a boolean mask: i8, 0 or 1
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(np.uint16).copy()
     return tensor.numpy().copy()

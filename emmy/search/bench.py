@@ -129,7 +129,10 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
 
 def random_input(spec) -> torch.Tensor:
     """Fresh random values for a kernel input, never zeros: normal floats, or integer
-    indices (kernels clamp ids into their table, and so do the references)."""
+    indices (kernels clamp ids into their table, and so do the references); a boolean
+    mask's bytes are 0 or 1."""
+    if spec.dtype == "i8":
+        return torch.randint(0, 2, spec.shape, dtype=torch.int8)
     if spec.dtype in ("i32", "i64"):
         dtype = torch.int32 if spec.dtype == "i32" else torch.int64
         return torch.randint(0, 1 << 20, spec.shape, dtype=dtype)
@@ -365,7 +368,8 @@ class Bench:
 
         try:
             self.device.run(source, [launch], buffers)
-            key = parse_key(work.key)
+            # the canonical text leaves out keys at their defaults; references read them all
+            key = complete_key(family(work.family), parse_key(work.key))
             wants = as_outputs(reference(work.family)(key, tensors))
             for name, want in zip(outputs, wants, strict=True):
                 actual = from_storage(buffers[name], dtype).reshape(want.shape)

@@ -155,11 +155,17 @@ def _embedding(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     return table.double()[ids.long().clamp(0, int(key["vocab"]) - 1)]
 
 
+def _mask_bias(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    (mask,) = inputs
+    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(mask == 0, -math.inf)
+
+
 register("layer_norm", _layer_norm)
 register("rms_norm", _rms_norm)
 register("reduce_rows", _reduce_rows)
 register("transpose", _transpose)
 register("embedding", _embedding)
+register("mask_bias", _mask_bias)
 
 
 def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:

@@ -237,3 +237,19 @@ func.func @softmax_causal(%x : tensor<4x8xf32>) -> tensor<4x8xf32> {
   func.return %a : tensor<4x8xf32>
 }
 // CHECK: a causal graph.softmax is over the last dim of a rank 2+ tensor
+
+// -----
+
+func.func @mask_bias_of_floats(%x : tensor<2x16xf32>) -> tensor<2x16xf32> {
+  %b = graph.mask_bias %x : tensor<2x16xf32> -> tensor<2x16xf32>
+  func.return %b : tensor<2x16xf32>
+}
+// CHECK: graph.mask_bias operand must be a tensor of i8, not tensor<2x16xf32>
+
+// -----
+
+func.func @mask_bias_shape(%m : tensor<2x16xi8>) -> tensor<32xf32> {
+  %b = graph.mask_bias %m : tensor<2x16xi8> -> tensor<32xf32>
+  func.return %b : tensor<32xf32>
+}
+// CHECK: graph.mask_bias result must have its operand's shape

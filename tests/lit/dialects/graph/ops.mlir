@@ -71,3 +71,9 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.reshape %{{.*}} : tensor<2x8x64xf32> -> tensor<16x64xf32>
   func.return %y : tensor<16x64xf32>
 }
+
+func.func @mask_bias(%keep : tensor<2x16xi8>) -> tensor<2x16xbf16> {
+  %bias = graph.mask_bias %keep : tensor<2x16xi8> -> tensor<2x16xbf16>
+  // CHECK: graph.mask_bias %{{.*}} : tensor<2x16xi8> -> tensor<2x16xbf16>
+  func.return %bias : tensor<2x16xbf16>
+}
