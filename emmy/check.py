@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
 import torch
 
 from emmy.compiler import TensorSpec, compile_variants, poisoned
-from emmy.dsl.library import configs, family
+from emmy.dsl.library import active_params, configs, family
+from emmy.dsl.lower import param_dtype
 from emmy.runtime.convert import STORAGE_DTYPES, from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.search.reference import as_outputs, reference, tolerance
@@ -276,31 +277,54 @@ SPECS = {
         lambda k, d, g: [randn((k["rows"], k["cols"]), d, g)],
     ),
     "matmul": (
-        lambda dtype: [
-            {
-                "batch": z,
-                "m": m,
-                "n": n,
-                "k": k,
-                "b_batch": zb,
-                "b_rows": k if layout == "kn" else n,
-                "b_cols": n if layout == "kn" else k,
-                "layout": layout,
-                "T": dtype,
-                "epilogue": e,
-                "inputs": kinds,
-            }
-            for z, zb, m, n, k, layout, (e, kinds) in zip(
-                [1, 2, 1, 3],
-                [1, 2, 1, 1],
-                [1, 37, 64, 130],
-                [1, 50, 128, 20],
-                [1, 29, 96, 33],
-                ["kn", "nk", "kn", "nk"],
-                EPILOGUES,
-                strict=True,
-            )
-        ],
+        lambda dtype: (
+            [
+                {
+                    "batch": z,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "b_batch": zb,
+                    "b_rows": k if layout == "kn" else n,
+                    "b_cols": n if layout == "kn" else k,
+                    "layout": layout,
+                    "T": dtype,
+                    "epilogue": e,
+                    "inputs": kinds,
+                }
+                for z, zb, m, n, k, layout, (e, kinds) in zip(
+                    [1, 2, 1, 3],
+                    [1, 2, 1, 1],
+                    [1, 37, 64, 130],
+                    [1, 50, 128, 20],
+                    [1, 29, 96, 33],
+                    ["kn", "nk", "kn", "nk"],
+                    EPILOGUES,
+                    strict=True,
+                )
+            ]
+            + [
+                # split-K parts: slices of 32 (the last of 8 empty), of 48 (the last ragged)
+                {
+                    "batch": z,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "b_batch": zb,
+                    "b_rows": k if layout == "kn" else n,
+                    "b_cols": n if layout == "kn" else k,
+                    "layout": layout,
+                    "T": dtype,
+                    "epilogue": "acc",
+                    "inputs": "",
+                    "split": split,
+                }
+                for z, zb, m, n, k, layout, split in [
+                    (2, 1, 37, 50, 230, "nk", 8),
+                    (1, 1, 70, 20, 140, "kn", 3),
+                ]
+            ]
+        ),  # fmt: skip
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
@@ -308,27 +332,60 @@ SPECS = {
         ],
     ),
     "matmul_tc": (
-        lambda dtype: [
-            {
-                "batch": z,
-                "m": m,
-                "n": n,
-                "k": k,
-                "b_batch": zb,
-                "T": dtype,
-                "epilogue": e,
-                "inputs": kinds,
-            }
-            for (z, zb, m, n, k), (e, kinds) in zip(
-                [(1, 1, 16, 8, 16), (2, 2, 37, 48, 40), (1, 1, 128, 136, 96), (3, 1, 70, 24, 200)],
-                EPILOGUES,
-                strict=True,
-            )
-        ],
+        lambda dtype: (
+            [
+                {
+                    "batch": z,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "b_batch": zb,
+                    "T": dtype,
+                    "epilogue": e,
+                    "inputs": kinds,
+                }
+                for (z, zb, m, n, k), (e, kinds) in zip(
+                    [
+                        (1, 1, 16, 8, 16),
+                        (2, 2, 37, 48, 40),
+                        (1, 1, 128, 136, 96),
+                        (3, 1, 70, 24, 200),
+                    ],
+                    EPILOGUES,
+                    strict=True,
+                )
+            ]
+            + [
+                {
+                    "batch": z,
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "b_batch": zb,
+                    "T": dtype,
+                    "epilogue": "acc",
+                    "inputs": "",
+                    "split": split,
+                }
+                for z, zb, m, n, k, split in [(2, 1, 37, 48, 232, 8), (1, 1, 70, 24, 136, 3)]
+            ]
+        ),  # fmt: skip
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["k"], key["n"]), d, g),
             *epilogue_inputs(key, d, g),
+        ],
+    ),
+    "split_sum": (
+        lambda dtype: [
+            {"split": split, "size": rows * n, "n": n, "T": dtype, "epilogue": e, "inputs": kinds}
+            for (split, rows, n), (e, kinds) in zip(
+                [(2, 1, 1), (3, 37, 50), (8, 4, 128), (4, 3, 20)], EPILOGUES, strict=True
+            )
+        ],
+        lambda k, d, g: [
+            randn((k["split"], k["size"]), "f32", g),
+            *epilogue_inputs({**k, "m": k["size"] // k["n"], "batch": 1}, d, g),
         ],
     ),
     "attention": (
@@ -387,6 +444,8 @@ class Case:
     configs: dict[str, dict]
     dtype: str
     family: str
+    #: each output's storage type where it is not the case's (split-K parts are f32)
+    output_dtypes: dict[str, str] = field(default_factory=dict)
 
 
 @cache
@@ -403,6 +462,7 @@ def case(family_name: str, dtype: str) -> Case:
     ]
     chosen_configs = pairwise(candidates)
     sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
+    output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):
         options = [
             {n: v for n, v in c.items() if n != "shape"}
@@ -417,18 +477,24 @@ def case(family_name: str, dtype: str) -> Case:
             integer = tensor.dtype in (torch.int32, torch.int64)
             buffers[name] = tensor.numpy().copy() if integer else to_storage(tensor)
         wants = as_outputs(reference(family_name)(key, tensors))
+        stored = [
+            param_dtype(p, key)
+            for p in active_params(family(family_name), key)
+            if p.direction == "out"
+        ]
         program = compile_variants(family_name, key, options, prefix=f"s{shape_index}_")
         sources.append(program.source.split("\n", 1)[1])
         for config, (name, info) in zip(options, program.kernels.items(), strict=True):
             outputs = [f"out{i}_{name}" for i in range(len(wants))]
-            for output, want in zip(outputs, wants, strict=True):
-                buffers[output] = poisoned(TensorSpec(output, tuple(want.shape), dtype))
+            for output, want, storage in zip(outputs, wants, stored, strict=True):
+                buffers[output] = poisoned(TensorSpec(output, tuple(want.shape), storage))
                 expected[output] = want
+                output_dtypes[output] = storage
                 chosen[output] = {"key": key, **config}
             args = tuple(BufferArg(n) for n in [*names, *outputs])
             launches.append(Launch(name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args))
     source = '#include "emmy_device.cuh"\n' + "\n".join(sources)
-    return Case(source, launches, buffers, expected, chosen, dtype, family_name)
+    return Case(source, launches, buffers, expected, chosen, dtype, family_name, output_dtypes)
 
 
 def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
@@ -436,9 +502,9 @@ def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
     buffers = {n: a.copy() for n, a in c.buffers.items()}
     options = {"schedule": schedule} if device.identity == "emu" else {}
     device.run(c.source, c.launches, buffers, timeout=600, **options)
-    torch_dtype = STORAGE_DTYPES[c.dtype]
     failures = []
     for output, want in c.expected.items():
+        torch_dtype = STORAGE_DTYPES[c.output_dtypes.get(output, c.dtype)]
         rtol, atol = tolerance(c.family, c.configs[output]["key"], torch_dtype)
         actual = from_storage(buffers[output], torch_dtype).double().reshape(want.shape)
         want = want.to(torch_dtype).double()

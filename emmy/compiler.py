@@ -1,7 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    recognise-attention → attention-paths → lower-graph → resolve-forks → specialize-forks
-    → emit-cuda → NVRTC (for a GPU target)
+    recognise-attention → attention-paths → lower-graph → split-k → resolve-forks
+    → specialize-forks → emit-cuda → NVRTC (for a GPU target)
 
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
@@ -28,6 +28,7 @@ from emmy.passes.lower_graph import LowerGraph
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
+from emmy.passes.split_k import SplitK
 from emmy.program import (
     ARENA_ALIGNMENT,
     Call,
@@ -181,7 +182,14 @@ def compile_graph(
     start = time.perf_counter()
     ctx = Context()
     resolve = ResolveForks(pin=pins, target=target, oracles=oracles, db=db, golden=golden)
-    passes = (RecogniseAttention(), AttentionPaths(), LowerGraph(), resolve, SpecializeForks())
+    passes = (
+        RecogniseAttention(),
+        AttentionPaths(),
+        LowerGraph(),
+        SplitK(),
+        resolve,
+        SpecializeForks(),
+    )
     for compile_pass in passes:
         compile_pass.apply(ctx, module)
     module.verify()

@@ -52,8 +52,16 @@ class EmmyOptMain(xDSLOptMain):
         from emmy.passes.recognise_attention import RecogniseAttention
         from emmy.passes.resolve_forks import ResolveForks
         from emmy.passes.specialize_forks import SpecializeForks
+        from emmy.passes.split_k import SplitK
 
-        passes = (RecogniseAttention, AttentionPaths, LowerGraph, ResolveForks, SpecializeForks)
+        passes = (
+            RecogniseAttention,
+            AttentionPaths,
+            LowerGraph,
+            SplitK,
+            ResolveForks,
+            SpecializeForks,
+        )
         for emmy_pass in passes:
             self.register_pass(emmy_pass.name, lambda p=emmy_pass: p)
 

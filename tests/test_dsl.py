@@ -154,6 +154,36 @@ def test_key_defaults_and_parameters_that_depend_on_a_key() -> None:
     assert arity == [2, 3]
 
 
+PARTS = """
+kernel parts(x: in T[n], y: out T[n] if parts == 1, p: out f32[parts, n] if parts > 1) {
+  key n, T, parts = 1;
+  fork threads = 64 in [32, 64];
+  launch grid = parts * ceil_div(n, threads), block = threads;
+  let i = min(block_id() % ceil_div(n, threads) * threads + thread_id(), n - 1);
+  let s = block_id() / ceil_div(n, threads);
+  match parts {
+    1 => { y[i] = x[i]; }
+    _ => { p[s, i] = x[i] * float(s); }
+  }
+}
+"""
+
+
+def test_parameters_that_depend_on_a_condition_and_matches_on_an_integer_key() -> None:
+    """`if parts > 1` is a condition over the key; `match parts` takes the arm of the key's
+    integer value, else `_`."""
+    (decl,) = parse_source(PARTS, "k.emmy")
+    whole = instantiate(decl, {"n": 8, "T": "bf16"}, "a")
+    split = instantiate(decl, {"n": 8, "T": "bf16", "parts": 3}, "b")
+    args = [
+        next(o for o in s.walk() if o.name == "kernel.func").body.block.args for s in (whole, split)
+    ]
+    assert [str(a.type) for a in args[0]] == ["!kernel.ptr<bf16>", "!kernel.ptr<bf16>"]
+    assert [str(a.type) for a in args[1]] == ["!kernel.ptr<bf16>", "!kernel.ptr<f32>"]
+    with pytest.raises(DslError, match="parameter p depends on 'chunks', which is not a key"):
+        parse_source(PARTS.replace("if parts > 1", "if chunks > 1"), "k.emmy")
+
+
 def test_keys_round_trip_with_commas_inside_parentheses() -> None:
     key = {"n": 12, "T": "f32", "fn": "max(in0, 0.5)"}
     text = format_key(["n", "T", "fn"], key)

@@ -109,6 +109,11 @@ def _constraint(text: str) -> tuple[Tree, tuple[str, ...]]:
     return tree, tuple(sorted(_names(tree)))
 
 
+def names_in(text: str) -> set[str]:
+    """The names an expression reads."""
+    return set(_constraint(text)[1])
+
+
 def _names(node: Tree | Token) -> set[str]:
     if isinstance(node, Token):
         return set()

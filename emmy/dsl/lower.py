@@ -95,7 +95,14 @@ def active_params(decl: KernelDecl, key: Mapping[str, int | str]) -> list[Param]
     """The parameters a kernel has at this key: one that depends on a key is there only
     where that key is `yes`."""
     full = complete_key(decl, key)
-    return [p for p in decl.params if p.when is None or str(full.get(p.when)) == "yes"]
+    return [p for p in decl.params if p.when is None or _present(p.when, full)]
+
+
+def _present(condition: str, key: Mapping[str, int | str]) -> bool:
+    """Whether a parameter's condition holds at a key: a bare key name where it is `yes`."""
+    if condition.isidentifier():
+        return str(key.get(condition)) == "yes"
+    return holds(condition, key, frozenset(str(v) for v in key.values() if isinstance(v, str)))
 
 
 def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:

@@ -30,7 +30,8 @@ class Param:
     dtype: str  # a key name such as "T", or a storage type such as "i8"
     dims: tuple[str, ...]
     variadic: bool
-    #: a key name: the parameter exists only where that key is `yes`
+    #: a key name (the parameter exists only where that key is `yes`) or a condition over
+    #: the key (`split > 1`)
     when: str | None = None
 
 
@@ -140,8 +141,8 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
     decl = KernelDecl(str(name), path, node.meta.line, [], [])
     for param in params.children:
         pname, direction, dtype, dims, *suffix = param.children
-        variadic = any(t.type == "VARIADIC" for t in suffix)
-        when = next((str(t) for t in suffix if t.type == "NAME"), None)
+        variadic = any(isinstance(t, Token) and t.type == "VARIADIC" for t in suffix)
+        when = next((_condition(t) for t in suffix if isinstance(t, Tree)), None)
         decl.params.append(
             Param(
                 str(pname),
@@ -198,13 +199,26 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
     return decl
 
 
+def _condition(tree: Tree) -> str:
+    """A parameter's condition as text: a key name (the parameter exists where that key is
+    `yes`) or an expression over the key (`split > 1`)."""
+    from emmy.dsl.unparse import unparse
+
+    return unparse(tree)
+
+
 def _check_declaration(decl: KernelDecl, node: Tree) -> None:
     if not decl.key:
         raise decl.error(node, f"kernel {decl.name} declares no key")
     for param in decl.params:
-        if param.when is not None and param.when not in decl.key:
+        if param.when is None:
+            continue
+        from emmy.dsl.evaluate import names_in
+
+        unknown = sorted(names_in(param.when) - set(decl.key))
+        if unknown:
             raise decl.error(
-                node, f"parameter {param.name} depends on {param.when!r}, which is not a key"
+                node, f"parameter {param.name} depends on {unknown[0]!r}, which is not a key"
             )
     for fork in decl.forks:
         if fork.default not in fork.options:

@@ -41,8 +41,6 @@ from emmy.passes.lower_graph import attention_site, tensor_core_product
 
 FAMILY = "attention_path"
 PATHS = ("fused", "unfused")
-#: families of host-level choices (no kernel of their own): their forks and options
-CHOICE_FAMILIES: dict[str, dict[str, list[str]]] = {FAMILY: {"path": list(PATHS)}}
 
 
 def path_site(name: str, key: str) -> fork.SiteOp:

@@ -30,6 +30,7 @@ from emmy.backend.fold import fold_int
 from emmy.dialects import fork, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
+from emmy.passes.choices import option_name
 
 
 class KnobToConstant(RewritePattern):
@@ -128,7 +129,7 @@ def take_paths(module: ModuleOp) -> None:
                 for name, region in zip(names, choice.branches, strict=True)
             }
             site.attributes["paths"] = StringAttr(json.dumps(paths, sort_keys=True))
-        chosen = names.index(fork.option_value(knob.value))
+        chosen = names.index(option_name(fork.option_value(knob.value)))
         yielded = choice.yielded(chosen)
         assert yielded is not None, "the verifier checks every option yields the results"
         values = list(yielded.values)

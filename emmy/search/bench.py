@@ -31,6 +31,7 @@ from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError
+from emmy.passes.choices import CHOICE_FAMILIES, option_name
 from emmy.runtime.convert import (
     STORAGE_DTYPES,
     compare,
@@ -216,7 +217,11 @@ class Bench:
         """A host-level choice (attention fused or unfused): each option's time is the sum
         of its kernels' times, each kernel measured (or recalled) as a row of its own site."""
         (fork_name,) = choice["config"]
-        options = list(choice["paths"])
+        options = [
+            o
+            for o in CHOICE_FAMILIES[choice["family"]][fork_name]
+            if option_name(o) in choice["paths"]
+        ]
         wanted = [choice["config"][fork_name]]
         if "all" in self.options.sweep or fork_name in self.options.sweep:
             wanted += options
@@ -228,7 +233,8 @@ class Bench:
             if self.recall(work, config):
                 continue
             self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
-            parts = [self.kernel_row(f"{name}.{option}", call) for call in choice["paths"][option]]
+            calls = choice["paths"][option_name(option)]
+            parts = [self.kernel_row(f"{name}.{option}", call) for call in calls]
             row = self.sum_row(work, config, origin, parts)
             (row_id,) = self.db.add([row])
             self.outcomes.append(Outcome(name, config, _with_id(row, row_id), recalled=False))

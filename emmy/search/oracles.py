@@ -114,7 +114,7 @@ def check_against_library(golden) -> None:
     """Every entry names a known family and a config of its forks' options; otherwise the
     whole file is refused, naming the entry, before anything of it is used."""
     from emmy.dsl.library import families
-    from emmy.passes.attention_paths import CHOICE_FAMILIES
+    from emmy.passes.choices import CHOICE_FAMILIES
 
     known = {
         name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()

@@ -184,10 +184,23 @@ def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...
     }
 
 
+def split_k_slices(k: int, split: int) -> list[slice]:
+    """The k-slice each of a split-K matmul's `split` parts sums: ceil(k / split) rounded up
+    to 8 wide (whole 16-byte rows of 16-bit elements), the last ones shorter or empty."""
+    width = math.ceil(math.ceil(k / split) / 8) * 8
+    return [slice(min(k, s * width), min(k, (s + 1) * width)) for s in range(split)]
+
+
 def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     a, b = (t.double() for t in inputs[:2])
     if str(key.get("layout", "kn")) == "nk":
         b = b.transpose(-2, -1)
+    split = int(key.get("split", 1))
+    if split > 1:  # each part's sum over its k-slice, before any epilogue
+        b = b.expand(a.shape[0], *b.shape[1:])
+        return torch.stack(
+            [a[..., cut] @ b[:, cut, :] for cut in split_k_slices(a.shape[-1], split)]
+        )
     product = a @ b
     named = epilogue_inputs(key, inputs[2:], tuple(product.shape))
     named["acc"] = product
@@ -195,6 +208,18 @@ def _matmul(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 
 register("matmul", _matmul)
+
+
+def _split_sum(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    n = int(key["n"])
+    total = inputs[0].double().reshape(int(key["split"]), -1, n).sum(dim=0)
+    named = epilogue_inputs(key, inputs[1:], tuple(total.shape))
+    named["acc"] = total
+    result = _as_tensor(_chain(parse_expression(str(key["epilogue"])), named))
+    return result.expand(total.shape).reshape(-1)
+
+
+register("split_sum", _split_sum)
 
 
 def _matmul_tc(key: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
