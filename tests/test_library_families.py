@@ -81,6 +81,8 @@ def test_gpu_check_script_runs_its_speed_part_scaled_down_on_emu(tmp_path) -> No
     for family_name in ("softmax", "layer_norm", "rms_norm", "elementwise"):
         assert speed[family_name]["default_gb_s"] > 0 and speed[family_name]["best_gb_s"] > 0
     assert speed["matmul_tc"]["best_tflops"] > 0
+    split_k = speed["split_k"]["microseconds"]
+    assert set(split_k) == {"1", "2"} and all(us > 0 for us in split_k.values())
     for entry in speed["attention"].values():
         assert entry["best_tflops"] > 0 and entry["simt_best_tflops"] > 0
         assert entry["unfused_tflops"] > 0
