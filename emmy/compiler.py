@@ -1,6 +1,6 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    recognise-attention → attention-paths → lower-graph → split-k → resolve-forks
+    recognise-attention → attention-paths → lower-graph → matmul-paths → resolve-forks
     → specialize-forks → emit-cuda → NVRTC (for a GPU target)
 
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
@@ -24,11 +24,12 @@ from emmy.dialects import fork, graph, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.attention_paths import AttentionPaths
+from emmy.passes.choices import HOST_FAMILIES
 from emmy.passes.lower_graph import LowerGraph
+from emmy.passes.matmul_paths import MatmulPaths
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
-from emmy.passes.split_k import SplitK
 from emmy.program import (
     ARENA_ALIGNMENT,
     Call,
@@ -164,6 +165,15 @@ def _choices(module: ModuleOp) -> dict[str, dict]:
     return result
 
 
+def _host_calls(module: ModuleOp) -> dict[str, dict]:
+    """Per site the device runs as a host call: its family and key."""
+    return {
+        site.sym_name.data: {"family": site.family.data, "key": site.key.data}
+        for site in module.ops
+        if isinstance(site, fork.SiteOp) and site.family.data in HOST_FAMILIES
+    }
+
+
 def compile_graph(
     module: ModuleOp,
     *,
@@ -186,7 +196,7 @@ def compile_graph(
         RecogniseAttention(),
         AttentionPaths(),
         LowerGraph(),
-        SplitK(),
+        MatmulPaths(),
         resolve,
         SpecializeForks(),
     )
@@ -208,6 +218,7 @@ def compile_graph(
         ir=str(module),
         provenance=_provenance(module),
         choices=_choices(module),
+        host_calls=_host_calls(module),
         constants=plan.constants,
         arena=arena,
         arena_bytes=arena_bytes,

@@ -49,16 +49,16 @@ class EmmyOptMain(xDSLOptMain):
         super().register_all_passes()
         from emmy.passes.attention_paths import AttentionPaths
         from emmy.passes.lower_graph import LowerGraph
+        from emmy.passes.matmul_paths import MatmulPaths
         from emmy.passes.recognise_attention import RecogniseAttention
         from emmy.passes.resolve_forks import ResolveForks
         from emmy.passes.specialize_forks import SpecializeForks
-        from emmy.passes.split_k import SplitK
 
         passes = (
             RecogniseAttention,
             AttentionPaths,
             LowerGraph,
-            SplitK,
+            MatmulPaths,
             ResolveForks,
             SpecializeForks,
         )

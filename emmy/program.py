@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from emmy.errors import EmmyError
-from emmy.runtime.device import BufferArg, Device, Launch
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ class Program:
     #: host-level choices (attention's fused or unfused path): site -> family, key, config
     #: and every option's kernel calls
     choices: dict[str, dict] = field(default_factory=dict)
+    #: sites the device runs as host calls (the vendor library's matmul): site -> family, key
+    host_calls: dict[str, dict] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
     arena: dict[str, int] = field(default_factory=dict)
     arena_bytes: int = 0
@@ -86,9 +88,12 @@ class Program:
     ptx: str | None = None
     regime: str | None = None
 
-    def launches(self) -> list[Launch]:
-        launches = []
+    def launches(self) -> list[Step]:
+        launches: list[Step] = []
         for call in self.calls:
+            if call.kernel in self.host_calls:
+                launches.append(self.host_call(call))
+                continue
             info = self.kernels[call.kernel]
             launches.append(
                 Launch(
@@ -100,6 +105,11 @@ class Program:
                 )
             )
         return launches
+
+    def host_call(self, call: Call) -> HostCall:
+        """The vendor library's product c = a · b (or a · bᵀ) at the shapes of its key."""
+        key = self.host_calls[call.kernel]["key"]
+        return vendor_matmul_call(key, tuple(self.buffer_arg(b) for b in call.buffers))
 
     def buffer_arg(self, name: str) -> BufferArg:
         if name in self.arena:
@@ -181,6 +191,7 @@ class Program:
             "constants": len(self.constants),
             "calls": [asdict(c) for c in self.calls],
             "choices": self.choices,
+            "host_calls": self.host_calls,
             "memory_bytes": self.memory(),
             "timings_s": self.timings,
         }
@@ -196,6 +207,17 @@ class Program:
             (directory / "kernels.ptx").write_text(self.ptx or "")
             written += [directory / "kernels.cubin", directory / "kernels.ptx"]
         return written
+
+
+def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
+    """The host call of a vendor_matmul key ("batch=..,m=..,n=..,k=..,b_batch=..,layout=..,
+    T=..") on buffers a, b, c."""
+    key = dict(item.split("=", 1) for item in key_text.split(","))
+    batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
+    transpose_b = key["layout"] == "nk"
+    b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
+    shapes = ((batch, m, k), b_shape, (batch, m, n))
+    return HostCall("matmul", args, shapes, key["T"], transpose_b)
 
 
 def nbytes(spec: TensorSpec) -> int:

@@ -21,7 +21,7 @@ from emmy.program import Program
 from emmy.search.prior import prior_files
 
 #: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v2"
+FORMAT = "program-v3"
 
 
 def _stamp(path: Path) -> str:

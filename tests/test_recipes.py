@@ -100,8 +100,10 @@ def test_bench_records_a_row_per_site_and_the_next_compile_recalls_them(
     assert code == 0, err
     kernels = json.loads((tmp_path / "out" / "report.json").read_text())["kernels"]
     assert len(kernels) == 2
-    # each site has its pick and one more row; the best clean row decides the next compile
-    assert sum(line.startswith("*") for line in rows) == 2, rows
+    # each kernel site has its pick and one more row, each matmul's path choice its pick
+    # (`kernel`: the choice is not swept); the best clean row decides the next compile
+    assert sum(line.startswith("*") for line in rows) == 4, rows
+    assert sum(line.startswith("* matmul=kernel") for line in rows) == 2, rows
     clean = [k for k in kernels if k["provenance"]["oracle"] == "db"]
     for kernel in clean:
         assert kernel["provenance"]["evidence"]["measured"] >= 1

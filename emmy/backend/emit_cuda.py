@@ -115,7 +115,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             continue
         func = next((op for op in site.body.block.ops if isinstance(op, kernel.FuncOp)), None)
         if func is None:
-            continue  # a site of a host-level choice (attention_path, matmul_split): no kernel
+            continue  # a site of a host-level choice (attention_path, matmul_path) or a host call: no kernel
         launch = next(op for op in site.body.block.ops if isinstance(op, kernel.LaunchOp))
         program.source += "\n" + KernelPrinter(func).print()
         config = site.attributes.get("config")

@@ -1,17 +1,14 @@
 """The families of host-level choices: sites with no kernel of their own whose one fork
-picks an option of a `fork.alternatives` (attention's path, a matmul's split of k), with
-their forks and options, as golden files and benches see them."""
+picks an option of a `fork.alternatives` (attention's path, a matmul's kernel, split of k
+or vendor library), with their forks and options, as golden files and benches see them."""
 
 from __future__ import annotations
 
-from emmy.passes import attention_paths, split_k
+from emmy.passes import attention_paths, matmul_paths
 
-CHOICE_FAMILIES: dict[str, dict[str, list]] = {
+CHOICE_FAMILIES: dict[str, dict[str, list[str]]] = {
     attention_paths.FAMILY: {"path": list(attention_paths.PATHS)},
-    split_k.FAMILY: {split_k.KNOB: list(split_k.SPLITS)},
+    matmul_paths.FAMILY: {matmul_paths.KNOB: list(matmul_paths.OPTIONS)},
 }
-
-
-def option_name(value: int | str) -> str:
-    """The name of a choice's option among its alternatives' regions."""
-    return str(value)
+#: families of sites the device runs as host calls (no emitted kernel)
+HOST_FAMILIES = (matmul_paths.VENDOR_FAMILY,)

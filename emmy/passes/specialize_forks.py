@@ -5,7 +5,7 @@ chosen region of each `fork.alternatives` is inlined in its place, and the site 
 config and the provenance of every choice as attributes. A host-level alternatives' site
 also keeps, as `paths`, the kernel calls of every option (family, key, config and tensor
 types of each), so that a bench can time the options not taken; kernel sites that only an
-option not taken called are dropped.
+option not taken called are dropped (and so are host calls: the vendor library's).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from emmy.backend.fold import fold_int
 from emmy.dialects import fork, kernel
 from emmy.dialects.kernel import dtype_name
 from emmy.errors import EmmyError
-from emmy.passes.choices import option_name
+from emmy.passes.choices import HOST_FAMILIES
 
 
 class KnobToConstant(RewritePattern):
@@ -87,7 +87,7 @@ def _calls(region, sites: dict[str, fork.SiteOp]) -> list[dict]:
         if not isinstance(call, kernel.CallOp):
             continue
         site = sites[call.site.root_reference.data]
-        config = site.attributes["config"]
+        config = site.attributes.get("config", DictionaryAttr({}))  # a host call: no forks
         assert isinstance(config, DictionaryAttr)
         calls.append(
             {
@@ -129,7 +129,7 @@ def take_paths(module: ModuleOp) -> None:
                 for name, region in zip(names, choice.branches, strict=True)
             }
             site.attributes["paths"] = StringAttr(json.dumps(paths, sort_keys=True))
-        chosen = names.index(option_name(fork.option_value(knob.value)))
+        chosen = names.index(fork.option_value(knob.value))
         yielded = choice.yielded(chosen)
         assert yielded is not None, "the verifier checks every option yields the results"
         values = list(yielded.values)
@@ -147,6 +147,7 @@ def take_paths(module: ModuleOp) -> None:
     called = {c.site.root_reference.data for c in module.walk() if isinstance(c, kernel.CallOp)}
     for name, site in sites.items():
         has_kernel = any(isinstance(o, kernel.FuncOp) for o in site.body.block.ops)
-        if has_kernel and name not in called:
+        runs = has_kernel or site.family.data in HOST_FAMILIES
+        if runs and name not in called:
             site.detach()
             site.erase(safe_erase=False)

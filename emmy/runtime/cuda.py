@@ -22,10 +22,12 @@ from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.runtime.device import (
     BufferArg,
     Device,
+    HostCall,
     KernelLaunchError,
     Launch,
     NoDeviceError,
     ScalarArg,
+    Step,
 )
 from emmy.runtime.identity import arch_of, slug
 
@@ -51,6 +53,22 @@ def _check(result: tuple, what: str, error: type[Exception] = KernelLaunchError)
     if status != _SUCCESS:
         raise error(f"{what} failed: {_error_text(status)}")
     return values[0] if len(values) == 1 else tuple(values)
+
+
+class _DeviceArray:
+    """Device memory as torch reads it without a copy (the CUDA array interface)."""
+
+    TYPESTR = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}
+
+    def __init__(self, address: int, shape: tuple[int, ...], dtype: str) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": self.TYPESTR[dtype],
+            "data": (address, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,
+        }
 
 
 def _init_driver() -> int:
@@ -144,7 +162,7 @@ class CudaDevice(Device):
     def run(
         self,
         source: str,
-        launches: Sequence[Launch],
+        launches: Sequence[Step],
         buffers: dict[str, np.ndarray],
         *,
         schedule: str = "forward",
@@ -155,7 +173,7 @@ class CudaDevice(Device):
         deadline = _time.monotonic() + timeout
         with self._device_buffers(buffers, deadline) as pointers:
             for launch, function in zip(launches, functions, strict=True):
-                self._launch(function, launch, pointers)
+                self._step(function, launch, pointers)
             self._wait(deadline, f"{len(launches)} launch(es)")
             for name, array in buffers.items():
                 self._copy_back(array, pointers[name])
@@ -183,11 +201,11 @@ class CudaDevice(Device):
             with self._device_buffers(buffers, deadline) as pointers:
                 for _ in range(warmup):
                     for launch, function in zip(launches, functions, strict=True):
-                        self._launch(function, launch, pointers)
+                        self._step(function, launch, pointers)
                 for start, end in events:
                     _check(cu.cuEventRecord(start, self._stream), "cuEventRecord")
                     for launch, function in zip(launches, functions, strict=True):
-                        self._launch(function, launch, pointers)
+                        self._step(function, launch, pointers)
                     _check(cu.cuEventRecord(end, self._stream), "cuEventRecord")
                 self._wait(deadline, f"{warmup + repetitions} timed repetition(s)")
             return [
@@ -201,17 +219,23 @@ class CudaDevice(Device):
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _prepare(self, source: str, launches: Sequence[Launch]) -> list[Any]:
-        """Compile (or recall) and load the source; the CUfunction of each launch."""
+    def _prepare(self, source: str, launches: Sequence[Step]) -> list[Any]:
+        """Compile (or recall) and load the source; the CUfunction of each launch (None for
+        a host call)."""
         if self._closed:
             raise KernelLaunchError("the CUDA device was closed")
         self._bind()
+        if all(isinstance(launch, HostCall) for launch in launches):
+            return [None] * len(launches)
         compiled = compile_cuda(source, self.arch, self.regime.flags)
         key = compiled.key
         if key not in self._modules:
             self._modules[key] = _check(cu.cuModuleLoadData(compiled.cubin), "cuModuleLoadData")
         functions = []
         for launch in launches:
+            if isinstance(launch, HostCall):
+                functions.append(None)
+                continue
             if (key, launch.kernel) not in self._functions:
                 status, function = cu.cuModuleGetFunction(
                     self._modules[key], launch.kernel.encode()
@@ -293,6 +317,37 @@ class CudaDevice(Device):
     def _idle(self) -> bool:
         (status,) = cu.cuStreamQuery(self._stream)
         return status != _NOT_READY
+
+    def _step(self, function: Any, step: Step, pointers: dict[str, int]) -> None:
+        if isinstance(step, HostCall):
+            self._host_call(step, pointers)
+        else:
+            self._launch(function, step, pointers)
+
+    def _host_call(self, call: HostCall, pointers: dict[str, int]) -> None:
+        """The vendor library through torch (cuBLAS), on tensors over our buffers and
+        queued on our stream, in the primary context torch shares."""
+        import torch
+
+        from emmy.runtime.vendor import run_host_call
+
+        if not torch.cuda.is_available():
+            raise KernelLaunchError(
+                f"{call.kernel} runs cuBLAS through torch: this torch has no CUDA"
+            )
+
+        def view(arg: BufferArg, shape: tuple[int, ...]) -> torch.Tensor:
+            if arg.name not in pointers:
+                raise KernelLaunchError(f"{call.kernel} names unknown buffer {arg.name!r}")
+            address = int(pointers[arg.name]) + arg.offset
+            tensor = torch.as_tensor(_DeviceArray(address, shape, call.dtype), device="cuda")
+            return tensor.view(torch.bfloat16) if call.dtype == "bf16" else tensor
+
+        with (
+            torch.cuda.device(self.ordinal),
+            torch.cuda.stream(torch.cuda.ExternalStream(int(self._stream))),
+        ):
+            run_host_call(call, view)
 
     def _launch(self, function: Any, launch: Launch, pointers: dict[str, int]) -> None:
         values = []

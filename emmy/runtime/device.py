@@ -58,6 +58,27 @@ class Launch:
     args: tuple[Arg, ...]
 
 
+@dataclass(frozen=True)
+class HostCall:
+    """A step of a launch plan that the device runs through torch rather than as an emitted
+    kernel: the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the emulator),
+    c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it has one
+    matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type."""
+
+    op: str
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    transpose_b: bool = False
+
+    @property
+    def kernel(self) -> str:
+        return f"vendor {self.op}"
+
+
+Step = Launch | HostCall
+
+
 class Device(ABC):
     """A place where emitted kernels run."""
 

@@ -30,11 +30,13 @@ from emmy.paths import INCLUDE_DIR, cache_dir
 from emmy.runtime.device import (
     BufferArg,
     Device,
+    HostCall,
     KernelCompileError,
     KernelLaunchError,
     Launch,
     NoDeviceError,
     ScalarArg,
+    Step,
 )
 from emmy.runtime.identity import EMU
 
@@ -161,6 +163,49 @@ def _arg_line(arg: BufferArg | ScalarArg, index: dict[str, int], kernel: str) ->
     raise KernelLaunchError(f"launch of {kernel}: unknown scalar dtype {arg.dtype!r}")
 
 
+def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
+    """The steps as runs of consecutive kernel launches, and the host calls between them."""
+    segments: list[HostCall | list[Launch]] = []
+    for step in steps:
+        if isinstance(step, HostCall):
+            segments.append(step)
+        elif segments and isinstance(segments[-1], list):
+            segments[-1].append(step)
+        else:
+            segments.append([step])
+    return segments
+
+
+def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
+    from emmy.runtime.vendor import numpy_view, run_host_call
+
+    def view(arg: BufferArg, shape: tuple[int, ...]):
+        if arg.name not in buffers:
+            raise KernelLaunchError(f"{call.kernel} uses unknown buffer {arg.name!r}")
+        return numpy_view(buffers[arg.name], arg, shape, call.dtype)
+
+    run_host_call(call, view)
+
+
+def _time_host_calls(
+    steps: Sequence[Step], buffers: dict[str, np.ndarray], warmup: int, repetitions: int
+) -> list[float]:
+    import time
+
+    if not all(isinstance(step, HostCall) for step in steps):
+        raise KernelLaunchError("the emulator times host calls alone, not among kernels")
+    for _ in range(warmup):
+        for step in steps:
+            _host_call(step, buffers)  # type: ignore[arg-type]
+    times = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        for step in steps:
+            _host_call(step, buffers)  # type: ignore[arg-type]
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def _default_workers() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -211,15 +256,20 @@ class EmuDevice(Device):
     def run(
         self,
         source: str,
-        launches: Sequence[Launch],
+        launches: Sequence[Step],
         buffers: dict[str, np.ndarray],
         *,
         schedule: str = "forward",
         timeout: float = 120.0,
     ) -> None:
         """Runs the launches; writeable arrays in `buffers` receive the results in place
-        (read-only arrays are treated as inputs)."""
-        self._execute(source, launches, buffers, schedule, timeout, None)
+        (read-only arrays are treated as inputs). Host calls run here, on the arrays, between
+        the runs of the kernels before and after them."""
+        for segment in _segments(launches):
+            if isinstance(segment, HostCall):
+                _host_call(segment, buffers)
+            else:
+                self._execute(source, segment, buffers, schedule, timeout, None)
 
     def time(
         self,
@@ -231,7 +281,10 @@ class EmuDevice(Device):
         repetitions: int = 10,
         timeout: float = 600.0,
     ) -> list[float]:
-        """Seconds per repetition of the whole launch list, measured inside the runner."""
+        """Seconds per repetition of the whole launch list, measured inside the runner (host
+        calls, which run here, are timed alone)."""
+        if any(isinstance(step, HostCall) for step in launches):
+            return _time_host_calls(launches, buffers, warmup, repetitions)
         out = self._execute(source, launches, buffers, "forward", timeout, (warmup, repetitions))
         return [float(line.split()[1]) for line in out.splitlines() if line.startswith("time ")]
 

@@ -31,14 +31,22 @@ from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError
-from emmy.passes.choices import CHOICE_FAMILIES, option_name
+from emmy.passes.choices import HOST_FAMILIES
+from emmy.program import vendor_matmul_call
 from emmy.runtime.convert import (
     STORAGE_DTYPES,
     compare,
     from_storage,
     to_storage,
 )
-from emmy.runtime.device import BufferArg, Device, KernelCompileError, KernelLaunchError, Launch
+from emmy.runtime.device import (
+    BufferArg,
+    Device,
+    KernelCompileError,
+    KernelLaunchError,
+    Launch,
+    Step,
+)
 from emmy.search.db import Row, TuningDB, canonical_config
 from emmy.search.reference import as_outputs, reference, tolerance
 
@@ -217,11 +225,7 @@ class Bench:
         """A host-level choice (attention fused or unfused): each option's time is the sum
         of its kernels' times, each kernel measured (or recalled) as a row of its own site."""
         (fork_name,) = choice["config"]
-        options = [
-            o
-            for o in CHOICE_FAMILIES[choice["family"]][fork_name]
-            if option_name(o) in choice["paths"]
-        ]
+        options = list(choice["paths"])
         wanted = [choice["config"][fork_name]]
         if "all" in self.options.sweep or fork_name in self.options.sweep:
             wanted += options
@@ -233,7 +237,7 @@ class Bench:
             if self.recall(work, config):
                 continue
             self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
-            calls = choice["paths"][option_name(option)]
+            calls = choice["paths"][option]
             parts = [self.kernel_row(f"{name}.{option}", call) for call in calls]
             row = self.sum_row(work, config, origin, parts)
             (row_id,) = self.db.add([row])
@@ -256,6 +260,8 @@ class Bench:
             for kind in ("inputs", "outputs")
         ]
         work = SiteWork(site, call["family"], call["key"], config, *specs)
+        if work.family in HOST_FAMILIES:  # no kernel to compile: the device runs it
+            return self.record(work, config, "forced", ("", None))
         return self.record(
             work, config, "forced", self.compile(work, [config])[canonical_config(config)]
         )
@@ -354,9 +360,19 @@ class Bench:
             prepare(source)
 
     def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
+        """Runs one compiled config (or a host call: `info` None) on fresh inputs, checks it
+        against its reference, and times it."""
         dtype = STORAGE_DTYPES[work.outputs[0].dtype]
+        host = info is None
+        key = parse_key(work.key)
+        if host:  # the vendor library's product, checked as a matmul without epilogue
+            shapes: list = list(vendor_matmul_call(work.key, ()).shapes[:2])
+            checked_family, key = "matmul", {**key, "epilogue": "acc", "inputs": ""}
+        else:
+            shapes = declared_input_shapes(work.family, key, len(work.inputs))
+            # the canonical text leaves out keys at their defaults; references read them all
+            checked_family, key = work.family, complete_key(family(work.family), key)
         # fresh random inputs every bench, never zeros
-        shapes = declared_input_shapes(work.family, parse_key(work.key), len(work.inputs))
         tensors = [
             random_input(spec) if shape is None else random_input(spec).reshape(shape)
             for spec, shape in zip(work.inputs, shapes, strict=True)
@@ -366,7 +382,11 @@ class Bench:
         for name, spec in zip(outputs, work.outputs, strict=True):
             buffers[name] = poisoned(spec)
         args = tuple(BufferArg(n) for n in buffers)
-        launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
+        launch: Step
+        if host:
+            launch = vendor_matmul_call(work.key, args)
+        else:
+            launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
         kernel_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
 
         def failed(status: str, message: str) -> Row:
@@ -374,12 +394,10 @@ class Bench:
 
         try:
             self.device.run(source, [launch], buffers)
-            # the canonical text leaves out keys at their defaults; references read them all
-            key = complete_key(family(work.family), parse_key(work.key))
-            wants = as_outputs(reference(work.family)(key, tensors))
+            wants = as_outputs(reference(checked_family)(key, tensors))
             for name, want in zip(outputs, wants, strict=True):
                 actual = from_storage(buffers[name], dtype).reshape(want.shape)
-                check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
+                check = compare(actual, want.to(dtype), tolerance(checked_family, key, dtype))
                 if not check.ok:
                     where = f"output {name}: " if len(outputs) > 1 else ""
                     return failed("wrong_result", where + check.summary)

@@ -1,0 +1,196 @@
+"""matmul-paths: offers each matmul as an `alternatives` fork between its one kernel, the
+vendor library (cuBLAS through torch on a GPU, the CPU's BLAS on the emulator) with the
+epilogue as an emmy kernel of its own, and, where few output tiles meet a deep k, split-K:
+`split` blocks per tile, each summing a k-slice into f32 parts, then a split_sum kernel
+that adds the parts and applies the epilogue. The `matmul` knob of a `matmul_path` site
+decides, like any fork.
+
+    %c = kernel.call @matmul_tc_0(%a, %b, %bias) : (...) -> tensor<16x768xbf16>
+  →
+    fork.site @matmul_path_0 "matmul_path" "<the matmul's key>" {
+      %p = fork.knob "matmul" ["kernel", "split2", "split4", "vendor"] default "kernel"
+    }
+    fork.site @vendor_matmul_1 "vendor_matmul" "batch=1,m=16,...,T=bf16" {}   // no kernel
+    %c = fork.alternatives @matmul_path_0 ["kernel", "split2", "split4", "vendor"] {
+      %c1 = kernel.call @matmul_tc_0(%a, %b, %bias) : ...
+      fork.yield %c1 : tensor<16x768xbf16>
+    } {
+      %p = kernel.call @matmul_tc_2(%a, %b) : (...) -> tensor<2x12288xf32>   // split=2
+      %c2 = kernel.call @split_sum_3(%p, %bias) : (...) -> tensor<16x768xbf16>
+      fork.yield %c2 : tensor<16x768xbf16>
+    } { ... } {
+      %acc = kernel.call @vendor_matmul_1(%a, %b) : (...) -> tensor<16x768xbf16>
+      %c4 = kernel.call @elementwise_5(%acc, %bias) : (...) -> tensor<16x768xbf16>
+      fork.yield %c4 : tensor<16x768xbf16>
+    } : tensor<16x768xbf16>
+
+Split-K is offered where the output has fewer tiles (64 x 64) than SPLIT_TILES and k is
+MIN_K or more: one block per tile leaves most of a GPU's multiprocessors idle there, and
+a split of k gives them work; each slice is at least MIN_SLICE deep. Matmuls inside
+another choice's option (the unfused attention path) are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from emmy.dialects import fork, kernel
+from emmy.dsl.keys import format_key, parse_key
+from emmy.dsl.library import canonical_key, family, instantiate
+
+FAMILY = "matmul_path"
+KNOB = "matmul"
+SPLITS = (2, 4, 8)
+OPTIONS = ("kernel", *(f"split{s}" for s in SPLITS), "vendor")
+MATMUL_FAMILIES = ("matmul", "matmul_tc")
+#: a site with no kernel: the product by the vendor library, run by the device as a host call
+VENDOR_FAMILY = "vendor_matmul"
+VENDOR_KEY = ("batch", "m", "n", "k", "b_batch", "layout", "T")
+SPLIT_TILES = 128
+MIN_K = 512
+MIN_SLICE = 256
+
+
+def splits_for(key: dict) -> list[int]:
+    """The splits of k offered to a matmul key (none where split-K is not worth it)."""
+    tiles = int(key["batch"]) * math.ceil(int(key["m"]) / 64) * math.ceil(int(key["n"]) / 64)
+    k = int(key["k"])
+    if tiles >= SPLIT_TILES or k < MIN_K:
+        return []
+    return [s for s in SPLITS if k >= s * MIN_SLICE]
+
+
+def options_for(key: dict) -> list[str]:
+    return ["kernel", *(f"split{s}" for s in splits_for(key)), "vendor"]
+
+
+def vendor_key(key: dict) -> str:
+    """The vendor product's key: the matmul's, without its epilogue."""
+    return format_key(VENDOR_KEY, {"layout": "kn", **key})
+
+
+def epilogue_chain(epilogue: str) -> str:
+    """A matmul epilogue as an elementwise chain: the product is its first input, the
+    epilogue's inputs the next ones."""
+    shifted = re.sub(r"\bin(\d+)\b", lambda m: f"in{int(m.group(1)) + 1}", epilogue)
+    return re.sub(r"\bacc\b", "in0", shifted)
+
+
+@dataclass(frozen=True)
+class MatmulPaths(ModulePass):
+    name = "matmul-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        sites = {s.sym_name.data: s for s in op.ops if isinstance(s, fork.SiteOp)}
+        first_function = next(o for o in op.ops if not isinstance(o, fork.SiteOp))
+        made: dict[tuple[str, str], str] = {}  # (family, key text) -> site name
+
+        def library_site(family_name: str, key: dict) -> str:
+            decl = family(family_name)
+            text = canonical_key(decl, key)
+            if (family_name, text) not in made:
+                name = f"{family_name}_{len(sites)}"
+                sites[name] = instantiate(decl, key, name)
+                made[family_name, text] = name
+                op.body.block.insert_op_before(sites[name], first_function)
+            return made[family_name, text]
+
+        def choice_site(key_text: str, options: list[str]) -> str:
+            if (FAMILY, key_text) not in made:
+                name = f"{FAMILY}_{len(sites)}"
+                site = fork.SiteOp(name, FAMILY, key_text)
+                site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
+                sites[name] = site
+                made[FAMILY, key_text] = name
+                op.body.block.insert_op_before(site, first_function)
+            return made[FAMILY, key_text]
+
+        def vendor_site(key: dict) -> str:
+            text = vendor_key(key)
+            if (VENDOR_FAMILY, text) not in made:
+                name = f"{VENDOR_FAMILY}_{len(sites)}"
+                sites[name] = fork.SiteOp(name, VENDOR_FAMILY, text)
+                made[VENDOR_FAMILY, text] = name
+                op.body.block.insert_op_before(sites[name], first_function)
+            return made[VENDOR_FAMILY, text]
+
+        for call in [c for c in op.walk() if isinstance(c, kernel.CallOp)]:
+            matmul = sites.get(call.site.root_reference.data)
+            if matmul is None or matmul.family.data not in MATMUL_FAMILIES or _inside_choice(call):
+                continue
+            key = parse_key(matmul.key.data)
+            options = options_for(key)
+            regions = [Region(Block())]
+            for option in options[1:]:
+                if option == "vendor":
+                    regions.append(_vendor_option(call, key, vendor_site, library_site))
+                else:
+                    split = int(option.removeprefix("split"))
+                    regions.append(
+                        _split_option(call, matmul.family.data, key, split, library_site)
+                    )
+            (result,) = call.outputs
+            choice = fork.AlternativesOp(
+                choice_site(matmul.key.data, options), options, regions, [result.type]
+            )
+            block = call.parent_block()
+            assert block is not None
+            block.insert_op_before(choice, call)
+            result.replace_all_uses_with(choice.outputs[0])
+            call.detach()
+            whole = choice.branches[0].block
+            whole.add_op(call)
+            whole.add_op(fork.YieldOp([call.outputs[0]]))
+
+
+def _split_option(call: kernel.CallOp, family_name: str, key: dict, split: int, site) -> Region:
+    """The parts of the product by `split` blocks per tile, and their sum."""
+    a, b, *extra = call.inputs
+    (result,) = call.outputs
+    size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+    parts_key = {**key, "epilogue": "acc", "inputs": "", "split": split}
+    part_type = TensorType(Float32Type(), [split, size])
+    parts = kernel.CallOp(site(family_name, parts_key), [a, b], [part_type])
+    sum_key = {"split": split, "size": size, "n": key["n"], "T": key["T"]}
+    sum_key |= {"epilogue": key["epilogue"], "inputs": key["inputs"]}
+    total = kernel.CallOp(site("split_sum", sum_key), [parts.outputs[0], *extra], [result.type])
+    return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
+
+
+def _vendor_option(call: kernel.CallOp, key: dict, vendor_site, library_site) -> Region:
+    """The product by the vendor library, then the epilogue (if any) as an elementwise
+    chain over it and the epilogue's inputs."""
+    a, b, *extra = call.inputs
+    (result,) = call.outputs
+    product = kernel.CallOp(vendor_site(key), [a, b], [result.type])
+    ops = [product]
+    value: SSAValue = product.outputs[0]
+    if key["epilogue"] != "acc":
+        kinds = ["full", *filter(None, str(key["inputs"]).split("/"))]
+        chain = {
+            "n": int(key["batch"]) * int(key["m"]) * int(key["n"]),
+            "cols": key["n"],
+            "T": key["T"],
+            "inputs": "/".join(kinds),
+            "fn": epilogue_chain(str(key["epilogue"])),
+        }
+        epilogue = kernel.CallOp(library_site("elementwise", chain), [value, *extra], [result.type])
+        ops.append(epilogue)
+        value = epilogue.outputs[0]
+    return Region(Block([*ops, fork.YieldOp([value])]))
+
+
+def _inside_choice(call: kernel.CallOp) -> bool:
+    parent = call.parent_op()
+    while parent is not None:
+        if isinstance(parent, fork.AlternativesOp):
+            return True
+        parent = parent.parent_op()
+    return False

@@ -1,0 +1,39 @@
+"""The vendor library's operations, through torch, on either device's buffers: cuBLAS for
+torch CUDA tensors (the `cuda` device's memory), the CPU's BLAS for tensors over the
+emulator's numpy buffers. One function per HostCall op, the same code on both devices."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from emmy.runtime.device import BufferArg, HostCall, KernelLaunchError
+
+TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+NUMPY_VIEW = {"f32": np.float32, "f16": np.float16, "bf16": np.int16}
+
+
+def run_host_call(call: HostCall, view: Callable[[BufferArg, tuple[int, ...]], torch.Tensor]):
+    """Runs one host call; `view(arg, shape)` is the device's tensor over a buffer."""
+    if call.op != "matmul":
+        raise KernelLaunchError(f"unknown host call {call.op!r}")
+    a, b, c = (view(arg, shape) for arg, shape in zip(call.args, call.shapes, strict=True))
+    torch.matmul(a, b.transpose(-2, -1) if call.transpose_b else b, out=c)
+
+
+def numpy_view(
+    array: np.ndarray, arg: BufferArg, shape: tuple[int, ...], dtype: str
+) -> torch.Tensor:
+    """A torch tensor over the bytes of a host buffer from `arg.offset` (no copy)."""
+    count = int(np.prod(shape))
+    item = np.dtype(NUMPY_VIEW[dtype]).itemsize
+    raw = array.reshape(-1).view(np.uint8)[arg.offset : arg.offset + count * item]
+    if raw.size != count * item:
+        raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
+    with warnings.catch_warnings():  # a read-only input is only read
+        warnings.simplefilter("ignore", UserWarning)
+        tensor = torch.from_numpy(raw.view(NUMPY_VIEW[dtype]).reshape(shape))
+    return tensor.view(torch.bfloat16) if dtype == "bf16" else tensor
