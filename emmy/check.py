@@ -103,6 +103,27 @@ EPILOGUES = [
 ]
 
 
+def matmul_key(
+    dtype: str,
+    z: int,
+    zb: int,
+    m: int,
+    n: int,
+    k: int,
+    layout: str | None,
+    epilogue: str = "acc",
+    inputs: str = "",
+    split: int = 1,
+) -> dict:
+    """A matmul key (layout None: the tensor-core family's, B stored [k, n])."""
+    key: dict = {"batch": z, "m": m, "n": n, "k": k, "b_batch": zb}
+    if layout is not None:
+        rows, cols = (k, n) if layout == "kn" else (n, k)
+        key |= {"b_rows": rows, "b_cols": cols, "layout": layout}
+    key |= {"T": dtype, "epilogue": epilogue, "inputs": inputs}
+    return key | ({"split": split} if split > 1 else {})
+
+
 def epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:
     """Random extra inputs of a matmul's epilogue, each with the shape its kind reads."""
     rows, cols = key["batch"] * key["m"], key["n"]
@@ -279,19 +300,7 @@ SPECS = {
     "matmul": (
         lambda dtype: (
             [
-                {
-                    "batch": z,
-                    "m": m,
-                    "n": n,
-                    "k": k,
-                    "b_batch": zb,
-                    "b_rows": k if layout == "kn" else n,
-                    "b_cols": n if layout == "kn" else k,
-                    "layout": layout,
-                    "T": dtype,
-                    "epilogue": e,
-                    "inputs": kinds,
-                }
+                matmul_key(dtype, z, zb, m, n, k, layout, e, kinds)
                 for z, zb, m, n, k, layout, (e, kinds) in zip(
                     [1, 2, 1, 3],
                     [1, 2, 1, 1],
@@ -303,28 +312,12 @@ SPECS = {
                     strict=True,
                 )
             ]
+            # split-K parts: slices of 32 (the last of 8 empty), of 48 (the last ragged)
             + [
-                # split-K parts: slices of 32 (the last of 8 empty), of 48 (the last ragged)
-                {
-                    "batch": z,
-                    "m": m,
-                    "n": n,
-                    "k": k,
-                    "b_batch": zb,
-                    "b_rows": k if layout == "kn" else n,
-                    "b_cols": n if layout == "kn" else k,
-                    "layout": layout,
-                    "T": dtype,
-                    "epilogue": "acc",
-                    "inputs": "",
-                    "split": split,
-                }
-                for z, zb, m, n, k, layout, split in [
-                    (2, 1, 37, 50, 230, "nk", 8),
-                    (1, 1, 70, 20, 140, "kn", 3),
-                ]
+                matmul_key(dtype, 2, 1, 37, 50, 230, "nk", split=8),
+                matmul_key(dtype, 1, 1, 70, 20, 140, "kn", split=3),
             ]
-        ),  # fmt: skip
+        ),
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["b_rows"], key["b_cols"]), d, g),
@@ -334,16 +327,7 @@ SPECS = {
     "matmul_tc": (
         lambda dtype: (
             [
-                {
-                    "batch": z,
-                    "m": m,
-                    "n": n,
-                    "k": k,
-                    "b_batch": zb,
-                    "T": dtype,
-                    "epilogue": e,
-                    "inputs": kinds,
-                }
+                matmul_key(dtype, z, zb, m, n, k, None, e, kinds)
                 for (z, zb, m, n, k), (e, kinds) in zip(
                     [
                         (1, 1, 16, 8, 16),
@@ -356,20 +340,10 @@ SPECS = {
                 )
             ]
             + [
-                {
-                    "batch": z,
-                    "m": m,
-                    "n": n,
-                    "k": k,
-                    "b_batch": zb,
-                    "T": dtype,
-                    "epilogue": "acc",
-                    "inputs": "",
-                    "split": split,
-                }
-                for z, zb, m, n, k, split in [(2, 1, 37, 48, 232, 8), (1, 1, 70, 24, 136, 3)]
+                matmul_key(dtype, 2, 1, 37, 48, 232, None, split=8),
+                matmul_key(dtype, 1, 1, 70, 24, 136, None, split=3),
             ]
-        ),  # fmt: skip
+        ),
         lambda key, d, g: [
             randn((key["batch"], key["m"], key["k"]), d, g),
             randn((key["b_batch"], key["k"], key["n"]), d, g),
