@@ -502,3 +502,26 @@ def test_the_committed_prior_decides_emu_sites_from_a_fresh_checkout(capsys, tmp
     assert out["provenance"]["oracle"] == "prior"
     metadata = json.loads((PRIOR_DIR / "metadata.json").read_text())
     assert out["provenance"]["evidence"]["dataset"] == metadata["dataset"]["sha256"]
+
+
+def committed_dataset():
+    return load_dataset(Path(__file__).parent.parent / "_data" / "dataset")
+
+
+def test_emmy_eval_does_not_score_a_host_level_choice(capsys) -> None:
+    """The committed dataset's matmul_path pool (a row per matmul key: the option it picked)
+    mixes the keys of two families; a choice's option is timed as the sum of its kernels'
+    rows, so `emmy eval` says why it scores nothing there."""
+    assert main(["eval", "matmul_path", "--dataset", str(committed_dataset().path)]) == 0
+    assert "not scored: a host-level choice" in capsys.readouterr().out
+
+
+def test_emmy_fit_skips_host_level_choices() -> None:
+    pytest.importorskip("jax", reason="emmy fit needs the [fit] extra")
+    from emmy.search.prior.fit import deployable_pools
+
+    dataset = committed_dataset()
+    _, skipped = deployable_pools(dataset)
+    for pool in dataset.pools:
+        if pool.family in ("matmul_path", "attention_path"):
+            assert "host-level choice" in skipped[pool.id]

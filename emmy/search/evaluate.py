@@ -37,6 +37,8 @@ from emmy.errors import EmmyError
 from emmy.search.prior.features import Dataset, FeatureSpec, Pool, build_spec, split_of
 
 PICKERS = ("prior", "default", "nearest key", "golden")
+#: the note of a host-level choice's pool (attention's path, a matmul's)
+NOT_FITTED_CHOICE = "not scored: a host-level choice, timed as the sum of its options' kernels"
 TOP_K = 5
 
 
@@ -223,6 +225,7 @@ def evaluate_pool(
     spec: FeatureSpec | None = None,
 ) -> PoolReport:
     """Coverage and the held-out scores of every picker on one pool."""
+    from emmy.passes.choices import CHOICE_FAMILIES
     from emmy.search.db import canonical_config
     from emmy.search.prior import FittedPrior
 
@@ -230,6 +233,11 @@ def evaluate_pool(
     column = {c: j for j, c in enumerate(pool.configs)}
     configs = pool.parsed_configs
     measured = pool.measured
+    fraction = float(measured.mean()) if measured.size else 0.0
+    if family in CHOICE_FAMILIES:
+        # a choice's option is timed as the sum of its kernels' rows: nothing to predict
+        empty = {name: Summary.of([]) for name in PICKERS}
+        return PoolReport(pool, [], fraction, 0, empty, None, NOT_FITTED_CHOICE)
     keys = pool.parsed_keys
     splits = [split_of(family, k) for k in pool.keys]
     held_out = [i for i, s in enumerate(splits) if s == "held_out" and measured[i].sum() >= 2]
@@ -288,7 +296,6 @@ def evaluate_pool(
     if cells:
         predicted = (np.concatenate([c[0] for c in cells]), np.concatenate([c[1] for c in cells]))
     summaries = {name: Summary.of(s) for name, s in scores.items()}
-    fraction = float(measured.mean()) if measured.size else 0.0
     return PoolReport(pool, held_out, fraction, golden_keys, summaries, predicted, note)
 
 
@@ -308,14 +315,16 @@ def select_pools(dataset: Dataset, view: str | None) -> list[Pool]:
 
 
 def evaluate(dataset: Dataset, models: dict | None, view: str | None = None) -> list[PoolReport]:
+    from emmy.passes.choices import CHOICE_FAMILIES
+
     pools = select_pools(dataset, view)
     specs: dict[str, FeatureSpec] = {}
     reports = []
     for pool in pools:
-        if pool.family not in specs:
+        if pool.family not in specs and pool.family not in CHOICE_FAMILIES:
             same = [p for p in dataset.pools if p.family == pool.family]
             specs[pool.family] = build_spec(dataset, pool.family, same)
-        reports.append(evaluate_pool(dataset, pool, models, specs[pool.family]))
+        reports.append(evaluate_pool(dataset, pool, models, specs.get(pool.family)))
     return reports
 
 

@@ -81,9 +81,13 @@ class FamilyData:
 def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
     """The pools a compile could use (its device's deployable regime), and why others not."""
     from emmy.backend.regime import regime_for
+    from emmy.passes.choices import CHOICE_FAMILIES
 
     kept, skipped = [], {}
     for pool in dataset.pools:
+        if pool.family in CHOICE_FAMILIES:
+            skipped[pool.id] = "a host-level choice: its options' times are sums of kernel rows"
+            continue
         try:
             regime = regime_for(pool.device).id
         except EmmyError as e:
