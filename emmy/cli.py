@@ -363,8 +363,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+VENDOR_EVIDENCE = "the vendor library through torch (cuBLAS on a GPU, the CPU's BLAS on emu)"
+
+
 def explain_lines(program) -> list[str]:
-    """One row per site: family, key, config (pinned forks marked), source, evidence."""
+    """One row per site: family, key, config (pinned forks marked), source, evidence; and
+    one per host call the device runs (the vendor library's matmul)."""
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
@@ -377,6 +381,8 @@ def explain_lines(program) -> list[str]:
         rows.append(
             (name, family_name, key, config, provenance.get("oracle", "?"), _evidence(provenance))
         )
+    for name, call in program.host_calls.items():
+        rows.append((name, call["family"], call["key"], "-", "host call", VENDOR_EVIDENCE))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))

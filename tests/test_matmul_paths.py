@@ -89,6 +89,16 @@ def test_the_vendor_library_on_a_gpu(capsys, expression: str) -> None:
     run_pinned(capsys, expression, "vendor", device="cuda")
 
 
+def test_explain_shows_the_vendor_librarys_host_call(capsys, tmp_path) -> None:
+    argv = ["compile", "-c", expression(F32), "--target", "emu", "--explain", "--db", "none"]
+    assert main([*argv, "--pin", "matmul=vendor", "-o", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    host = next(r for r in rows if r.startswith("vendor_matmul_"))
+    assert "batch=1,m=8,n=96,k=1024,b_batch=1,layout=kn,T=f32" in host and "host call" in host
+    choice = next(r for r in rows if r.startswith("matmul_path_"))
+    assert "matmul=vendor(pin)" in choice
+
+
 def test_an_option_that_is_not_offered_is_refused(capsys) -> None:
     argv = ["run", "-c", expression(F32), "--device", "emu", "--pin", "matmul=split8"]
     assert main(argv) == 2
