@@ -312,9 +312,9 @@ SPECS = {
                     strict=True,
                 )
             ]
-            # split-K parts: slices of 32 (the last of 8 empty), of 48 (the last ragged)
+            # split-K parts: slices of 8 (the last 3 of 8 empty), of 48 (the last ragged)
             + [
-                matmul_key(dtype, 2, 1, 37, 50, 230, "nk", split=8),
+                matmul_key(dtype, 2, 1, 37, 50, 40, "nk", split=8),
                 matmul_key(dtype, 1, 1, 70, 20, 140, "kn", split=3),
             ]
         ),
@@ -340,7 +340,7 @@ SPECS = {
                 )
             ]
             + [
-                matmul_key(dtype, 2, 1, 37, 48, 232, None, split=8),
+                matmul_key(dtype, 2, 1, 37, 48, 40, None, split=8),
                 matmul_key(dtype, 1, 1, 70, 24, 136, None, split=3),
             ]
         ),
