@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -90,36 +91,35 @@ class MatmulPaths(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sites = {s.sym_name.data: s for s in op.ops if isinstance(s, fork.SiteOp)}
         first_function = next(o for o in op.ops if not isinstance(o, fork.SiteOp))
-        made: dict[tuple[str, str], str] = {}  # (family, key text) -> site name
+        # (family, key text) -> site name: a site lower-graph made serves here too
+        made = {(s.family.data, s.key.data): name for name, s in sites.items()}
 
-        def library_site(family_name: str, key: dict) -> str:
-            decl = family(family_name)
-            text = canonical_key(decl, key)
+        def add(family_name: str, text: str, build: Callable[[str], fork.SiteOp]) -> str:
+            """The site of (family, key), made by `build(name)` the first time."""
             if (family_name, text) not in made:
                 name = f"{family_name}_{len(sites)}"
-                sites[name] = instantiate(decl, key, name)
+                sites[name] = build(name)
                 made[family_name, text] = name
                 op.body.block.insert_op_before(sites[name], first_function)
             return made[family_name, text]
 
+        def library_site(family_name: str, key: dict) -> str:
+            decl = family(family_name)
+            return add(
+                family_name, canonical_key(decl, key), lambda name: instantiate(decl, key, name)
+            )
+
         def choice_site(key_text: str, options: list[str]) -> str:
-            if (FAMILY, key_text) not in made:
-                name = f"{FAMILY}_{len(sites)}"
+            def build(name: str) -> fork.SiteOp:
                 site = fork.SiteOp(name, FAMILY, key_text)
                 site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
-                sites[name] = site
-                made[FAMILY, key_text] = name
-                op.body.block.insert_op_before(site, first_function)
-            return made[FAMILY, key_text]
+                return site
+
+            return add(FAMILY, key_text, build)
 
         def vendor_site(key: dict) -> str:
             text = vendor_key(key)
-            if (VENDOR_FAMILY, text) not in made:
-                name = f"{VENDOR_FAMILY}_{len(sites)}"
-                sites[name] = fork.SiteOp(name, VENDOR_FAMILY, text)
-                made[VENDOR_FAMILY, text] = name
-                op.body.block.insert_op_before(sites[name], first_function)
-            return made[VENDOR_FAMILY, text]
+            return add(VENDOR_FAMILY, text, lambda name: fork.SiteOp(name, VENDOR_FAMILY, text))
 
         for call in [c for c in op.walk() if isinstance(c, kernel.CallOp)]:
             matmul = sites.get(call.site.root_reference.data)
