@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
 
@@ -212,12 +213,12 @@ class Program:
 def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
     """The host call of a vendor_matmul key ("batch=..,m=..,n=..,k=..,b_batch=..,layout=..,
     T=..") on buffers a, b, c."""
-    key = dict(item.split("=", 1) for item in key_text.split(","))
+    key = parse_key(key_text)
     batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
     transpose_b = key["layout"] == "nk"
     b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
     shapes = ((batch, m, k), b_shape, (batch, m, n))
-    return HostCall("matmul", args, shapes, key["T"], transpose_b)
+    return HostCall("matmul", args, shapes, str(key["T"]), transpose_b)
 
 
 def nbytes(spec: TensorSpec) -> int:

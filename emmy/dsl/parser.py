@@ -9,6 +9,8 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from emmy.dsl.evaluate import names_in
+from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -142,7 +144,8 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
     for param in params.children:
         pname, direction, dtype, dims, *suffix = param.children
         variadic = any(isinstance(t, Token) and t.type == "VARIADIC" for t in suffix)
-        when = next((_condition(t) for t in suffix if isinstance(t, Tree)), None)
+        # a key name (the parameter exists where it is `yes`) or a condition (`split > 1`)
+        when = next((unparse(t) for t in suffix if isinstance(t, Tree)), None)
         decl.params.append(
             Param(
                 str(pname),
@@ -199,22 +202,12 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
     return decl
 
 
-def _condition(tree: Tree) -> str:
-    """A parameter's condition as text: a key name (the parameter exists where that key is
-    `yes`) or an expression over the key (`split > 1`)."""
-    from emmy.dsl.unparse import unparse
-
-    return unparse(tree)
-
-
 def _check_declaration(decl: KernelDecl, node: Tree) -> None:
     if not decl.key:
         raise decl.error(node, f"kernel {decl.name} declares no key")
     for param in decl.params:
         if param.when is None:
             continue
-        from emmy.dsl.evaluate import names_in
-
         unknown = sorted(names_in(param.when) - set(decl.key))
         if unknown:
             raise decl.error(

@@ -12,7 +12,6 @@ import torch
 
 from emmy.runtime.device import BufferArg, HostCall, KernelLaunchError
 
-TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 NUMPY_VIEW = {"f32": np.float32, "f16": np.float16, "bf16": np.int16}
 
 
