@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +206,23 @@ def test_features_are_named_stable_and_numpy_only() -> None:
     )
 
 
+def test_fork_pair_features_see_the_ceiling_of_a_product() -> None:
+    spec = replace(library_spec("softmax"), fork_pairs=True)
+    key = parse_key("rows=8,cols=1000,T=f32")
+    config = {"threads": 256, "rows_per_block": 2, "vec": 8, "algo": "online", "reduction": "smem"}
+    features = dict(zip(spec.names, spec.matrix("emu", [key], [config])[0, 0], strict=True))
+    assert len(features) == spec.size == library_spec("softmax").size + 2 * 3 * 2
+    # a row of 1000 over 256 threads of 8 lanes: one pass, 1048 lanes of waste
+    assert features["log2 ceil(cols/(threads*vec))"] == 0
+    assert features["log2 pad(cols/(threads*vec))"] == pytest.approx(math.log2(2048 / 1000))
+    assert features["log2 ceil(rows/(threads*rows_per_block))"] == 0
+    again = FeatureSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again.fork_pairs and again.names == spec.names
+    # a layout written before pairs existed reads as one without them
+    doc = {k: v for k, v in library_spec("softmax").to_json().items() if k != "fork_pairs"}
+    assert not FeatureSpec.from_json(doc).fork_pairs
+
+
 def test_dataset_hash_ignores_when_and_where_it_was_exported(tmp_path) -> None:
     directory = synthetic_dataset(tmp_path / "data", pools=POOLS[:1], n_keys=6)
     first = load_dataset(directory).sha256
@@ -229,6 +247,25 @@ def test_no_prior_or_another_device_decides_nothing(tmp_path, monkeypatch) -> No
     monkeypatch.setenv("EMMY_PRIOR_DIR", str(numpy_prior(tmp_path / "prior")))
     assert load_prior("nvidia-h200-sm90") is None  # no training data on that device
     assert load_prior("emu") is not None
+
+
+def test_the_prior_takes_only_keys_with_the_names_it_was_fitted_on() -> None:
+    spec = library_spec("softmax")
+    key = parse_key("rows=8,cols=1000,T=f32")
+    config = default_config(family("softmax"))
+    assert spec.accepts(key, config)
+    # e.g. a matmul's `split`: features without it would predict the unsplit kernel
+    assert not spec.accepts({**key, "split": 4}, config)
+    assert not spec.accepts({n: v for n, v in key.items() if n != "cols"}, config)
+    assert not spec.accepts(key, {**config, "extra": 1})
+    # a name the fit never saw is taken at its declared default, which every key of the fit had
+    decl = family("matmul")
+    spec = replace(library_spec("matmul"), key_defaults=dict(decl.key_defaults))
+    assert "split" not in spec.key_names and spec.key_defaults["split"] == 1
+    key = {n: 64 if isinstance(v, int) else v for n, v in decl.example.items() if n != "split"}
+    config = default_config(decl)
+    assert spec.accepts(key, config) and spec.accepts({**key, "split": 1}, config)
+    assert not spec.accepts({**key, "split": 4}, config)
 
 
 COMPILE = """

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 import statistics
 import sys
@@ -54,6 +55,13 @@ from emmy.search.reference import as_outputs, reference, tolerance
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
 UNSTABLE_SPREAD = {"emu": 0.5}
 UNSTABLE_SPREAD_GPU = 0.1
+#: a config is timed over at least this many seconds in all (more repetitions where its
+#: median is short): eleven runs of a 50 µs kernel are over before one interruption of the
+#: host evens out
+MIN_TIMED_SECONDS = {"emu": 0.05}
+MIN_TIMED_SECONDS_GPU = 0.01
+#: the most repetitions a config gets to fill MIN_TIMED_SECONDS
+MAX_REPETITIONS = 1000
 
 
 @dataclass
@@ -401,13 +409,7 @@ class Bench:
                 if not check.ok:
                     where = f"output {name}: " if len(outputs) > 1 else ""
                     return failed("wrong_result", where + check.summary)
-            times = self.device.time(
-                source,
-                [launch],
-                buffers,
-                warmup=self.options.warmup,
-                repetitions=self.options.repetitions,
-            )
+            times = self.timed(source, launch, buffers)
         except KernelLaunchError as error:
             timed_out = "timed out" in str(error)
             return failed("timeout" if timed_out else "launch_error", _first_lines(str(error)))
@@ -430,6 +432,19 @@ class Bench:
             message=message,
             kernel_hash=kernel_hash,
         )
+
+    def timed(self, source: str, launch: Step, buffers: dict[str, np.ndarray]) -> list[float]:
+        """Seconds per repetition of one launch: the configured repetitions, then, where they
+        add up to less than the device's MIN_TIMED_SECONDS, as many as fill it (the first
+        round is dropped)."""
+        warmup, repetitions = self.options.warmup, self.options.repetitions
+        times = self.device.time(source, [launch], buffers, warmup=warmup, repetitions=repetitions)
+        least = MIN_TIMED_SECONDS.get(self.device.identity, MIN_TIMED_SECONDS_GPU)
+        median = statistics.median(times) if times else 0.0
+        if not times or sum(times) >= least or median <= 0:
+            return times
+        wanted = min(MAX_REPETITIONS, math.ceil(least / median))
+        return self.device.time(source, [launch], buffers, warmup=warmup, repetitions=wanted)
 
     def row(self, work: SiteWork, config: dict, origin: str, status: str, **fields) -> Row:
         return Row(

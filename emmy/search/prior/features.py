@@ -10,6 +10,10 @@ Per family, a `FeatureSpec` fixes the layout (stored in the prior's metadata):
   vocabulary is all zeros);
 - for every (integer of the key k, integer fork f): log2 ceil(k / f) (blocks, iterations,
   vectors per row), whether f divides k, and log2(ceil(k / f)·f / k) (the padding waste);
+- with `fork_pairs` (`emmy fit` keeps, per family, whichever layout validates better), the
+  same two logs for k over the product of every two integer forks
+  f·g (iterations of a thread over a row of `threads`·`vec`, a tile of `thread_m`·`block_k`):
+  the network adds logs well but sees no ceiling of a product;
 - the device one-hot over the devices the family was fitted on (the emulator is a device
   like any other).
 
@@ -76,6 +80,9 @@ class FeatureSpec:
     fork_symbols: dict[str, tuple[str, ...]]
     devices: tuple[str, ...]
     forks: tuple[str, ...] = field(default=())
+    fork_pairs: bool = False
+    #: the library's defaults of the key's optional names (a canonical key leaves them out)
+    key_defaults: dict[str, Value] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # symbols in name order: the layout must survive a JSON round trip with sorted keys
@@ -93,8 +100,17 @@ class FeatureSpec:
         for k in self.key_ints:
             for f in self.fork_ints:
                 names += [f"log2 ceil({k}/{f})", f"{k}%{f}==0", f"log2 pad({k}/{f})"]
+        for k in self.key_ints:
+            for f, g in self._pairs():
+                names += [f"log2 ceil({k}/({f}*{g}))", f"log2 pad({k}/({f}*{g}))"]
         names += [f"device={d}" for d in self.devices]
         return names
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        if not self.fork_pairs:
+            return []
+        ints = self.fork_ints
+        return [(f, g) for i, f in enumerate(ints) for g in ints[i + 1 :]]
 
     @property
     def size(self) -> int:
@@ -113,6 +129,8 @@ class FeatureSpec:
             "fork_symbols": {n: list(v) for n, v in self.fork_symbols.items()},
             "forks": list(self.forks),
             "devices": list(self.devices),
+            "fork_pairs": self.fork_pairs,
+            "key_defaults": dict(sorted(self.key_defaults.items())),
             "names": self.names,
         }
 
@@ -126,6 +144,8 @@ class FeatureSpec:
             fork_symbols={str(n): tuple(map(str, v)) for n, v in doc["fork_symbols"].items()},
             devices=tuple(doc["devices"]),
             forks=tuple(doc.get("forks", ())),
+            fork_pairs=bool(doc.get("fork_pairs", False)),
+            key_defaults=dict(doc.get("key_defaults", {})),
         )
         if "names" in doc and list(doc["names"]) != spec.names:
             raise ValueError(f"feature names of {spec.family} do not match their layout")
@@ -133,16 +153,26 @@ class FeatureSpec:
 
     def accepts(self, key: Mapping[str, Value], config: Mapping[str, Value]) -> bool:
         """Whether a key and a config have the names and kinds this layout was fitted on
-        (a library changed since the fit does not)."""
+        (a library changed since the fit does not). A name the fit never saw, such as a
+        matmul's `split`, is taken only at its default, which every key of the fit had."""
+        key = self.complete(key)
         if set(config) != set(self.forks) or any(n not in key for n in self.key_names):
+            return False
+        unseen = set(key) - set(self.key_names)
+        if any(n not in self.key_defaults or key[n] != self.key_defaults[n] for n in unseen):
             return False
         ints = [key[n] for n in self.key_ints] + [config[n] for n in self.fork_ints]
         return all(isinstance(v, int) and not isinstance(v, bool) for v in ints)
 
     # --- the features ----------------------------------------------------------------
 
+    def complete(self, key: Mapping[str, Value]) -> dict[str, Value]:
+        """The key with the names it leaves out at their defaults."""
+        return {**self.key_defaults, **key}
+
     def key_block(self, keys: Sequence[Mapping[str, Value]]) -> tuple[np.ndarray, np.ndarray]:
         """Per key: its features [K, n] and its raw integers [K, len(key_ints)]."""
+        keys = [self.complete(k) for k in keys]
         ints = np.array([[float(k[n]) for n in self.key_ints] for k in keys], dtype=np.float64)
         ints = ints.reshape(len(keys), len(self.key_ints))
         parts = [_log2p(ints)]
@@ -171,17 +201,16 @@ class FeatureSpec:
         config_features, config_ints = self.config_block(configs)
         n_keys, n_configs = len(keys), len(configs)
         k = key_ints[:, None, :, None]  # [K, 1, a, 1]
-        f = config_ints[None, :, None, :]  # [1, C, 1, b]
-        positive = f > 0
-        safe_f = np.where(positive, f, 1.0)
-        blocks = np.where(positive, np.ceil(np.maximum(k, 0.0) / safe_f), 0.0)
-        ceil_log = np.log2(np.maximum(blocks, 1.0))
-        divides = (positive & (np.mod(k, safe_f) == 0)).astype(np.float64)
-        pad = np.where(
-            positive & (k > 0), np.log2(np.maximum(blocks * safe_f, 1.0) / np.maximum(k, 1.0)), 0.0
-        )
+        ceil_log, divides, pad = _blocks(k, config_ints[None, :, None, :])  # [K, C, a, b]
         pairs = np.stack([ceil_log, divides, pad], axis=-1)  # [K, C, a, b, 3]
         pairs = pairs.reshape(n_keys, n_configs, -1)
+        index = {name: i for i, name in enumerate(self.fork_ints)}
+        products = [config_ints[:, index[f]] * config_ints[:, index[g]] for f, g in self._pairs()]
+        if products:
+            ceil_log, _, pad = _blocks(k, np.stack(products, axis=1)[None, :, None, :])
+            product_part = np.stack([ceil_log, pad], axis=-1).reshape(n_keys, n_configs, -1)
+        else:
+            product_part = np.zeros((n_keys, n_configs, 0))
         device_part = np.array([1.0 if d == device else 0.0 for d in self.devices])
         return np.concatenate(
             [
@@ -192,6 +221,7 @@ class FeatureSpec:
                     config_features[None, :, :], (n_keys, n_configs, config_features.shape[1])
                 ),
                 pairs,
+                product_part,
                 np.broadcast_to(device_part, (n_keys, n_configs, len(self.devices))),
             ],
             axis=2,
@@ -200,6 +230,20 @@ class FeatureSpec:
     def key_vector(self, key: Mapping[str, Value]) -> np.ndarray:
         """The features of a key alone (what "nearest key" measures distance in)."""
         return self.key_block([key])[0][0]
+
+
+def _blocks(k: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log2 ceil(k / f), whether f divides k, and the padding waste log2(ceil(k/f)·f / k), for
+    broadcastable integer arrays (0 where f is not positive)."""
+    positive = f > 0
+    safe_f = np.where(positive, f, 1.0)
+    blocks = np.where(positive, np.ceil(np.maximum(k, 0.0) / safe_f), 0.0)
+    ceil_log = np.log2(np.maximum(blocks, 1.0))
+    divides = (positive & (np.mod(k, safe_f) == 0)).astype(np.float64)
+    pad = np.where(
+        positive & (k > 0), np.log2(np.maximum(blocks * safe_f, 1.0) / np.maximum(k, 1.0)), 0.0
+    )
+    return ceil_log, divides, pad
 
 
 def _one_hot(values: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
@@ -318,7 +362,9 @@ def load_dataset(directory: str | Path) -> Dataset:
     return Dataset(directory, manifest, pools, digest.hexdigest())
 
 
-def build_spec(dataset: Dataset, family: str, pools: Sequence[Pool]) -> FeatureSpec:
+def build_spec(
+    dataset: Dataset, family: str, pools: Sequence[Pool], fork_pairs: bool = False
+) -> FeatureSpec:
     """The layout of a family from the manifest's kinds and the vocabularies of the data
     (symbolic forks also take every option the library declares)."""
     kinds = dataset.kinds(family)
@@ -333,8 +379,10 @@ def build_spec(dataset: Dataset, family: str, pools: Sequence[Pool]) -> FeatureS
     fork_values: dict[str, set[str]] = {
         n: set() for n, k in kinds["config"].items() if k == "symbol"
     }
+    defaults = _key_defaults(family)
     for pool in pools:
         for key in pool.parsed_keys:
+            key = {**defaults, **key}
             for name, counts in key_values.items():
                 counts[str(key.get(name))] = counts.get(str(key.get(name)), 0) + 1
         for config in pool.parsed_configs:
@@ -359,6 +407,8 @@ def build_spec(dataset: Dataset, family: str, pools: Sequence[Pool]) -> FeatureS
         fork_symbols=fork_symbols,
         devices=tuple(sorted({p.device for p in pools})),
         forks=tuple(kinds["config"]),
+        fork_pairs=fork_pairs,
+        key_defaults=defaults,
     )
 
 
@@ -367,6 +417,13 @@ def _declared_options(family: str) -> dict[str, tuple]:
 
     decl = families().get(family)
     return {} if decl is None else {f.name: tuple(f.options) for f in decl.forks}
+
+
+def _key_defaults(family: str) -> dict[str, Value]:
+    from emmy.dsl.library import families
+
+    decl = families().get(family)
+    return {} if decl is None else dict(decl.key_defaults)
 
 
 def finite_log(values: np.ndarray) -> np.ndarray:

@@ -22,6 +22,11 @@ model would see a union of mostly-zero features and learn little across them; pe
 fits are independent, small and can be redone one at a time. Devices share the model
 (device one-hot), so what a family's cost looks like carries over between devices.
 
+Layouts: each family is fitted twice, without and with the fork-pair features (see
+features.py), and keeps the fit of lower validation loss: pairs help where a ceiling over a
+product of forks decides the time (rms_norm, layer_norm), and only add inputs to fit where
+it does not (matmul_tc, elementwise).
+
 Split: fixed by a hash of (family, key) (features.split_of): 20 % of keys are held out of
 the fit entirely (what the metadata and `emmy eval` score), 15 % validate (early stopping
 keeps the parameters of the best validation loss), the rest train. Only pools under their
@@ -103,9 +108,11 @@ def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
     return kept, skipped
 
 
-def family_data(dataset: Dataset, family: str, pools: list[Pool]) -> FamilyData:
+def family_data(
+    dataset: Dataset, family: str, pools: list[Pool], fork_pairs: bool = False
+) -> FamilyData:
     """Every (device, key) of the family as a row over the union of the pools' configs."""
-    spec = build_spec(dataset, family, pools)
+    spec = build_spec(dataset, family, pools, fork_pairs)
     columns = sorted({c for p in pools for c in p.configs})
     configs = [json.loads(c) for c in columns]
     xs, ys, splits = [], [], []
@@ -310,6 +317,19 @@ def fit_family(
     )
 
 
+#: the two feature layouts a family is fitted with (FeatureSpec.fork_pairs off and on)
+LAYOUTS = {False: "plain", True: "fork pairs"}
+
+
+def _better_layout(fits: dict[bool, FitResult]) -> FitResult:
+    """The fit of lower validation loss (the held-out keys play no part); the plain layout
+    where there is no validation key or the losses tie."""
+    plain, pairs = fits[False], fits[True]
+    if plain.validation_loss is None or pairs.validation_loss is None:
+        return plain
+    return pairs if pairs.validation_loss < plain.validation_loss else plain
+
+
 def family_seed(seed: int, family: str) -> int:
     """A family's seed, from the fit's and the family's name alone: adding a family to the
     dataset leaves the others' fits as they were."""
@@ -339,10 +359,22 @@ def fit(
     log(f"fitting {len(pools)} pools of dataset {dataset.sha256[:16]} ({dataset.path})")
     families = sorted({p.family for p in pools})
     results: dict[str, FitResult] = {}
+    layouts: dict[str, dict[str, float | None]] = {}
     for family in families:
         same = [p for p in pools if p.family == family]
-        data = family_data(dataset, family, same)
-        results[family] = fit_family(data, epochs, family_seed(seed, family), log, hidden)
+        fits = {
+            pairs: fit_family(
+                family_data(dataset, family, same, pairs),
+                epochs,
+                family_seed(seed, family),
+                log,
+                hidden,
+            )
+            for pairs in (False, True)
+        }
+        results[family] = _better_layout(fits)
+        layouts[family] = {LAYOUTS[p]: r.validation_loss for p, r in fits.items()}
+        log(f"  {family}: keeping the {LAYOUTS[results[family].model.spec.fork_pairs]} layout")
     models = {f: r.model for f, r in results.items()}
     metrics = {}
     for pool in pools:
@@ -366,7 +398,8 @@ def fit(
         "architecture": {
             "model": "an ensemble of MLPs per family, their log-time predictions averaged",
             "ensemble": ENSEMBLE,
-            "input": "standardised features (emmy/search/prior/features.py)",
+            "input": "standardised features (emmy/search/prior/features.py), per family the "
+            "layout (plain or with fork pairs) of lower validation loss",
             "hidden": list(hidden),
             "activation": "relu",
             "output": "natural log of the median time in seconds",
@@ -395,6 +428,11 @@ def fit(
                 "validation_loss": None
                 if r.validation_loss is None
                 else round(r.validation_loss, 6),
+                "layout": LAYOUTS[r.model.spec.fork_pairs],
+                "validation_loss_per_layout": {
+                    name: None if loss is None else round(loss, 6)
+                    for name, loss in layouts[f].items()
+                },
             }
             for f, r in results.items()
         },
