@@ -25,7 +25,7 @@ fits are independent, small and can be redone one at a time. Devices share the m
 Layouts: each family is fitted twice, without and with the fork-pair features (see
 features.py), and keeps the fit of lower validation loss: pairs help where a ceiling over a
 product of forks decides the time (rms_norm, layer_norm), and only add inputs to fit where
-it does not (matmul_tc, elementwise).
+it does not (softmax, elementwise on the committed dataset; metadata.json says which).
 
 Split: fixed by a hash of (family, key) (features.split_of): 20 % of keys are held out of
 the fit entirely (what the metadata and `emmy eval` score), 15 % validate (early stopping
