@@ -379,7 +379,7 @@ def build_spec(
     fork_values: dict[str, set[str]] = {
         n: set() for n, k in kinds["config"].items() if k == "symbol"
     }
-    defaults = _key_defaults(family)
+    declared, defaults = _declaration(family)
     for pool in pools:
         for key in pool.parsed_keys:
             key = {**defaults, **key}
@@ -388,7 +388,6 @@ def build_spec(
         for config in pool.parsed_configs:
             for name, values in fork_values.items():
                 values.add(str(config.get(name)))
-    declared = _declared_options(family)
     key_symbols = {
         n: tuple(
             sorted(v for v, _ in sorted(c.items(), key=lambda i: (-i[1], i[0]))[:MAX_VOCABULARY])
@@ -412,18 +411,15 @@ def build_spec(
     )
 
 
-def _declared_options(family: str) -> dict[str, tuple]:
+def _declaration(family: str) -> tuple[dict[str, tuple], dict[str, Value]]:
+    """What the library declares of a family: each fork's options, and the defaults of the
+    key's optional names (nothing for a family the library does not know)."""
     from emmy.dsl.library import families
 
     decl = families().get(family)
-    return {} if decl is None else {f.name: tuple(f.options) for f in decl.forks}
-
-
-def _key_defaults(family: str) -> dict[str, Value]:
-    from emmy.dsl.library import families
-
-    decl = families().get(family)
-    return {} if decl is None else dict(decl.key_defaults)
+    if decl is None:
+        return {}, {}
+    return {f.name: tuple(f.options) for f in decl.forks}, dict(decl.key_defaults)
 
 
 def finite_log(values: np.ndarray) -> np.ndarray:
