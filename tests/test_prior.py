@@ -553,6 +553,37 @@ def test_emmy_eval_does_not_score_a_host_level_choice(capsys) -> None:
     assert "not scored: a host-level choice" in capsys.readouterr().out
 
 
+def test_the_mean_per_pool_weighs_each_pool_once_and_a_tie_is_no_win(capsys) -> None:
+    from emmy.search.evaluate import PoolReport, Summary, mean_top1_per_pool, prior_wins
+
+    def report(prior, default, nearest) -> PoolReport:
+        top1 = {"prior": prior, "default": default, "nearest key": nearest, "golden": None}
+        pickers = {name: Summary(top1=value) for name, value in top1.items()}
+        return PoolReport(None, [], 0.0, 0, pickers)
+
+    reports = [
+        report(0.9, 0.5, 0.95),  # the nearest key is better
+        report(1.0, 0.4, 1.0),  # a tie
+        report(0.8, None, 0.7),  # no default scored: the nearest key is the only rival
+        report(None, 0.3, 0.3),  # a host-level choice: the prior is not scored
+    ]
+    means = mean_top1_per_pool(reports)
+    assert means["prior"] == pytest.approx((0.9, 3))
+    assert means["default"] == pytest.approx((0.4, 3))
+    assert means["nearest key"] == pytest.approx(((0.95 + 1.0 + 0.7 + 0.3) / 4, 4))
+    assert "golden" not in means
+    assert prior_wins(reports) == (1, 3)
+    # the command prints it for the committed dataset and prior, after the pools' tables
+    from emmy.search.prior import PRIOR_DIR
+
+    dataset = str(committed_dataset().path)
+    assert main(["eval", "emu", "--dataset", dataset, "--prior", str(PRIOR_DIR)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("mean per pool (each scored pool counts once):")
+    assert lines[start + 1].split()[:2] == ["prior", "top-1"]
+    assert "better than default and nearest key in" in lines[start + 1]
+
+
 def test_emmy_fit_skips_host_level_choices() -> None:
     pytest.importorskip("jax", reason="emmy fit needs the [fit] extra")
     from emmy.search.prior.fit import deployable_pools

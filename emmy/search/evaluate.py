@@ -362,6 +362,40 @@ def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
                 continue
             rows.append(_summary_row(name, merged))
         yield from _aligned(rows)
+        yield "mean per pool (each scored pool counts once):"
+        means = mean_top1_per_pool(reports)
+        wins, contested = prior_wins(reports)
+        for name, (mean, pools) in means.items():
+            beaten = ""
+            if name == "prior":
+                beaten = f"; better than default and nearest key in {wins} of {contested} pools"
+            yield f"  {name:<12} top-1 {mean:.3f} over {pools} pools{beaten}"
+
+
+def mean_top1_per_pool(reports: Sequence[PoolReport]) -> dict[str, tuple[float, int]]:
+    """Per picker, its top-1 averaged over the pools that scored it, and how many did: a
+    pool of few keys weighs as much as a pool of many."""
+    means = {}
+    for name in PICKERS:
+        top1 = [r.pickers[name].top1 for r in reports if r.pickers[name].top1 is not None]
+        if top1:
+            means[name] = (sum(top1) / len(top1), len(top1))
+    return means
+
+
+def prior_wins(reports: Sequence[PoolReport]) -> tuple[int, int]:
+    """In how many of the pools that scored the prior its top-1 is strictly above both the
+    declared default's and the nearest key's; and how many pools scored it."""
+    scored = [r.pickers for r in reports if r.pickers["prior"].top1 is not None]
+    wins = sum(
+        all(
+            p["prior"].top1 > p[rival].top1
+            for rival in ("default", "nearest key")
+            if p[rival].top1 is not None
+        )
+        for p in scored
+    )
+    return wins, len(scored)
 
 
 def _summary_row(name: str, summary: Summary) -> tuple[str, ...]:
