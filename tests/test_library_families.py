@@ -68,9 +68,10 @@ def gpu_check(tmp_path, *options: str) -> dict:
 
 
 def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
-    report = gpu_check(tmp_path, "--quick")
+    report = gpu_check(tmp_path, "--quick", "--models", "mlp:tiny")
     assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in SPECS}
     assert "not measured" in report["speed"]
+    assert report["models"]["mlp:tiny"]["ok"]
 
 
 def test_gpu_check_script_runs_its_speed_part_scaled_down_on_emu(tmp_path) -> None:
