@@ -443,17 +443,20 @@ def test_emmy_eval_prints_coverage_and_scores_per_pool(tmp_path, capsys, monkeyp
     capsys.readouterr()
     assert main(["eval", "matmul", "--dataset", str(data)]) == 2
     assert "no pool, family or device 'matmul'" in _one_line_error(capsys)
-    # plots: PNGs with matplotlib, else one line saying it is missing
+    # plots: PNGs with matplotlib (the test extra has it), else one line saying it is missing
     plots = tmp_path / "plots"
     assert main(["eval", "--dataset", str(data), "--prior", str(prior), "--plots", str(plots)]) == 0
-    out = capsys.readouterr().out
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert "matplotlib is not installed" in out
-    else:
-        assert (plots / f"{pool}.predicted.png").is_file()
-        assert (plots / f"{pool}.regret.png").is_file()
+    assert f"wrote 2 plots to {plots}" in capsys.readouterr().out
+    for kind in ("predicted", "regret"):
+        assert (plots / f"{pool}.{kind}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises
+    unplotted = tmp_path / "unplotted"
+    assert (
+        main(["eval", "--dataset", str(data), "--prior", str(prior), "--plots", str(unplotted)])
+        == 0
+    )
+    assert "matplotlib is not installed" in capsys.readouterr().out
+    assert not unplotted.exists()
 
 
 def test_fit_without_jax_is_one_line(tmp_path, monkeypatch, capsys) -> None:
