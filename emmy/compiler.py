@@ -184,6 +184,7 @@ def compile_graph(
     db: str = "",
     golden: str = "",
     constants: Sequence[str] = (),
+    compile_kernels: bool = True,
 ) -> Program:
     """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
     decided by the oracle stack (`oracles`, default pins→golden→db→prior→default) from
@@ -224,6 +225,8 @@ def compile_graph(
         arena_bytes=arena_bytes,
         timings=timings,
     )
+    if not compile_kernels:
+        return program
     if target == EMU:
         from emmy.runtime.emu import compile_emu
 
