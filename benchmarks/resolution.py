@@ -39,15 +39,15 @@ def populate(db: TuningDB, rows: int) -> list[dict]:
         for config in random.sample(valid, min(per_key, len(valid))):
             batch.append(
                 Row(
-                    "emu",
-                    regime.id,
-                    regime.words,
-                    "g++ bench",
-                    "softmax",
-                    key_text,
-                    config,
-                    "forced",
-                    "ok",
+                    device="emu",
+                    regime=regime.id,
+                    regime_words=regime.words,
+                    compiler="g++ bench",
+                    family="softmax",
+                    key=key_text,
+                    config=config,
+                    origin="forced",
+                    status="ok",
                     median_s=random.uniform(1e-4, 1e-2),
                     repetitions=5,
                 )

@@ -155,6 +155,27 @@ def test_digest_is_content_only():
     assert a.digest() != dataclasses.replace(a, message="x").digest()
 
 
+def test_every_field_but_where_and_when_a_row_was_recorded_is_digested():
+    a = row(spread=0.01, message="m", kernel_hash="h", resources={"registers": 32}, bench="b")
+    other = {"config": {"BM": 32}, "median_s": 2.0, "spread": 2.0, "repetitions": 5,
+             "resources": {"registers": 64}, "created": 2.0, "id": 7}  # fmt: skip
+    recorded = {"id", "bench", "created"}  # where and when, not what
+    for f in dataclasses.fields(Row):
+        changed = dataclasses.replace(a, **{f.name: other.get(f.name, "other")})
+        assert (changed.digest() != a.digest()) == (f.name not in recorded), f.name
+
+
+def test_a_digest_never_changes():
+    # freezes and dataset databases are deduplicated by digests computed long ago
+    fixed = Row(
+        device="emu", regime="r-0123456789ab", regime_words="g++ -O3", compiler="g++ 12",
+        family="gemm", key="m=4", config={"BN": 128, "BM": 64}, origin="forced", status="ok",
+        median_s=1e-3, spread=0.01, repetitions=10, message="m", kernel_hash="h",
+        resources={"registers": 32}, bench="b", emmy_version="0.1.0", created=1.0, id=3,
+    )  # fmt: skip
+    assert fixed.digest() == "956ca25f07ccddfbe974132c71959e585318af849821b32d024ece6bb210a81e"
+
+
 def test_best_orders_by_median_then_config(db):
     db.add(
         [
@@ -287,8 +308,9 @@ db = TuningDB(sys.argv[1])
 i = 0
 while True:
     rows = [
-        Row("emu", "r-0123456789ab", "g++ -O3", "g++ 12", "gemm", f"k{i}", {"BM": j, "s": "x"},
-            "forced", "ok", median_s=1e-3 * (j + 1), spread=0.01, repetitions=10,
+        Row(device="emu", regime="r-0123456789ab", regime_words="g++ -O3", compiler="g++ 12",
+            family="gemm", key=f"k{i}", config={"BM": j, "s": "x"}, origin="forced",
+            status="ok", median_s=1e-3 * (j + 1), spread=0.01, repetitions=10,
             message="m" * 2000, kernel_hash="h", resources={"registers": j}, bench="b")
         for j in range(3)
     ]

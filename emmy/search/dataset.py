@@ -26,7 +26,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FREEZE_NAME = re.compile(r"freeze-([0-9a-f]{12})\.jsonl")
 _HEADER_FIELDS = {"format", "schema", "created", "source", "filters", "rows"}
 # a frozen row: every field of a Row but its id (local to the database it came from)
-_ROW_FIELDS = {
-    "device", "regime", "regime_words", "compiler", "emmy_version", "family", "key", "config",
-    "origin", "status", "median_s", "spread", "repetitions", "message", "kernel_hash",
-    "resources", "bench", "created",
-}  # fmt: skip
+_ROW_FIELDS = {f.name for f in fields(Row)} - {"id"}
 
 Progress = Callable[[str], None]
 
@@ -77,26 +73,7 @@ def pool_id(family: str, device: str, regime: str) -> str:
 
 
 def _record(row: Row) -> dict[str, Any]:
-    return {
-        "device": row.device,
-        "regime": row.regime,
-        "regime_words": row.regime_words,
-        "compiler": row.compiler,
-        "emmy_version": row.emmy_version,
-        "family": row.family,
-        "key": row.key,
-        "config": dict(row.config),
-        "origin": row.origin,
-        "status": row.status,
-        "median_s": row.median_s,
-        "spread": row.spread,
-        "repetitions": row.repetitions,
-        "message": row.message,
-        "kernel_hash": row.kernel_hash,
-        "resources": row.resources,
-        "bench": row.bench,
-        "created": row.created,
-    }
+    return {name: getattr(row, name) for name in _ROW_FIELDS}
 
 
 def _line(value: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,29 +50,46 @@ def default_db_path() -> Path:
     return cache_dir() / "autotune.db"
 
 
-@dataclass(frozen=True)
-class Row:
-    """One measurement (or failure) of one config at one site: (device, regime, family, key)."""
+class _AutoIncrementField(peewee.AutoField):
+    """Row ids are cited as evidence by compile reports: AUTOINCREMENT never reuses one."""
 
-    device: str
-    regime: str
-    regime_words: str
-    compiler: str
-    family: str
-    key: str
-    config: dict[str, int | str]
-    origin: str
-    status: str
-    median_s: float | None = None
-    spread: float | None = None
-    repetitions: int = 0
-    message: str | None = None
-    kernel_hash: str | None = None
-    resources: dict | None = None
-    bench: str | None = None
-    emmy_version: str = emmy.__version__
-    created: float = field(default_factory=time.time)
-    id: int | None = None
+    def ddl(self, ctx: Any) -> Any:
+        return peewee.NodeList((super().ddl(ctx), peewee.SQL("AUTOINCREMENT")))
+
+
+def _column(sql: peewee.Field, **default: Any) -> Any:
+    """A Row field that is also a column of the measurements table, of type `sql`."""
+    return field(metadata={"column": sql}, **default)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    """One measurement (or failure) of one config at one site: (device, regime, family, key).
+
+    The one declaration of a measurement's fields: they are, in this order, the columns of
+    the measurements table (`Measurement`, the SQL text of `TuningDB` and `ReadOnlyDB`) and,
+    but the id, the fields of a frozen row (`emmy.search.dataset`).
+    """
+
+    id: int | None = _column(_AutoIncrementField(), default=None)  # set by the database
+    device: str = _column(peewee.TextField())
+    regime: str = _column(peewee.TextField())
+    regime_words: str = _column(peewee.TextField())
+    compiler: str = _column(peewee.TextField())
+    emmy_version: str = _column(peewee.TextField(), default=emmy.__version__)
+    family: str = _column(peewee.TextField())
+    key: str = _column(peewee.TextField())
+    config: dict[str, int | str] = _column(peewee.TextField())  # stored as canonical_config
+    origin: str = _column(peewee.TextField())
+    status: str = _column(peewee.TextField())
+    median_s: float | None = _column(peewee.FloatField(null=True), default=None)
+    spread: float | None = _column(peewee.FloatField(null=True), default=None)
+    repetitions: int = _column(peewee.IntegerField(), default=0)
+    message: str | None = _column(peewee.TextField(null=True), default=None)
+    kernel_hash: str | None = _column(peewee.TextField(null=True), default=None)
+    resources: dict | None = _column(peewee.TextField(null=True), default=None)  # stored as JSON
+    bench: str | None = _column(peewee.TextField(null=True), default=None)
+    created: float = _column(peewee.FloatField(), default_factory=time.time)
 
     @property
     def clean(self) -> bool:
@@ -81,7 +98,18 @@ class Row:
     def digest(self) -> str:
         """sha256 of what was measured and found; where and when it was recorded (id, created,
         bench) is left out, so the same row imported from two places deduplicates."""
-        return _digest(self, canonical_config(self.config), _resources_text(self.resources))
+        return _digest(_stored(self))
+
+
+#: the columns a Row is stored in, in table order
+_ROW_COLUMNS = tuple(f.name for f in fields(Row))
+#: the digest's content, in the order it has always been hashed: a new order, or a new
+#: field in it, would change every digest, and `emmy db import` deduplicates by them
+_DIGESTED = (
+    "device", "regime", "regime_words", "compiler", "family", "key", "config", "origin",
+    "status", "median_s", "spread", "repetitions", "message", "kernel_hash", "resources",
+    "emmy_version",
+)  # fmt: skip
 
 
 def _resources_text(resources: dict | None) -> str | None:
@@ -90,13 +118,17 @@ def _resources_text(resources: dict | None) -> str | None:
     )
 
 
-def _digest(row: Row, config: str, resources: str | None) -> str:
+def _stored(row: Row) -> dict[str, Any]:
+    """The column values of `row`: its config and resources as their JSON text."""
+    stored = {name: getattr(row, name) for name in _ROW_COLUMNS}
+    stored["config"] = canonical_config(row.config)
+    stored["resources"] = _resources_text(row.resources)
+    return stored
+
+
+def _digest(stored: Mapping[str, Any]) -> str:
     # a list in a fixed order: the digest must not change with dict order or emmy's version
-    content = [
-        row.device, row.regime, row.regime_words, row.compiler, row.family, row.key, config,
-        row.origin, row.status, row.median_s, row.spread, row.repetitions, row.message,
-        row.kernel_hash, resources, row.emmy_version,
-    ]  # fmt: skip
+    content = [stored[name] for name in _DIGESTED]
     text = json.dumps(content, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -104,44 +136,28 @@ def _digest(row: Row, config: str, resources: str | None) -> str:
 # --- schema -------------------------------------------------------------------------------
 
 
-class _AutoIncrementField(peewee.AutoField):
-    """Row ids are cited as evidence by compile reports: AUTOINCREMENT never reuses one."""
+class _MeasurementMeta:
+    table_name = "measurements"
+    indexes = (
+        # every lookup is by site, then config; status and median make best() read only
+        # the index until it fetches the winning row of each config
+        (("device", "regime", "family", "key", "config", "status", "median_s"), False),
+        # `emmy db import` deduplicates by content
+        (("digest",), False),
+    )
 
-    def ddl(self, ctx: Any) -> Any:
-        return peewee.NodeList((super().ddl(ctx), peewee.SQL("AUTOINCREMENT")))
 
-
-class Measurement(peewee.Model):
-    id = _AutoIncrementField()
-    device = peewee.TextField()
-    regime = peewee.TextField()
-    regime_words = peewee.TextField()
-    compiler = peewee.TextField()
-    emmy_version = peewee.TextField()
-    family = peewee.TextField()
-    key = peewee.TextField()
-    config = peewee.TextField()  # canonical_config text
-    origin = peewee.TextField()
-    status = peewee.TextField()
-    median_s = peewee.FloatField(null=True)
-    spread = peewee.FloatField(null=True)
-    repetitions = peewee.IntegerField()
-    message = peewee.TextField(null=True)
-    kernel_hash = peewee.TextField(null=True)
-    resources = peewee.TextField(null=True)  # JSON
-    bench = peewee.TextField(null=True)
-    created = peewee.FloatField()
-    digest = peewee.TextField()
-
-    class Meta:
-        table_name = "measurements"
-        indexes = (
-            # every lookup is by site, then config; status and median make best() read only
-            # the index until it fetches the winning row of each config
-            (("device", "regime", "family", "key", "config", "status", "median_s"), False),
-            # `emmy db import` deduplicates by content
-            (("digest",), False),
-        )
+#: a column per Row field, then the row's digest (Row.digest, kept to deduplicate by it)
+Measurement: type[peewee.Model] = type(
+    "Measurement",
+    (peewee.Model,),
+    {
+        "__module__": __name__,
+        **{f.name: f.metadata["column"] for f in fields(Row)},
+        "digest": peewee.TextField(),
+        "Meta": _MeasurementMeta,
+    },
+)
 
 
 class EmmyMeta(peewee.Model):
@@ -208,20 +224,17 @@ def _add_sources(database: peewee.SqliteDatabase) -> None:
 #: nothing.
 MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {1: _add_sources}
 
-_COLUMNS = (
-    "id", "device", "regime", "regime_words", "compiler", "emmy_version", "family", "key",
-    "config", "origin", "status", "median_s", "spread", "repetitions", "message", "kernel_hash",
-    "resources", "bench", "created",
-)  # fmt: skip
-_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _COLUMNS) + " FROM measurements"
+_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _ROW_COLUMNS) + " FROM measurements"
 _SITE = 'device = ? AND regime = ? AND family = ? AND "key" = ?'
+_INSERTED = (*(c for c in _ROW_COLUMNS if c != "id"), "digest")  # sqlite picks the id
 _INSERT = (
     "INSERT INTO measurements ("
-    + ", ".join(f'"{c}"' for c in (*_COLUMNS[1:], "digest"))
+    + ", ".join(f'"{c}"' for c in _INSERTED)
     + ") VALUES ("
-    + ", ".join("?" * len(_COLUMNS))
+    + ", ".join("?" * len(_INSERTED))
     + ")"
 )
+_CONFIG_COLUMN = _ROW_COLUMNS.index("config")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -231,28 +244,15 @@ def _parse_config(text: str) -> dict[str, int | str]:
 
 
 def _row(values: Sequence[Any]) -> Row:
-    (id_, device, regime, words, compiler, version, family, key, config, origin, status,
-     median, spread, reps, message, khash, resources, bench, created) = values  # fmt: skip
+    """The Row of the column values `values` (in _ROW_COLUMNS order)."""
+    stored = dict(zip(_ROW_COLUMNS, values, strict=True))
+    resources = stored["resources"]
     return Row(
-        device=device,
-        regime=regime,
-        regime_words=words,
-        compiler=compiler,
-        family=family,
-        key=key,
-        config=dict(_parse_config(config)),
-        origin=origin,
-        status=status,
-        median_s=median,
-        spread=spread,
-        repetitions=reps,
-        message=message,
-        kernel_hash=khash,
-        resources=None if resources is None else json.loads(resources),
-        bench=bench,
-        emmy_version=version,
-        created=created,
-        id=id_,
+        **{
+            **stored,
+            "config": dict(_parse_config(stored["config"])),
+            "resources": None if resources is None else json.loads(resources),
+        }
     )
 
 
@@ -562,16 +562,9 @@ class TuningDB:
             problem = _problem(row)
             if problem is not None:
                 raise EmmyError(f"{self.path}: row {i} ({row.family}, {row.key}): {problem}")
-            config = canonical_config(row.config)
-            resources = _resources_text(row.resources)
-            values.append(
-                (
-                    row.device, row.regime, row.regime_words, row.compiler, row.emmy_version,
-                    row.family, row.key, config, row.origin, row.status, row.median_s,
-                    row.spread, row.repetitions, row.message, row.kernel_hash, resources,
-                    row.bench, row.created, _digest(row, config, resources),
-                )
-            )  # fmt: skip
+            stored = _stored(row)
+            stored["digest"] = _digest(stored)
+            values.append(tuple(stored[c] for c in _INSERTED))
         if not values:
             return []
         self.database.cursor().executemany(_INSERT, values)
@@ -709,7 +702,7 @@ class TuningDB:
         with self._errors("cannot read the tuning database"):
             found = self._sql(sql, params)
         if allowed is not None:
-            found = [r for r in found if r[8] in allowed]
+            found = [r for r in found if r[_CONFIG_COLUMN] in allowed]
         return _LazyRows(found)
 
     def sites(self, device: str, regime: str) -> list[tuple[str, str]]:
