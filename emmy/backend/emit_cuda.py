@@ -8,7 +8,11 @@ of width W, a load or store at `invariant + j` becomes one vector access of W el
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import UnionType
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -42,15 +46,23 @@ def storage_type(element: Attribute) -> str:
     return STORAGE[type(element)]
 
 
-INT_OPS = {
+#: binary ops printed as `a <operator> b`
+INFIX = {
     arith.AddiOp: "+",
     arith.SubiOp: "-",
     arith.MuliOp: "*",
     arith.DivSIOp: "/",
     arith.RemSIOp: "%",
+    arith.AddfOp: "+",
+    arith.SubfOp: "-",
+    arith.MulfOp: "*",
+    arith.DivfOp: "/",
+    # on booleans (i1)
+    arith.AndIOp: "&&",
+    arith.OrIOp: "||",
+    arith.XOrIOp: "!=",
 }
-FLOAT_OPS = {arith.AddfOp: "+", arith.SubfOp: "-", arith.MulfOp: "*", arith.DivfOp: "/"}
-BOOL_OPS = {arith.AndIOp: "&&", arith.OrIOp: "||", arith.XOrIOp: "!="}
+#: ops printed as a call of emmy's device header: `emmy::fmax(a, b)`
 CALLS = {
     arith.MaximumfOp: "emmy::fmax",
     arith.MinimumfOp: "emmy::fmin",
@@ -75,6 +87,7 @@ COMPARE = {
     "ogt": ">",
     "oge": ">=",
 }
+#: ops printed as a coordinate of the launch: `(int)threadIdx.x`
 COORDINATES = {
     kernel.ThreadIdOp: "threadIdx",
     kernel.BlockIdOp: "blockIdx",
@@ -169,6 +182,11 @@ def _config_dict(config: Attribute | None) -> dict[str, int | str]:
     return {name: fork.option_value(value) for name, value in config.data.items()}
 
 
+def _any_of(op_types: Iterable[type[Operation]]) -> UnionType:
+    """The union of `op_types`: one printer method registered for the ops of a table."""
+    return functools.reduce(operator.or_, op_types)
+
+
 class KernelPrinter:
     """Prints one kernel.func; every SSA value gets a C name or an inline literal."""
 
@@ -238,123 +256,162 @@ class KernelPrinter:
             self.operation(op)
 
     def operation(self, op: Operation) -> None:
-        if isinstance(op, arith.ConstantOp | kernel.ReturnOp | kernel.YieldOp):
-            return
         if op.dialect_name() == "arith" and all(fold(r) is not None for r in op.results):
             return  # known once forks are fixed: printed as a literal where used
-        if type(op) in INT_OPS or type(op) in FLOAT_OPS or type(op) in BOOL_OPS:
-            symbol = INT_OPS.get(type(op)) or FLOAT_OPS.get(type(op)) or BOOL_OPS[type(op)]
-            self.define(
-                op.results[0], f"{self.value(op.operands[0])} {symbol} {self.value(op.operands[1])}"
-            )
-        elif type(op) in CALLS:
-            args = ", ".join(self.value(o) for o in op.operands)
-            self.define(op.results[0], f"{CALLS[type(op)]}({args})")
-        elif isinstance(op, xmath.ExpOp):
-            fast = op.fastmath == arith.FastMathFlagsAttr("fast")
-            self.define(
-                op.result, f"emmy::{'fast_exp' if fast else 'exp'}({self.value(op.operand)})"
-            )
-        elif isinstance(op, arith.MaxSIOp | arith.MinSIOp):
-            a, b = self.value(op.operands[0]), self.value(op.operands[1])
-            cmp = ">" if isinstance(op, arith.MaxSIOp) else "<"
-            self.define(op.results[0], f"({a} {cmp} {b} ? {a} : {b})")
-        elif isinstance(op, arith.CmpiOp | arith.CmpfOp):
-            predicate = op.predicate.value.data
-            names = (
-                arith.CMPI_COMPARISON_OPERATIONS
-                if isinstance(op, arith.CmpiOp)
-                else arith.CMPF_COMPARISON_OPERATIONS
-            )
-            symbol = COMPARE[names[predicate]]
-            self.define(op.result, f"{self.value(op.lhs)} {symbol} {self.value(op.rhs)}")
-        elif isinstance(op, arith.SelectOp):
-            self.define(
-                op.result, f"{self.value(op.cond)} ? {self.value(op.lhs)} : {self.value(op.rhs)}"
-            )
-        elif isinstance(op, arith.NegfOp):
-            self.define(op.result, f"-{self.value(op.operands[0])}")
-        elif isinstance(op, arith.SIToFPOp):
-            self.define(op.result, f"(float){self.value(op.input)}")
-        elif type(op) in COORDINATES:
-            self.define(op.result, f"(int){COORDINATES[type(op)]}.{op.dim.data}")
-        elif isinstance(op, kernel.LoadOp):
-            access = self.lane_access.get(op)
-            address = f"{self.value(op.ptr)} + {self.value(op.index)}"
-            if isinstance(op.result.type, IntegerType):
-                access = access or f"*({address})"  # integers are read as they are stored
-            self.define(op.result, access if access else f"emmy::load({address})")
-        elif isinstance(op, arith.TruncIOp | arith.ExtSIOp):
-            self.define(op.result, f"({c_type(op.result.type)}){self.value(op.input)}")
-        elif isinstance(op, kernel.SharedArrayOp):
-            offset = fold_int(op.offset, "a shared array's offset")
-            name = self.fresh("shared")
-            self.names[op.result] = name
-            element = storage_type(op.result.type.element)
-            self.line(
-                f"{element}* const {name} = reinterpret_cast<{element}*>(emmy::smem() + {offset});"
-            )
-        elif isinstance(op, kernel.LdmatrixOp):
-            count = op.count.value.data
-            call = "ldmatrix_trans" if op.trans.value.data else "ldmatrix"
-            fragment = f"{self.value(op.fragment)} + {self.value(op.fragment_offset)}"
-            self.line(
-                f"emmy::{call}<{count}>(*reinterpret_cast<unsigned(*)[{count}]>({fragment}), "
-                f"{self.value(op.ptr)} + {self.value(op.offset)});"
-            )
-        elif isinstance(op, kernel.MmaOp):
-            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
-            acc = (
-                f"*reinterpret_cast<emmy::frag_c*>({self.value(op.acc)} + {self.value(op.offset)})"
-            )
-            a = f"*reinterpret_cast<const emmy::frag_a*>({self.value(op.a)} + {self.value(op.a_offset)})"
-            b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
-            self.line(f"emmy::mma_16816<{dtype}>({acc}, {a}, {b}, {acc});")
-        elif isinstance(op, kernel.PackHalf2Op):
-            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
-            self.line(
-                f"{self.value(op.fragment)}[{self.value(op.offset)}] = "
-                f"emmy::pack_half2<{dtype}>({self.value(op.lo)}, {self.value(op.hi)});"
-            )
-        elif isinstance(op, kernel.CopyAsyncOp):
-            self.line(
-                f"emmy::cp_async<16>({self.value(op.dst)} + {self.value(op.dst_offset)}, "
-                f"{self.value(op.src)} + {self.value(op.src_offset)}, {self.value(op.valid_bytes)});"
-            )
-        elif isinstance(op, kernel.CopyAsyncWaitOp):
-            self.line("emmy::cp_async_commit();")
-            self.line(f"emmy::cp_async_wait<{op.pending.value.data}>();")
-        elif isinstance(op, kernel.LocalArrayOp):
-            count = fold_int(op.count, "a local array's size")
-            if not 0 < count <= 256:
-                raise EmitError(f"a local array of {count} elements: 1 to 256 fit in registers")
-            name = self.fresh("local")
-            self.names[op.result] = name
-            element = "float" if isinstance(op.result.type.element, Float32Type) else "unsigned"
-            self.line(f"{element} {name}[{count}];")
-        elif isinstance(op, kernel.IfOp):
-            self.line(f"if ({self.value(op.condition)}) {{")
-            self.indent += 1
-            self.block(op.body.block)
-            self.indent -= 1
-            self.line("}")
-        elif isinstance(op, kernel.StoreOp):
-            access = self.lane_access.get(op)
-            if access:
-                self.line(f"{access} = {self.value(op.value)};")
-            else:
-                self.line(
-                    f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"
-                )
-        elif isinstance(op, kernel.BarrierOp):
-            self.line("emmy::sync_threads();")
-        elif isinstance(op, kernel.GroupReduceOp):
-            self.group_reduce(op)
-        elif isinstance(op, kernel.ForOp):
-            self.loop(op)
-        else:
-            raise EmitError(f"emit-cuda has no case for {op.name}")
+        self.emit(op)
 
+    @functools.singledispatchmethod
+    def emit(self, op: Operation) -> None:
+        """Prints `op`: one method per op (or per table of ops of one form) below."""
+        raise EmitError(f"emit-cuda has no case for {op.name}")
+
+    @emit.register
+    def _unprinted(self, op: arith.ConstantOp | kernel.ReturnOp | kernel.YieldOp) -> None:
+        pass  # constants are printed inline where used, a loop prints its yield's values
+
+    @emit.register(_any_of(INFIX))
+    def _infix(self, op: Operation) -> None:
+        lhs, rhs = self.value(op.operands[0]), self.value(op.operands[1])
+        self.define(op.results[0], f"{lhs} {INFIX[type(op)]} {rhs}")
+
+    @emit.register(_any_of(CALLS))
+    def _call(self, op: Operation) -> None:
+        args = ", ".join(self.value(o) for o in op.operands)
+        self.define(op.results[0], f"{CALLS[type(op)]}({args})")
+
+    @emit.register
+    def _exp(self, op: xmath.ExpOp) -> None:
+        fast = op.fastmath == arith.FastMathFlagsAttr("fast")
+        self.define(op.result, f"emmy::{'fast_exp' if fast else 'exp'}({self.value(op.operand)})")
+
+    @emit.register
+    def _max_min(self, op: arith.MaxSIOp | arith.MinSIOp) -> None:
+        a, b = self.value(op.operands[0]), self.value(op.operands[1])
+        cmp = ">" if isinstance(op, arith.MaxSIOp) else "<"
+        self.define(op.results[0], f"({a} {cmp} {b} ? {a} : {b})")
+
+    @emit.register
+    def _compare(self, op: arith.CmpiOp | arith.CmpfOp) -> None:
+        predicate = op.predicate.value.data
+        names = (
+            arith.CMPI_COMPARISON_OPERATIONS
+            if isinstance(op, arith.CmpiOp)
+            else arith.CMPF_COMPARISON_OPERATIONS
+        )
+        symbol = COMPARE[names[predicate]]
+        self.define(op.result, f"{self.value(op.lhs)} {symbol} {self.value(op.rhs)}")
+
+    @emit.register
+    def _select(self, op: arith.SelectOp) -> None:
+        self.define(
+            op.result, f"{self.value(op.cond)} ? {self.value(op.lhs)} : {self.value(op.rhs)}"
+        )
+
+    @emit.register
+    def _negf(self, op: arith.NegfOp) -> None:
+        self.define(op.result, f"-{self.value(op.operands[0])}")
+
+    @emit.register
+    def _sitofp(self, op: arith.SIToFPOp) -> None:
+        self.define(op.result, f"(float){self.value(op.input)}")
+
+    @emit.register
+    def _integer_cast(self, op: arith.TruncIOp | arith.ExtSIOp) -> None:
+        self.define(op.result, f"({c_type(op.result.type)}){self.value(op.input)}")
+
+    @emit.register(_any_of(COORDINATES))
+    def _coordinate(self, op: Operation) -> None:
+        self.define(op.results[0], f"(int){COORDINATES[type(op)]}.{op.dim.data}")
+
+    @emit.register
+    def _load(self, op: kernel.LoadOp) -> None:
+        access = self.lane_access.get(op)
+        address = f"{self.value(op.ptr)} + {self.value(op.index)}"
+        if isinstance(op.result.type, IntegerType):
+            access = access or f"*({address})"  # integers are read as they are stored
+        self.define(op.result, access if access else f"emmy::load({address})")
+
+    @emit.register
+    def _store(self, op: kernel.StoreOp) -> None:
+        access = self.lane_access.get(op)
+        if access:
+            self.line(f"{access} = {self.value(op.value)};")
+            return
+        self.line(
+            f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"
+        )
+
+    @emit.register
+    def _shared_array(self, op: kernel.SharedArrayOp) -> None:
+        offset = fold_int(op.offset, "a shared array's offset")
+        name = self.fresh("shared")
+        self.names[op.result] = name
+        element = storage_type(op.result.type.element)
+        self.line(
+            f"{element}* const {name} = reinterpret_cast<{element}*>(emmy::smem() + {offset});"
+        )
+
+    @emit.register
+    def _local_array(self, op: kernel.LocalArrayOp) -> None:
+        count = fold_int(op.count, "a local array's size")
+        if not 0 < count <= 256:
+            raise EmitError(f"a local array of {count} elements: 1 to 256 fit in registers")
+        name = self.fresh("local")
+        self.names[op.result] = name
+        element = "float" if isinstance(op.result.type.element, Float32Type) else "unsigned"
+        self.line(f"{element} {name}[{count}];")
+
+    @emit.register
+    def _ldmatrix(self, op: kernel.LdmatrixOp) -> None:
+        count = op.count.value.data
+        call = "ldmatrix_trans" if op.trans.value.data else "ldmatrix"
+        fragment = f"{self.value(op.fragment)} + {self.value(op.fragment_offset)}"
+        self.line(
+            f"emmy::{call}<{count}>(*reinterpret_cast<unsigned(*)[{count}]>({fragment}), "
+            f"{self.value(op.ptr)} + {self.value(op.offset)});"
+        )
+
+    @emit.register
+    def _mma(self, op: kernel.MmaOp) -> None:
+        dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+        acc = f"*reinterpret_cast<emmy::frag_c*>({self.value(op.acc)} + {self.value(op.offset)})"
+        a = f"*reinterpret_cast<const emmy::frag_a*>({self.value(op.a)} + {self.value(op.a_offset)})"
+        b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
+        self.line(f"emmy::mma_16816<{dtype}>({acc}, {a}, {b}, {acc});")
+
+    @emit.register
+    def _pack_half2(self, op: kernel.PackHalf2Op) -> None:
+        dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+        self.line(
+            f"{self.value(op.fragment)}[{self.value(op.offset)}] = "
+            f"emmy::pack_half2<{dtype}>({self.value(op.lo)}, {self.value(op.hi)});"
+        )
+
+    @emit.register
+    def _copy_async(self, op: kernel.CopyAsyncOp) -> None:
+        self.line(
+            f"emmy::cp_async<16>({self.value(op.dst)} + {self.value(op.dst_offset)}, "
+            f"{self.value(op.src)} + {self.value(op.src_offset)}, {self.value(op.valid_bytes)});"
+        )
+
+    @emit.register
+    def _copy_async_wait(self, op: kernel.CopyAsyncWaitOp) -> None:
+        self.line("emmy::cp_async_commit();")
+        self.line(f"emmy::cp_async_wait<{op.pending.value.data}>();")
+
+    @emit.register
+    def _barrier(self, op: kernel.BarrierOp) -> None:
+        self.line("emmy::sync_threads();")
+
+    @emit.register
+    def _if(self, op: kernel.IfOp) -> None:
+        self.line(f"if ({self.value(op.condition)}) {{")
+        self.indent += 1
+        self.block(op.body.block)
+        self.indent -= 1
+        self.line("}")
+
+    @emit.register
     def group_reduce(self, op: kernel.GroupReduceOp) -> None:
         group = fold_int(op.group, "the reduction group")
         strategy = op.strategies.data[fold_int(op.strategy, "the reduction strategy")].data
@@ -371,6 +428,7 @@ class KernelPrinter:
             f"emmy::group_reduce{params}({value}, {REDUCE_OPS[op.kind.data]}, {self.scratch()})",
         )
 
+    @emit.register
     def loop(self, op: kernel.ForOp) -> None:
         width = fold_int(op.width, "the loop width")
         if width not in (1, 2, 4, 8, 16):
