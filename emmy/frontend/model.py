@@ -11,6 +11,10 @@ followed as a strided view of the contiguous tensor it came from, computed by ap
 op to a meta tensor. A consumer that needs a contiguous tensor reads the view in place
 when its elements are in order (`graph.reshape`) and through a copy otherwise
 (`graph.as_strided`).
+
+Each op converts by one entry of the registry `ATEN` (emmy.frontend.op_registry):
+`supported_ops()` lists the ops, `handler_for(name)` gives an op's entry, and
+`supports(node)` says whether a node converts without converting it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy.dialects import graph
 from emmy.errors import EmmyError
+from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 from emmy.passes.lower_graph import broadcast_kind, collapse_dims
 
 DTYPES: dict[torch.dtype, Attribute] = {
@@ -84,55 +89,6 @@ def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(list(typ.get_shape()), dtype=dtype, device="meta")
 
 
-VIEW_OPS = {
-    "aten.view.default",
-    "aten.reshape.default",
-    "aten._unsafe_view.default",
-    "aten.transpose.int",
-    "aten.permute.default",
-    "aten.t.default",
-    "aten.unsqueeze.default",
-    "aten.squeeze.dim",
-    "aten.squeeze.dims",
-    "aten.squeeze.default",
-    "aten.flatten.using_ints",
-    "aten.unflatten.int",
-    "aten.expand.default",
-    "aten.slice.Tensor",
-    "aten.select.int",
-    "aten.narrow.default",
-    "aten.alias.default",
-    "aten.detach.default",
-    "aten.split.Tensor",
-    "aten.split_with_sizes.default",
-    "aten.chunk.default",
-    "aten.unbind.int",
-}
-IDENTITY_OPS = {"aten.dropout.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default"}
-#: checks torch.export inserts (before each `.to(...)`) of what shapes already fix
-NO_OPS = {"aten._assert_tensor_metadata.default"}
-COPY_OPS = {
-    "aten.contiguous.default",
-    "aten.clone.default",
-    "aten._to_copy.default",
-    "aten.to.dtype",
-    "aten.to.dtype_layout",
-}
-UNARY_OPS = {
-    "aten.exp.default": graph.ExpOp,
-    "aten.tanh.default": graph.TanhOp,
-    "aten.sigmoid.default": graph.SigmoidOp,
-    "aten.silu.default": graph.SiluOp,
-    "aten.relu.default": graph.ReluOp,
-    "aten.neg.default": graph.NegOp,
-}
-BINARY_OPS = {
-    "add": graph.AddOp,
-    "sub": graph.SubOp,
-    "mul": graph.MulOp,
-    "div": graph.DivOp,
-}
-REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
 INTEGER_DTYPES = {torch.int64, torch.int32}
 
 
@@ -397,75 +353,10 @@ class Converter:
         )
 
     def call(self, node: fx.Node) -> object:
-        target = node.target
-        name = str(target)
-        args = node.args
-        example = node.meta.get("val")
-        if isinstance(example, (int, torch.SymInt)):
-            return int(example)  # a size (of a dynamic dim, specialised), read by views
-        if target is operator.getitem:
-            return self.values[args[0]][args[1]]
-        if name in VIEW_OPS:
-            return self.view_op(node)
-        if name in IDENTITY_OPS:
-            return self.values[args[0]]
-        if name in NO_OPS:
-            return None
-        if name in COPY_OPS:
-            return self.copy(node)
-        handler = HANDLERS.get(name)
-        if handler is not None:
-            return handler(self, node)
-        if name in UNARY_OPS:
-            x = self.operand(args[0])
-            return self.result(self.insert(UNARY_OPS[name](x)), node.meta["val"])
-        op_name = name.removeprefix("aten.").partition(".")[0]
-        if op_name in BINARY_OPS or op_name == "rsub":
-            return self.binary(node, op_name)
-        raise self.error(f"unsupported op {name}")
-
-    def view_op(self, node: fx.Node) -> object:
-        source = self.view(self.values[node.args[0]])
-        rest = fx.node.map_arg(node.args[1:], lambda size: self.values[size])
-        try:
-            meta = node.target(source.meta, *rest, **node.kwargs)
-        except RuntimeError:
-            # not expressible as a view of these strides (a reshape of a permuted tensor):
-            # copy to contiguous, then view that
-            base = self.contiguous(source)
-            meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
-            source = View(base, meta)
-        if isinstance(meta, (list, tuple)):
-            return [View(source.base, m) for m in meta]
-        if not meta._is_view() and meta is not source.meta:
-            # torch copied (reshape of a non-viewable tensor): so does emmy
-            base = self.contiguous(source)
-            meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
-            return View(base, meta)
-        return View(source.base, meta)
-
-    def copy(self, node: fx.Node) -> View:
-        out = node.meta["val"]
-        source = self.view(self.values[node.args[0]])
-        if out.dtype != source.meta.dtype:
-            raise self.error(
-                f"{node.target}: dtype conversion {source.meta.dtype} -> {out.dtype} "
-                "is not supported"
-            )
-        return self.result(self.contiguous(source), out)
-
-    def binary(self, node: fx.Node, op_name: str) -> View:
-        out = node.meta["val"]
-        lhs_arg, rhs_arg = node.args[0], node.args[1]
-        if op_name == "rsub":
-            lhs_arg, rhs_arg, op_name = rhs_arg, lhs_arg, "sub"
-        typ = self.type_of(out)
-        lhs = self.tensor_or_scalar(lhs_arg, typ)
-        rhs = self.tensor_or_scalar(rhs_arg, typ)
-        alpha = node.kwargs.get("alpha", 1)
-        if alpha != 1:
-            rhs = self.insert(graph.MulOp(rhs, self.scalar(alpha, rhs), rhs.type))
-        return self.result(self.insert(BINARY_OPS[op_name](lhs, rhs, typ)), out)
+        support = ATEN.supports(node)
+        if not support:
+            raise self.error(support.reason)
+        return ATEN.entry_for(node).handler(self, node)
 
     def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
         if isinstance(arg, (int, float)):
@@ -494,6 +385,25 @@ class Converter:
         return View(result.base, result.meta.transpose(dim, rank - 1))
 
 
+#: the ops the converter takes, each by one entry
+ATEN = OpRegistry()
+
+
+def supported_ops() -> frozenset[str]:
+    """The names of the ATen ops the converter takes."""
+    return ATEN.supported_ops()
+
+
+def handler_for(name: str) -> OpEntry | None:
+    """The entry that converts op `name`, or None when no entry does."""
+    return ATEN.handler_for(name)
+
+
+def supports(node: fx.Node) -> Support:
+    """Whether the converter takes a call_function node, and if not why, without converting."""
+    return ATEN.supports(node)
+
+
 def _value(node: fx.Node) -> torch.Tensor:
     """The node's example tensor: its first, for ops that give several (their others, the
     statistics saved for a backward pass, have no user in inference)."""
@@ -501,6 +411,221 @@ def _value(node: fx.Node) -> torch.Tensor:
     return value[0] if isinstance(value, (list, tuple)) else value
 
 
+# -- fx plumbing ------------------------------------------------------------------------
+@ATEN.handles_class(lambda node: isinstance(node.meta.get("val"), (int, torch.SymInt)))
+def _size(self: Converter, node: fx.Node) -> int:
+    """A size (of a dynamic dim, specialised), read by views."""
+    return int(node.meta["val"])
+
+
+@ATEN.handles_class(lambda node: node.target is operator.getitem)
+def _item(self: Converter, node: fx.Node) -> object:
+    """One result of an op that gives several."""
+    return self.values[node.args[0]][node.args[1]]
+
+
+# -- views and copies -------------------------------------------------------------------
+@ATEN.handles(
+    "aten.view.default",
+    "aten.reshape.default",
+    "aten._unsafe_view.default",
+    "aten.transpose.int",
+    "aten.permute.default",
+    "aten.t.default",
+    "aten.unsqueeze.default",
+    "aten.squeeze.dim",
+    "aten.squeeze.dims",
+    "aten.squeeze.default",
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.expand.default",
+    "aten.slice.Tensor",
+    "aten.select.int",
+    "aten.narrow.default",
+    "aten.alias.default",
+    "aten.detach.default",
+    "aten.split.Tensor",
+    "aten.split_with_sizes.default",
+    "aten.chunk.default",
+    "aten.unbind.int",
+)
+def _view(self: Converter, node: fx.Node) -> object:
+    source = self.view(self.values[node.args[0]])
+    rest = fx.node.map_arg(node.args[1:], lambda size: self.values[size])
+    try:
+        meta = node.target(source.meta, *rest, **node.kwargs)
+    except RuntimeError:
+        # not expressible as a view of these strides (a reshape of a permuted tensor):
+        # copy to contiguous, then view that
+        base = self.contiguous(source)
+        meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+        source = View(base, meta)
+    if isinstance(meta, (list, tuple)):
+        return [View(source.base, m) for m in meta]
+    if not meta._is_view() and meta is not source.meta:
+        # torch copied (reshape of a non-viewable tensor): so does emmy
+        base = self.contiguous(source)
+        meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+        return View(base, meta)
+    return View(source.base, meta)
+
+
+@ATEN.handles("aten.dropout.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default")
+def _identity(self: Converter, node: fx.Node) -> object:
+    return self.values[node.args[0]]
+
+
+# checks torch.export inserts (before each `.to(...)`) of what shapes already fix
+@ATEN.handles("aten._assert_tensor_metadata.default")
+def _no_op(self: Converter, node: fx.Node) -> None:
+    return None
+
+
+def _copy_refusal(node: fx.Node) -> str | None:
+    source, out = node.args[0].meta["val"].dtype, node.meta["val"].dtype
+    if out == source:
+        return None
+    return f"{node.target}: dtype conversion {source} -> {out} is not supported"
+
+
+@ATEN.handles(
+    "aten.contiguous.default",
+    "aten.clone.default",
+    "aten._to_copy.default",
+    "aten.to.dtype",
+    "aten.to.dtype_layout",
+    accepts=_copy_refusal,
+)
+def _copy(self: Converter, node: fx.Node) -> View:
+    return self.result(self.contiguous(self.view(self.values[node.args[0]])), node.meta["val"])
+
+
+# -- elementwise ------------------------------------------------------------------------
+UNARY_OPS = {
+    "aten.exp.default": graph.ExpOp,
+    "aten.tanh.default": graph.TanhOp,
+    "aten.sigmoid.default": graph.SigmoidOp,
+    "aten.silu.default": graph.SiluOp,
+    "aten.relu.default": graph.ReluOp,
+    "aten.neg.default": graph.NegOp,
+}
+
+
+@ATEN.handles(*UNARY_OPS)
+def _unary(self: Converter, node: fx.Node) -> View:
+    x = self.operand(node.args[0])
+    return self.result(self.insert(UNARY_OPS[op_name(node)](x)), node.meta["val"])
+
+
+BINARY_OPS = {
+    "add": graph.AddOp,
+    "sub": graph.SubOp,
+    "mul": graph.MulOp,
+    "div": graph.DivOp,
+}
+ARITHMETIC = (*BINARY_OPS, "rsub")
+
+
+def _arithmetic(node: fx.Node) -> str:
+    """`add` for aten.add.Tensor: every overload of an arithmetic op converts alike."""
+    return op_name(node).removeprefix("aten.").partition(".")[0]
+
+
+@ATEN.handles_class(
+    lambda node: _arithmetic(node) in ARITHMETIC,
+    members=[f"aten.{op}.{overload}" for op in ARITHMETIC for overload in ("Tensor", "Scalar")],
+)
+def _binary(self: Converter, node: fx.Node) -> View:
+    out = node.meta["val"]
+    arithmetic = _arithmetic(node)
+    lhs_arg, rhs_arg = node.args[0], node.args[1]
+    if arithmetic == "rsub":
+        lhs_arg, rhs_arg, arithmetic = rhs_arg, lhs_arg, "sub"
+    typ = self.type_of(out)
+    lhs = self.tensor_or_scalar(lhs_arg, typ)
+    rhs = self.tensor_or_scalar(rhs_arg, typ)
+    alpha = node.kwargs.get("alpha", 1)
+    if alpha != 1:
+        rhs = self.insert(graph.MulOp(rhs, self.scalar(alpha, rhs), rhs.type))
+    return self.result(self.insert(BINARY_OPS[arithmetic](lhs, rhs, typ)), out)
+
+
+@ATEN.handles("aten.gelu.default")
+def _gelu(self: Converter, node: fx.Node) -> View:
+    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    x = self.operand(node.args[0])
+    return self.result(self.insert(graph.GeluOp(x, approximate)), node.meta["val"])
+
+
+@ATEN.handles("emmy.rope.default")
+def _rope(self: Converter, node: fx.Node) -> View:
+    x, cos, sin = (self.operand(a) for a in node.args[:3])
+    return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
+
+
+@ATEN.handles("aten.embedding.default")
+def _embedding(self: Converter, node: fx.Node) -> View:
+    table = self.operand(node.args[0])
+    ids = self.operand(node.args[1])
+    out = node.meta["val"]
+    return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
+
+
+# -- reductions -------------------------------------------------------------------------
+REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+
+
+def _reduced_dims(node: fx.Node) -> object:
+    return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+
+
+def _reduction_refusal(node: fx.Node) -> str | None:
+    kind = REDUCTIONS[op_name(node)]
+    dims = _reduced_dims(node)
+    if dims is None or len(dims) != 1:
+        return f"{kind} over {dims!r}: only one dim at a time is supported"
+    if node.kwargs.get("dtype") is not None:
+        return f"{kind} with a dtype conversion is not supported"
+    return None
+
+
+@ATEN.handles(*REDUCTIONS, accepts=_reduction_refusal)
+def _reduce(self: Converter, node: fx.Node) -> View:
+    kind = REDUCTIONS[op_name(node)]
+    dims = _reduced_dims(node)
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    example = node.meta["val"]
+    source = self.view(self.values[node.args[0]])
+    rank = source.meta.dim()
+    dim = int(dims[0]) % rank
+    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
+    # back to its place by a reshape, which moves no element
+    order = [d for d in range(rank) if d != dim] + [dim]
+    x = self.contiguous(View(source.base, source.meta.permute(order)))
+    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
+    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
+    out = self.type_of(example)
+    if value.type != out:
+        value = self.insert(graph.ReshapeOp(value, out))
+    return self.result(value, example)
+
+
+def _softmax_refusal(node: fx.Node) -> str | None:
+    if node.meta["val"].dtype == node.args[0].meta["val"].dtype:
+        return None
+    return "softmax with a dtype conversion is not supported"
+
+
+@ATEN.handles("aten.softmax.int", "aten._softmax.default", accepts=_softmax_refusal)
+def _softmax(self: Converter, node: fx.Node) -> View:
+    def build(x: SSAValue) -> SSAValue:
+        return self.insert(graph.SoftmaxOp(x, -1))
+
+    return self.over_last_dim(node, int(node.args[1]), build)
+
+
+# -- matmuls ----------------------------------------------------------------------------
+@ATEN.handles("aten.linear.default")
 def _linear(self: Converter, node: fx.Node) -> View:
     x_arg, w_arg = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
@@ -518,19 +643,29 @@ def _linear(self: Converter, node: fx.Node) -> View:
     return self.result(value, out)
 
 
+def _matmul_refusal_of(lhs_arg: fx.Node, rhs_arg: fx.Node) -> str | None:
+    a, b = lhs_arg.meta["val"], rhs_arg.meta["val"]
+    if a.dim() < 2 or b.dim() < 2:
+        return "matmul of a vector is not supported"
+    if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
+        return f"matmul batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} differ"
+    if a.dim() == 2 and b.dim() > 2:
+        return "matmul of a matrix by a batch of matrices is not supported"
+    return None
+
+
+def _matmul_refusal(node: fx.Node) -> str | None:
+    return _matmul_refusal_of(node.args[0], node.args[1])
+
+
+@ATEN.handles("aten.matmul.default", "aten.mm.default", "aten.bmm.default", accepts=_matmul_refusal)
 def _matmul(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
     return self.result(_matmul_of(self, node.args[0], node.args[1], out), out)
 
 
 def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.Tensor) -> SSAValue:
-    a, b = lhs_arg.meta["val"], rhs_arg.meta["val"]
-    if a.dim() < 2 or b.dim() < 2:
-        raise self.error("matmul of a vector is not supported")
-    if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
-        raise self.error(f"matmul batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} differ")
-    if a.dim() == 2 and b.dim() > 2:
-        raise self.error("matmul of a matrix by a batch of matrices is not supported")
+    """lhs · rhs, of operands `_matmul_refusal_of` accepts."""
     # a transposed rhs (k.transpose(-2, -1)) is read in place as A · Bᵀ
     rhs_view = self.view(self.values[rhs_arg])
     transposed = View(rhs_view.base, rhs_view.meta.transpose(-2, -1))
@@ -542,13 +677,39 @@ def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.T
     return self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b))
 
 
+def _addmm_refusal(node: fx.Node) -> str | None:
+    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+        return "addmm with alpha or beta is not supported"
+    return _matmul_refusal_of(node.args[1], node.args[2])
+
+
+@ATEN.handles("aten.addmm.default", accepts=_addmm_refusal)
+def _addmm(self: Converter, node: fx.Node) -> View:
+    """bias + x · w (what F.linear of a 2-d input is below autograd)."""
+    bias, x_arg, w_arg = node.args[:3]
+    out = node.meta["val"]
+    product = _matmul_of(self, x_arg, w_arg, out)
+    return self.result(self.insert(graph.AddOp(product, self.operand(bias), product.type)), out)
+
+
+# -- norms ------------------------------------------------------------------------------
+def _last_dim_only(norm: str) -> Refusal:
+    """Refuses a norm over more than the last dim (its normalized_shape, args[1])."""
+
+    def refusal(node: fx.Node) -> str | None:
+        if len(node.args[1]) == 1:
+            return None
+        return f"{norm} over more than the last dim is not supported"
+
+    return refusal
+
+
+@ATEN.handles("aten.layer_norm.default", accepts=_last_dim_only("layer_norm"))
 def _layer_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     bias = node.args[3] if len(node.args) > 3 else None
     eps = node.args[4] if len(node.args) > 4 else 1e-5
-    if len(shape) != 1:
-        raise self.error("layer_norm over more than the last dim is not supported")
     x = self.operand(x_arg)
     example = _value(node)
     w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
@@ -556,12 +717,17 @@ def _layer_norm(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
 
 
+@ATEN.handles("aten.native_layer_norm.default", accepts=_last_dim_only("layer_norm"))
+def _native_layer_norm(self: Converter, node: fx.Node) -> list:
+    """LayerNorm's output; its saved mean and rstd have no user in inference."""
+    return [_layer_norm(self, node), None, None]
+
+
+@ATEN.handles("aten.rms_norm.default", accepts=_last_dim_only("rms_norm"))
 def _rms_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     eps = node.args[3] if len(node.args) > 3 else None
-    if len(shape) != 1:
-        raise self.error("rms_norm over more than the last dim is not supported")
     example = node.meta["val"]
     if eps is None:
         eps = torch.finfo(example.dtype).eps
@@ -576,53 +742,43 @@ def _filled(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill:
     return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
 
 
-def _softmax(self: Converter, node: fx.Node) -> View:
-    dim = int(node.args[1])
-    example = node.meta["val"]
-    source = node.args[0].meta["val"]
-    if example.dtype != source.dtype:
-        raise self.error("softmax with a dtype conversion is not supported")
-
-    def build(x: SSAValue) -> SSAValue:
-        return self.insert(graph.SoftmaxOp(x, -1))
-
-    return self.over_last_dim(node, dim, build)
-
-
-def _reduce(self: Converter, node: fx.Node) -> View:
-    kind = REDUCTIONS[str(node.target)]
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-    if dims is None or len(dims) != 1:
-        raise self.error(f"{kind} over {dims!r}: only one dim at a time is supported")
-    if node.kwargs.get("dtype") is not None:
-        raise self.error(f"{kind} with a dtype conversion is not supported")
-    example = node.meta["val"]
-    source = self.view(self.values[node.args[0]])
-    rank = source.meta.dim()
-    dim = int(dims[0]) % rank
-    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
-    # back to its place by a reshape, which moves no element
-    order = [d for d in range(rank) if d != dim] + [dim]
-    x = self.contiguous(View(source.base, source.meta.permute(order)))
-    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
-    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
-    out = self.type_of(example)
-    if value.type != out:
-        value = self.insert(graph.ReshapeOp(value, out))
-    return self.result(value, example)
-
-
-def _embedding(self: Converter, node: fx.Node) -> View:
-    table = self.operand(node.args[0])
-    ids = self.operand(node.args[1])
-    out = node.meta["val"]
-    return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
-
-
-def _attention(self: Converter, node: fx.Node) -> View:
+# -- attention --------------------------------------------------------------------------
+def _sdpa_arguments(node: fx.Node) -> dict:
     names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    return _sdpa(self, node, dict(zip(names, node.args, strict=False)) | dict(node.kwargs))
+    return dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+
+
+def _flash_arguments(node: fx.Node) -> dict:
+    names = ["query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"]
+    return dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+
+
+def _without_dropout(arguments: Callable[[fx.Node], dict]) -> Refusal:
+    """Refuses attention with dropout, its arguments bound by `arguments`."""
+
+    def refusal(node: fx.Node) -> str | None:
+        if not arguments(node).get("dropout_p", 0.0):
+            return None
+        return "scaled_dot_product_attention with dropout is not supported"
+
+    return refusal
+
+
+@ATEN.handles(
+    "aten.scaled_dot_product_attention.default", accepts=_without_dropout(_sdpa_arguments)
+)
+def _attention(self: Converter, node: fx.Node) -> View:
+    return _sdpa(self, node, _sdpa_arguments(node))
+
+
+@ATEN.handles(
+    "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    accepts=_without_dropout(_flash_arguments),
+)
+def _attention_for_cpu(self: Converter, node: fx.Node) -> list:
+    """torch's CPU flash attention (what SDPA is below autograd): the output and its
+    log-sum-exp, which no inference graph reads."""
+    return [_sdpa(self, node, _flash_arguments(node)), None]
 
 
 def _additive_mask(self: Converter, view: View, dtype: Attribute) -> View:
@@ -674,8 +830,6 @@ def _attention_mask(
 
 
 def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
-    if bound.get("dropout_p", 0.0):
-        raise self.error("scaled_dot_product_attention with dropout is not supported")
     q, k, v = (self.operand(bound[n]) for n in ("query", "key", "value"))
     heads, kv_heads = q.type.get_shape()[1], k.type.get_shape()[1]
     if kv_heads != heads and not bound.get("enable_gqa", False):
@@ -693,57 +847,3 @@ def _sdpa(self: Converter, node: fx.Node, bound: dict) -> View:
     causal = bool(bound.get("is_causal", False))
     op = graph.AttentionOp(q, k, v, float(scale), causal, mask)
     return self.result(self.insert(op), out)
-
-
-def _gelu(self: Converter, node: fx.Node) -> View:
-    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
-    x = self.operand(node.args[0])
-    return self.result(self.insert(graph.GeluOp(x, approximate)), node.meta["val"])
-
-
-def _rope(self: Converter, node: fx.Node) -> View:
-    x, cos, sin = (self.operand(a) for a in node.args[:3])
-    return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
-
-
-def _addmm(self: Converter, node: fx.Node) -> View:
-    """bias + x · w (what F.linear of a 2-d input is below autograd)."""
-    bias, x_arg, w_arg = node.args[:3]
-    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
-        raise self.error("addmm with alpha or beta is not supported")
-    out = node.meta["val"]
-    product = _matmul_of(self, x_arg, w_arg, out)
-    return self.result(self.insert(graph.AddOp(product, self.operand(bias), product.type)), out)
-
-
-def _native_layer_norm(self: Converter, node: fx.Node) -> list:
-    """LayerNorm's output; its saved mean and rstd have no user in inference."""
-    return [_layer_norm(self, node), None, None]
-
-
-def _attention_for_cpu(self: Converter, node: fx.Node) -> list:
-    """torch's CPU flash attention (what SDPA is below autograd): the output and its
-    log-sum-exp, which no inference graph reads."""
-    names = ["query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"]
-    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
-    return [_sdpa(self, node, bound), None]
-
-
-HANDLERS: dict[str, Callable[[Converter, fx.Node], object]] = {
-    "aten.addmm.default": _addmm,
-    "aten.native_layer_norm.default": _native_layer_norm,
-    "aten._scaled_dot_product_flash_attention_for_cpu.default": _attention_for_cpu,
-    "aten.linear.default": _linear,
-    "aten.matmul.default": _matmul,
-    "aten.mm.default": _matmul,
-    "aten.bmm.default": _matmul,
-    "aten.layer_norm.default": _layer_norm,
-    "aten.rms_norm.default": _rms_norm,
-    "aten.softmax.int": _softmax,
-    "aten._softmax.default": _softmax,
-    "aten.embedding.default": _embedding,
-    "aten.scaled_dot_product_attention.default": _attention,
-    "aten.gelu.default": _gelu,
-    "emmy.rope.default": _rope,
-    **{name: _reduce for name in REDUCTIONS},
-}

@@ -1,0 +1,220 @@
+"""The frontend's op registry: which ops convert, which entry converts each, and whether a
+node is supported, asked without converting it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+
+from emmy.errors import EmmyError
+from emmy.frontend.expression import _WholeOps, trace
+from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
+from emmy.frontend.model import supports as model_supports
+from emmy.frontend.op_registry import OpRegistry
+
+#: every op the converter took before the registry (its tables VIEW_OPS, IDENTITY_OPS,
+#: NO_OPS, COPY_OPS, HANDLERS with REDUCTIONS, UNARY_OPS), so that none drops out unseen
+CONVERTED_BY_NAME = {
+    # views
+    "aten.view.default",
+    "aten.reshape.default",
+    "aten._unsafe_view.default",
+    "aten.transpose.int",
+    "aten.permute.default",
+    "aten.t.default",
+    "aten.unsqueeze.default",
+    "aten.squeeze.dim",
+    "aten.squeeze.dims",
+    "aten.squeeze.default",
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.expand.default",
+    "aten.slice.Tensor",
+    "aten.select.int",
+    "aten.narrow.default",
+    "aten.alias.default",
+    "aten.detach.default",
+    "aten.split.Tensor",
+    "aten.split_with_sizes.default",
+    "aten.chunk.default",
+    "aten.unbind.int",
+    # identities, checks, copies
+    "aten.dropout.default",
+    "aten.lift_fresh_copy.default",
+    "aten.lift_fresh.default",
+    "aten._assert_tensor_metadata.default",
+    "aten.contiguous.default",
+    "aten.clone.default",
+    "aten._to_copy.default",
+    "aten.to.dtype",
+    "aten.to.dtype_layout",
+    # handlers
+    "aten.addmm.default",
+    "aten.native_layer_norm.default",
+    "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    "aten.linear.default",
+    "aten.matmul.default",
+    "aten.mm.default",
+    "aten.bmm.default",
+    "aten.layer_norm.default",
+    "aten.rms_norm.default",
+    "aten.softmax.int",
+    "aten._softmax.default",
+    "aten.embedding.default",
+    "aten.scaled_dot_product_attention.default",
+    "aten.gelu.default",
+    "emmy.rope.default",
+    "aten.sum.dim_IntList",
+    "aten.mean.dim",
+    "aten.amax.default",
+    # unary
+    "aten.exp.default",
+    "aten.tanh.default",
+    "aten.sigmoid.default",
+    "aten.silu.default",
+    "aten.relu.default",
+    "aten.neg.default",
+}
+#: the arithmetic ops, converted by their name before the overload (aten.add.*)
+ARITHMETIC = {
+    f"aten.{op}.{overload}"
+    for op in ("add", "sub", "mul", "div", "rsub")
+    for overload in ("Tensor", "Scalar")
+}
+
+
+def test_the_supported_ops_are_those_converted_before():
+    assert supported_ops() == CONVERTED_BY_NAME | ARITHMETIC
+
+
+def test_each_supported_op_has_its_entry_and_no_other_op_has_one():
+    for name in supported_ops():
+        assert handler_for(name) is not None, name
+    assert handler_for("aten.cumsum.default") is None
+    assert handler_for("aten.linear.default").claims is None
+    assert handler_for("aten.add.Tensor").claims is not None
+    assert handler_for("aten.softmax.int") is handler_for("aten._softmax.default")
+
+
+def test_the_tracer_records_whole_only_ops_that_convert():
+    for name in _WholeOps.WHOLE.values():
+        assert f"aten.{name}.default" in supported_ops()
+
+
+def _node(target: object, value: object = None) -> fx.Node:
+    node = fx.Graph().call_function(target, ())
+    node.meta["val"] = value
+    return node
+
+
+def test_exact_entries_come_before_class_entries_then_classes_in_order():
+    ops = OpRegistry()
+
+    @ops.handles_class(lambda node: "add" in str(node.target), members=["aten.add.Tensor"])
+    def first_class(converter, node):
+        return "first class"
+
+    @ops.handles_class(lambda node: True)
+    def second_class(converter, node):
+        return "second class"
+
+    @ops.handles("aten.add.Tensor")
+    def exact(converter, node):
+        return "exact"
+
+    def converted(target: object) -> str:
+        return ops.entry_for(_node(target)).handler(None, None)
+
+    assert converted(torch.ops.aten.add.Tensor) == "exact"
+    assert converted(torch.ops.aten.add.Scalar) == "first class"
+    assert converted(torch.ops.aten.mul.Tensor) == "second class"
+    assert ops.handler_for("aten.add.Tensor").handler is exact
+    assert ops.supported_ops() == {"aten.add.Tensor"}
+
+
+def test_an_op_is_registered_once():
+    ops = OpRegistry()
+    ops.handles("aten.exp.default")(lambda converter, node: None)
+    with pytest.raises(ValueError, match="aten.exp.default is registered twice"):
+        ops.handles("aten.exp.default")(lambda converter, node: None)
+
+
+def test_sizes_and_items_are_supported_though_not_ops():
+    assert model_supports(_node(torch.ops.aten.sym_size.int, 4))
+    assert model_supports(_node(torch.ops.aten.sym_size.int, 4)).reason is None
+    assert not model_supports(_node(torch.ops.aten.sym_size.int, torch.empty(1)))
+    assert "aten.sym_size.int" not in supported_ops()
+
+
+class Cumsum(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 0)
+
+
+def test_an_unsupported_op_fails_in_one_line_naming_it_and_where():
+    with pytest.raises(EmmyError) as traced:
+        trace("torch.cumsum(torch.randn(4, 10), 0)", meta=True)
+    assert str(traced.value) == "unsupported op aten.cumsum.default (node cumsum_default)"
+    with pytest.raises(EmmyError) as exported:
+        export(Cumsum(), (torch.randn(4, 8),))
+    message = str(exported.value)
+    assert message.startswith("unsupported op aten.cumsum.default (node cumsum at File "), message
+    assert message.endswith(", in forward)") and "test_op_registry.py" in message, message
+    assert "\n" not in message
+
+
+class SumOfTwoDims(nn.Module):
+    def forward(self, x):
+        return torch.relu(x).sum((0, 1))
+
+
+class HalfSoftmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, -1, dtype=torch.float16)
+
+
+class DropoutAttention(nn.Module):
+    def forward(self, q):
+        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+
+
+class AddmmWithBeta(nn.Module):
+    def forward(self, bias, x, w):
+        return torch.addmm(bias, x, w, beta=2.0)
+
+
+REFUSED = [
+    pytest.param(SumOfTwoDims(), (torch.randn(2, 3, 4),), "sum over [0, 1]", id="sum"),
+    pytest.param(Cumsum(), (torch.randn(4, 8),), "unsupported op aten.cumsum", id="cumsum"),
+    pytest.param(HalfSoftmax(), (torch.randn(4, 8),), "dtype conversion", id="softmax-dtype"),
+    pytest.param(DropoutAttention(), (torch.randn(1, 2, 4, 8),), "with dropout", id="sdpa-dropout"),
+    pytest.param(
+        AddmmWithBeta(),
+        (torch.randn(4), torch.randn(3, 8), torch.randn(8, 4)),
+        "addmm with alpha or beta",
+        id="addmm-beta",
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "inputs", "words"), REFUSED)
+def test_supports_refuses_ahead_what_converting_refuses(module, inputs, words):
+    exported = export_program(module, inputs)
+    ops = [node for node in exported.graph.nodes if node.op == "call_function"]
+    refused = [node for node in ops if not model_supports(node)]
+    assert len(refused) == 1, [str(node.target) for node in ops]
+    reason = model_supports(refused[0]).reason
+    assert words in reason, reason
+    with pytest.raises(EmmyError) as error:
+        convert(exported, inputs)
+    assert str(error.value).startswith(f"{reason} (node {refused[0].name}"), str(error.value)
+
+
+def test_supports_takes_every_node_of_a_model_that_converts():
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16)).eval()
+    exported = export_program(model, (torch.randn(4, 8),))
+    ops = [node for node in exported.graph.nodes if node.op == "call_function"]
+    assert ops and all(model_supports(node) for node in ops)
+    convert(exported, (torch.randn(4, 8),))
