@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from emmy.compiler import TensorSpec, compile_variants, poisoned
+from emmy.dsl.keys import param_dtype, parse_input_kinds
 from emmy.dsl.library import active_params, configs, family
-from emmy.dsl.lower import param_dtype
 from emmy.runtime.convert import STORAGE_DTYPES, from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.search.reference import as_outputs, reference, tolerance
@@ -128,7 +128,7 @@ def epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[t
     """Random extra inputs of a matmul's epilogue, each with the shape its kind reads."""
     rows, cols = key["batch"] * key["m"], key["n"]
     sizes = {"full": rows * cols, "row": cols, "col": rows, "scalar": 1}
-    kinds = str(key["inputs"]).split("/") if key["inputs"] else []
+    kinds = parse_input_kinds(str(key["inputs"]))
     return [randn((sizes[kind],), dtype, generator) for kind in kinds]
 
 
@@ -161,7 +161,7 @@ def _row_inputs(key: dict, dtype: str, generator: torch.Generator, params: int) 
     (and bias)."""
     rows, cols = key["rows"], key["cols"]
     shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,)}
-    kinds = str(key.get("inputs", "full")).split("/")
+    kinds = parse_input_kinds(str(key.get("inputs", "full")))
     ins = [randn(shapes[kind], dtype, generator) for kind in kinds]
     ins[0] = randn(shapes[kinds[0]], dtype, generator, 2.0, 0.5)
     return ins + [randn((cols,), dtype, generator) for _ in range(params)]

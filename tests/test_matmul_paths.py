@@ -12,6 +12,7 @@ import pytest
 from stores import write_golden
 
 from emmy.cli import main
+from emmy.dsl.keys import Chain
 from emmy.errors import EmmyError
 from emmy.passes.matmul_paths import epilogue_chain, options_for, splits_for
 from emmy.runtime.cuda import cuda_available
@@ -38,8 +39,14 @@ def test_splits_are_offered_to_few_tiles_and_a_deep_k() -> None:
 
 
 def test_an_epilogue_becomes_a_chain_over_the_product_and_its_inputs() -> None:
-    assert epilogue_chain("gelu((acc + in0))") == "gelu((in0 + in1))"
-    assert epilogue_chain("((silu(acc) + in0) + in1)") == "((silu(in0) + in1) + in2)"
+    def chain(epilogue: str) -> str:
+        return str(epilogue_chain(Chain.parse(epilogue)))
+
+    assert chain("gelu((acc + in0))") == "gelu((in0 + in1))"
+    assert chain("((silu(acc) + in0) + in1)") == "((silu(in0) + in1) + in2)"
+    # in1 before in0, names that merely start with `in` or `acc`, a negative number
+    assert chain("((acc * in1) + max(in0, -0.5))") == "((in0 * in2) + max(in1, -0.5))"
+    assert chain("(accum + inf)") == "(accum + inf)"
 
 
 def expression(dtype: str) -> str:

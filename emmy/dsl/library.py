@@ -8,14 +8,8 @@ from functools import cache
 from pathlib import Path
 
 from emmy.dialects import fork
-from emmy.dsl.lower import (
-    Lowering,
-    active_params,
-    canonical_key,
-    check_key,
-    complete_key,
-    valid,
-)
+from emmy.dsl.keys import active_params, canonical_key, complete_key
+from emmy.dsl.lower import Lowering, check_key, valid
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
 from emmy.paths import library_dirs

@@ -33,9 +33,18 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy.dialects import fork, kernel
 from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, holds
-from emmy.dsl.keys import format_key
-from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
+from emmy.dsl.keys import (
+    Chain,
+    InputKind,
+    active_params,
+    canonical_key,
+    complete_key,
+    param_dtype,
+    parse_input_kinds,
+)
+from emmy.dsl.parser import DslError, KernelDecl
 from emmy.dsl.unparse import unparse
+from emmy.errors import EmmyError
 
 STORAGE_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(),
@@ -45,7 +54,6 @@ STORAGE_TYPES: dict[str, Attribute] = {
     "i32": IntegerType(32),
     "i64": IntegerType(64),
 }
-BROADCAST_KINDS = ("full", "row", "col", "scalar")
 
 INT_BINARY = {
     "+": arith.AddiOp,
@@ -75,36 +83,6 @@ COORDINATES = {
 }
 
 
-def canonical_key(decl: KernelDecl, key: Mapping[str, int | str]) -> str:
-    """The problem key as the same string on every machine: the declared order of names,
-    without the names at their declared default (so a key that gains an optional name
-    keeps the text its measurements were recorded under)."""
-    names = [n for n in decl.key if n in key and key[n] != decl.key_defaults.get(n, _ABSENT)]
-    return format_key(names, key)
-
-
-_ABSENT = object()
-
-
-def complete_key(decl: KernelDecl, key: Mapping[str, int | str]) -> dict[str, int | str]:
-    """The key with every name the problem left out at its declared default."""
-    return {**decl.key_defaults, **key}
-
-
-def active_params(decl: KernelDecl, key: Mapping[str, int | str]) -> list[Param]:
-    """The parameters a kernel has at this key: one that depends on a key is there only
-    where that key is `yes`."""
-    full = complete_key(decl, key)
-    return [p for p in decl.params if p.when is None or _present(p.when, full)]
-
-
-def _present(condition: str, key: Mapping[str, int | str]) -> bool:
-    """Whether a parameter's condition holds at a key: a bare key name where it is `yes`."""
-    if condition.isidentifier():
-        return str(key.get(condition)) == "yes"
-    return holds(condition, key, frozenset(str(v) for v in key.values() if isinstance(v, str)))
-
-
 def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
     key = complete_key(decl, key)
     missing = [name for name in decl.key if name not in key]
@@ -120,12 +98,6 @@ def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
                 1,
                 f"unsupported dtype {param_dtype(param, key)!r} for {param.name}",
             )
-
-
-def param_dtype(param: Param, key: Mapping[str, int | str]) -> str:
-    """A parameter's storage type: the value of its key (`T`), or a storage type it names
-    itself (`i8`)."""
-    return str(key[param.dtype]) if param.dtype in key else param.dtype
 
 
 def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, int | str]) -> bool:
@@ -251,12 +223,11 @@ class Lowering:
             types.append(kernel.PtrType(element))
         return params, names, types
 
-    def input_kinds(self) -> list[str]:
-        kinds = str(self.key.get("inputs", "")).split("/") if self.key.get("inputs") else []
-        for kind in kinds:
-            if kind not in BROADCAST_KINDS:
-                raise DslError(self.decl.path, self.decl.line, 1, f"unknown input kind {kind!r}")
-        return kinds
+    def input_kinds(self) -> tuple[InputKind, ...]:
+        try:
+            return parse_input_kinds(str(self.key.get("inputs") or ""))
+        except EmmyError as error:
+            raise DslError(self.decl.path, self.decl.line, 1, str(error)) from None
 
     # -- statements --------------------------------------------------------------------
     def statement(self, node: Tree) -> None:
@@ -867,7 +838,7 @@ class Lowering:
         text = self.key.get(key_name)
         if not isinstance(text, str):
             raise self.error(node, f"fn() needs a key `{key_name}` with the chain of operations")
-        chain = parse_expression(text, f"<{key_name} of the key>")
+        chain = Chain.parse(text, f"<{key_name} of the key>").tree
         if len(arg_nodes) == 3:
             accumulated = self.expr(arg_nodes[1])
             cols = self.int_expr(arg_nodes[2])
@@ -877,11 +848,11 @@ class Lowering:
         inputs: dict[str, Value] = {}
         for i, kind in enumerate(self.input_kinds()):
             ptr = saved[f"in{i}"].ssa
-            if kind == "full":
+            if kind == InputKind.FULL:
                 offset = index
-            elif kind == "row":
+            elif kind == InputKind.ROW:
                 offset = self.add(arith.RemSIOp(index, cols))
-            elif kind == "col":
+            elif kind == InputKind.COL:
                 offset = self.add(arith.DivSIOp(index, cols))
             else:
                 offset = self.const_int(0)

@@ -33,8 +33,7 @@ another choice's option (the unfused attention path) are left alone.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -43,7 +42,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import format_key, parse_key
+from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey, format_key
 from emmy.dsl.library import canonical_key, family, instantiate
 
 FAMILY = "matmul_path"
@@ -59,7 +58,7 @@ MIN_K = 512
 MIN_SLICE = 256
 
 
-def splits_for(key: dict) -> list[int]:
+def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
     """The splits of k offered to a matmul key (none where split-K is not worth it)."""
     tiles = int(key["batch"]) * math.ceil(int(key["m"]) / 64) * math.ceil(int(key["n"]) / 64)
     k = int(key["k"])
@@ -68,20 +67,19 @@ def splits_for(key: dict) -> list[int]:
     return [s for s in SPLITS if k >= s * MIN_SLICE]
 
 
-def options_for(key: dict) -> list[str]:
+def options_for(key: Mapping[str, KeyValue]) -> list[str]:
     return ["kernel", *(f"split{s}" for s in splits_for(key)), "vendor"]
 
 
-def vendor_key(key: dict) -> str:
+def vendor_key(key: Mapping[str, KeyValue]) -> str:
     """The vendor product's key: the matmul's, without its epilogue."""
     return format_key(VENDOR_KEY, {"layout": "kn", **key})
 
 
-def epilogue_chain(epilogue: str) -> str:
+def epilogue_chain(epilogue: Chain) -> Chain:
     """A matmul epilogue as an elementwise chain: the product is its first input, the
     epilogue's inputs the next ones."""
-    shifted = re.sub(r"\bin(\d+)\b", lambda m: f"in{int(m.group(1)) + 1}", epilogue)
-    return re.sub(r"\bacc\b", "in0", shifted)
+    return epilogue.shifted(1).renamed({"acc": "in0"})
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ class MatmulPaths(ModulePass):
                 op.body.block.insert_op_before(sites[name], first_function)
             return made[family_name, text]
 
-        def library_site(family_name: str, key: dict) -> str:
+        def library_site(family_name: str, key: Mapping[str, KeyValue]) -> str:
             decl = family(family_name)
             return add(
                 family_name, canonical_key(decl, key), lambda name: instantiate(decl, key, name)
@@ -117,7 +115,7 @@ class MatmulPaths(ModulePass):
 
             return add(FAMILY, key_text, build)
 
-        def vendor_site(key: dict) -> str:
+        def vendor_site(key: ProblemKey) -> str:
             text = vendor_key(key)
             return add(VENDOR_FAMILY, text, lambda name: fork.SiteOp(name, VENDOR_FAMILY, text))
 
@@ -125,7 +123,7 @@ class MatmulPaths(ModulePass):
             matmul = sites.get(call.site.root_reference.data)
             if matmul is None or matmul.family.data not in MATMUL_FAMILIES or _inside_choice(call):
                 continue
-            key = parse_key(matmul.key.data)
+            key = ProblemKey.parse(matmul.key.data)
             options = options_for(key)
             regions = [Region(Block())]
             for option in options[1:]:
@@ -150,12 +148,14 @@ class MatmulPaths(ModulePass):
             whole.add_op(fork.YieldOp([call.outputs[0]]))
 
 
-def _split_option(call: kernel.CallOp, family_name: str, key: dict, split: int, site) -> Region:
+def _split_option(
+    call: kernel.CallOp, family_name: str, key: ProblemKey, split: int, site
+) -> Region:
     """The parts of the product by `split` blocks per tile, and their sum."""
     a, b, *extra = call.inputs
     (result,) = call.outputs
     size = int(key["batch"]) * int(key["m"]) * int(key["n"])
-    parts_key = {**key, "epilogue": "acc", "inputs": "", "split": split}
+    parts_key = {**key, "epilogue": "acc", "inputs": (), "split": split}
     part_type = TensorType(Float32Type(), [split, size])
     parts = kernel.CallOp(site(family_name, parts_key), [a, b], [part_type])
     sum_key = {"split": split, "size": size, "n": key["n"], "T": key["T"]}
@@ -164,7 +164,7 @@ def _split_option(call: kernel.CallOp, family_name: str, key: dict, split: int, 
     return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
 
 
-def _vendor_option(call: kernel.CallOp, key: dict, vendor_site, library_site) -> Region:
+def _vendor_option(call: kernel.CallOp, key: ProblemKey, vendor_site, library_site) -> Region:
     """The product by the vendor library, then the epilogue (if any) as an elementwise
     chain over it and the epilogue's inputs."""
     a, b, *extra = call.inputs
@@ -172,14 +172,13 @@ def _vendor_option(call: kernel.CallOp, key: dict, vendor_site, library_site) ->
     product = kernel.CallOp(vendor_site(key), [a, b], [result.type])
     ops = [product]
     value: SSAValue = product.outputs[0]
-    if key["epilogue"] != "acc":
-        kinds = ["full", *filter(None, str(key["inputs"]).split("/"))]
+    if str(key["epilogue"]) != "acc":
         chain = {
             "n": int(key["batch"]) * int(key["m"]) * int(key["n"]),
             "cols": key["n"],
             "T": key["T"],
-            "inputs": "/".join(kinds),
-            "fn": epilogue_chain(str(key["epilogue"])),
+            "inputs": (InputKind.FULL, *key["inputs"]),
+            "fn": epilogue_chain(key["epilogue"]),
         }
         epilogue = kernel.CallOp(library_site("elementwise", chain), [value, *extra], [result.type])
         ops.append(epilogue)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.db import (
@@ -488,7 +489,6 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
     value is "int" when every key of the dataset has an int there (else the declaration's
     example decides). A family no longer declared is typed from its rows alone.
     """
-    from emmy.dsl.keys import parse_key
     from emmy.dsl.library import family as declared
 
     seen_keys: dict[str, list[int | str]] = defaultdict(list)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 from lark import Token, Tree
 
+from emmy.dsl.keys import parse_input_kinds
 from emmy.dsl.parser import parse_expression
 from emmy.errors import EmmyError
 
@@ -171,7 +172,7 @@ register("mask_bias", _mask_bias)
 def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:
     """The extra inputs of a fused epilogue, broadcast to the output `shape` by their kind:
     `full` has the output's elements, `row` one per column, `col` one per row, `scalar` one."""
-    kinds = str(key.get("inputs", "")).split("/") if key.get("inputs") else []
+    kinds = parse_input_kinds(str(key.get("inputs") or ""))
     views = {
         "full": lambda flat: flat.reshape(shape),
         "row": lambda flat: flat.expand(*shape[:-1], -1),

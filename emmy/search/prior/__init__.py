@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.prior.features import FeatureSpec
@@ -119,7 +120,6 @@ class FittedPrior:
         self.dataset = metadata.get("dataset", {}).get("sha256", "")
 
     def decide(self, query: SiteQuery) -> Decision | None:
-        from emmy.dsl.keys import parse_key
         from emmy.search.oracles import Decision
 
         model = self.models.get(query.family)
