@@ -1,11 +1,15 @@
 """NVRTC time per kernel, emulator (g++) compile time per kernel, and the emulator's run
 time of a 4096x1024 f32 softmax (default config), measured on this machine.
 
-    .venv/bin/python benchmarks/kernels.py
+    .venv/bin/python benchmarks/kernels.py [--quick]
+
+--quick compiles three variants per family and runs a 64-row softmax once: it checks that
+the script runs, its figures mean little.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -15,6 +19,11 @@ import numpy as np
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few variants, a small softmax")
+    args = parser.parse_args()
+    variants = 3 if args.quick else None
+    rows, repetitions = (64, 1) if args.quick else (4096, 5)
     os.environ["EMMY_CACHE_DIR"] = tempfile.mkdtemp(prefix="emmy-bench-")
     from emmy.backend.nvrtc import compile_cuda
     from emmy.check import pairwise
@@ -36,7 +45,7 @@ def main() -> None:
             },
         ),
     ):
-        options = pairwise(list(configs(family(family_name), key)))
+        options = pairwise(list(configs(family(family_name), key)))[:variants]
         program = compile_variants(family_name, key, options)
         start = time.perf_counter()
         compile_cuda(program.source, "sm_90")
@@ -59,11 +68,11 @@ def main() -> None:
             f"g++ {gxx_one * 1000:.0f} ms"
         )
 
-    key = {"rows": 4096, "cols": 1024, "T": "f32"}
+    key = {"rows": rows, "cols": 1024, "T": "f32"}
     decl = family("softmax")
     device = EmuDevice()
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((4096, 1024), dtype=np.float32)
+    x = rng.standard_normal((rows, 1024), dtype=np.float32)
     for algo in ("two_pass", "online"):
         config = {**default_config(decl), "algo": algo}
         program = compile_variants("softmax", key, [config], prefix=f"{algo}_")
@@ -72,9 +81,9 @@ def main() -> None:
             name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, (BufferArg("x"), BufferArg("y"))
         )
         buffers = {"x": x, "y": np.empty_like(x)}
-        times = device.time(program.source, [launch], buffers, warmup=1, repetitions=5)
+        times = device.time(program.source, [launch], buffers, warmup=1, repetitions=repetitions)
         print(
-            f"emu softmax 4096x1024 f32 {config}: median {statistics.median(times):.3f} s "
+            f"emu softmax {rows}x1024 f32 {config}: median {statistics.median(times):.3f} s "
             f"over {len(times)} runs ({os.cpu_count()} cores)"
         )
 

@@ -4,7 +4,7 @@ measured in the same run; and the launch plan's peak device memory beside the su
 its intermediate tensors.
 
     .venv/bin/python benchmarks/model_compile.py [--recipe gpt2] [--config small] [--size 0]
-        [--repeat N]
+        [--repeat N] [--skip-inductor]
 
 Each emmy compile is its own process, as a user runs it. Cold: a fresh EMMY_CACHE_DIR (no
 exported graph, no program, no kernels). Warm: the same cache again (a program cache hit),
@@ -21,6 +21,8 @@ Two ratios, each side measured the same way:
 
 With --repeat N, N cold pairs (emmy, then inductor) run one after the other, and each pair's
 ratios are printed with the worst: one pair on a shared machine says little about the next.
+With --skip-inductor, emmy's compiles and the launch plan alone (inductor takes a minute
+even for a tiny config on a small machine).
 """
 
 from __future__ import annotations
@@ -97,27 +99,8 @@ def ratios(cold: dict, torch_figures: dict) -> tuple[float, float, float, float]
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", default="gpt2")
-    parser.add_argument("--config", default="small")
-    parser.add_argument("--size", type=int, default=0)
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="cold emmy / inductor pairs, run alternately, each ratio printed (default 1)",
-    )
-    args = parser.parse_args()
-    cache = tempfile.mkdtemp(prefix="emmy-bench-cache-")
-    cold = emmy_compile(args, cache)
-    warm = emmy_compile(args, cache)
-    warm_passes = emmy_compile(args, cache, "--no-cache")
-    torch_figures = torch_compile(args)
-    print(f"{args.recipe} [{args.config}, size {args.size}] for {TARGET}")
-    print(f"emmy cold:  {cold['wall']:.2f} s process ({stages(cold)})")
-    print(f"emmy warm:  {warm['wall']:.2f} s process ({stages(warm)})")
-    print(f"emmy warm, --no-cache: {warm_passes['wall']:.2f} s process ({stages(warm_passes)})")
+def print_comparison(cold: dict, torch_figures: dict) -> None:
+    """torch.compile's figures beside emmy's cold compile, and the two ratios."""
     print(
         f"torch.compile (inductor, CPU): {torch_figures['compile']:.2f} s compile "
         f"(first call {torch_figures['first_call']:.2f} s, later call "
@@ -136,6 +119,36 @@ def main() -> None:
         f"(earlier sessions' figure, emmy's process over inductor's compile alone: "
         f"{cold['wall'] / torch_figures['compile']:.3f})"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default="gpt2")
+    parser.add_argument("--config", default="small")
+    parser.add_argument("--size", type=int, default=0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="cold emmy / inductor pairs, run alternately, each ratio printed (default 1)",
+    )
+    parser.add_argument(
+        "--skip-inductor", action="store_true", help="no torch.compile: emmy's figures alone"
+    )
+    args = parser.parse_args()
+    if args.skip_inductor and args.repeat > 1:
+        parser.error("--repeat pairs emmy with inductor: it does not go with --skip-inductor")
+    cache = tempfile.mkdtemp(prefix="emmy-bench-cache-")
+    cold = emmy_compile(args, cache)
+    warm = emmy_compile(args, cache)
+    warm_passes = emmy_compile(args, cache, "--no-cache")
+    torch_figures = None if args.skip_inductor else torch_compile(args)
+    print(f"{args.recipe} [{args.config}, size {args.size}] for {TARGET}")
+    print(f"emmy cold:  {cold['wall']:.2f} s process ({stages(cold)})")
+    print(f"emmy warm:  {warm['wall']:.2f} s process ({stages(warm)})")
+    print(f"emmy warm, --no-cache: {warm_passes['wall']:.2f} s process ({stages(warm_passes)})")
+    if torch_figures is not None:
+        print_comparison(cold, torch_figures)
     memory = cold["memory"]
     print(
         f"launch plan: temporaries in a {memory['arena'] / 2**20:.1f} MiB arena, "
@@ -143,6 +156,8 @@ def main() -> None:
         f"({memory['arena'] / max(1, memory['temporaries_unshared']):.3f}); weights "
         f"{memory['constants'] / 2**20:.1f} MiB, outputs {memory['outputs'] / 2**20:.1f} MiB"
     )
+    if torch_figures is None:
+        return
     pairs = [(1, cold, torch_figures)]
     for run in range(2, args.repeat + 1):
         print(f"pair {run}/{args.repeat}: cold emmy, then inductor", file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from emmy.backend.regime import regime_for
-from emmy.dsl.library import configs, family, instantiate
+from emmy.dsl.library import canonical_key, configs, family, instantiate
 from emmy.passes.resolve_forks import build_stack, record, site_query
 from emmy.search.db import Row, TuningDB
 
@@ -35,7 +35,7 @@ def populate(db: TuningDB, rows: int) -> list[dict]:
     batch = []
     for key in keys:
         valid = list(configs(decl, key))
-        key_text = ",".join(f"{k}={key[k]}" for k in decl.key)
+        key_text = canonical_key(decl, key)
         for config in random.sample(valid, min(per_key, len(valid))):
             batch.append(
                 Row(

@@ -3,10 +3,10 @@ softmax becomes one `graph.attention`, which the library runs as a fused kernel.
 
     %s = graph.matmul %q, %k {transpose_b} ...      // [b, h, n, d] x [b, h, m, d]
     %t = graph.mul %s, %c ...                       // optional: a constant scale (or div)
-    %p = graph.softmax %t {dim = -1} ...
+    %p = graph.softmax %t {dim = -1} ...            // or {dim = -1, causal}
     %o = graph.matmul %p, %v ...                    // [b, h, n, m] x [b, h, m, d]
   →
-    %o = graph.attention %q, %k, %v {scale = c}
+    %o = graph.attention %q, %k, %v {scale = c}     // {scale = c, causal} from a causal softmax
 
 Only where the scores and probabilities have no other use (nothing else reads the
 [n, m] matrices) and q, k, v are batched like attention's [batch, heads, len, dim].
@@ -75,7 +75,11 @@ class AttentionFromMatmuls(RewritePattern):
             or shapes[0][:2] != shapes[1][:2]
         ):
             return
-        attention = graph.AttentionOp(q, k, v, scale, causal=False)
+        # graph.softmax's causal hides column j of row i where j > i, and the rows of these
+        # scores are the queries: the attention kernels' causal (key j hidden from query i
+        # where j > i, top-left aligned at any q_len and kv_len) is the same mask
+        causal = softmax.causal is not None
+        attention = graph.AttentionOp(q, k, v, scale, causal)
         dead = [softmax, *([scaling] if factor is not None else []), product]
         rewriter.replace(op, attention)
         for victim in dead:
