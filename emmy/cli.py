@@ -230,7 +230,7 @@ def compile_program(
     module, target: str, args: argparse.Namespace, pins: str | None = None, constants=()
 ):
     from emmy.compiler import compile_graph
-    from emmy.runtime.identity import EMU, arch_of
+    from emmy.identity import EMU, arch_of
 
     if target != EMU:
         arch_of(target)  # a malformed identity is one clear line, before any work

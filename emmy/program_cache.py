@@ -15,13 +15,13 @@ import pickle
 from collections.abc import Iterable
 from pathlib import Path
 
-import emmy
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, write_atomic
 from emmy.program import Program
 from emmy.search.prior import prior_files
+from emmy.version import __version__
 
 #: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v3"
+FORMAT = "program-v4"
 
 
 def _stamp(path: Path) -> str:
@@ -64,7 +64,7 @@ def program_key(graph_text: str, target: str, options: dict[str, object], stores
     digest = hashlib.sha256()
     for part in (
         FORMAT,
-        emmy.__version__,
+        __version__,
         graph_text,
         target,
         repr(sorted(options.items())),

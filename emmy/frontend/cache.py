@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 from importlib.metadata import version
 
-import emmy
 from emmy.paths import cache_dir, write_atomic
+from emmy.version import __version__
 
 
 def _path(expression: str):
-    text = "\0".join(("graph-v1", expression, version("torch"), emmy.__version__))
+    text = "\0".join(("graph-v1", expression, version("torch"), __version__))
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.mlir"
 
 

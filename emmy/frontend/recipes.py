@@ -20,9 +20,9 @@ from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
-import emmy
 from emmy.errors import EmmyError
 from emmy.paths import RECIPES_DIR, cache_dir, write_atomic
+from emmy.version import __version__
 
 DTYPE_NAMES = ("f32", "f16", "bf16")
 
@@ -191,7 +191,7 @@ def _cache_path(case: RecipeCase) -> Path:
             _recipe_source(case.directory),
             json.dumps([case.config, case.size, case.dtype], sort_keys=True),
             version("torch"),
-            emmy.__version__,
+            __version__,
         )
     )
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"

@@ -19,17 +19,9 @@ from cuda.bindings import driver as cu
 
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
-from emmy.runtime.device import (
-    BufferArg,
-    Device,
-    HostCall,
-    KernelLaunchError,
-    Launch,
-    NoDeviceError,
-    ScalarArg,
-    Step,
-)
-from emmy.runtime.identity import arch_of, slug
+from emmy.errors import KernelLaunchError, NoDeviceError
+from emmy.identity import arch_of, slug
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY

@@ -26,19 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
+from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
+from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import (
-    BufferArg,
-    Device,
-    HostCall,
-    KernelCompileError,
-    KernelLaunchError,
-    Launch,
-    NoDeviceError,
-    ScalarArg,
-    Step,
-)
-from emmy.runtime.identity import EMU
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;

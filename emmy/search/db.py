@@ -29,9 +29,9 @@ from typing import Any
 
 import peewee
 
-import emmy
 from emmy.errors import EmmyError
 from emmy.paths import cache_dir
+from emmy.version import __version__
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
@@ -70,7 +70,7 @@ class Row:
     kernel_hash: str | None = None
     resources: dict | None = None
     bench: str | None = None
-    emmy_version: str = emmy.__version__
+    emmy_version: str = __version__
     created: float = field(default_factory=time.time)
     id: int | None = None
 
