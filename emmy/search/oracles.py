@@ -268,9 +268,10 @@ class OracleStack:
         as golden rows, where the db oracle weighs them with the benches' rows (a plugin
         oracle may read the database too). One line per file, saying what was done."""
         reads_db = any(name == "db" or name not in BUILTIN_ORACLES for name in self.names)
-        db = self.context.db if reads_db else None
-        if db is None:
+        if not reads_db or self.context.db_path is None or not self.context.golden:
             return []
+        db = self.context.db
+        assert db is not None  # it has a path
         lines = []
         for golden in self.context.golden:
             count = import_golden(db, golden)
