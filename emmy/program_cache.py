@@ -17,6 +17,7 @@ from pathlib import Path
 
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, write_atomic
 from emmy.program import Program
+from emmy.search.db import content_stamp, default_db_path
 from emmy.search.prior import prior_files
 from emmy.version import __version__
 
@@ -39,8 +40,6 @@ def _files(directory: Path, pattern: str) -> Iterable[Path]:
 def stores_stamp(target: str, db: str, golden: str) -> str:
     """What a compile reads to decide, as text: the tuning database's content stamp and
     the size and time of every file whose content can change a decision or the output."""
-    from emmy.search.db import content_stamp, default_db_path
-
     stamps = [] if db == "none" else [content_stamp(Path(db) if db else default_db_path())]
     stamps += [_stamp(path) for path in store_files(target, golden)]
     return "\n".join(stamps)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,23 @@ def test_explain_shows_the_golden_rows_the_compile_imports(fresh_cache, tmp_path
     assert capsys.readouterr().out.splitlines()[0] == f"golden rows of {golden} already in {db}"
     assert main([*argv, "--db", "none"]) == 0
     assert "golden rows" not in capsys.readouterr().out
+
+
+def test_a_program_cache_hit_imports_neither_xdsl_nor_torch(fresh_cache) -> None:
+    """What keeps a warm `emmy compile` at a file read: the compiler and the frontends
+    are imported on a miss alone."""
+    script = (
+        "import sys\n"
+        "from emmy.cli import main\n"
+        f"code = main(['compile', '-c', {SOFTMAX!r}, '--target', 'emu', '--db', 'none'])\n"
+        "print(code, sorted(m for m in ('xdsl', 'torch') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "EMMY_CACHE_DIR": str(fresh_cache)}
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    cold, warm = (run.stdout.splitlines()[-1] for run in runs)
+    assert cold == "0 ['torch', 'xdsl']", runs[0].stderr
+    assert warm == "0 []", runs[1].stdout + runs[1].stderr
+    assert CACHE_HIT in runs[1].stdout

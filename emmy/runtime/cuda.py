@@ -319,6 +319,7 @@ class CudaDevice(Device):
     def _host_call(self, call: HostCall, pointers: dict[str, int]) -> None:
         """The vendor library through torch (cuBLAS), on tensors over our buffers and
         queued on our stream, in the primary context torch shares."""
+        # torch is loaded by a program's first host call alone: kernels never need it
         import torch
 
         from emmy.runtime.vendor import run_host_call

@@ -20,6 +20,7 @@ import signal
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -168,6 +169,7 @@ def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
 
 
 def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
+    # the vendor library runs through torch, loaded by a program's first host call alone
     from emmy.runtime.vendor import numpy_view, run_host_call
 
     def view(arg: BufferArg, shape: tuple[int, ...]):
@@ -181,8 +183,6 @@ def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
 def _time_host_calls(
     steps: Sequence[Step], buffers: dict[str, np.ndarray], warmup: int, repetitions: int
 ) -> list[float]:
-    import time
-
     if not all(isinstance(step, HostCall) for step in steps):
         raise KernelLaunchError("the emulator times host calls alone, not among kernels")
     for _ in range(warmup):

@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -456,8 +456,6 @@ class Bench:
 
 
 def _with_id(row: Row, row_id: int) -> Row:
-    from dataclasses import replace
-
     return replace(row, id=row_id)
 
 
