@@ -274,11 +274,11 @@ class OracleStack:
         assert db is not None  # it has a path
         lines = []
         for golden in self.context.golden:
-            count = import_golden(db, golden)
-            if count:
-                lines.append(f"imported {count} golden rows from {golden.path} into {db.path}")
-            else:
+            if db.golden_imported(str(golden.path), golden.sha256):
                 lines.append(f"golden rows of {golden.path} already in {db.path}")
+                continue
+            count = import_golden(db, golden)
+            lines.append(f"imported {count} golden rows from {golden.path} into {db.path}")
         return lines
 
     def decide(self, query: SiteQuery) -> Decision:
