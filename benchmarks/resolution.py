@@ -16,8 +16,9 @@ from pathlib import Path
 
 from emmy.backend.regime import regime_for
 from emmy.dsl.library import canonical_key, configs, family, instantiate
-from emmy.passes.resolve_forks import build_stack, record, site_query
+from emmy.passes.resolve_forks import record, site_query
 from emmy.search.db import Row, TuningDB
+from emmy.search.oracles import oracle_stack
 
 
 def populate(db: TuningDB, rows: int) -> list[dict]:
@@ -69,7 +70,8 @@ def main() -> None:
         with TuningDB(path) as db:
             keys = populate(db, args.rows)
             print(f"database: {db.count()} rows, {path.stat().st_size / 1e6:.1f} MB")
-        stack = build_stack("emu", "", str(path), "")
+        stack = oracle_stack("emu", "", str(path), "")
+        stack.import_golden_rows()
         decl = family("softmax")
         sites = [instantiate(decl, key, f"softmax_{i}") for i, key in enumerate(keys[: args.sites])]
         misses = [

@@ -1,7 +1,7 @@
 """The Python API: `emmy.compile(module, *example_inputs)` gives a callable that runs the
 module's kernels on a device, and `torch.compile(model, backend="emmy")` does the same
 through dynamo (the backend is registered under torch's `torch_dynamo_backends` entry
-points)."""
+points). Both compile through the program cache (emmy.build)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from emmy.compiler import Program, compile_graph
+from emmy.build import build_program
 from emmy.errors import EmmyError
 from emmy.frontend.model import ModelGraph, convert, export, export_program
+from emmy.program import Program
 from emmy.runtime.convert import from_storage, to_storage
+from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import Device
+from emmy.runtime.emu import EmuDevice
 
 
 @dataclass
@@ -42,7 +45,7 @@ class CompiledModule:
         module: torch.nn.Module,
         example_inputs: Sequence[torch.Tensor],
         device: Device,
-        options: dict[str, str],
+        options: dict[str, str | bool],
         dynamic_shapes: object = None,
     ) -> None:
         self.module = module
@@ -69,9 +72,9 @@ class CompiledModule:
             model = convert(self.exported, inputs)
         else:
             model = export(self.module, inputs)
-        program = compile_graph(
+        program = build_program(
             model.module,
-            target=self.device.identity,
+            self.device.identity,
             constants=list(model.constants),
             **self.options,
         )
@@ -102,13 +105,7 @@ class CompiledModule:
 
 
 def default_device() -> Device:
-    from emmy.runtime.cuda import CudaDevice, cuda_available
-
-    if cuda_available():
-        return CudaDevice()
-    from emmy.runtime.emu import EmuDevice
-
-    return EmuDevice()
+    return CudaDevice() if cuda_available() else EmuDevice()
 
 
 def compile(  # noqa: A001 - mirrors torch.compile
@@ -119,12 +116,15 @@ def compile(  # noqa: A001 - mirrors torch.compile
     golden: str = "",
     db: str = "",
     dynamic_shapes: object = None,
+    use_cache: bool = True,
 ) -> CompiledModule:
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
     present, else the emulator), each fork decided by the oracle stack. `dynamic_shapes`
-    (as torch.export takes it) declares the dims that may vary between calls."""
+    (as torch.export takes it) declares the dims that may vary between calls. A shape
+    compiled before with the same stores is read from the program cache unless
+    `use_cache` is False."""
     device = device or default_device()
-    options = {"pins": pins, "golden": golden, "db": db}
+    options = {"pins": pins, "golden": golden, "db": db, "use_cache": use_cache}
     return CompiledModule(module, example_inputs, device, options, dynamic_shapes)
 
 

@@ -16,8 +16,15 @@ import sys
 import time
 from pathlib import Path
 
+from emmy.backend.regime import regime_for
+from emmy.build import CACHE_HIT, build_program
 from emmy.errors import EmmyError
+from emmy.frontend.cache import traced_graph_text
+from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
+from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
+from emmy.search.db import TuningDB, default_db_path
+from emmy.search.golden import MODEL_AGNOSTIC_DIR, promote
 from emmy.search.prior.fit_cli import add_fit_eval_commands
 
 EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
@@ -63,11 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
-    )
-    compile_cmd.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="compile afresh even when the same graph, options and stores were compiled before",
     )
     compile_cmd.set_defaults(handler=cmd_compile)
 
@@ -211,6 +213,11 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a recipe folder whose golden/<device>.json comes before the model-agnostic one",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile afresh even when the same graph, options and stores were compiled before",
+    )
 
 
 def _pins(args: argparse.Namespace) -> str:
@@ -218,6 +225,7 @@ def _pins(args: argparse.Namespace) -> str:
 
 
 def default_target() -> str:
+    # the CUDA bindings take ~0.25 s to load, which a compile with --target does not need
     from emmy.runtime.cuda import CudaDevice, cuda_available
 
     if cuda_available():
@@ -227,21 +235,25 @@ def default_target() -> str:
 
 
 def compile_program(
-    module, target: str, args: argparse.Namespace, pins: str | None = None, constants=()
+    graph,
+    target: str,
+    args: argparse.Namespace,
+    pins: str | None = None,
+    constants=(),
+    where: str = "<graph>",
 ):
-    from emmy.compiler import compile_graph
-    from emmy.runtime.identity import EMU, arch_of
-
-    if target != EMU:
-        arch_of(target)  # a malformed identity is one clear line, before any work
-    return compile_graph(
-        module,
-        target=target,
+    """The program of a graph (its text or a module) for `target`, through the program
+    cache unless --no-cache, with the command line's pins, oracles and stores."""
+    return build_program(
+        graph,
+        target,
         pins=_pins(args) if pins is None else pins,
         oracles=args.oracles,
         db=args.db,
         golden=args.golden or _recipe_golden(args),
         constants=list(constants),
+        use_cache=not args.no_cache,
+        where=where,
     )
 
 
@@ -249,8 +261,6 @@ def _recipe_golden(args: argparse.Namespace) -> str:
     """A recipe's own golden folder is read first, before the model-agnostic one."""
     if getattr(args, "recipe", None) is None:
         return ""
-    from emmy.frontend.recipes import recipe_dir
-
     return str(recipe_dir(args.recipe))
 
 
@@ -262,8 +272,6 @@ def _check_source(args: argparse.Namespace) -> None:
 
 
 def recipe_case(args: argparse.Namespace, default_config: str | None = None):
-    from emmy.frontend.recipes import resolve_case
-
     dims = _dims(args.dim)
     return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype, dims)
 
@@ -287,23 +295,11 @@ def source_text(
     `timings`)."""
     _check_source(args)
     if args.recipe is not None:
-        from emmy.frontend.recipes import recipe_graph_text
-
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
         text, constants = recipe_graph_text(case, timings)
         return text, constants, f"<recipe {case.name}>"
-    from emmy.frontend.cache import traced_graph_text
-
     return traced_graph_text(args.expression), [], f"<{args.expression}>"
-
-
-def source_graph(args: argparse.Namespace, default_config: str | None = None):
-    """The graph to compile, parsed, and the names of its constants."""
-    from emmy.frontend.cache import parse_graph
-
-    text, constants, where = source_text(args, default_config)
-    return parse_graph(text, where), constants
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -320,35 +316,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from emmy import program_cache
-
     total = time.perf_counter()
     target = args.target or default_target()
     start = time.perf_counter()
     frontend_stages: dict[str, float] = {}
     text, constants, where = source_text(args, timings=frontend_stages)
     frontend = time.perf_counter() - start
-    golden = args.golden or _recipe_golden(args)
-    options = {"pins": _pins(args), "oracles": args.oracles, "constants": tuple(constants)}
-    key = program_cache.program_key(
-        text, target, options, program_cache.stores_stamp(target, args.db, golden)
-    )
-    # another oracle stack may name a plugin oracle, whose answers no fingerprint covers
-    cacheable = not args.no_cache and not args.oracles
-    program = program_cache.load(key) if cacheable else None
-    if program is not None:
-        program.timings = {"frontend": frontend, "program cache hit": time.perf_counter() - start}
+    program = compile_program(text, target, args, constants=constants, where=where)
+    if CACHE_HIT in program.timings:
+        program.timings = {"frontend": frontend, **program.timings}
     else:
-        from emmy.frontend.cache import parse_graph
-
-        program = compile_program(parse_graph(text, where), target, args, constants=constants)
         program.timings["frontend"] = frontend
         program.timings.update(frontend_stages)
-        # keyed by the stores as the compile left them (it may import golden rows), which
-        # is how the next compile finds them
-        stores = program_cache.stores_stamp(target, args.db, golden)
-        if cacheable:
-            program_cache.save(program_cache.program_key(text, target, options, stores), program)
     program.timings["total"] = time.perf_counter() - total
     if args.explain:
         for line in explain_lines(program):
@@ -381,8 +360,9 @@ VENDOR_EVIDENCE = "the vendor library through torch (cuBLAS on a GPU, the CPU's 
 
 
 def explain_lines(program) -> list[str]:
-    """One row per site: family, key, config (pinned forks marked), source, evidence; and
-    one per host call the device runs (the vendor library's matmul)."""
+    """What the compile's golden step did, then one row per site: family, key, config
+    (pinned forks marked), source, evidence; and one per host call the device runs (the
+    vendor library's matmul)."""
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
@@ -398,7 +378,7 @@ def explain_lines(program) -> list[str]:
     for name, call in program.host_calls.items():
         rows.append((name, call["family"], call["key"], "-", "host call", VENDOR_EVIDENCE))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [
+    return program.golden_imports + [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
         + "  "
         + row[-1]
@@ -446,6 +426,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_source(args)
     if args.recipe is not None:
         return run_recipe(args)
+    # torch traces the expression; the other commands need not load it
     from emmy.frontend.expression import trace
     from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
 
@@ -478,6 +459,7 @@ def _run_config(args: argparse.Namespace) -> str | None:
 def _reference_outputs(model, inputs) -> list:
     """torch eager's outputs; a model in f16 or bf16 runs in f32 on the same rounded
     weights, because eager rounds every intermediate while emmy rounds once per kernel."""
+    # torch runs the model eagerly; the other commands need not load it
     import torch
 
     with torch.no_grad():
@@ -490,9 +472,8 @@ def _reference_outputs(model, inputs) -> list:
 
 
 def run_recipe(args: argparse.Namespace) -> int:
-
+    # torch exports and checks the model; the other commands need not load it
     from emmy.frontend.model import export
-    from emmy.frontend.recipes import build
     from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
 
     case = recipe_case(args, _run_config(args))
@@ -526,8 +507,8 @@ def run_recipe(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    # the bench checks every config against torch; the other commands need not load it
     from emmy.search.bench import Bench, BenchOptions, parse_bench_pins, summary_table
-    from emmy.search.db import TuningDB, default_db_path
 
     if args.max_rows < 0:
         raise EmmyError("--max-rows must be 0 or more")
@@ -538,8 +519,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench_pins = parse_bench_pins(args.pin)
     # the pick is the ordinary compile's choice: only single-valued pins take part in it
     pick_pins = ",".join(f"{n}={v[0]}" for n, v in bench_pins.items() if len(v) == 1)
-    module, constants = source_graph(args, _run_config(args))
-    program = compile_program(module, device.identity, args, pick_pins, constants)
+    text, constants, where = source_text(args, _run_config(args))
+    program = compile_program(text, device.identity, args, pick_pins, constants, where)
     if not regime.is_deployable:
         print(
             f"emmy: warning: rows are recorded under regime {regime.id} ({regime.words}); "
@@ -575,10 +556,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_promote(args: argparse.Namespace) -> int:
-    from emmy.backend.regime import regime_for
-    from emmy.search.db import TuningDB, default_db_path
-    from emmy.search.golden import MODEL_AGNOSTIC_DIR, promote
-
     regime = regime_for(args.device)
     output = args.output or MODEL_AGNOSTIC_DIR / f"{args.device}.json"
     db_path = Path(args.db) if args.db else default_db_path()
@@ -596,11 +573,10 @@ def cmd_golden_promote(args: argparse.Namespace) -> int:
 
 def make_device(name: str, flags: str = ""):
     if name == "cuda":
+        # the CUDA bindings take ~0.25 s to load, which the emulator does not need
         from emmy.runtime.cuda import CudaDevice
 
         return CudaDevice(flags=flags)
-    from emmy.runtime.emu import EmuDevice
-
     return EmuDevice(flags=flags)
 
 

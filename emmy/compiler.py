@@ -3,6 +3,10 @@
     recognise-attention → attention-paths → lower-graph → matmul-paths → resolve-forks
     → specialize-forks → emit-cuda → NVRTC (for a GPU target)
 
+Before the passes, the compile builds the oracle stack that resolve-forks asks, and imports
+the golden files' measured entries into the tuning database (a step of its own, which
+`emmy compile --explain` shows).
+
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
 """
@@ -16,13 +20,16 @@ from dataclasses import asdict, dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
+from emmy.backend.nvrtc import compile_cuda
 from emmy.dialects import fork, graph, kernel
 from emmy.dialects.kernel import dtype_name
+from emmy.dsl.library import family, instantiate
 from emmy.errors import EmmyError
+from emmy.identity import EMU, arch_of
 from emmy.passes.attention_paths import AttentionPaths
 from emmy.passes.choices import HOST_FAMILIES
 from emmy.passes.lower_graph import LowerGraph
@@ -38,7 +45,8 @@ from emmy.program import (
     nbytes,
     poisoned,
 )
-from emmy.runtime.identity import EMU, arch_of
+from emmy.runtime.emu import compile_emu
+from emmy.search.oracles import oracle_stack
 
 __all__ = ["Program", "TensorSpec", "poisoned", "compile_graph", "compile_variants"]
 
@@ -192,7 +200,11 @@ def compile_graph(
     timings: dict[str, float] = {}
     start = time.perf_counter()
     ctx = Context()
-    resolve = ResolveForks(pin=pins, target=target, oracles=oracles, db=db, golden=golden)
+    stack = oracle_stack(target, oracles, db, golden)
+    golden_imports = stack.import_golden_rows()
+    resolve = ResolveForks(
+        pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
+    )
     passes = (
         RecogniseAttention(),
         AttentionPaths(),
@@ -224,18 +236,15 @@ def compile_graph(
         arena=arena,
         arena_bytes=arena_bytes,
         timings=timings,
+        golden_imports=golden_imports,
     )
     if not compile_kernels:
         return program
     if target == EMU:
-        from emmy.runtime.emu import compile_emu
-
         start = time.perf_counter()
         compile_emu(cuda.source)
         timings["g++"] = time.perf_counter() - start
     else:
-        from emmy.backend.nvrtc import compile_cuda
-
         start = time.perf_counter()
         compiled = compile_cuda(cuda.source, arch_of(target), flags)
         timings["nvrtc"] = time.perf_counter() - start
@@ -254,10 +263,6 @@ def compile_variants(
 ) -> CudaProgram:
     """One source holding a kernel per config of one site (`<prefix><i>`, by default
     `<family>_<i>`), so many options compile in a single compiler invocation."""
-    from xdsl.dialects.builtin import StringAttr
-
-    from emmy.dsl.library import family, instantiate
-
     decl = family(family_name)
     sites = []
     for i, config in enumerate(configs):

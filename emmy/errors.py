@@ -1,5 +1,44 @@
-"""The one exception type for user-facing failures: the CLI prints it as one line."""
+"""Every exception type of emmy, in one place.
+
+An EmmyError is a failure caused by the user's input or environment: the CLI prints it as one
+line. The others are emmy's own signals between its layers.
+"""
+
+from __future__ import annotations
 
 
 class EmmyError(Exception):
     """A failure caused by the user's input or environment, reported without a traceback."""
+
+
+class DslError(EmmyError):
+    """An error in a .emmy file, reported as `file:line:column: message`."""
+
+    def __init__(self, path: str, line: int, column: int, message: str):
+        super().__init__(f"{path}:{line}:{column}: {message}")
+        self.path, self.line, self.column = path, line, column
+
+
+class EvaluationError(Exception):
+    """An expression of the kernel language cannot be evaluated; `node` is the parse tree
+    (a lark Tree or Token) it failed at, so the caller can report it as a DslError there."""
+
+    def __init__(self, node: object, message: str):
+        super().__init__(message)
+        self.node = node
+
+
+class EmitError(EmmyError):
+    """The IR cannot be printed as CUDA (unresolved forks, unsupported ops)."""
+
+
+class NoDeviceError(EmmyError):
+    """The requested device is not present on this machine."""
+
+
+class KernelCompileError(EmmyError):
+    """The kernel source did not compile; the message carries the compiler's log."""
+
+
+class KernelLaunchError(EmmyError):
+    """A launch failed: a crash, a deadlock, a timeout, or resources the device lacks."""

@@ -7,18 +7,41 @@ emmy-opt emmy/library/softmax.emmy      # a .emmy file, at each kernel's example
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, replace
 from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from emmy.backend.emit_cuda import emit_module
+from emmy.dialects.fork import Fork
+from emmy.dialects.graph import Graph
+from emmy.dialects.kernel import Kernel
+from emmy.dsl.library import instantiate
+from emmy.dsl.parser import parse_source
 from emmy.errors import EmmyError
+from emmy.passes.attention_paths import AttentionPaths
+from emmy.passes.lower_graph import LowerGraph
+from emmy.passes.matmul_paths import MatmulPaths
+from emmy.passes.recognise_attention import RecogniseAttention
+from emmy.passes.resolve_forks import ResolveForks
+from emmy.passes.specialize_forks import SpecializeForks
+from emmy.search.oracles import oracle_stack
+
+
+@dataclass(frozen=True)
+class ResolveForksFromStores(ResolveForks):
+    """resolve-forks as emmy-opt runs it: the oracle stack is built from the pass's textual
+    options, and the golden rows imported into the database first, as a compile does."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        stack = oracle_stack(self.target, self.oracles, self.db, self.golden)
+        stack.import_golden_rows()
+        ResolveForks.apply(replace(self, stack=stack), ctx, op)
 
 
 def _emmy_frontend(stream: IO[bytes]) -> ModuleOp:
-    from emmy.dsl.library import instantiate
-    from emmy.dsl.parser import parse_source
-
     name = getattr(stream, "name", "<stdin>")
     decls = parse_source(stream.read().decode(), str(name))
     sites = []
@@ -30,36 +53,23 @@ def _emmy_frontend(stream: IO[bytes]) -> ModuleOp:
 
 
 def _cuda_target(module: ModuleOp, output: IO[str]) -> None:
-    from emmy.backend.emit_cuda import emit_module
-
     output.write(emit_module(module).source)
 
 
 class EmmyOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        from emmy.dialects.fork import Fork
-        from emmy.dialects.graph import Graph
-        from emmy.dialects.kernel import Kernel
-
         for dialect in (Graph, Fork, Kernel):
             self.ctx.register_dialect(dialect.name, lambda d=dialect: d)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        from emmy.passes.attention_paths import AttentionPaths
-        from emmy.passes.lower_graph import LowerGraph
-        from emmy.passes.matmul_paths import MatmulPaths
-        from emmy.passes.recognise_attention import RecogniseAttention
-        from emmy.passes.resolve_forks import ResolveForks
-        from emmy.passes.specialize_forks import SpecializeForks
-
         passes = (
             RecogniseAttention,
             AttentionPaths,
             LowerGraph,
             MatmulPaths,
-            ResolveForks,
+            ResolveForksFromStores,
             SpecializeForks,
         )
         for emmy_pass in passes:

@@ -88,6 +88,9 @@ class Program:
     cubin: bytes | None = None
     ptx: str | None = None
     regime: str | None = None
+    #: what the compile's golden step did, one line per golden file in scope: the rows it
+    #: imported into the tuning database, or that they were there (for --explain)
+    golden_imports: list[str] = field(default_factory=list)
 
     def launches(self) -> list[Step]:
         launches: list[Step] = []

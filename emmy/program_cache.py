@@ -15,13 +15,14 @@ import pickle
 from collections.abc import Iterable
 from pathlib import Path
 
-import emmy
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, write_atomic
 from emmy.program import Program
+from emmy.search.db import content_stamp, default_db_path
 from emmy.search.prior import prior_files
+from emmy.version import __version__
 
 #: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v3"
+FORMAT = "program-v4"
 
 
 def _stamp(path: Path) -> str:
@@ -39,8 +40,6 @@ def _files(directory: Path, pattern: str) -> Iterable[Path]:
 def stores_stamp(target: str, db: str, golden: str) -> str:
     """What a compile reads to decide, as text: the tuning database's content stamp and
     the size and time of every file whose content can change a decision or the output."""
-    from emmy.search.db import content_stamp, default_db_path
-
     stamps = [] if db == "none" else [content_stamp(Path(db) if db else default_db_path())]
     stamps += [_stamp(path) for path in store_files(target, golden)]
     return "\n".join(stamps)
@@ -64,7 +63,7 @@ def program_key(graph_text: str, target: str, options: dict[str, object], stores
     digest = hashlib.sha256()
     for part in (
         FORMAT,
-        emmy.__version__,
+        __version__,
         graph_text,
         target,
         repr(sorted(options.items())),

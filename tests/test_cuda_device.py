@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 from cuda.bindings import driver as cu
 
+from emmy.errors import KernelLaunchError, NoDeviceError
+from emmy.identity import arch_of
 from emmy.runtime import cuda as cuda_module
 from emmy.runtime.cuda import CudaDevice, cuda_available
-from emmy.runtime.device import BufferArg, KernelLaunchError, Launch, NoDeviceError, ScalarArg
-from emmy.runtime.identity import arch_of
+from emmy.runtime.device import BufferArg, Launch, ScalarArg
 
 HAVE_GPU = cuda_available()
 needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA device on this machine")

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.runtime import emu
-from emmy.runtime.device import BufferArg, KernelCompileError, KernelLaunchError, Launch, ScalarArg
+from emmy.runtime.device import BufferArg, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 
 GROUPS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]

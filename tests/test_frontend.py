@@ -529,7 +529,7 @@ def test_unsupported_fails_before_any_kernel(monkeypatch, module, inputs, words)
     def no_kernels(*args, **kwargs):
         raise AssertionError("a kernel was built for an unsupported model")
 
-    monkeypatch.setattr("emmy.api.compile_graph", no_kernels)
+    monkeypatch.setattr("emmy.compiler.compile_graph", no_kernels)
     with pytest.raises(EmmyError) as error:
         compile_emu(module, *inputs)
     message = str(error.value)

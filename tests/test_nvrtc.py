@@ -10,9 +10,8 @@ from emmy.backend.nvrtc import (
     nvrtc_invocations,
     parse_resources,
 )
-from emmy.errors import EmmyError
+from emmy.errors import EmmyError, KernelCompileError
 from emmy.paths import INCLUDE_DIR
-from emmy.runtime.device import KernelCompileError
 
 ELF_MAGIC = b"\x7fELF"
 

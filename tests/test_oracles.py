@@ -8,13 +8,18 @@ from stores import (
     SOFTMAX_KEY,
     golden_entry,
     row,
+    single_site_module,
     softmax_config,
     softmax_program,
     write_golden,
 )
+from xdsl.context import Context
 
+from emmy.dialects import fork
 from emmy.errors import EmmyError
+from emmy.passes.resolve_forks import ResolveForks
 from emmy.search.db import TuningDB
+from emmy.search.query import Decision, SiteQuery
 
 
 @pytest.fixture
@@ -192,3 +197,33 @@ def test_the_prior_decides_nothing_until_one_is_fitted(db_path) -> None:
     assert load_prior("emu") is None
     program = softmax_program(db_path, oracles="prior,default")
     assert decision(program)["oracle"] == "default"
+
+
+class Fixed:
+    """A stack of one answer, handed to resolve-forks in place of the oracles."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.asked: list[str] = []
+
+    def decide(self, query: SiteQuery) -> Decision:
+        self.asked.append(query.key)
+        return Decision(dict(self.config), "fixed", {"why": "handed in"})
+
+
+def test_resolve_forks_asks_the_stack_it_is_handed_and_reads_no_store() -> None:
+    module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
+    stack = Fixed(softmax_config(vec=8))
+    ResolveForks(pin="algo=two_pass", db="/nonexistent/dir/autotune.db", stack=stack).apply(
+        Context(), module
+    )
+    (site,) = [op for op in module.ops if isinstance(op, fork.SiteOp)]
+    assert stack.asked == [SOFTMAX_KEY]
+    assert {k.knob_name.data: fork.option_value(k.value) for k in site.knobs()}["vec"] == 8
+    assert site.attributes["decision"].data["oracle"].data == "fixed"
+
+
+def test_resolve_forks_without_a_stack_is_a_clear_error() -> None:
+    module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
+    with pytest.raises(EmmyError, match="resolve-forks was given no oracle stack"):
+        ResolveForks().apply(Context(), module)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emmy.runtime.device import BufferArg, Device, KernelLaunchError, Launch, ScalarArg
+from emmy.errors import KernelLaunchError
+from emmy.runtime.device import BufferArg, Device, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 
 SOURCE = r"""

@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy.backend.fold import float_literal, fold, fold_int
 from emmy.dialects import fork, kernel
-from emmy.errors import EmmyError
+from emmy.errors import EmitError
 from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'
@@ -95,10 +95,6 @@ COORDINATES = {
     kernel.GridDimOp: "gridDim",
 }
 REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
-
-
-class EmitError(EmmyError):
-    """The IR cannot be printed as CUDA (unresolved forks, unsupported ops)."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from emmy.errors import EmmyError
+from emmy.identity import EMU, arch_of
 
 #: the flag set that deploys: NVRTC's defaults, which already optimise at O3
 DEPLOYABLE_FLAGS: tuple[str, ...] = ()
@@ -234,8 +235,6 @@ class Regime:
 
 def regime_for(device: str, flags: str | Sequence[str] = DEPLOYABLE_FLAGS) -> Regime:
     """The regime of a device identity ("emu" or a GPU slug) under the given flags."""
-    from emmy.runtime.identity import EMU, arch_of
-
     return Regime(flags, HOST_ARCH if device == EMU else arch_of(device))
 
 

@@ -10,15 +10,12 @@ from functools import cache, lru_cache
 
 from lark import Token, Tree
 
+from emmy.dsl.parser import names_read, parse_expression
+from emmy.errors import EvaluationError
+
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
 
 Value = int | float | str | bool
-
-
-class EvaluationError(Exception):
-    def __init__(self, node: Tree | Token, message: str):
-        super().__init__(message)
-        self.node = node
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -103,23 +100,8 @@ def evaluate(
 
 @cache
 def _constraint(text: str) -> tuple[Tree, tuple[str, ...]]:
-    from emmy.dsl.parser import parse_expression
-
     tree = parse_expression(text, "<fork constraint>")
-    return tree, tuple(sorted(_names(tree)))
-
-
-def names_in(text: str) -> set[str]:
-    """The names an expression reads."""
-    return set(_constraint(text)[1])
-
-
-def _names(node: Tree | Token) -> set[str]:
-    if isinstance(node, Token):
-        return set()
-    if node.data == "name":
-        return {str(node.children[0])}
-    return set().union(set(), *(_names(c) for c in node.children if c is not None))
+    return tree, tuple(sorted(names_read(tree)))
 
 
 _MISSING = object()

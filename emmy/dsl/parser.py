@@ -9,20 +9,11 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from emmy.dsl.evaluate import names_in
 from emmy.dsl.unparse import unparse
-from emmy.errors import EmmyError
+from emmy.errors import DslError
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 LAUNCH_ITEMS = ("grid", "block", "shared")
-
-
-class DslError(EmmyError):
-    """An error in a .emmy file, reported as `file:line:column: message`."""
-
-    def __init__(self, path: str, line: int, column: int, message: str):
-        super().__init__(f"{path}:{line}:{column}: {message}")
-        self.path, self.line, self.column = path, line, column
 
 
 @dataclass(frozen=True)
@@ -129,6 +120,15 @@ def parse_expression(text: str, path: str = "<expression>") -> Tree:
         raise _syntax_error(path, error) from None
 
 
+def names_read(node: Tree | Token) -> set[str]:
+    """The names an expression reads."""
+    if isinstance(node, Token):
+        return set()
+    if node.data == "name":
+        return {str(node.children[0])}
+    return set().union(set(), *(names_read(c) for c in node.children if c is not None))
+
+
 def _option(node: Tree) -> int | str:
     token = node.children[0]
     return int(token) if node.data == "int_option" else str(token)
@@ -208,7 +208,8 @@ def _check_declaration(decl: KernelDecl, node: Tree) -> None:
     for param in decl.params:
         if param.when is None:
             continue
-        unknown = sorted(names_in(param.when) - set(decl.key))
+        when = parse_expression(param.when, "<parameter condition>")
+        unknown = sorted(names_read(when) - set(decl.key))
         if unknown:
             raise decl.error(
                 node, f"parameter {param.name} depends on {unknown[0]!r}, which is not a key"

@@ -7,17 +7,18 @@ from __future__ import annotations
 import hashlib
 from importlib.metadata import version
 
-import emmy
 from emmy.paths import cache_dir, write_atomic
+from emmy.version import __version__
 
 
 def _path(expression: str):
-    text = "\0".join(("graph-v1", expression, version("torch"), emmy.__version__))
+    text = "\0".join(("graph-v1", expression, version("torch"), __version__))
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.mlir"
 
 
 def context():
     """A context with every dialect a graph uses."""
+    # xDSL is imported only to parse a graph: a program-cache hit reads the text alone
     from xdsl.context import Context
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
@@ -36,6 +37,7 @@ def traced_graph_text(expression: str) -> str:
     path = _path(expression)
     if path.exists():
         return path.read_text()
+    # torch traces the expression: a warm compile finds its graph above, without torch
     from emmy.frontend.expression import trace
 
     module = trace(expression, meta=True).module
@@ -60,6 +62,7 @@ def parse_graph(text: str, where: str):
     built = _BUILT.pop(text, None)
     if built is not None:
         return built
+    # xDSL is imported only to parse a graph: a program-cache hit reads the text alone
     from xdsl.parser import Parser
 
     return Parser(context(), text, where).parse_module()

@@ -9,6 +9,7 @@ the names of its constants, so a warm `emmy compile RECIPE` does not import torc
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
@@ -20,9 +21,10 @@ from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
-import emmy
 from emmy.errors import EmmyError
+from emmy.frontend.cache import remember
 from emmy.paths import RECIPES_DIR, cache_dir, write_atomic
+from emmy.version import __version__
 
 DTYPE_NAMES = ("f32", "f16", "bf16")
 
@@ -64,8 +66,6 @@ def _recipe_source(directory: Path) -> str:
 def _constants_of_source(directory: Path) -> dict:
     """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC, read without running the recipe (no
     torch import)."""
-    import ast
-
     tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
     found = {}
     for node in tree.body:
@@ -171,6 +171,7 @@ def build(case: RecipeCase, meta: bool = False):
     """The model (random weights from seed 0, in the case's dtype, eval mode) and its
     example inputs; with `meta`, on the meta device: shapes without values, enough to
     compile."""
+    # torch builds the model; reading a recipe's constants or its cached graph does not
     import torch
 
     from emmy.runtime.convert import STORAGE_DTYPES
@@ -191,7 +192,7 @@ def _cache_path(case: RecipeCase) -> Path:
             _recipe_source(case.directory),
             json.dumps([case.config, case.size, case.dtype], sort_keys=True),
             version("torch"),
-            emmy.__version__,
+            __version__,
         )
     )
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
@@ -210,7 +211,7 @@ def recipe_graph_text(case: RecipeCase, timings: dict | None = None) -> tuple[st
     import torch  # noqa: F401 - timed apart: a cost of any torch frontend, not of emmy's
 
     timings["frontend: import torch"] = time.perf_counter() - start
-    from emmy.frontend.cache import remember
+    # torch exports the model: a graph found in the cache above does without it
     from emmy.frontend.model import export
 
     start = time.perf_counter()

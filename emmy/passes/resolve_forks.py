@@ -6,13 +6,15 @@ Pins narrow each site's configs to those that agree with them; the oracles then 
 order (pins, golden files, the tuning database, the prior, the declared default). Every
 knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
 and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
+
+The pass reads no store itself: the oracle stack is handed to it (`stack`), built from the
+other options by whoever runs it (emmy.compiler, emmy-opt; see emmy.search.oracles).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
@@ -21,6 +23,7 @@ from xdsl.passes import ModulePass
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.site_configs import SiteSpace
+from emmy.search.query import Decider, SiteQuery
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
@@ -74,9 +77,7 @@ def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
             )
 
 
-def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]):
-    from emmy.search.oracles import SiteQuery
-
+def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]) -> SiteQuery:
     space = SiteSpace(site)
     return SiteQuery(
         site=site.sym_name.data,
@@ -88,23 +89,6 @@ def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]):
         enumerate_valid=space.configs,
         options=space.options,
     )
-
-
-def build_stack(target: str, oracles: str, db: str, golden: str):
-    """The oracle stack of a compile for `target` (a device identity)."""
-    from emmy.backend.regime import regime_for
-    from emmy.search.db import default_db_path
-    from emmy.search.golden import golden_paths
-    from emmy.search.oracles import OracleContext, OracleStack, parse_oracles
-
-    names = parse_oracles(oracles)
-    recipe_dirs = [Path(p) for p in golden.split(",") if p]
-    paths = []
-    for directory in recipe_dirs or [None]:
-        paths += [p for p in golden_paths(target, directory) if p not in paths]
-    db_path = None if db == "none" else Path(db) if db else default_db_path()
-    context = OracleContext(target, regime_for(target), db_path, paths)
-    return OracleStack(context, names)
 
 
 @dataclass(frozen=True)
@@ -121,6 +105,8 @@ class ResolveForks(ModulePass):
     db: str = ""
     #: recipe directories whose golden/ files come before the model-agnostic ones
     golden: str = ""
+    #: what decides each site: the oracle stack built from the four options above
+    stack: Decider | None = field(default=None, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         pins = parse_pins(self.pin)
@@ -128,10 +114,14 @@ class ResolveForks(ModulePass):
         sites = [site for site in op.walk() if isinstance(site, fork.SiteOp)]
         if not sites:
             return
-        stack = build_stack(self.target, self.oracles, self.db, self.golden)
+        if self.stack is None:
+            raise EmmyError(
+                "resolve-forks was given no oracle stack (emmy.search.oracles.oracle_stack"
+                " builds one from target, oracles, db and golden)"
+            )
         for site in sites:
             query = site_query(site, pins)
-            decision = stack.decide(query)
+            decision = self.stack.decide(query)
             record(site, decision, set(query.pins))
 
 

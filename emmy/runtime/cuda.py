@@ -19,17 +19,9 @@ from cuda.bindings import driver as cu
 
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
-from emmy.runtime.device import (
-    BufferArg,
-    Device,
-    HostCall,
-    KernelLaunchError,
-    Launch,
-    NoDeviceError,
-    ScalarArg,
-    Step,
-)
-from emmy.runtime.identity import arch_of, slug
+from emmy.errors import KernelLaunchError, NoDeviceError
+from emmy.identity import arch_of, slug
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
@@ -327,6 +319,7 @@ class CudaDevice(Device):
     def _host_call(self, call: HostCall, pointers: dict[str, int]) -> None:
         """The vendor library through torch (cuBLAS), on tensors over our buffers and
         queued on our stream, in the primary context torch shares."""
+        # torch is loaded by a program's first host call alone: kernels never need it
         import torch
 
         from emmy.runtime.vendor import run_host_call

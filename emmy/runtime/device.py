@@ -12,20 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emmy.errors import EmmyError
-
-
-class NoDeviceError(EmmyError):
-    """The requested device is not present on this machine."""
-
-
-class KernelCompileError(EmmyError):
-    """The kernel source did not compile; the message carries the compiler's log."""
-
-
-class KernelLaunchError(EmmyError):
-    """A launch failed: a crash, a deadlock, a timeout, or resources the device lacks."""
-
 
 @dataclass(frozen=True)
 class BufferArg:

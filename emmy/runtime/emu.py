@@ -20,25 +20,17 @@ import signal
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
+from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
+from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import (
-    BufferArg,
-    Device,
-    HostCall,
-    KernelCompileError,
-    KernelLaunchError,
-    Launch,
-    NoDeviceError,
-    ScalarArg,
-    Step,
-)
-from emmy.runtime.identity import EMU
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;
@@ -177,6 +169,7 @@ def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
 
 
 def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
+    # the vendor library runs through torch, loaded by a program's first host call alone
     from emmy.runtime.vendor import numpy_view, run_host_call
 
     def view(arg: BufferArg, shape: tuple[int, ...]):
@@ -190,8 +183,6 @@ def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
 def _time_host_calls(
     steps: Sequence[Step], buffers: dict[str, np.ndarray], warmup: int, repetitions: int
 ) -> list[float]:
-    import time
-
     if not all(isinstance(step, HostCall) for step in steps):
         raise KernelLaunchError("the emulator times host calls alone, not among kernels")
     for _ in range(warmup):

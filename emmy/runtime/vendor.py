@@ -10,7 +10,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from emmy.runtime.device import BufferArg, HostCall, KernelLaunchError
+from emmy.errors import KernelLaunchError
+from emmy.runtime.device import BufferArg, HostCall
 
 NUMPY_VIEW = {"f32": np.float32, "f16": np.float16, "bf16": np.int16}
 

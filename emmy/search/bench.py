@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -31,7 +31,7 @@ from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
-from emmy.errors import EmmyError
+from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.passes.choices import HOST_FAMILIES
 from emmy.program import vendor_matmul_call
 from emmy.runtime.convert import (
@@ -40,14 +40,7 @@ from emmy.runtime.convert import (
     from_storage,
     to_storage,
 )
-from emmy.runtime.device import (
-    BufferArg,
-    Device,
-    KernelCompileError,
-    KernelLaunchError,
-    Launch,
-    Step,
-)
+from emmy.runtime.device import BufferArg, Device, Launch, Step
 from emmy.search.db import Row, TuningDB, canonical_config
 from emmy.search.reference import as_outputs, reference, tolerance
 
@@ -463,8 +456,6 @@ class Bench:
 
 
 def _with_id(row: Row, row_id: int) -> Row:
-    from dataclasses import replace
-
     return replace(row, id=row_id)
 
 

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from emmy.search.dataset import export, freeze, import_sources, stats
+
 
 def add_db_commands(commands: Any) -> None:
     """Add `emmy db` and its actions to `commands`, the subparsers of `emmy`."""
@@ -91,8 +93,6 @@ def _add_db(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import freeze
-
     done = freeze(
         args.db, args.output, devices=args.device, regimes=args.regime, families=args.family
     )
@@ -103,8 +103,6 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import import_sources
-
     results = import_sources(args.db, args.sources)
     for r in results:
         if r.skipped_as is not None:
@@ -126,16 +124,12 @@ def _rows(n: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import stats
-
     for line in stats(args.db).lines():
         print(line)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import export
-
     manifest = export(args.db, args.output)
     pools = manifest["pools"]
     for pool in pools:

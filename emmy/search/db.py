@@ -29,9 +29,9 @@ from typing import Any
 
 import peewee
 
-import emmy
 from emmy.errors import EmmyError
 from emmy.paths import cache_dir
+from emmy.version import __version__
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
@@ -76,7 +76,7 @@ class Row:
     regime: str = _column(peewee.TextField())
     regime_words: str = _column(peewee.TextField())
     compiler: str = _column(peewee.TextField())
-    emmy_version: str = _column(peewee.TextField(), default=emmy.__version__)
+    emmy_version: str = _column(peewee.TextField(), default=__version__)
     family: str = _column(peewee.TextField())
     key: str = _column(peewee.TextField())
     config: dict[str, int | str] = _column(peewee.TextField())  # stored as canonical_config

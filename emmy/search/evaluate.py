@@ -33,8 +33,25 @@ from pathlib import Path
 
 import numpy as np
 
+from emmy.dsl.keys import parse_key
+from emmy.dsl.library import configs, default_config, families
+from emmy.dsl.lower import valid
 from emmy.errors import EmmyError
-from emmy.search.prior.features import Dataset, FeatureSpec, Pool, build_spec, split_of
+from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.paths import RECIPES_DIR
+from emmy.search import golden
+from emmy.search.db import canonical_config
+from emmy.search.oracles import DefaultOracle
+from emmy.search.prior import METADATA, WEIGHTS, FittedPrior, prior_dir, read_prior
+from emmy.search.prior.features import (
+    Dataset,
+    FeatureSpec,
+    Pool,
+    build_spec,
+    load_dataset,
+    split_of,
+)
+from emmy.search.query import SiteQuery
 
 PICKERS = ("prior", "default", "nearest key", "golden")
 #: the note of a host-level choice's pool (attention's path, a matmul's)
@@ -167,11 +184,6 @@ def first_measured(ranking: np.ndarray, measured: np.ndarray) -> int | None:
 def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
     """The SiteQuery a compile would make for (family, key) with no pins, from the library;
     for a family the library does not know, a query over `fallback` configs."""
-    from emmy.dsl.keys import parse_key
-    from emmy.dsl.library import configs, default_config, families
-    from emmy.dsl.lower import valid
-    from emmy.search.oracles import SiteQuery
-
     decl = families().get(family)
     values = parse_key(key)
     if decl is None:
@@ -198,8 +210,6 @@ def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
 
 
 def default_pick(query) -> dict | None:
-    from emmy.search.oracles import DefaultOracle
-
     if not query.default:
         return None
     decision = DefaultOracle(None).decide(query)  # type: ignore[arg-type]
@@ -209,12 +219,10 @@ def default_pick(query) -> dict | None:
 def golden_files(device: str, regime: str) -> list:
     """The golden files of `device` under `regime` that a compile could read: every recipe's,
     then the model-agnostic one."""
-    from emmy.paths import RECIPES_DIR
-    from emmy.search.golden import MODEL_AGNOSTIC_DIR, load_golden
-
     paths = sorted(RECIPES_DIR.glob(f"*/golden/{device}.json")) if RECIPES_DIR.is_dir() else []
-    paths.append(MODEL_AGNOSTIC_DIR / f"{device}.json")
-    files = [load_golden(p) for p in paths if p.is_file()]
+    # read here, not at import, so that a test can point it elsewhere
+    paths.append(golden.MODEL_AGNOSTIC_DIR / f"{device}.json")
+    files = [golden.load_golden(p) for p in paths if p.is_file()]
     return [g for g in files if g.regime == regime]
 
 
@@ -225,10 +233,6 @@ def evaluate_pool(
     spec: FeatureSpec | None = None,
 ) -> PoolReport:
     """Coverage and the held-out scores of every picker on one pool."""
-    from emmy.passes.choices import CHOICE_FAMILIES
-    from emmy.search.db import canonical_config
-    from emmy.search.prior import FittedPrior
-
     family = pool.family
     column = {c: j for j, c in enumerate(pool.configs)}
     configs = pool.parsed_configs
@@ -315,8 +319,6 @@ def select_pools(dataset: Dataset, view: str | None) -> list[Pool]:
 
 
 def evaluate(dataset: Dataset, models: dict | None, view: str | None = None) -> list[PoolReport]:
-    from emmy.passes.choices import CHOICE_FAMILIES
-
     pools = select_pools(dataset, view)
     specs: dict[str, FeatureSpec] = {}
     reports = []
@@ -426,10 +428,11 @@ def write_plots(reports: Sequence[PoolReport], directory: Path) -> list[Path] | 
     """Per pool: the prior's predicted vs measured times, and each picker's regret
     distribution. None when matplotlib is not installed."""
     try:
+        # matplotlib is optional, for the plots alone
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # after use("Agg"): plots to files, no display
     except ImportError:
         return None
     directory.mkdir(parents=True, exist_ok=True)
@@ -482,9 +485,6 @@ def run_eval(
     out: Callable[[str], None] = print,
 ) -> list[PoolReport]:
     """`emmy eval`: prints the tables; returns the reports."""
-    from emmy.search.prior import METADATA, WEIGHTS, prior_dir, read_prior
-    from emmy.search.prior.features import load_dataset
-
     dataset = load_dataset(dataset_dir)
     directory = Path(prior) if prior else prior_dir()
     models = None

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from emmy.errors import EmmyError
+from emmy.identity import is_well_formed
 from emmy.paths import PACKAGE_DIR, write_atomic
-from emmy.runtime.identity import is_well_formed
 from emmy.search.db import Row, TuningDB
 
 GOLDEN_SCHEMA = 1

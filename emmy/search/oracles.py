@@ -8,61 +8,33 @@ Each oracle answers one question, `decide(query) -> Decision | None`: the config
 A user reorders or trims it with `--oracles`, and a package adds oracles through the
 `emmy.oracles` entry point group (name → a class taking an `OracleContext`). Only rows and
 golden entries of the compile's own device and deployable regime are ever read.
+
+`oracle_stack` builds the stack of a compile from its options; the compiler (and emmy-opt)
+hands it to resolve-forks, and runs `OracleStack.import_golden_rows` first, as a step of its
+own: the database oracle weighs the golden files' measured entries beside the benches' rows.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from emmy.backend.regime import Regime
+from emmy.backend.regime import Regime, regime_for
+from emmy.dsl.library import families
 from emmy.errors import EmmyError
-from emmy.search.db import TuningDB
+from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.search.db import TuningDB, default_db_path
+from emmy.search.golden import GoldenFile, golden_paths, import_golden, load_golden
+from emmy.search.prior import load_prior
+from emmy.search.query import Config, Decision, SiteQuery
 
-Config = dict[str, int | str]
 DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "default")
-
-
-@dataclass
-class SiteQuery:
-    """One site to decide: what it is, which configs are allowed, and the user's pins."""
-
-    site: str
-    family: str
-    key: str
-    default: Config
-    pins: Config
-    is_valid: Callable[[Config], bool]
-    enumerate_valid: Callable[[], Iterator[Config]]
-    #: each fork's options in declared order
-    options: dict[str, list] = field(default_factory=dict)
-
-    def allows(self, config: Config) -> bool:
-        """Valid for the key and in agreement with the pins."""
-        if set(config) != set(self.default):
-            return False
-        if any(config[name] != value for name, value in self.pins.items()):
-            return False
-        return self.is_valid(config)
-
-    @cached_property
-    def allowed(self) -> list[Config]:
-        """Every allowed config, in declared order (enumerated only when an oracle needs it)."""
-        return [c for c in self.enumerate_valid() if all(c[n] == v for n, v in self.pins.items())]
-
-
-@dataclass(frozen=True)
-class Decision:
-    config: Config
-    oracle: str
-    evidence: dict = field(default_factory=dict)
-    runner_up: dict | None = None
 
 
 @dataclass
@@ -76,17 +48,12 @@ class OracleContext:
 
     @cached_property
     def db(self) -> TuningDB | None:
-        if self.db_path is None:
-            return None
-        db = TuningDB(self.db_path)
-        self._import_golden(db)
-        return db
+        """The tuning database, opened when an oracle first reads it."""
+        return None if self.db_path is None else TuningDB(self.db_path)
 
     @cached_property
-    def golden(self) -> list:
+    def golden(self) -> list[GoldenFile]:
         """Golden files in scope whose regime is this compile's; others are set aside."""
-        from emmy.search.golden import load_golden
-
         files = []
         for path in self.golden_paths:
             golden = load_golden(path)
@@ -103,19 +70,10 @@ class OracleContext:
             files.append(golden)
         return files
 
-    def _import_golden(self, db: TuningDB) -> None:
-        from emmy.search.golden import import_golden
 
-        for golden in self.golden:
-            import_golden(db, golden)
-
-
-def check_against_library(golden) -> None:
+def check_against_library(golden: GoldenFile) -> None:
     """Every entry names a known family and a config of its forks' options; otherwise the
     whole file is refused, naming the entry, before anything of it is used."""
-    from emmy.dsl.library import families
-    from emmy.passes.choices import CHOICE_FAMILIES
-
     known = {
         name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()
     }
@@ -218,8 +176,6 @@ class PriorOracle:
     name = "prior"
 
     def __init__(self, context: OracleContext):
-        from emmy.search.prior import load_prior
-
         self.context = context
         self.prior = load_prior(context.device)
 
@@ -299,10 +255,31 @@ def parse_oracles(text: str | None) -> tuple[str, ...]:
 
 
 class OracleStack:
+    """The oracles of a compile, asked in order: the first to answer decides a site."""
+
     def __init__(self, context: OracleContext, names: tuple[str, ...] = DEFAULT_ORACLES):
         classes = oracle_classes()
         self.context = context
+        self.names = names
         self.oracles: list[Oracle] = [classes[name](context) for name in names]
+
+    def import_golden_rows(self) -> list[str]:
+        """Copies the measured entries of the golden files in scope into the tuning database
+        as golden rows, where the db oracle weighs them with the benches' rows (a plugin
+        oracle may read the database too). One line per file, saying what was done."""
+        reads_db = any(name == "db" or name not in BUILTIN_ORACLES for name in self.names)
+        if not reads_db or self.context.db_path is None or not self.context.golden:
+            return []
+        db = self.context.db
+        assert db is not None  # it has a path
+        lines = []
+        for golden in self.context.golden:
+            if db.golden_imported(str(golden.path), golden.sha256):
+                lines.append(f"golden rows of {golden.path} already in {db.path}")
+                continue
+            count = import_golden(db, golden)
+            lines.append(f"imported {count} golden rows from {golden.path} into {db.path}")
+        return lines
 
     def decide(self, query: SiteQuery) -> Decision:
         for oracle in self.oracles:
@@ -314,3 +291,17 @@ class OracleStack:
             f"no oracle decided site {query.site} ({query.family}, {query.key})"
             + (f": no valid config with {pinned}" if pinned else "")
         )
+
+
+def oracle_stack(target: str, oracles: str = "", db: str = "", golden: str = "") -> OracleStack:
+    """The oracle stack of a compile for `target` (a device identity): the oracles named by
+    `oracles` (default pins→golden→db→prior→default), the tuning database `db` ("" the
+    default, "none" none) and the golden files of the recipe folders `golden` (comma-separated)
+    before the model-agnostic ones."""
+    names = parse_oracles(oracles)
+    recipe_dirs = [Path(p) for p in golden.split(",") if p]
+    paths: list[Path] = []
+    for directory in recipe_dirs or [None]:
+        paths += [p for p in golden_paths(target, directory) if p not in paths]
+    db_path = None if db == "none" else Path(db) if db else default_db_path()
+    return OracleStack(OracleContext(target, regime_for(target), db_path, paths), names)

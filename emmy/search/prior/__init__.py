@@ -15,13 +15,14 @@ family was not fitted on, a family it does not know, or a library changed since 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -29,9 +30,7 @@ from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.prior.features import FeatureSpec
-
-if TYPE_CHECKING:
-    from emmy.search.oracles import Decision, SiteQuery
+from emmy.search.query import Decision, SiteQuery
 
 PRIOR_DIR = Path(__file__).resolve().parent
 PRIOR_SCHEMA = 2
@@ -120,8 +119,6 @@ class FittedPrior:
         self.dataset = metadata.get("dataset", {}).get("sha256", "")
 
     def decide(self, query: SiteQuery) -> Decision | None:
-        from emmy.search.oracles import Decision
-
         model = self.models.get(query.family)
         if model is None or self.device not in model.spec.devices:
             return None
@@ -279,8 +276,6 @@ def write_prior(
 def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """An .npz archive with fixed timestamps and order, so a refit of the same weights is the
     same file."""
-    import io
-
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(arrays):

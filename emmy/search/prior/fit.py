@@ -46,7 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from emmy.backend.regime import regime_for
 from emmy.errors import EmmyError
+from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.search.evaluate import evaluate_pool
 from emmy.search.prior import PRIOR_DIR, FamilyModel, write_prior
 from emmy.search.prior.features import (
     DATASET_HASH,
@@ -85,9 +88,6 @@ class FamilyData:
 
 def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
     """The pools a compile could use (its device's deployable regime), and why others not."""
-    from emmy.backend.regime import regime_for
-    from emmy.passes.choices import CHOICE_FAMILIES
-
     kept, skipped = [], {}
     for pool in dataset.pools:
         if pool.family in CHOICE_FAMILIES:
@@ -348,8 +348,6 @@ def fit(
 ) -> dict:
     """Fit every family of the dataset; write the prior to `out_dir` (default: the package's
     prior folder). Returns the metadata written."""
-    from emmy.search.evaluate import evaluate_pool
-
     dataset = load_dataset(dataset_dir)
     pools, skipped = deployable_pools(dataset)
     for pool_id, reason in skipped.items():

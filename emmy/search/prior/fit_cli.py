@@ -63,16 +63,17 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.epochs < 1:
         raise EmmyError(f"--epochs {args.epochs}: must be at least 1")
     try:
-        import jax  # noqa: F401
+        import jax  # noqa: F401 - JAX is optional: without it `emmy fit` is one line, and no other command loads it
     except ImportError:
         raise EmmyError(NEEDS_JAX) from None
-    from emmy.search.prior.fit import fit
+    from emmy.search.prior.fit import fit  # fits with JAX (see above)
 
     fit(args.dataset, args.output, epochs=args.epochs, seed=args.seed)
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    # emmy eval reads the kernel library and the oracles (xDSL): the other commands need not
     from emmy.search.evaluate import cmd_eval as run
 
     return run(args)

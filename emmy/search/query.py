@@ -1,0 +1,57 @@
+"""The question an oracle answers, and its answer: what resolve-forks and the oracles share.
+
+resolve-forks asks a `Decider` (the oracle stack) one `SiteQuery` per site and writes the
+`Decision` into the IR; the oracles, the prior and `emmy eval` build and answer the same
+queries. This module imports nothing of emmy, so every side can import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+Config = dict[str, int | str]
+
+
+@dataclass
+class SiteQuery:
+    """One site to decide: what it is, which configs are allowed, and the user's pins."""
+
+    site: str
+    family: str
+    key: str
+    default: Config
+    pins: Config
+    is_valid: Callable[[Config], bool]
+    enumerate_valid: Callable[[], Iterator[Config]]
+    #: each fork's options in declared order
+    options: dict[str, list] = field(default_factory=dict)
+
+    def allows(self, config: Config) -> bool:
+        """Valid for the key and in agreement with the pins."""
+        if set(config) != set(self.default):
+            return False
+        if any(config[name] != value for name, value in self.pins.items()):
+            return False
+        return self.is_valid(config)
+
+    @cached_property
+    def allowed(self) -> list[Config]:
+        """Every allowed config, in declared order (enumerated only when an oracle needs it)."""
+        return [c for c in self.enumerate_valid() if all(c[n] == v for n, v in self.pins.items())]
+
+
+@dataclass(frozen=True)
+class Decision:
+    config: Config
+    oracle: str
+    evidence: dict = field(default_factory=dict)
+    runner_up: dict | None = None
+
+
+class Decider(Protocol):
+    """What decides every site of a compile (the oracle stack): a decision, or EmmyError."""
+
+    def decide(self, query: SiteQuery) -> Decision: ...
