@@ -8,8 +8,8 @@ import numpy as np
 
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
+from emmy.identity import EMU
 from emmy.runtime.emu import EmuDevice
-from emmy.runtime.identity import EMU
 
 # 6 queries over 9 keys: causal alignment matters where q_len != kv_len
 Q, K, S, P = "tensor<1x2x6x8xf32>", "tensor<1x2x9x8xf32>", "tensor<1x2x6x9xf32>", "tensor<f32>"
