@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
 from emmy.search.dataset_cli import add_db_commands
 from emmy.search.prior.fit_cli import add_fit_eval_commands
@@ -183,7 +184,7 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         "the other dims are those of --size (repeatable)",
     )
     parser.add_argument(
-        "--dtype", choices=["f32", "f16", "bf16"], help="the model's dtype (default: the config's)"
+        "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
     )
     parser.add_argument(
         "--pin",
@@ -481,7 +482,7 @@ def _reference_outputs(model, inputs) -> list:
     import torch
 
     with torch.no_grad():
-        low = [t for t in model.parameters() if t.dtype in (torch.float16, torch.bfloat16)]
+        low = [t for t in model.parameters() if is_half(torch_dtype_name(t.dtype))]
         if low:
             model = copy.deepcopy(model).float()
             inputs = [t.float() if t.is_floating_point() else t for t in inputs]

@@ -21,7 +21,7 @@ from xdsl.ir import SSAValue
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.dialects import fork, graph, kernel
-from emmy.dialects.kernel import dtype_name
+from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.attention_paths import AttentionPaths
 from emmy.passes.choices import HOST_FAMILIES

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from emmy import dtypes
 from emmy.backend.fold import float_literal, fold, fold_int
 from emmy.dialects import fork, kernel
 from emmy.errors import EmmyError
@@ -28,18 +29,12 @@ from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'
 
-STORAGE = {Float32Type: "float", Float16Type: "emmy::f16", BFloat16Type: "emmy::bf16"}
-#: integer storage by width: i8 holds booleans (0 or 1), i32/i64 indices
-INTEGER_STORAGE = {8: "signed char", 32: "int", 64: "long long"}
-
 
 FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
 
 
 def storage_type(element: Attribute) -> str:
-    if isinstance(element, IntegerType):
-        return INTEGER_STORAGE[element.width.data]
-    return STORAGE[type(element)]
+    return dtypes.lookup(dtypes.dtype_name(element)).c_type
 
 
 INT_OPS = {
@@ -98,7 +93,7 @@ def c_type(typ: Attribute) -> str:
     if isinstance(typ, Float32Type):
         return "float"
     if isinstance(typ, IntegerType):
-        return "bool" if typ.width.data == 1 else INTEGER_STORAGE[typ.width.data]
+        return "bool" if typ.width.data == 1 else storage_type(typ)
     raise EmitError(f"no CUDA type for {typ}")
 
 
@@ -126,7 +121,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             key=site.key.data,
             config=_config_dict(config),
             arg_names=tuple(n.data for n in func.arg_names),
-            arg_dtypes=tuple(kernel.dtype_name(a.type.element) for a in func.body.block.args),
+            arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
             block=fold_int(launch.block, "the block size"),
             smem=fold_int(launch.smem, "the shared memory size"),
@@ -303,7 +298,7 @@ class KernelPrinter:
                 f"{self.value(op.ptr)} + {self.value(op.offset)});"
             )
         elif isinstance(op, kernel.MmaOp):
-            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+            dtype = dtypes.lookup(op.dtype.data).c_type
             acc = (
                 f"*reinterpret_cast<emmy::frag_c*>({self.value(op.acc)} + {self.value(op.offset)})"
             )
@@ -311,7 +306,7 @@ class KernelPrinter:
             b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
             self.line(f"emmy::mma_16816<{dtype}>({acc}, {a}, {b}, {acc});")
         elif isinstance(op, kernel.PackHalf2Op):
-            dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+            dtype = dtypes.lookup(op.dtype.data).c_type
             self.line(
                 f"{self.value(op.fragment)}[{self.value(op.offset)}] = "
                 f"emmy::pack_half2<{dtype}>({self.value(op.lo)}, {self.value(op.hi)});"

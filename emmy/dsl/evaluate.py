@@ -10,7 +10,7 @@ from functools import cache, lru_cache
 
 from lark import Token, Tree
 
-DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
+from emmy import dtypes
 
 Value = int | float | str | bool
 
@@ -26,9 +26,9 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _sizeof(dtype: Value) -> int:
-    if dtype not in DTYPE_BYTES:
+    if not dtypes.is_storage(dtype):
         raise ValueError(f"sizeof needs a dtype, not {dtype!r}")
-    return DTYPE_BYTES[str(dtype)]
+    return dtypes.lookup(dtype).bytes
 
 
 FUNCTIONS: dict[str, Callable[..., Value]] = {
@@ -69,7 +69,7 @@ def evaluate(
         name = str(children[0])
         if name in env:
             return env[name]
-        if name in symbols or name in DTYPE_BYTES:  # a symbolic option, or a dtype (T == bf16)
+        if name in symbols or dtypes.is_storage(name):  # a symbolic option, or a dtype (T == bf16)
             return name
         raise EvaluationError(node, f"unknown name {name!r}")
     if kind == "neg":
