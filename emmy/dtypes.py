@@ -64,7 +64,7 @@ def lookup(name: object) -> DType:
     """The row of a storage type's name."""
     if not is_storage(name):
         raise EmmyError(f"{name!r} is not a storage type (one of {', '.join(DTYPES)})")
-    return DTYPES[name]
+    return DTYPES[str(name)]
 
 
 def is_storage(name: object) -> bool:
