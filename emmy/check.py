@@ -17,10 +17,11 @@ from functools import cache
 import numpy as np
 import torch
 
+from emmy import dtypes
 from emmy.compiler import TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import param_dtype, parse_input_kinds
 from emmy.dsl.library import active_params, configs, family
-from emmy.runtime.convert import STORAGE_DTYPES, from_storage, to_storage
+from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.search.reference import as_outputs, reference, tolerance
 
@@ -44,9 +45,9 @@ def pairwise(candidates: list[dict]) -> list[dict]:
     return chosen
 
 
-FLOATS = ["f32", "f16", "bf16"]
+FLOATS = list(dtypes.FLOAT_NAMES)
 #: families that take fewer storage types (tensor cores multiply 16-bit floats)
-DTYPES = {"matmul_tc": ["f16", "bf16"], "attention_tc": ["f16", "bf16"]}
+DTYPES = {family: list(dtypes.HALF_NAMES) for family in ("matmul_tc", "attention_tc")}
 
 
 def dtypes_of(family_name: str) -> list[str]:
@@ -55,7 +56,7 @@ def dtypes_of(family_name: str) -> list[str]:
 
 def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):
     values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale + shift
-    return values.to(STORAGE_DTYPES[dtype])
+    return values.to(dtypes.torch_dtype(dtype))
 
 
 def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) -> torch.Tensor:
@@ -69,7 +70,7 @@ def softmax_input(rows: int, cols: int, dtype: str, generator: torch.Generator) 
         x[0, 2] = -math.inf
     if rows > 2:
         x[1, :] = -math.inf
-    return x.to(STORAGE_DTYPES[dtype])
+    return x.to(dtypes.torch_dtype(dtype))
 
 
 def attention_mask(key: dict, dtype: str, generator: torch.Generator) -> torch.Tensor:
@@ -91,7 +92,7 @@ def padding_mask(batch: int, kv_len: int, dtype: str, generator: torch.Generator
     mask = torch.randn((batch, kv_len), generator=generator, dtype=torch.float64) * 0.5
     mask[0, kv_len - kv_len // 3 :] = -math.inf
     mask[-1, 1:] = -math.inf
-    return mask.to(STORAGE_DTYPES[dtype])
+    return mask.to(dtypes.torch_dtype(dtype))
 
 
 #: fused matmul epilogues: (chain over the product `acc`, kinds of its extra inputs)
@@ -390,7 +391,7 @@ SPECS = {
         ],
         lambda k, d, g: [
             torch.randint(0, k["vocab"], (k["tokens"],), generator=g).to(
-                torch.int32 if k["I"] == "i32" else torch.int64
+                dtypes.torch_dtype(k["I"])
             ),
             randn((k["vocab"], k["dim"]), d, g),
         ],
@@ -478,7 +479,7 @@ def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
     device.run(c.source, c.launches, buffers, timeout=600, **options)
     failures = []
     for output, want in c.expected.items():
-        torch_dtype = STORAGE_DTYPES[c.output_dtypes.get(output, c.dtype)]
+        torch_dtype = dtypes.torch_dtype(c.output_dtypes.get(output, c.dtype))
         rtol, atol = tolerance(c.family, c.configs[output]["key"], torch_dtype)
         actual = from_storage(buffers[output], torch_dtype).double().reshape(want.shape)
         want = want.to(torch_dtype).double()

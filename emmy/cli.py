@@ -18,6 +18,7 @@ from pathlib import Path
 
 from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
+from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
 from emmy.frontend.cache import traced_graph_text
 from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
@@ -185,7 +186,7 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
         "the other dims are those of --size (repeatable)",
     )
     parser.add_argument(
-        "--dtype", choices=["f32", "f16", "bf16"], help="the model's dtype (default: the config's)"
+        "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
     )
     parser.add_argument(
         "--pin",
@@ -463,7 +464,7 @@ def _reference_outputs(model, inputs) -> list:
     import torch
 
     with torch.no_grad():
-        low = [t for t in model.parameters() if t.dtype in (torch.float16, torch.bfloat16)]
+        low = [t for t in model.parameters() if is_half(torch_dtype_name(t.dtype))]
         if low:
             model = copy.deepcopy(model).float()
             inputs = [t.float() if t.is_floating_point() else t for t in inputs]

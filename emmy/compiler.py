@@ -26,8 +26,8 @@ from xdsl.ir import SSAValue
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
 from emmy.dialects import fork, graph, kernel
-from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import family, instantiate
+from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
 from emmy.identity import EMU, arch_of
 from emmy.passes.attention_paths import AttentionPaths

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from emmy import dtypes
 from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
@@ -36,15 +37,6 @@ class KernelInfo:
     smem: int
 
 
-NUMPY_STORAGE = {
-    "f32": np.float32,
-    "f16": np.float16,
-    "bf16": np.uint16,
-    "i8": np.int8,
-    "i32": np.int32,
-    "i64": np.int64,
-    "u8": np.uint8,
-}
 #: the buffer that holds every temporary of a program, each at its offset
 ARENA = "arena"
 #: offsets in the arena are multiples of this, as cudaMalloc aligns buffers
@@ -55,7 +47,7 @@ ARENA_ALIGNMENT = 256
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
-    dtype: str  # f32 | f16 | bf16
+    dtype: str  # a storage type's name (emmy.dtypes)
 
 
 @dataclass(frozen=True)
@@ -137,7 +129,7 @@ class Program:
         ]
         buffers: dict[str, np.ndarray] = {}
         for spec, array in bound:
-            expected = np.dtype(NUMPY_STORAGE[spec.dtype])
+            expected = np.dtype(dtypes.lookup(spec.dtype).numpy)
             if tuple(array.shape) != spec.shape or array.dtype != expected:
                 raise EmmyError(
                     f"{spec.name} must be {spec.dtype}{list(spec.shape)}, got "
@@ -150,7 +142,7 @@ class Program:
             if spec.name not in self.arena:
                 buffers[spec.name] = poisoned(spec)
         if self.arena:
-            buffers[ARENA] = poisoned(TensorSpec(ARENA, (max(1, self.arena_bytes),), "u8"))
+            buffers[ARENA] = np.full(max(1, self.arena_bytes), 0xFF, dtype=np.uint8)  # as poisoned
         return buffers
 
     def run(
@@ -225,11 +217,11 @@ def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
 
 
 def nbytes(spec: TensorSpec) -> int:
-    return math.prod(spec.shape) * np.dtype(NUMPY_STORAGE[spec.dtype]).itemsize
+    return math.prod(spec.shape) * dtypes.lookup(spec.dtype).bytes
 
 
 def poisoned(spec: TensorSpec) -> np.ndarray:
     """A buffer of all-ones bits (NaN in every float type), so a missed element shows."""
-    array = np.empty(spec.shape, dtype=NUMPY_STORAGE[spec.dtype])
+    array = np.empty(spec.shape, dtype=dtypes.lookup(spec.dtype).numpy)
     array.reshape(-1).view(np.uint8).fill(0xFF)
     return array

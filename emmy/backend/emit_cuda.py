@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from emmy import dtypes
 from emmy.backend.fold import float_literal, fold, fold_int
 from emmy.dialects import fork, kernel
 from emmy.errors import EmitError
@@ -32,18 +33,12 @@ from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'
 
-STORAGE = {Float32Type: "float", Float16Type: "emmy::f16", BFloat16Type: "emmy::bf16"}
-#: integer storage by width: i8 holds booleans (0 or 1), i32/i64 indices
-INTEGER_STORAGE = {8: "signed char", 32: "int", 64: "long long"}
-
 
 FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
 
 
 def storage_type(element: Attribute) -> str:
-    if isinstance(element, IntegerType):
-        return INTEGER_STORAGE[element.width.data]
-    return STORAGE[type(element)]
+    return dtypes.lookup(dtypes.dtype_name(element)).c_type
 
 
 #: binary ops printed as `a <operator> b`
@@ -107,7 +102,7 @@ def c_type(typ: Attribute) -> str:
     if isinstance(typ, Float32Type):
         return "float"
     if isinstance(typ, IntegerType):
-        return "bool" if typ.width.data == 1 else INTEGER_STORAGE[typ.width.data]
+        return "bool" if typ.width.data == 1 else storage_type(typ)
     raise EmitError(f"no CUDA type for {typ}")
 
 
@@ -135,7 +130,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             key=site.key.data,
             config=_config_dict(config),
             arg_names=tuple(n.data for n in func.arg_names),
-            arg_dtypes=tuple(kernel.dtype_name(a.type.element) for a in func.body.block.args),
+            arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
             block=fold_int(launch.block, "the block size"),
             smem=fold_int(launch.smem, "the shared memory size"),
@@ -369,7 +364,7 @@ class KernelPrinter:
 
     @emit.register
     def _mma(self, op: kernel.MmaOp) -> None:
-        dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+        dtype = dtypes.lookup(op.dtype.data).c_type
         acc = f"*reinterpret_cast<emmy::frag_c*>({self.value(op.acc)} + {self.value(op.offset)})"
         a = f"*reinterpret_cast<const emmy::frag_a*>({self.value(op.a)} + {self.value(op.a_offset)})"
         b = f"*reinterpret_cast<const emmy::frag_b*>({self.value(op.b)} + {self.value(op.b_offset)})"
@@ -377,7 +372,7 @@ class KernelPrinter:
 
     @emit.register
     def _pack_half2(self, op: kernel.PackHalf2Op) -> None:
-        dtype = {"f16": "emmy::f16", "bf16": "emmy::bf16"}[op.dtype.data]
+        dtype = dtypes.lookup(op.dtype.data).c_type
         self.line(
             f"{self.value(op.fragment)}[{self.value(op.offset)}] = "
             f"emmy::pack_half2<{dtype}>({self.value(op.lo)}, {self.value(op.hi)});"

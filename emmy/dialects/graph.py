@@ -14,8 +14,6 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
-    Float16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -42,7 +40,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
+from emmy import dtypes
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -59,7 +57,7 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] 
 
 def _float_tensor(value: SSAValue | Attribute, what: str) -> TensorType:
     typ = value if isinstance(value, Attribute) else value.type
-    if not isinstance(typ, TensorType) or not isinstance(typ.element_type, FLOAT_TYPES):
+    if not isinstance(typ, TensorType) or not dtypes.is_float_type(typ.element_type):
         raise VerifyException(f"{what} must be a tensor of f32, f16 or bf16, not {typ}")
     return typ
 

@@ -16,13 +16,10 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
     BoolAttr,
-    Float16Type,
     Float32Type,
     FunctionType,
     IntegerAttr,
-    IntegerType,
     StringAttr,
     SymbolRefAttr,
     TensorType,
@@ -65,8 +62,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-#: storage element types a kernel pointer may point to
-FLOAT_STORAGE = (Float32Type, Float16Type, BFloat16Type)
+from emmy import dtypes
+
 DIMENSIONS = ("x", "y", "z")
 
 
@@ -81,22 +78,13 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
         super().__init__(element)
 
     def verify(self) -> None:
-        # i8 holds booleans (masks), i32/i64 indices
-        integer = isinstance(self.element, IntegerType) and self.element.width.data in (8, 32, 64)
-        if not (integer or isinstance(self.element, FLOAT_STORAGE)):
+        if not dtypes.is_storage_type(self.element):
             raise VerifyException(f"kernel.ptr cannot point to {self.element}")
-
-
-def dtype_name(typ: Attribute) -> str:
-    """The short name of a storage type: f32, f16, bf16, i8, i32, i64."""
-    if isinstance(typ, IntegerType):
-        return f"i{typ.width.data}"
-    return {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}[type(typ)]
 
 
 def loaded_type(element: Attribute) -> Attribute:
     """Floats of any storage type are loaded as f32; integers as themselves."""
-    if isinstance(element, FLOAT_STORAGE):
+    if dtypes.is_float_type(element):
         return Float32Type()
     return element
 
@@ -523,7 +511,7 @@ class MmaOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if self.dtype.data not in ("f16", "bf16"):
+        if not dtypes.is_half(self.dtype.data):
             raise VerifyException(f"kernel.mma multiplies f16 or bf16, not {self.dtype.data}")
 
 
@@ -551,7 +539,7 @@ class PackHalf2Op(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if self.dtype.data not in ("f16", "bf16"):
+        if not dtypes.is_half(self.dtype.data):
             raise VerifyException(f"kernel.pack_half2 packs f16 or bf16, not {self.dtype.data}")
 
 

@@ -10,10 +10,9 @@ from functools import cache, lru_cache
 
 from lark import Token, Tree
 
+from emmy import dtypes
 from emmy.dsl.parser import names_read, parse_expression
 from emmy.errors import EvaluationError
-
-DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
 
 Value = int | float | str | bool
 
@@ -23,9 +22,9 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _sizeof(dtype: Value) -> int:
-    if dtype not in DTYPE_BYTES:
+    if not dtypes.is_storage(dtype):
         raise ValueError(f"sizeof needs a dtype, not {dtype!r}")
-    return DTYPE_BYTES[str(dtype)]
+    return dtypes.lookup(dtype).bytes
 
 
 FUNCTIONS: dict[str, Callable[..., Value]] = {
@@ -66,7 +65,7 @@ def evaluate(
         name = str(children[0])
         if name in env:
             return env[name]
-        if name in symbols or name in DTYPE_BYTES:  # a symbolic option, or a dtype (T == bf16)
+        if name in symbols or dtypes.is_storage(name):  # a symbolic option, or a dtype (T == bf16)
             return name
         raise EvaluationError(node, f"unknown name {name!r}")
     if kind == "neg":

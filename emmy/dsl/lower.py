@@ -18,9 +18,6 @@ from lark import Token, Tree
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -31,8 +28,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from emmy import dtypes
 from emmy.dialects import fork, kernel
-from emmy.dsl.evaluate import DTYPE_BYTES, EvaluationError, holds
+from emmy.dsl.evaluate import EvaluationError, holds
 from emmy.dsl.keys import (
     Chain,
     InputKind,
@@ -45,15 +43,6 @@ from emmy.dsl.keys import (
 from emmy.dsl.parser import DslError, KernelDecl
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
-
-STORAGE_TYPES: dict[str, Attribute] = {
-    "f32": Float32Type(),
-    "f16": Float16Type(),
-    "bf16": BFloat16Type(),
-    "i8": IntegerType(8),
-    "i32": IntegerType(32),
-    "i64": IntegerType(64),
-}
 
 INT_BINARY = {
     "+": arith.AddiOp,
@@ -91,7 +80,7 @@ def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
             decl.path, decl.line, 1, f"kernel {decl.name} needs key {', '.join(missing)}"
         )
     for param in decl.params:
-        if param_dtype(param, key) not in STORAGE_TYPES:
+        if not dtypes.is_storage(param_dtype(param, key)):
             raise DslError(
                 decl.path,
                 decl.line,
@@ -210,7 +199,7 @@ class Lowering:
         names: list[str] = []
         types: list[Attribute] = []
         for param in active_params(self.decl, self.key):
-            element = STORAGE_TYPES[param_dtype(param, self.key)]
+            element = dtypes.xdsl_type(param_dtype(param, self.key))
             if param.variadic:
                 kinds = self.input_kinds()
                 for i in range(len(kinds)):
@@ -390,16 +379,16 @@ class Lowering:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
         name, dtype, count_node = node.children
         element_name = str(self.key.get(str(dtype), dtype))
-        if element_name not in ("f32", "f16", "bf16"):
+        if not dtypes.is_float(element_name):
             raise self.error(dtype, "shared arrays hold f32, or the storage type of a key name")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "shared arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)
         offset = self.shared_bytes if self.shared_bytes is not None else self.const_int(0)
-        element = STORAGE_TYPES[element_name]
+        element = dtypes.xdsl_type(element_name)
         array = self.add(kernel.SharedArrayOp(offset, count, element))
         # the next array starts 16-byte aligned, for vector access
-        size = self.add(arith.MuliOp(count, self.const_int(DTYPE_BYTES[element_name])))
+        size = self.add(arith.MuliOp(count, self.const_int(dtypes.lookup(element_name).bytes)))
         rounded = self.add(arith.AddiOp(size, self.const_int(15)))
         padded = self.add(
             arith.MuliOp(self.add(arith.DivSIOp(rounded, self.const_int(16))), self.const_int(16))
@@ -416,7 +405,7 @@ class Lowering:
         if self.hoist_stack or self.in_if:
             raise self.error(node, "local arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)
-        element = STORAGE_TYPES["f32"] if str(dtype) == "f32" else STORAGE_TYPES["i32"]
+        element = f32 if str(dtype) == "f32" else i32
         array = self.add(kernel.LocalArrayOp(count, element))
         self.params[str(name)] = ("",)
         self.bind(name, Value(ssa=array))
@@ -471,7 +460,7 @@ class Lowering:
     def half_dtype(self, node: Tree, what: str) -> str:
         """The key's T, which a tensor-core statement needs to be f16 or bf16."""
         dtype = str(self.key.get("T"))
-        if dtype not in ("f16", "bf16"):
+        if not dtypes.is_half(dtype):
             raise self.error(node, f"{what} f16 or bf16, and T is {dtype}")
         return dtype
 
@@ -500,7 +489,7 @@ class Lowering:
         if len(indices) != len(dims):
             raise self.error(node, f"{tensor_name} has {len(dims)} dimension(s)")
         source = self.linear_offset(node, dims, indices)
-        element_bytes = DTYPE_BYTES[kernel.dtype_name(tensor.type.element)]
+        element_bytes = dtypes.lookup(dtypes.dtype_name(tensor.type.element)).bytes
         valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
         self.add(kernel.CopyAsyncOp(tile, self.int_expr(args[1]), tensor, source, valid))
 
@@ -788,9 +777,9 @@ class Lowering:
         if len(arg_nodes) != 1 or arg_nodes[0].data != "name":
             raise self.error(node, "sizeof() takes a dtype name")
         dtype = self.key.get(str(arg_nodes[0].children[0]))
-        if dtype not in DTYPE_BYTES:
+        if not dtypes.is_storage(dtype):
             raise self.error(node, f"sizeof({arg_nodes[0].children[0]!s}): not a dtype")
-        return DTYPE_BYTES[str(dtype)]
+        return dtypes.lookup(dtype).bytes
 
     def group_reduce(self, node: Tree) -> list[SSAValue]:
         arg_nodes = node.children[1].children if node.children[1] is not None else []

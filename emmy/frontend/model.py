@@ -28,9 +28,6 @@ from torch import fx
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     ModuleOp,
     TensorType,
     i8,
@@ -39,22 +36,22 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
+from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 from emmy.passes.lower_graph import broadcast_kind, collapse_dims
 
-DTYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: Float32Type(),
-    torch.float16: Float16Type(),
-    torch.bfloat16: BFloat16Type(),
-}
+_FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
+#: the storage types a model may have, as torch spells them: "float32, float16 or bfloat16"
+MODEL_DTYPES_TEXT = f"{', '.join(_FLOATS[:-1])} or {_FLOATS[-1]}"
 
 
 def tensor_type(tensor: torch.Tensor) -> TensorType:
-    if tensor.dtype not in DTYPES:
-        raise EmmyError(f"dtype {tensor.dtype} is not supported (use float32, float16 or bfloat16)")
-    return TensorType(DTYPES[tensor.dtype], list(tensor.shape))
+    name = dtypes.torch_dtype_name(tensor.dtype)
+    if not dtypes.is_float(name):
+        raise EmmyError(f"dtype {tensor.dtype} is not supported (use {MODEL_DTYPES_TEXT})")
+    return TensorType(dtypes.xdsl_type(name), list(tensor.shape))
 
 
 @dataclass
@@ -250,11 +247,9 @@ class Converter:
         if tensor.dtype == torch.bool:
             return TensorType(i8, list(tensor.shape))  # a mask: a byte per element, 0 or 1
         if tensor.dtype in INTEGER_DTYPES:
-            from xdsl.dialects.builtin import i32, i64
-
-            element = i64 if tensor.dtype == torch.int64 else i32
+            element = dtypes.xdsl_type(dtypes.torch_dtype_name(tensor.dtype))
             return TensorType(element, list(tensor.shape))
-        if tensor.dtype not in DTYPES:
+        if not dtypes.is_float(dtypes.torch_dtype_name(tensor.dtype)):
             raise self.error(f"dtype {tensor.dtype} is not supported")
         return tensor_type(tensor)
 
@@ -786,7 +781,7 @@ def _additive_mask(self: Converter, view: View, dtype: Attribute) -> View:
     the mask was."""
     shape = list(view.base.type.get_shape())
     bias = self.insert(graph.MaskBiasOp(view.base, TensorType(dtype, shape)))
-    torch_dtype = next(t for t, element in DTYPES.items() if element == dtype)
+    torch_dtype = dtypes.torch_dtype(dtypes.dtype_name(dtype))
     meta = torch.empty(shape, dtype=torch_dtype, device="meta").as_strided(
         view.meta.shape, view.meta.stride(), view.meta.storage_offset()
     )

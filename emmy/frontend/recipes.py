@@ -21,12 +21,11 @@ from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
+from emmy import dtypes
 from emmy.errors import EmmyError
 from emmy.frontend.cache import remember
 from emmy.paths import RECIPES_DIR, cache_dir, write_atomic
 from emmy.version import __version__
-
-DTYPE_NAMES = ("f32", "f16", "bf16")
 
 
 def recipe_dir(name: str) -> Path:
@@ -114,8 +113,8 @@ def resolve_case(
     if dims:
         chosen_size |= _dynamic_dims(name, config_name, constants.get("DYNAMIC", {}), dims)
     chosen = dtype or configs[config_name].get("dtype", "f32")
-    if chosen not in DTYPE_NAMES:
-        raise EmmyError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, not {chosen!r}")
+    if not dtypes.is_float(chosen):
+        raise EmmyError(f"dtype must be one of {', '.join(dtypes.FLOAT_NAMES)}, not {chosen!r}")
     return RecipeCase(
         directory.name, directory, config_name, configs[config_name], chosen_size, chosen
     )
@@ -174,14 +173,13 @@ def build(case: RecipeCase, meta: bool = False):
     # torch builds the model; reading a recipe's constants or its cached graph does not
     import torch
 
-    from emmy.runtime.convert import STORAGE_DTYPES
-
     recipe = _load(case.directory)
+    dtype = dtypes.torch_dtype(case.dtype)
     torch.manual_seed(0)
     with torch.device("meta" if meta else "cpu"):
-        model = recipe.build(case.config).to(STORAGE_DTYPES[case.dtype]).eval()
+        model = recipe.build(case.config).to(dtype).eval()
         inputs = tuple(recipe.example_inputs(case.config, case.size))
-    inputs = tuple(t.to(STORAGE_DTYPES[case.dtype]) if t.is_floating_point() else t for t in inputs)
+    inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
     return model, inputs
 
 

@@ -35,8 +35,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from emmy.dialects import fork, graph
-from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import canonical_key, family
+from emmy.dtypes import dtype_name
 from emmy.passes.lower_graph import attention_site, tensor_core_product
 
 FAMILY = "attention_path"

@@ -25,8 +25,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from emmy.dialects import graph, kernel
-from emmy.dialects.kernel import dtype_name
 from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.dtypes import dtype_name, is_half
 from emmy.errors import EmmyError
 
 ELEMENTWISE = (graph.UnaryOp, graph.BinaryOp, graph.ConstantOp)
@@ -264,14 +264,10 @@ def _dtype(value: SSAValue) -> str:
     return dtype_name(value.type.element_type)
 
 
-#: storage types the tensor-core matmul takes
-TENSOR_CORE_TYPES = ("f16", "bf16")
-
-
 def tensor_core_product(dtype: str, k: int, n: int) -> bool:
     """Whether the tensor-core matmul takes A [m, k] · B [k, n] of this storage type (B
     stored [k, n], rows of 16 bytes)."""
-    return dtype in TENSOR_CORE_TYPES and k % 8 == 0 and n % 8 == 0
+    return is_half(dtype) and k % 8 == 0 and n % 8 == 0
 
 
 def matmul_site(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
@@ -363,7 +359,7 @@ def attention_site(op: graph.AttentionOp) -> tuple[str, dict]:
         key |= {"masked": "yes", "batch": _shape(op.mask)[0]}
         if len(_shape(op.mask)) == 3:
             key["mask_rows"] = q_len
-    tensor_cores = key["T"] in TENSOR_CORE_TYPES and d % 16 == 0 and d <= 256
+    tensor_cores = is_half(key["T"]) and d % 16 == 0 and d <= 256
     return "attention_tc" if tensor_cores else "attention", key
 
 

@@ -28,7 +28,7 @@ from xdsl.rewriter import InsertPoint
 
 from emmy.backend.fold import fold_int
 from emmy.dialects import fork, kernel
-from emmy.dialects.kernel import dtype_name
+from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
 from emmy.passes.choices import HOST_FAMILIES
 

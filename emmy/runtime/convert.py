@@ -1,7 +1,7 @@
 """Tensors ↔ device buffers, and comparison with a reference at the dtype's tolerance.
 
-Buffers are numpy arrays of the storage type: float32, float16, and bfloat16 kept as its
-uint16 bit pattern (numpy has no bfloat16).
+Buffers are numpy arrays of the storage type's numpy type (emmy.dtypes: bf16 is kept as
+its bit pattern, numpy having no bfloat16).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from emmy import dtypes
 
 #: (rtol, atol) per dtype: emmy computes in f32 and rounds once, torch eager may round
 #: every intermediate of a chain, so low-precision results can differ by a few ulps
@@ -43,22 +45,19 @@ def model_tolerance(dtype: torch.dtype, reference: torch.Tensor) -> tuple[float,
     return rtol, atol * max(1.0, scale)
 
 
-STORAGE_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-
-
 def to_storage(tensor: torch.Tensor) -> np.ndarray:
     tensor = tensor.detach().contiguous().cpu()
     if tensor.dtype == torch.bool:
         return tensor.to(torch.int8).numpy().copy()  # a boolean mask: i8, 0 or 1
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(np.uint16).copy()
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, as emmy.dtypes says
+        bits = tensor.reshape(-1).view(torch.uint8).numpy()
+        return bits.view(dtypes.lookup("bf16").numpy).reshape(tensor.shape).copy()
     return tensor.numpy().copy()
 
 
 def from_storage(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    if dtype == torch.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array))
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
 
 
 @dataclass(frozen=True)

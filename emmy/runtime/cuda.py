@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as cu
 
+from emmy import dtypes
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.errors import KernelLaunchError, NoDeviceError
@@ -27,7 +28,8 @@ _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 #: dynamic shared memory a kernel may use without opting in
 _DEFAULT_SMEM_LIMIT = 48 * 1024
-_SCALAR_DTYPES = {"i32": np.int32, "i64": np.int64, "f32": np.float32}
+#: the storage types a kernel takes by value
+_SCALAR_DTYPES = ("i32", "i64", "f32")
 
 
 def _error_text(err: cu.CUresult) -> str:
@@ -50,12 +52,10 @@ def _check(result: tuple, what: str, error: type[Exception] = KernelLaunchError)
 class _DeviceArray:
     """Device memory as torch reads it without a copy (the CUDA array interface)."""
 
-    TYPESTR = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}
-
     def __init__(self, address: int, shape: tuple[int, ...], dtype: str) -> None:
         self.__cuda_array_interface__ = {
             "shape": tuple(shape),
-            "typestr": self.TYPESTR[dtype],
+            "typestr": np.dtype(dtypes.lookup(dtype).numpy).str,
             "data": (address, False),
             "version": 3,
             "strides": None,
@@ -334,7 +334,7 @@ class CudaDevice(Device):
                 raise KernelLaunchError(f"{call.kernel} names unknown buffer {arg.name!r}")
             address = int(pointers[arg.name]) + arg.offset
             tensor = torch.as_tensor(_DeviceArray(address, shape, call.dtype), device="cuda")
-            return tensor.view(torch.bfloat16) if call.dtype == "bf16" else tensor
+            return tensor.view(dtypes.torch_dtype(call.dtype))
 
         with (
             torch.cuda.device(self.ordinal),
@@ -354,7 +354,7 @@ class CudaDevice(Device):
             elif isinstance(arg, ScalarArg):
                 if arg.dtype not in _SCALAR_DTYPES:
                     raise KernelLaunchError(f"unknown scalar dtype {arg.dtype!r}")
-                values.append(np.array([arg.value], dtype=_SCALAR_DTYPES[arg.dtype]))
+                values.append(np.array([arg.value], dtype=dtypes.lookup(arg.dtype).numpy))
         # kernelParams: an array of pointers to each argument's value, copied at launch
         params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
         (status,) = cu.cuLaunchKernel(

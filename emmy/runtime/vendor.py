@@ -10,10 +10,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from emmy import dtypes
 from emmy.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, HostCall
-
-NUMPY_VIEW = {"f32": np.float32, "f16": np.float16, "bf16": np.int16}
 
 
 def run_host_call(call: HostCall, view: Callable[[BufferArg, tuple[int, ...]], torch.Tensor]):
@@ -29,11 +28,12 @@ def numpy_view(
 ) -> torch.Tensor:
     """A torch tensor over the bytes of a host buffer from `arg.offset` (no copy)."""
     count = int(np.prod(shape))
-    item = np.dtype(NUMPY_VIEW[dtype]).itemsize
+    storage = dtypes.lookup(dtype)
+    item = storage.bytes
     raw = array.reshape(-1).view(np.uint8)[arg.offset : arg.offset + count * item]
     if raw.size != count * item:
         raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
     with warnings.catch_warnings():  # a read-only input is only read
         warnings.simplefilter("ignore", UserWarning)
-        tensor = torch.from_numpy(raw.view(NUMPY_VIEW[dtype]).reshape(shape))
-    return tensor.view(torch.bfloat16) if dtype == "bf16" else tensor
+        tensor = torch.from_numpy(raw.view(storage.numpy).reshape(shape))
+    return tensor.view(dtypes.torch_dtype(dtype))

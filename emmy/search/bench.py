@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from emmy import dtypes
 from emmy.backend.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import parse_key
@@ -35,7 +36,6 @@ from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.passes.choices import HOST_FAMILIES
 from emmy.program import vendor_matmul_call
 from emmy.runtime.convert import (
-    STORAGE_DTYPES,
     compare,
     from_storage,
     to_storage,
@@ -144,9 +144,8 @@ def random_input(spec) -> torch.Tensor:
     if spec.dtype == "i8":
         return torch.randint(0, 2, spec.shape, dtype=torch.int8)
     if spec.dtype in ("i32", "i64"):
-        dtype = torch.int32 if spec.dtype == "i32" else torch.int64
-        return torch.randint(0, 1 << 20, spec.shape, dtype=dtype)
-    return torch.randn(spec.shape, dtype=torch.float64).to(STORAGE_DTYPES[spec.dtype])
+        return torch.randint(0, 1 << 20, spec.shape, dtype=dtypes.torch_dtype(spec.dtype))
+    return torch.randn(spec.shape, dtype=torch.float64).to(dtypes.torch_dtype(spec.dtype))
 
 
 def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple[int, ...] | None]:
@@ -363,7 +362,7 @@ class Bench:
     def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
         """Runs one compiled config (or a host call: `info` None) on fresh inputs, checks it
         against its reference, and times it."""
-        dtype = STORAGE_DTYPES[work.outputs[0].dtype]
+        dtype = dtypes.torch_dtype(work.outputs[0].dtype)
         host = info is None
         key = parse_key(work.key)
         if host:  # the vendor library's product, checked as a matmul without epilogue
