@@ -31,7 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from emmy.dsl.keys import parse_key
+from emmy.search.golden import golden_rows, load_golden
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.db import (
@@ -235,8 +238,6 @@ def _load_freeze(path: Path, data: bytes, sha256: str) -> Source:
 
 
 def _load_golden(path: Path) -> Source:
-    from emmy.search.golden import golden_rows, load_golden
-
     golden = load_golden(path)
     # the rows a compile imports from this file into a tuning database, so that a tuning
     # database holding them and this file deduplicate
@@ -489,6 +490,7 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
     value is "int" when every key of the dataset has an int there (else the declaration's
     example decides). A family no longer declared is typed from its rows alone.
     """
+    # the library loads xDSL, which the other `emmy db` commands (import, freeze, stats) need not
     from emmy.dsl.library import family as declared
 
     seen_keys: dict[str, list[int | str]] = defaultdict(list)
@@ -521,8 +523,6 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
 
 
 def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, int]:
-    import numpy as np
-
     keys = sorted({r.key for r in pool.rows})
     configs = sorted({canonical_config(r.config) for r in pool.rows})
     key_index = {k: i for i, k in enumerate(keys)}
@@ -564,8 +564,6 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
     cell's latest row, "missing" where there is none.
     The matrices are written first and the manifest last, each file replaced whole.
     """
-    import numpy as np
-
     with ReadOnlyDB(db_path) as db:
         rows = db.rows()
         sources = db.sources()

@@ -322,9 +322,6 @@ def _directory_lock(directory: Path) -> Iterator[None]:
     """Serialises opening (creating, switching to WAL, migrating) across processes: two
     processes creating one file at once can otherwise fail to switch it to WAL or lose
     the rows of one of them."""
-    import fcntl
-    import os
-
     fd = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -442,8 +439,6 @@ class ReadOnlyDB:
 def content_stamp(path: Path) -> str:
     """A short text that changes whenever rows are added, replaced or removed (ids are
     never reused), read without writing: a compile's program cache keys on it."""
-    import sqlite3
-
     if not path.exists():
         return "absent"
     tables = (Measurement._meta.table_name, GoldenImport._meta.table_name)
