@@ -47,23 +47,10 @@ class EmmyOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        from emmy.passes.attention_paths import AttentionPaths
-        from emmy.passes.lower_graph import LowerGraph
-        from emmy.passes.matmul_paths import MatmulPaths
-        from emmy.passes.recognise_attention import RecogniseAttention
-        from emmy.passes.resolve_forks import ResolveForks
-        from emmy.passes.specialize_forks import SpecializeForks
+        from emmy.passes.registry import PASSES
 
-        passes = (
-            RecogniseAttention,
-            AttentionPaths,
-            LowerGraph,
-            MatmulPaths,
-            ResolveForks,
-            SpecializeForks,
-        )
-        for emmy_pass in passes:
-            self.register_pass(emmy_pass.name, lambda p=emmy_pass: p)
+        for name, emmy_pass in PASSES.items():
+            self.register_pass(name, lambda p=emmy_pass: p)
 
     def register_all_targets(self) -> None:
         super().register_all_targets()

@@ -225,7 +225,7 @@ def evaluate_pool(
     spec: FeatureSpec | None = None,
 ) -> PoolReport:
     """Coverage and the held-out scores of every picker on one pool."""
-    from emmy.passes.choices import CHOICE_FAMILIES
+    from emmy.families.registry import choice_forks
     from emmy.search.db import canonical_config
     from emmy.search.prior import FittedPrior
 
@@ -234,7 +234,7 @@ def evaluate_pool(
     configs = pool.parsed_configs
     measured = pool.measured
     fraction = float(measured.mean()) if measured.size else 0.0
-    if family in CHOICE_FAMILIES:
+    if family in choice_forks():
         # a choice's option is timed as the sum of its kernels' rows: nothing to predict
         empty = {name: Summary.of([]) for name in PICKERS}
         return PoolReport(pool, [], fraction, 0, empty, None, NOT_FITTED_CHOICE)
@@ -315,13 +315,13 @@ def select_pools(dataset: Dataset, view: str | None) -> list[Pool]:
 
 
 def evaluate(dataset: Dataset, models: dict | None, view: str | None = None) -> list[PoolReport]:
-    from emmy.passes.choices import CHOICE_FAMILIES
+    from emmy.families.registry import choice_forks
 
     pools = select_pools(dataset, view)
     specs: dict[str, FeatureSpec] = {}
     reports = []
     for pool in pools:
-        if pool.family not in specs and pool.family not in CHOICE_FAMILIES:
+        if pool.family not in specs and pool.family not in choice_forks():
             same = [p for p in dataset.pools if p.family == pool.family]
             specs[pool.family] = build_spec(dataset, pool.family, same)
         reports.append(evaluate_pool(dataset, pool, models, specs.get(pool.family)))

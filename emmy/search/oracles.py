@@ -114,12 +114,12 @@ def check_against_library(golden) -> None:
     """Every entry names a known family and a config of its forks' options; otherwise the
     whole file is refused, naming the entry, before anything of it is used."""
     from emmy.dsl.library import families
-    from emmy.passes.choices import CHOICE_FAMILIES
+    from emmy.families.registry import choice_forks
 
     known = {
         name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()
     }
-    known |= CHOICE_FAMILIES
+    known |= choice_forks()
     for i, entry in enumerate(golden.entries):
         where = f"{golden.path}: entry {i} ({entry.family}, {entry.key})"
         forks = known.get(entry.family)

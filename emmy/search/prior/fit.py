@@ -86,11 +86,11 @@ class FamilyData:
 def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
     """The pools a compile could use (its device's deployable regime), and why others not."""
     from emmy.backend.regime import regime_for
-    from emmy.passes.choices import CHOICE_FAMILIES
+    from emmy.families.registry import choice_forks
 
     kept, skipped = [], {}
     for pool in dataset.pools:
-        if pool.family in CHOICE_FAMILIES:
+        if pool.family in choice_forks():
             skipped[pool.id] = "a host-level choice: its options' times are sums of kernel rows"
             continue
         try:
