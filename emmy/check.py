@@ -1,5 +1,5 @@
 """Correctness of every option of the kernel library: pairwise variants of each family,
-run on a device against the float64 references of emmy.search.reference.
+run on a device against the float64 references of the families (emmy.search.reference).
 
 The shapes and inputs are each family's (emmy/families/, `check_keys` and `check_inputs`).
 Options are covered pairwise over the shapes and forks together (each option at least once,

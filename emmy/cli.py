@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compile afresh even when the same graph, options and stores were compiled before",
     )
+    compile_cmd.add_argument(
+        "--verify-each",
+        action="store_true",
+        help="verify the IR after every pass (compiles afresh: a cached program is not read)",
+    )
     compile_cmd.set_defaults(handler=cmd_compile)
 
     run_cmd = commands.add_parser(
@@ -242,6 +247,7 @@ def compile_program(
         db=args.db,
         golden=args.golden or _recipe_golden(args),
         constants=list(constants),
+        verify_each=getattr(args, "verify_each", False) or None,
     )
 
 
@@ -334,7 +340,7 @@ def _compile(args: argparse.Namespace) -> int:
         text, target, options, program_cache.stores_stamp(target, args.db, golden)
     )
     # another oracle stack may name a plugin oracle, whose answers no fingerprint covers
-    cacheable = not args.no_cache and not args.oracles
+    cacheable = not args.no_cache and not args.oracles and not args.verify_each
     program = program_cache.load(key) if cacheable else None
     if program is not None:
         program.timings = {"frontend": frontend, "program cache hit": time.perf_counter() - start}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
+from emmy.dsl.library import families
 from emmy.errors import EmmyError
 from emmy.families import (
     attention,
@@ -81,3 +82,21 @@ def choice_forks() -> dict[str, dict[str, list[str]]]:
         name: {fork: list(options) for fork, options in entry.forks.items()}
         for name, entry in of_kind(FamilyKind.CHOICE).items()
     }
+
+
+def missing_parts(entry: Family) -> list[str]:
+    """What the entry lacks for its kind: a kernel family its `.emmy` declaration, its
+    reference and its check keys and inputs; a choice its forks; a host call its reference."""
+    missing = []
+    if entry.kind == FamilyKind.KERNEL:
+        if entry.name not in families():
+            missing.append(f"a kernel {entry.name} in emmy/library/")
+        if entry.check_keys is None or entry.check_inputs is None:
+            missing.append("check keys and inputs")
+    if entry.kind in (FamilyKind.KERNEL, FamilyKind.HOST_CALL) and entry.reference is None:
+        missing.append("a reference")
+    if entry.kind == FamilyKind.CHOICE and not entry.forks:
+        missing.append("its forks and options")
+    if entry.ops and entry.site is None:
+        missing.append("a site builder for its ops")
+    return missing

@@ -7,21 +7,23 @@ has other uses, as the residual stream of a transformer has) unless a matmul tak
 chain first, and the chain that alone reads its result as its epilogue, where the chains'
 inputs are ones the kernel reads (full, row, column or scalar). Which ops take which
 chains is their family's `fuses` (emmy.families). Ops that fuse with nothing stay as they
-are; lower-graph reads each `graph.fused` as one site.
+are; lower-sites reads each `graph.fused` as one site.
 
     %x = graph.add %a, %b : ...
-    %y = graph.layer_norm %x, %w, %bias {eps = 1.0e-05 : f64} : ...
-    %z = graph.mul %x, %y : ...                // %x is used again: the kernel writes it
+    %n = graph.layer_norm %x, %w, %bias {eps = 1.0e-05 : f64} : ...
+    %y = graph.gelu %n : ...
+    func.return %y, %x : ...                  // %x is used again: the kernel writes it too
   →
     %y, %x = graph.fused(%a, %b, %w, %bias) {
-    ^bb0(%a1: ..., %b1: ..., %w1: ..., %bias1: ...):
-      %x1 = graph.add %a1, %b1 : ...
-      %y1 = graph.layer_norm %x1, %w1, %bias1 {eps = 1.0e-05 : f64} : ...
+    ^bb0(%0: ..., %1: ..., %2: ..., %3: ...):
+      %x1 = graph.add %0, %1 : ...
+      %n = graph.layer_norm %x1, %2, %3 {eps = 1.0e-05 : f64} : ...
+      %y1 = graph.gelu %n : ...
       graph.yield %y1, %x1 : ...
     } : (...) -> (...)
-    %z = graph.fused(%x, %y) { ... graph.mul ... }
+    func.return %y, %x : ...
 
-Groups are found from the function's end backwards, as lower-graph numbers its sites;
+Groups are found from the function's end backwards, as lower-sites numbers its sites;
 constants a chain reads are copied into its body (their values are written into keys).
 """
 
@@ -131,6 +133,8 @@ def fuse(
     yielded = [result, *([stored] if stored is not None else [])]
     block.add_op(graph.YieldOp([mapping[v] for v in yielded]))
     fused = graph.FusedOp(inputs, Region(block), [v.type for v in yielded])
+    for value, output in zip(yielded, fused.outputs, strict=True):
+        output.name_hint = value.name_hint
     root = result.owner
     assert isinstance(root, Operation)
     rewriter.replace(root, fused, [fused.outputs[0]])

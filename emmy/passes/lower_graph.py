@@ -91,6 +91,8 @@ class LowerOp(RewritePattern):
             return
         if isinstance(op.parent_op(), graph.FusedOp):
             return
+        if is_elementwise(op):
+            raise EmmyError(f"lower-sites: {op.name} is not in a graph.fused: run fuse-graph first")
         entry = implementing(op)
         if entry is None or entry.site is None:
             return  # reported after the walk, with every other op no family implements
