@@ -35,10 +35,12 @@ def build_program(
     constants: Sequence[str] = (),
     use_cache: bool = True,
     where: str = "<graph>",
+    verify_each: bool | None = None,
 ) -> Program:
     """The program of `graph` (its text, parsed only if it must be compiled, or a module
     the frontend built) for the device identity `target`, from the program cache where
-    `use_cache` allows; see emmy.compiler.compile_graph for the options."""
+    `use_cache` allows; see emmy.compiler.compile_graph for the options (`verify_each`:
+    verify the module after every pass)."""
     if target != EMU:
         arch_of(target)  # a malformed identity is one clear line, before any work
     start = time.perf_counter()
@@ -65,6 +67,7 @@ def build_program(
         db=db,
         golden=golden,
         constants=list(constants),
+        verify_each=verify_each,
     )
     if cacheable:
         # keyed by the stores as the compile left them (its golden step may import rows),

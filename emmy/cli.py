@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
     )
+    compile_cmd.add_argument(
+        "--verify-each",
+        action="store_true",
+        help="verify the IR after every pass (compiles afresh: a cached program is not read)",
+    )
     compile_cmd.set_defaults(handler=cmd_compile)
 
     run_cmd = commands.add_parser(
@@ -253,8 +258,9 @@ def compile_program(
         db=args.db,
         golden=args.golden or _recipe_golden(args),
         constants=list(constants),
-        use_cache=not args.no_cache,
+        use_cache=not args.no_cache and not getattr(args, "verify_each", False),
         where=where,
+        verify_each=getattr(args, "verify_each", False) or None,
     )
 
 

@@ -1,7 +1,9 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    recognise-attention → attention-paths → lower-graph → matmul-paths → resolve-forks
-    → specialize-forks → emit-cuda → NVRTC (for a GPU target)
+    recognise-attention → attention-paths → fuse-graph → lower-sites → matmul-paths
+    → resolve-forks → specialize-forks → emit-cuda → NVRTC (for a GPU target)
+
+(the passes are emmy.passes.registry's COMPILE_PIPELINE)
 
 Before the passes, the compile builds the oracle stack that resolve-forks asks, and imports
 the golden files' measured entries into the tuning database (a step of its own, which
@@ -14,6 +16,7 @@ geometry and decisions, the host's launch plan, and the time each stage took.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -22,6 +25,8 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
@@ -29,12 +34,10 @@ from emmy.dialects import fork, graph, kernel
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
+from emmy.families.family import FamilyKind
+from emmy.families.registry import of_kind
 from emmy.identity import EMU, arch_of
-from emmy.passes.attention_paths import AttentionPaths
-from emmy.passes.choices import HOST_FAMILIES
-from emmy.passes.lower_graph import LowerGraph
-from emmy.passes.matmul_paths import MatmulPaths
-from emmy.passes.recognise_attention import RecogniseAttention
+from emmy.passes.registry import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
 from emmy.program import (
@@ -178,8 +181,21 @@ def _host_calls(module: ModuleOp) -> dict[str, dict]:
     return {
         site.sym_name.data: {"family": site.family.data, "key": site.key.data}
         for site in module.ops
-        if isinstance(site, fork.SiteOp) and site.family.data in HOST_FAMILIES
+        if isinstance(site, fork.SiteOp) and site.family.data in of_kind(FamilyKind.HOST_CALL)
     }
+
+
+def verify_each_pass() -> bool:
+    """Whether compiles verify the module after every pass unless told: EMMY_VERIFY_EACH=1
+    (the test suite sets it)."""
+    return os.environ.get("EMMY_VERIFY_EACH", "") == "1"
+
+
+def verify_after(compile_pass: ModulePass, module: ModuleOp) -> None:
+    try:
+        module.verify()
+    except VerifyException as error:
+        raise EmmyError(f"the IR after {compile_pass.name} does not verify: {error}") from error
 
 
 def compile_graph(
@@ -193,10 +209,12 @@ def compile_graph(
     golden: str = "",
     constants: Sequence[str] = (),
     compile_kernels: bool = True,
+    verify_each: bool | None = None,
 ) -> Program:
     """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
     decided by the oracle stack (`oracles`, default pins→golden→db→prior→default) from
-    the tuning database `db` ("" the default, "none" none) and golden files in scope."""
+    the tuning database `db` ("" the default, "none" none) and golden files in scope.
+    `verify_each` verifies the module after every pass (None: as EMMY_VERIFY_EACH says)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     ctx = Context()
@@ -205,16 +223,12 @@ def compile_graph(
     resolve = ResolveForks(
         pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
     )
-    passes = (
-        RecogniseAttention(),
-        AttentionPaths(),
-        LowerGraph(),
-        MatmulPaths(),
-        resolve,
-        SpecializeForks(),
-    )
-    for compile_pass in passes:
+    verify_each = verify_each_pass() if verify_each is None else verify_each
+    for pass_class in COMPILE_PIPELINE:
+        compile_pass = resolve if pass_class is ResolveForks else pass_class()
         compile_pass.apply(ctx, module)
+        if verify_each:
+            verify_after(compile_pass, module)
     module.verify()
     cuda: CudaProgram = emit_module(module)
     plan = host_plan(module, constants)

@@ -21,12 +21,8 @@ from emmy.dialects.kernel import Kernel
 from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
 from emmy.errors import EmmyError
-from emmy.passes.attention_paths import AttentionPaths
-from emmy.passes.lower_graph import LowerGraph
-from emmy.passes.matmul_paths import MatmulPaths
-from emmy.passes.recognise_attention import RecogniseAttention
+from emmy.passes.registry import PASSES
 from emmy.passes.resolve_forks import ResolveForks
-from emmy.passes.specialize_forks import SpecializeForks
 from emmy.search.oracles import oracle_stack
 
 
@@ -64,16 +60,10 @@ class EmmyOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        passes = (
-            RecogniseAttention,
-            AttentionPaths,
-            LowerGraph,
-            MatmulPaths,
-            ResolveForksFromStores,
-            SpecializeForks,
-        )
-        for emmy_pass in passes:
-            self.register_pass(emmy_pass.name, lambda p=emmy_pass: p)
+        # emmy-opt's resolve-forks builds its oracle stack from the pass's own options
+        passes = {**PASSES, ResolveForks.name: ResolveForksFromStores}
+        for name, emmy_pass in passes.items():
+            self.register_pass(name, lambda p=emmy_pass: p)
 
     def register_all_targets(self) -> None:
         super().register_all_targets()

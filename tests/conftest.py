@@ -26,3 +26,10 @@ def _no_committed_prior(tmp_path_factory):
     if "EMMY_PRIOR_DIR" not in os.environ:
         os.environ["EMMY_PRIOR_DIR"] = str(tmp_path_factory.mktemp("no-prior"))
     yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _verify_each_pass():
+    """Every compile of the test suite verifies the module after each pass."""
+    os.environ.setdefault("EMMY_VERIFY_EACH", "1")
+    yield

@@ -17,8 +17,9 @@ from stores import single_site_module
 from emmy.backend.regime import regime_for
 from emmy.cli import main
 from emmy.compiler import compile_graph
+from emmy.families.family import Family, FamilyKind
+from emmy.families.registry import FAMILIES
 from emmy.runtime.emu import EmuDevice
-from emmy.search import reference
 from emmy.search.bench import Bench, BenchOptions
 from emmy.search.db import ReadOnlyDB, TuningDB
 
@@ -96,9 +97,8 @@ def test_flags_the_emulator_cannot_honour_are_refused(capsys, tmp_path) -> None:
 @pytest.fixture
 def failing_family(monkeypatch):
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(LIBRARY))
-    reference.register("scale", lambda key, inputs: inputs[0].double() * 2)
-    yield
-    reference._REFERENCES.pop("scale", None)
+    scale = Family("scale", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0].double() * 2)
+    monkeypatch.setitem(FAMILIES, "scale", scale)
 
 
 def test_failures_become_rows_and_the_bench_goes_on(tmp_path, failing_family) -> None:

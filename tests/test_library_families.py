@@ -1,7 +1,7 @@
 """Every option of every library family on the emulator under two thread orders, against
-float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. The cases
-live in emmy.check (shapes with ragged edges; softmax inputs with overflowing magnitudes and
--inf), which scripts/gpu-check runs on a GPU."""
+float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. The shapes
+are the families' own (emmy/families/: ragged edges; softmax inputs with overflowing
+magnitudes and -inf); emmy.check builds the cases, which scripts/gpu-check runs on a GPU."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
-from emmy.check import SPECS, case, check, dtypes_of
+from emmy.check import case, check, checked_families, dtypes_of
 from emmy.dsl.library import family
 from emmy.runtime.emu import EmuDevice
 
-FAMILIES = list(SPECS)
+FAMILIES = checked_families()
 
 
 @pytest.mark.parametrize("schedule", ["forward", "reverse"])
@@ -69,7 +69,7 @@ def gpu_check(tmp_path, *options: str) -> dict:
 
 def test_gpu_check_script_runs_its_correctness_part_on_emu(tmp_path) -> None:
     report = gpu_check(tmp_path, "--quick", "--models", "mlp:tiny")
-    assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in SPECS}
+    assert set(report["correctness"]) == {f"{f}/{dtypes_of(f)[0]}" for f in FAMILIES}
     assert "not measured" in report["speed"]
     assert report["models"]["mlp:tiny"]["ok"]
 

@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -34,10 +34,13 @@ from xdsl.irdl import (
     opt_operand_def,
     opt_prop_def,
     prop_def,
+    region_def,
     result_def,
     traits_def,
+    var_operand_def,
+    var_result_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
@@ -656,6 +659,63 @@ class AsStridedOp(IRDLOperation):
             raise VerifyException(f"graph.as_strided reads element {last} of {x}")
 
 
+@irdl_op_definition
+class FusedOp(IRDLOperation):
+    """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
+    elementwise chains fused before and after it, or an elementwise chain alone. The body
+    reads only its arguments (the kernel's inputs, in order of first use); it yields the
+    kernel's result, then a value of the prologue that is also used elsewhere (the kernel
+    writes it out too).
+
+    %y, %x = graph.fused(%a, %b, %w, %bias) {
+    ^bb0(%a1: tensor<4x64xf32>, %b1: tensor<4x64xf32>, %w1: tensor<64xf32>, %bias1: tensor<64xf32>):
+      %x1 = graph.add %a1, %b1 : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+      %y1 = graph.layer_norm %x1, %w1, %bias1 {eps = 1.0e-05 : f64} : ...
+      graph.yield %y1, %x1 : tensor<4x64xf32>, tensor<4x64xf32>
+    } : (...) -> (tensor<4x64xf32>, tensor<4x64xf32>)
+    """
+
+    name = "graph.fused"
+    inputs = var_operand_def(TensorType)
+    body = region_def("single_block")
+    outputs = var_result_def(TensorType)
+    traits = traits_def(IsolatedFromAbove())
+    assembly_format = "`(` $inputs `)` $body attr-dict `:` functional-type($inputs, $outputs)"
+
+    def __init__(self, inputs: Sequence[SSAValue], body: Region, result_types: Sequence[Attribute]):
+        super().__init__(operands=[inputs], regions=[body], result_types=[result_types])
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        arg_types = [a.type for a in self.block.args]
+        if arg_types != [v.type for v in self.inputs]:
+            raise VerifyException("graph.fused block arguments must have its inputs' types")
+        last = self.block.last_op
+        if not isinstance(last, YieldOp):
+            raise VerifyException("graph.fused body must end with graph.yield")
+        if [v.type for v in last.values] != [r.type for r in self.outputs]:
+            raise VerifyException("graph.fused results must have the types its body yields")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The values a `graph.fused` stands for.
+
+    graph.yield %y, %x : tensor<4x64xf32>, tensor<4x64xf32>
+    """
+
+    name = "graph.yield"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(FusedOp))
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+
 ELEMENTWISE_UNARY = {
     "exp": ExpOp,
     "tanh": TanhOp,
@@ -684,6 +744,8 @@ Graph = Dialect(
         ReshapeOp,
         MaskBiasOp,
         AsStridedOp,
+        FusedOp,
+        YieldOp,
     ],
     [],
 )

@@ -37,7 +37,8 @@ from xdsl.passes import ModulePass
 from emmy.dialects import fork, graph
 from emmy.dsl.library import canonical_key, family
 from emmy.dtypes import dtype_name
-from emmy.passes.lower_graph import attention_site, tensor_core_product
+from emmy.families.attention import attention_key
+from emmy.families.matmul import tensor_core_product
 
 FAMILY = "attention_path"
 PATHS = ("fused", "unfused")
@@ -108,7 +109,7 @@ class AttentionPaths(ModulePass):
                     attention.parent_op(), fork.AlternativesOp
                 ):
                     continue
-                family_name, key = attention_site(attention)
+                family_name, key = attention_key(attention)
                 text = canonical_key(family(family_name), key)
                 if text not in sites:
                     sites[text] = f"{FAMILY}_{len(sites)}"

@@ -33,7 +33,8 @@ from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
-from emmy.passes.choices import HOST_FAMILIES
+from emmy.families.family import FamilyKind
+from emmy.families.registry import of_kind
 from emmy.program import vendor_matmul_call
 from emmy.runtime.convert import (
     compare,
@@ -260,7 +261,7 @@ class Bench:
             for kind in ("inputs", "outputs")
         ]
         work = SiteWork(site, call["family"], call["key"], config, *specs)
-        if work.family in HOST_FAMILIES:  # no kernel to compile: the device runs it
+        if work.family in of_kind(FamilyKind.HOST_CALL):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", ("", None))
         return self.record(
             work, config, "forced", self.compile(work, [config])[canonical_config(config)]
@@ -365,13 +366,12 @@ class Bench:
         dtype = dtypes.torch_dtype(work.outputs[0].dtype)
         host = info is None
         key = parse_key(work.key)
-        if host:  # the vendor library's product, checked as a matmul without epilogue
+        if host:  # the vendor library's product: no kernel declares its shapes
             shapes: list = list(vendor_matmul_call(work.key, ()).shapes[:2])
-            checked_family, key = "matmul", {**key, "epilogue": "acc", "inputs": ""}
         else:
             shapes = declared_input_shapes(work.family, key, len(work.inputs))
             # the canonical text leaves out keys at their defaults; references read them all
-            checked_family, key = work.family, complete_key(family(work.family), key)
+            key = complete_key(family(work.family), key)
         # fresh random inputs every bench, never zeros
         tensors = [
             random_input(spec) if shape is None else random_input(spec).reshape(shape)
@@ -394,10 +394,10 @@ class Bench:
 
         try:
             self.device.run(source, [launch], buffers)
-            wants = as_outputs(reference(checked_family)(key, tensors))
+            wants = as_outputs(reference(work.family)(key, tensors))
             for name, want in zip(outputs, wants, strict=True):
                 actual = from_storage(buffers[name], dtype).reshape(want.shape)
-                check = compare(actual, want.to(dtype), tolerance(checked_family, key, dtype))
+                check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
                 if not check.ok:
                     where = f"output {name}: " if len(outputs) > 1 else ""
                     return failed("wrong_result", where + check.summary)

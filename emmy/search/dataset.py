@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from emmy.dsl.keys import parse_key
-from emmy.search.golden import golden_rows, load_golden
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.db import (
@@ -45,6 +44,7 @@ from emmy.search.db import (
     _problem,
     canonical_config,
 )
+from emmy.search.golden import golden_rows, load_golden
 
 FREEZE_FORMAT = "emmy-freeze"
 FREEZE_SCHEMA = 1

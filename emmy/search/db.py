@@ -15,10 +15,12 @@ A file that is not emmy's is never written to: it is inspected before sqlite may
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence

@@ -37,7 +37,7 @@ from emmy.dsl.keys import parse_key
 from emmy.dsl.library import configs, default_config, families
 from emmy.dsl.lower import valid
 from emmy.errors import EmmyError
-from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.families.registry import choice_forks
 from emmy.paths import RECIPES_DIR
 from emmy.search import golden
 from emmy.search.db import canonical_config
@@ -238,7 +238,7 @@ def evaluate_pool(
     configs = pool.parsed_configs
     measured = pool.measured
     fraction = float(measured.mean()) if measured.size else 0.0
-    if family in CHOICE_FAMILIES:
+    if family in choice_forks():
         # a choice's option is timed as the sum of its kernels' rows: nothing to predict
         empty = {name: Summary.of([]) for name in PICKERS}
         return PoolReport(pool, [], fraction, 0, empty, None, NOT_FITTED_CHOICE)
@@ -323,7 +323,7 @@ def evaluate(dataset: Dataset, models: dict | None, view: str | None = None) -> 
     specs: dict[str, FeatureSpec] = {}
     reports = []
     for pool in pools:
-        if pool.family not in specs and pool.family not in CHOICE_FAMILIES:
+        if pool.family not in specs and pool.family not in choice_forks():
             same = [p for p in dataset.pools if p.family == pool.family]
             specs[pool.family] = build_spec(dataset, pool.family, same)
         reports.append(evaluate_pool(dataset, pool, models, specs.get(pool.family)))

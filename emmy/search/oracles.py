@@ -28,7 +28,7 @@ from typing import Protocol
 from emmy.backend.regime import Regime, regime_for
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
-from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.families.registry import choice_forks
 from emmy.search.db import TuningDB, default_db_path
 from emmy.search.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.search.prior import load_prior
@@ -77,7 +77,7 @@ def check_against_library(golden: GoldenFile) -> None:
     known = {
         name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()
     }
-    known |= CHOICE_FAMILIES
+    known |= choice_forks()
     for i, entry in enumerate(golden.entries):
         where = f"{golden.path}: entry {i} ({entry.family}, {entry.key})"
         forks = known.get(entry.family)

@@ -48,7 +48,7 @@ import numpy as np
 
 from emmy.backend.regime import regime_for
 from emmy.errors import EmmyError
-from emmy.passes.choices import CHOICE_FAMILIES
+from emmy.families.registry import choice_forks
 from emmy.search.evaluate import evaluate_pool
 from emmy.search.prior import PRIOR_DIR, FamilyModel, write_prior
 from emmy.search.prior.features import (
@@ -90,7 +90,7 @@ def deployable_pools(dataset: Dataset) -> tuple[list[Pool], dict[str, str]]:
     """The pools a compile could use (its device's deployable regime), and why others not."""
     kept, skipped = [], {}
     for pool in dataset.pools:
-        if pool.family in CHOICE_FAMILIES:
+        if pool.family in choice_forks():
             skipped[pool.id] = "a host-level choice: its options' times are sums of kernel rows"
             continue
         try:

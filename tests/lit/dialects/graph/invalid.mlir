@@ -253,3 +253,15 @@ func.func @mask_bias_shape(%m : tensor<2x16xi8>) -> tensor<32xf32> {
   func.return %b : tensor<32xf32>
 }
 // CHECK: graph.mask_bias result must have its operand's shape
+
+// -----
+
+func.func @fused_yields_another_type(%x : tensor<4xf32>) -> tensor<4xf16> {
+  %y = graph.fused(%x) {
+  ^bb0(%0: tensor<4xf32>):
+    %e = graph.exp %0 : tensor<4xf32> -> tensor<4xf32>
+    graph.yield %e : tensor<4xf32>
+  } : (tensor<4xf32>) -> tensor<4xf16>
+  func.return %y : tensor<4xf16>
+}
+// CHECK: graph.fused results must have the types its body yields

@@ -1,0 +1,152 @@
+"""Fused attention softmax(q kᵀ · scale + mask) v (SIMT): causal, grouped-query, masks per
+key, per query or per head. An attention's site is the tensor-core family's where that
+applies (see `site`)."""
+
+from __future__ import annotations
+
+import math
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.families.chains import dtype_of, shape_of
+from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+
+def attention_key(op: graph.AttentionOp) -> tuple[str, dict]:
+    """The tensor-core family for f16/bf16 heads of a multiple of 16 up to 256, the SIMT
+    family otherwise, and the key."""
+    batch, heads, q_len, d = shape_of(op.q)
+    _, kv_heads, kv_len, _ = shape_of(op.k)
+    key = {
+        "bh": batch * heads,
+        "kv_bh": batch * kv_heads,
+        "q_len": q_len,
+        "kv_len": kv_len,
+        "d": d,
+        "T": dtype_of(op.q),
+        "causal": "yes" if op.causal is not None else "no",
+        "scale": repr(float(op.scale.value.data)),
+    }
+    if op.mask is not None:
+        # the mask's groups of heads: per batch, or per (batch, head)
+        key |= {"masked": "yes", "batch": shape_of(op.mask)[0]}
+        if len(shape_of(op.mask)) == 3:
+            key["mask_rows"] = q_len
+    tensor_cores = dtypes.is_half(key["T"]) and d % 16 == 0 and d <= 256
+    return "attention_tc" if tensor_cores else "attention", key
+
+
+def site(op: graph.AttentionOp, fusion: Fusion) -> Site:
+    family_name, key = attention_key(op)
+    return Site(family_name, key, list(op.operands))
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    q, k, v = (t.double() for t in inputs[:3])
+    group = int(key["bh"]) // int(key["kv_bh"])
+    k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
+    scores = q @ k.transpose(-2, -1) * float(key["scale"])
+    if str(key.get("masked", "no")) == "yes":
+        heads = int(key["bh"]) // int(key["batch"])
+        rows = int(key.get("mask_rows", 1))
+        mask = inputs[3].double().reshape(int(key["batch"]), rows, -1)
+        scores = scores + mask.repeat_interleave(heads, dim=0)
+    if str(key["causal"]) == "yes":
+        rows, cols = scores.shape[-2:]
+        hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def length_atol(key: dict) -> float:
+    """f32 accumulation over the keys."""
+    return 2e-6 * int(key["kv_len"])
+
+
+# (bh, kv_bh, q_len, kv_len, d, causal, scale, mask batch or 0, mask per query too)
+CHECK_SHAPES = [
+    (1, 1, 1, 1, 4, "no", "0.5", 0, False),
+    (2, 2, 13, 13, 64, "yes", "0.125", 0, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 0, False),
+    (4, 1, 33, 33, 128, "yes", "0.08838835", 0, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 2, False),
+    (4, 4, 9, 9, 64, "yes", "0.125", 2, False),
+    (6, 2, 7, 20, 32, "no", "0.17677669", 2, True),
+    (4, 2, 11, 11, 64, "no", "0.125", 2, True),
+    # a mask per head: its groups are the bh heads
+    (4, 2, 6, 9, 32, "yes", "0.17677669", 4, True),
+]
+
+
+def check_keys_of(dtype: str, shapes: list[tuple]) -> list[dict]:
+    return [
+        {
+            "bh": bh,
+            "kv_bh": kv,
+            "q_len": ql,
+            "kv_len": kl,
+            "d": d,
+            "T": dtype,
+            "causal": c,
+            "scale": sc,
+            **({"masked": "yes", "batch": batch} if batch else {}),
+            **({"mask_rows": ql} if per_query else {}),
+        }
+        for bh, kv, ql, kl, d, c, sc, batch, per_query in shapes
+    ]
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import randn
+
+    return [
+        randn((key["bh"], key["q_len"], key["d"]), dtype, generator),
+        randn((key["kv_bh"], key["kv_len"], key["d"]), dtype, generator),
+        randn((key["kv_bh"], key["kv_len"], key["d"]), dtype, generator),
+        *([attention_mask(key, dtype, generator)] if "masked" in key else []),
+    ]
+
+
+def attention_mask(key: dict, dtype: str, generator):
+    """A padding mask [batch, kv_len], or with `mask_rows` a mask per query [batch, q_len,
+    kv_len]: the padding mask plus a causal one (what a Hugging Face model builds), each
+    query seeing at least its first key."""
+    # torch stays off the compile path: only checks build inputs
+    import torch
+
+    padding = padding_mask(key["batch"], key["kv_len"], dtype, generator)
+    rows = key.get("mask_rows", 1)
+    if rows == 1:
+        return padding
+    hidden = torch.ones(rows, key["kv_len"], dtype=torch.bool).triu(1)
+    causal = torch.zeros(rows, key["kv_len"]).masked_fill(hidden, -math.inf)
+    return (padding.double()[:, None, :] + causal).to(padding.dtype)
+
+
+def padding_mask(batch: int, kv_len: int, dtype: str, generator):
+    """An additive mask per (batch, key): small values where a key is read, -inf on the
+    padding (a third of the keys of the first batch, all but the first of the last)."""
+    # torch stays off the compile path: only checks build inputs
+    import torch
+
+
+    mask = torch.randn((batch, kv_len), generator=generator, dtype=torch.float64) * 0.5
+    mask[0, kv_len - kv_len // 3 :] = -math.inf
+    mask[-1, 1:] = -math.inf
+    return mask.to(dtypes.torch_dtype(dtype))
+
+
+FAMILY = Family(
+    "attention",
+    FamilyKind.KERNEL,
+    ops=(graph.AttentionOp,),
+    site=site,
+    reference=reference,
+    check_keys=lambda dtype: check_keys_of(dtype, CHECK_SHAPES),
+    check_inputs=check_inputs,
+    extra_atol=length_atol,
+)

@@ -1,0 +1,130 @@
+"""Elementwise chains as the kernels read them: a chain's kernel-language text (the `fn` or
+`epilogue` of a key) and how each of its inputs is read at a flat output index."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+
+from emmy.dialects import graph
+from emmy.dtypes import dtype_name
+from emmy.errors import EmmyError
+
+ELEMENTWISE = (graph.UnaryOp, graph.BinaryOp, graph.ConstantOp)
+BINARY_SYMBOLS = {graph.AddOp: "+", graph.SubOp: "-", graph.MulOp: "*", graph.DivOp: "/"}
+UNARY_FUNCTIONS = {
+    graph.ExpOp: "exp",
+    graph.TanhOp: "tanh",
+    graph.SiluOp: "silu",
+    graph.ReluOp: "relu",
+    graph.SigmoidOp: "sigmoid",
+}
+
+
+def shape_of(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def dtype_of(value: SSAValue) -> str:
+    assert isinstance(value.type, TensorType)
+    return dtype_name(value.type.element_type)
+
+
+def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def broadcast_kind(input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> str | None:
+    """How an input of an elementwise site is read at a flat output index, if it can be."""
+    if math.prod(input_shape) == 1:
+        return "scalar"
+    stripped = _strip_leading_ones(input_shape)
+    if stripped == _strip_leading_ones(output_shape):
+        return "full"
+    if stripped == output_shape[-1:]:
+        return "row"
+    if input_shape[-1:] == (1,) and _strip_leading_ones(stripped[:-1]) == _strip_leading_ones(
+        output_shape[:-1]
+    ):
+        return "col"
+    return None
+
+
+def broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> list[str] | None:
+    kinds = [broadcast_kind(shape_of(value), out_shape) for value in inputs]
+    return None if None in kinds else kinds
+
+
+def required_broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> str:
+    """The kinds of a chain's inputs as a key's `inputs`; a broadcast no kernel reads is an
+    error."""
+    kinds = []
+    for value in inputs:
+        kind = broadcast_kind(shape_of(value), out_shape)
+        if kind is None:
+            raise EmmyError(
+                f"elementwise input of shape {list(shape_of(value))} broadcast to {list(out_shape)}: "
+                "only full, row, column and scalar broadcasts are supported"
+            )
+        kinds.append(kind)
+    return "/".join(kinds)
+
+
+def is_elementwise(op: Operation | None) -> bool:
+    return isinstance(op, ELEMENTWISE)
+
+
+@dataclass
+class ElementwiseGroup:
+    root: Operation
+    ops: list[Operation]
+    inputs: list[SSAValue]
+    text: str
+
+
+def collect_group(
+    root: Operation, accumulator: SSAValue | None = None, numbered: Sequence[SSAValue] = ()
+) -> ElementwiseGroup:
+    """The root and the producers it alone uses, with the chain as kernel-language text;
+    `accumulator` (the result of the kernel the chain is fused into) is called `acc`, and
+    inputs are numbered after those of `numbered` (a chain the same kernel reads too)."""
+    ops: list[Operation] = []
+    inputs: list[SSAValue] = list(numbered)
+
+    def text(value: SSAValue) -> str:
+        if value is accumulator:
+            return "acc"
+        producer = value.owner
+        if isinstance(producer, graph.ConstantOp):
+            return repr(float(producer.value.value.data))
+        inner = is_elementwise(producer) and producer is not root and value.has_one_use()
+        if producer is root or inner:
+            assert isinstance(producer, Operation)
+            ops.append(producer)
+            return expression(producer)
+        if value not in inputs:
+            inputs.append(value)
+        return f"in{inputs.index(value)}"
+
+    def expression(op: Operation) -> str:
+        if isinstance(op, graph.BinaryOp):
+            lhs, rhs = text(op.lhs), text(op.rhs)
+            return f"({lhs} {BINARY_SYMBOLS[type(op)]} {rhs})"
+        assert isinstance(op, graph.UnaryOp)
+        operand = text(op.input)
+        if isinstance(op, graph.NegOp):
+            return f"(-{operand})"
+        if isinstance(op, graph.GeluOp):
+            tanh = op.approximate is not None and op.approximate.data == "tanh"
+            return f"{'gelu_tanh' if tanh else 'gelu'}({operand})"
+        return f"{UNARY_FUNCTIONS[type(op)]}({operand})"
+
+    chain = text(root.results[0])
+    return ElementwiseGroup(root, ops, inputs, chain)

@@ -1,0 +1,55 @@
+"""A gather of table rows by token id (ids clamped into the table)."""
+
+from __future__ import annotations
+
+import math
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.families.chains import dtype_of, shape_of
+from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+
+def site(op: graph.EmbeddingOp, fusion: Fusion) -> Site:
+    vocab, dim = shape_of(op.table)
+    tokens = math.prod(shape_of(op.ids))
+    key = {
+        "tokens": tokens,
+        "vocab": vocab,
+        "dim": dim,
+        "T": dtype_of(op.table),
+        "I": dtype_of(op.ids),
+    }
+    return Site("embedding", key, [op.ids, op.table])
+
+
+def reference(key: dict, inputs: list):
+    ids, table = inputs
+    return table.double()[ids.long().clamp(0, int(key["vocab"]) - 1)]
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    import torch
+
+    from emmy.families.tensors import randn
+
+    ids = torch.randint(0, key["vocab"], (key["tokens"],), generator=generator)
+    return [
+        ids.to(dtypes.torch_dtype(key["I"])),
+        randn((key["vocab"], key["dim"]), dtype, generator),
+    ]
+
+
+FAMILY = Family(
+    "embedding",
+    FamilyKind.KERNEL,
+    ops=(graph.EmbeddingOp,),
+    site=site,
+    reference=reference,
+    check_keys=lambda dtype: [
+        {"tokens": t, "vocab": v, "dim": dm, "T": dtype, "I": i}
+        for t, v, dm, i in [(1, 3, 1, "i64"), (13, 50, 24, "i32"), (9, 200, 64, "i64")]
+    ],
+    check_inputs=check_inputs,
+)

@@ -1,0 +1,96 @@
+"""A family's entry in the registry: what lowering, the bench, the checks, golden files
+and the prior read of it. References and check inputs need torch: they import it when
+called, so that the registry (what lowering reads) imports without it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from xdsl.ir import Operation, SSAValue
+
+from emmy import dtypes
+
+if TYPE_CHECKING:
+    import torch
+
+#: storage types a family's checks run in unless it names its own
+FLOATS = dtypes.FLOAT_NAMES
+
+
+class FamilyKind(StrEnum):
+    #: a `.emmy` kernel the compiler emits
+    KERNEL = "kernel"
+    #: a host-level choice between paths: a site with one fork and no kernel of its own
+    CHOICE = "choice"
+    #: a site the device runs as a host call (the vendor library): no emitted kernel
+    HOST_CALL = "host_call"
+
+
+class Fuses(StrEnum):
+    """The elementwise chains fuse-graph puts into a family's kernel."""
+
+    NOTHING = "nothing"
+    #: the chain that alone reads its result (a matmul's epilogue)
+    EPILOGUE = "epilogue"
+    #: the chain computing its first operand, and the chain that alone reads its result
+    #: (a row kernel: softmax, the norms)
+    PROLOGUE_AND_EPILOGUE = "prologue_and_epilogue"
+
+
+class Site(NamedTuple):
+    """A site of `family` at `key`, called on `inputs` (in the order of its parameters)."""
+
+    family: str
+    key: dict[str, int | str]
+    inputs: list[SSAValue]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The chains fuse-graph put around a kernel's op (inside one `graph.fused`): the root of
+    the chain computing its first operand, the root of the chain reading its result, and
+    whether the first operand is also written out (it has uses outside)."""
+
+    prologue: Operation | None = None
+    epilogue: Operation | None = None
+    stores_input: bool = False
+
+
+#: the site of a graph op, with the chains fused around it
+SiteBuilder = Callable[[Any, Fusion], Site]
+#: the expected output in float64 from a key and the input tensors (a tuple where the
+#: kernel has several outputs, in the order of its out parameters)
+Reference = Callable[[dict, list["torch.Tensor"]], Any]
+#: the keys a check runs, for one storage type
+CheckKeys = Callable[[str], list[dict]]
+#: random inputs of one key: (key, storage type, generator)
+CheckInputs = Callable[[dict, str, "torch.Generator"], list["torch.Tensor"]]
+
+
+def no_extra_atol(key: dict) -> float:
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family. A kernel family's `.emmy` declaration is `emmy/library/<name>.emmy`'s
+    kernel `name`; `ops` are the graph ops whose sites `site` builds (it may pick a sibling
+    family, as matmul picks matmul_tc where tensor cores apply)."""
+
+    name: str
+    kind: FamilyKind
+    ops: tuple[type[Operation], ...] = ()
+    site: SiteBuilder | None = None
+    fuses: Fuses = Fuses.NOTHING
+    reference: Reference | None = None
+    check_keys: CheckKeys | None = None
+    check_inputs: CheckInputs | None = None
+    check_dtypes: tuple[str, ...] = FLOATS
+    #: absolute error a check allows beyond the storage type's rounding (f32 accumulation
+    #: that grows with a key's depth or row length)
+    extra_atol: Callable[[dict], float] = no_extra_atol
+    #: a choice family's forks and their options
+    forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -1,0 +1,39 @@
+"""LayerNorm over the last dim (weight and bias), with a fused prologue and epilogue."""
+
+from __future__ import annotations
+
+from emmy.dialects import graph
+from emmy.families.family import Family, FamilyKind, Fuses
+from emmy.families.rows import norm_atol, norm_keys, row_site_of
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    from emmy.families.tensors import fused_rows
+
+    def normalise(x, weight, bias):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, float(key["eps"]))
+
+    return fused_rows(key, inputs, 2, normalise)
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import row_inputs
+
+    return row_inputs(key, dtype, generator, 2)
+
+
+FAMILY = Family(
+    "layer_norm",
+    FamilyKind.KERNEL,
+    ops=(graph.LayerNormOp,),
+    site=row_site_of("layer_norm"),
+    fuses=Fuses.PROLOGUE_AND_EPILOGUE,
+    reference=reference,
+    check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-05"}),
+    check_inputs=check_inputs,
+    extra_atol=norm_atol,
+)

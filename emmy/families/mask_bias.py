@@ -1,0 +1,40 @@
+"""The additive form of a boolean mask: 0 where it is true, -inf where it is false."""
+
+from __future__ import annotations
+
+import math
+
+from emmy.dialects import graph
+from emmy.families.chains import dtype_of, shape_of
+from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+
+def site(op: graph.MaskBiasOp, fusion: Fusion) -> Site:
+    key = {"n": max(1, math.prod(shape_of(op.input))), "T": dtype_of(op.result)}
+    return Site("mask_bias", key, list(op.operands))
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    (mask,) = inputs
+    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(mask == 0, -math.inf)
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    import torch
+
+    return [torch.randint(0, 2, (key["n"],), generator=generator).to(torch.int8)]
+
+
+FAMILY = Family(
+    "mask_bias",
+    FamilyKind.KERNEL,
+    ops=(graph.MaskBiasOp,),
+    site=site,
+    reference=reference,
+    check_keys=lambda dtype: [{"n": n, "T": dtype} for n in (1, 37, 1000, 4099)],
+    check_inputs=check_inputs,
+)

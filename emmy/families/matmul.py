@@ -1,0 +1,153 @@
+"""Batched matmul with a fused epilogue (SIMT): B stored [k, n] or [n, k]. A matmul's site
+is the tensor-core family's where that applies (see `matmul_site`)."""
+
+from __future__ import annotations
+
+import math
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
+from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
+
+#: storage types the tensor-core matmul takes
+
+
+def tensor_core_product(dtype: str, k: int, n: int) -> bool:
+    """Whether the tensor-core matmul takes A [m, k] · B [k, n] of this storage type (B
+    stored [k, n], rows of 16 bytes)."""
+    return dtypes.is_half(dtype) and k % 8 == 0 and n % 8 == 0
+
+
+def matmul_key(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
+    """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
+    bytes), the SIMT family otherwise, and the key."""
+    a, b = shape_of(op.lhs), shape_of(op.rhs)
+    k = a[-1]
+    n = b[-2] if op.transpose_b else b[-1]
+    if len(b) == 2:
+        batch, m, b_batch = 1, math.prod(a[:-1]), 1
+    else:
+        batch, m, b_batch = math.prod(a[:-2]), a[-2], math.prod(b[:-2])
+    T = dtype_of(op.lhs)
+    common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch, "T": T}
+    epilogue_key = {"epilogue": epilogue, "inputs": inputs}
+    if not op.transpose_b and tensor_core_product(T, k, n):
+        return "matmul_tc", {**common, **epilogue_key}
+    layout = {"b_rows": b[-2], "b_cols": b[-1], "layout": "nk" if op.transpose_b else "kn"}
+    return "matmul", {**common, **layout, **epilogue_key}
+
+
+def site(op: graph.MatmulOp, fusion: Fusion) -> Site:
+    """The matmul with `fusion`'s epilogue over its product `acc`."""
+    if fusion.epilogue is None:
+        family_name, key = matmul_key(op)
+        return Site(family_name, key, [op.lhs, op.rhs])
+    group = collect_group(fusion.epilogue, op.result)
+    kinds = required_broadcast_kinds(group.inputs, shape_of(fusion.epilogue.results[0]))
+    family_name, key = matmul_key(op, epilogue=group.text, inputs=kinds)
+    return Site(family_name, key, [op.lhs, op.rhs, *group.inputs])
+
+
+def split_k_slices(k: int, split: int) -> list[slice]:
+    """The k-slice each of a split-K matmul's `split` parts sums: ceil(k / split) rounded up
+    to 8 wide (whole 16-byte rows of 16-bit elements), the last ones shorter or empty."""
+    width = math.ceil(math.ceil(k / split) / 8) * 8
+    return [slice(min(k, s * width), min(k, (s + 1) * width)) for s in range(split)]
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    from emmy.families.tensors import with_epilogue
+
+    a, b = (t.double() for t in inputs[:2])
+    if str(key.get("layout", "kn")) == "nk":
+        b = b.transpose(-2, -1)
+    split = int(key.get("split", 1))
+    if split > 1:  # each part's sum over its k-slice, before any epilogue
+        b = b.expand(a.shape[0], *b.shape[1:])
+        return torch.stack(
+            [a[..., cut] @ b[:, cut, :] for cut in split_k_slices(a.shape[-1], split)]
+        )
+    return with_epilogue(key, a @ b, inputs[2:])
+
+
+def depth_atol(key: dict) -> float:
+    """f32 accumulation over k."""
+    return 2e-6 * int(key["k"])
+
+
+#: fused matmul epilogues: (chain over the product `acc`, kinds of its extra inputs)
+EPILOGUES = [
+    ("acc", ""),
+    ("gelu((acc + in0))", "row"),
+    ("(relu(acc) * in0)", "scalar"),
+    ("((silu(acc) + in0) + in1)", "full/col"),
+]
+
+
+def check_key(
+    dtype: str,
+    z: int,
+    zb: int,
+    m: int,
+    n: int,
+    k: int,
+    layout: str | None,
+    epilogue: str = "acc",
+    inputs: str = "",
+    split: int = 1,
+) -> dict:
+    """A matmul key (layout None: the tensor-core family's, B stored [k, n])."""
+    key: dict = {"batch": z, "m": m, "n": n, "k": k, "b_batch": zb}
+    if layout is not None:
+        rows, cols = (k, n) if layout == "kn" else (n, k)
+        key |= {"b_rows": rows, "b_cols": cols, "layout": layout}
+    key |= {"T": dtype, "epilogue": epilogue, "inputs": inputs}
+    return key | ({"split": split} if split > 1 else {})
+
+
+def check_keys(dtype: str) -> list[dict]:
+    return [
+        check_key(dtype, z, zb, m, n, k, layout, e, kinds)
+        for z, zb, m, n, k, layout, (e, kinds) in zip(
+            [1, 2, 1, 3],
+            [1, 2, 1, 1],
+            [1, 37, 64, 130],
+            [1, 50, 128, 20],
+            [1, 29, 96, 33],
+            ["kn", "nk", "kn", "nk"],
+            EPILOGUES,
+            strict=True,
+        )
+    ] + [
+        # split-K parts: slices of 8 (the last 3 of 8 empty), of 48 (the last ragged)
+        check_key(dtype, 2, 1, 37, 50, 40, "nk", split=8),
+        check_key(dtype, 1, 1, 70, 20, 140, "kn", split=3),
+    ]
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import randn, random_epilogue_inputs
+
+    return [
+        randn((key["batch"], key["m"], key["k"]), dtype, generator),
+        randn((key["b_batch"], key["b_rows"], key["b_cols"]), dtype, generator),
+        *random_epilogue_inputs(key, dtype, generator),
+    ]
+
+
+FAMILY = Family(
+    "matmul",
+    FamilyKind.KERNEL,
+    ops=(graph.MatmulOp,),
+    site=site,
+    fuses=Fuses.EPILOGUE,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=depth_atol,
+)

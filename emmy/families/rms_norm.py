@@ -1,0 +1,39 @@
+"""RMSNorm over the last dim (weight), with a fused prologue and epilogue."""
+
+from __future__ import annotations
+
+from emmy.dialects import graph
+from emmy.families.family import Family, FamilyKind, Fuses
+from emmy.families.rows import norm_atol, norm_keys, row_site_of
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    from emmy.families.tensors import fused_rows
+
+    def normalise(x, weight):
+        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + float(key["eps"])) * weight
+
+    return fused_rows(key, inputs, 1, normalise)
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import row_inputs
+
+    return row_inputs(key, dtype, generator, 1)
+
+
+FAMILY = Family(
+    "rms_norm",
+    FamilyKind.KERNEL,
+    ops=(graph.RmsNormOp,),
+    site=row_site_of("rms_norm"),
+    fuses=Fuses.PROLOGUE_AND_EPILOGUE,
+    reference=reference,
+    check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-06"}),
+    check_inputs=check_inputs,
+    extra_atol=norm_atol,
+)

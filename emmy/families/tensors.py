@@ -1,0 +1,113 @@
+"""The torch side the families' references and checks share: chains evaluated in float64,
+a fused kernel's extra inputs broadcast by their kind, random inputs. Only references and
+checks import this module (when called), so torch stays off the compile path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from lark import Token, Tree
+
+from emmy import dtypes
+from emmy.dsl.keys import parse_input_kinds
+from emmy.dsl.parser import parse_expression
+
+_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "exp": torch.exp,
+    "tanh": torch.tanh,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+}
+_BINARY = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
+
+
+def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
+    kind = node.data
+    if kind == "float_lit" or kind == "int_lit":
+        return float(node.children[0])
+    if kind == "name":
+        return inputs[str(node.children[0])]
+    if kind == "neg":
+        return -_chain(node.children[0], inputs)
+    if kind == "call":
+        (arg,) = node.children[1].children
+        return _FUNCTIONS[str(node.children[0])](as_tensor(_chain(arg, inputs)))
+    value = _chain(node.children[0], inputs)
+    for op, rhs in zip(node.children[1::2], node.children[2::2], strict=True):
+        value = _BINARY[str(op)](as_tensor(value), _chain(rhs, inputs))
+    return value
+
+
+def as_tensor(value) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=torch.float64)
+
+
+def evaluate_chain(text: str, named: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A chain of the kernel language (a key's `fn` or `epilogue`) over named tensors."""
+    return as_tensor(_chain(parse_expression(text), named))
+
+
+def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:
+    """The extra inputs of a fused epilogue, broadcast to the output `shape` by their kind:
+    `full` has the output's elements, `row` one per column, `col` one per row, `scalar` one."""
+    kinds = parse_input_kinds(str(key.get("inputs") or ""))
+    views = {
+        "full": lambda flat: flat.reshape(shape),
+        "row": lambda flat: flat.expand(*shape[:-1], -1),
+        "col": lambda flat: flat.reshape(*shape[:-1], 1),
+        "scalar": lambda flat: flat[0],
+    }
+    return {
+        f"in{i}": views[kind](tensor.double().reshape(-1))
+        for i, (kind, tensor) in enumerate(zip(kinds, inputs, strict=True))
+    }
+
+
+def with_epilogue(key: dict, accumulator: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:
+    """The key's `epilogue` chain over `acc` and the extra inputs of its kinds."""
+    named = epilogue_inputs(key, extra, tuple(accumulator.shape))
+    named["acc"] = accumulator
+    return evaluate_chain(str(key["epilogue"]), named)
+
+
+def fused_rows(key: dict, inputs: list[torch.Tensor], params: int, normalise: Callable):
+    """A row kernel (softmax, a norm with `params` weights) whose x is the key's chain `fn`
+    over its inputs, followed by the `epilogue` chain; with `store = yes`, x itself is the
+    second output."""
+    ins = inputs[: len(inputs) - params]
+    weights = [t.double() for t in inputs[len(inputs) - params :]]
+    shape = (int(key["rows"]), int(key["cols"]))
+    named = epilogue_inputs({"inputs": key.get("inputs", "full")}, ins, shape)
+    x = evaluate_chain(str(key.get("fn", "in0")), named).expand(shape)
+    named["acc"] = normalise(x, *weights)
+    y = evaluate_chain(str(key.get("epilogue", "acc")), named)
+    return (y, x) if str(key.get("store", "no")) == "yes" else y
+
+
+def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):
+    values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale + shift
+    return values.to(dtypes.torch_dtype(dtype))
+
+
+def random_epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """Random extra inputs of a matmul's epilogue, each with the shape its kind reads."""
+    rows, cols = key["batch"] * key["m"], key["n"]
+    sizes = {"full": rows * cols, "row": cols, "col": rows, "scalar": 1}
+    kinds = parse_input_kinds(str(key["inputs"]))
+    return [randn((sizes[kind],), dtype, generator) for kind in kinds]
+
+
+def row_inputs(key: dict, dtype: str, generator: torch.Generator, params: int) -> list:
+    """The inputs of a (fused) row kernel's chain, each with the shape its kind reads (the
+    first shifted and scaled, so that a mean and a variance matter), then a norm's weight
+    (and bias)."""
+    rows, cols = key["rows"], key["cols"]
+    shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,)}
+    kinds = parse_input_kinds(str(key.get("inputs", "full")))
+    ins = [randn(shapes[kind], dtype, generator) for kind in kinds]
+    ins[0] = randn(shapes[kinds[0]], dtype, generator, 2.0, 0.5)
+    return ins + [randn((cols,), dtype, generator) for _ in range(params)]

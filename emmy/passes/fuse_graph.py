@@ -1,0 +1,219 @@
+"""fuse-graph: groups the graph ops that become one kernel into a `graph.fused`.
+
+A chain of elementwise ops whose intermediate values have no other use is one group. A
+chain that alone reads a matmul's product joins that matmul as its epilogue. A softmax or a
+norm takes the chain that computes its input as its prologue (yielded too where the value
+has other uses, as the residual stream of a transformer has) unless a matmul takes that
+chain first, and the chain that alone reads its result as its epilogue, where the chains'
+inputs are ones the kernel reads (full, row, column or scalar). Which ops take which
+chains is their family's `fuses` (emmy.families). Ops that fuse with nothing stay as they
+are; lower-sites reads each `graph.fused` as one site.
+
+    %x = graph.add %a, %b : ...
+    %n = graph.layer_norm %x, %w, %bias {eps = 1.0e-05 : f64} : ...
+    %y = graph.gelu %n : ...
+    func.return %y, %x : ...                  // %x is used again: the kernel writes it too
+  →
+    %y, %x = graph.fused(%a, %b, %w, %bias) {
+    ^bb0(%0: ..., %1: ..., %2: ..., %3: ...):
+      %x1 = graph.add %0, %1 : ...
+      %n = graph.layer_norm %x1, %2, %3 {eps = 1.0e-05 : f64} : ...
+      %y1 = graph.gelu %n : ...
+      graph.yield %y1, %x1 : ...
+    } : (...) -> (...)
+    func.return %y, %x : ...
+
+Groups are found from the function's end backwards, as lower-sites numbers its sites;
+constants a chain reads are copied into its body (their values are written into keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from emmy.dialects import graph
+from emmy.families.chains import (
+    ElementwiseGroup,
+    broadcast_kinds,
+    collect_group,
+    is_elementwise,
+    shape_of,
+)
+from emmy.families.family import Fuses
+from emmy.families.registry import fusing
+
+
+def is_group_root(op: Operation | None) -> bool:
+    """An elementwise op whose value leaves the chain: not a constant (inlined) and not
+    the single use of another elementwise op."""
+    if not is_elementwise(op) or isinstance(op, graph.ConstantOp):
+        return False
+    assert op is not None
+    return not is_elementwise(op.results[0].get_user_of_unique_use())
+
+
+def fusable_product(
+    group: ElementwiseGroup, producers: tuple[type[Operation], ...]
+) -> SSAValue | None:
+    """A result of one of `producers` the group alone reads, in full: the chain becomes
+    that kernel's epilogue."""
+    out_shape = shape_of(group.root.results[0])
+    for value in group.inputs:
+        if isinstance(value.owner, producers) and value.has_one_use():
+            if shape_of(value) == out_shape:
+                return value
+    return None
+
+
+def _in_fused(op: Operation) -> bool:
+    return isinstance(op.parent_op(), graph.FusedOp)
+
+
+def _program_order(ops: Sequence[Operation]) -> list[Operation]:
+    """The ops with every producer before its users (in block order where they share one)."""
+    blocks = {op.parent_block() for op in ops}
+    if len(blocks) == 1:
+        block = next(iter(blocks))
+        assert block is not None
+        return sorted(ops, key=block.get_operation_index)
+    ordered: list[Operation] = []
+    remaining = list(ops)
+    while remaining:
+        ready = next(
+            op
+            for op in remaining
+            if all(v.owner not in remaining for v in op.operands if isinstance(v.owner, Operation))
+        )
+        ordered.append(ready)
+        remaining.remove(ready)
+    return ordered
+
+
+def fuse(
+    rewriter: PatternRewriter,
+    ops: Sequence[Operation],
+    result: SSAValue,
+    stored: SSAValue | None = None,
+) -> None:
+    """Replaces `ops` by a `graph.fused` yielding `result` (and `stored`, a value of the
+    group also used outside it), where `result` was computed."""
+    ordered = _program_order(ops)
+    inside = set(ordered)
+    inputs: list[SSAValue] = []
+    constants: list[graph.ConstantOp] = []
+    for op in ordered:
+        for value in op.operands:
+            producer = value.owner
+            if producer in inside:
+                continue
+            if isinstance(producer, graph.ConstantOp) and is_elementwise(op):
+                if producer not in constants:
+                    constants.append(producer)
+            elif value not in inputs:
+                inputs.append(value)
+    block = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args, strict=True))
+    for op in [*constants, *ordered]:
+        copy = op.clone(mapping)
+        block.add_op(copy)
+        mapping.update(zip(op.results, copy.results, strict=True))
+    yielded = [result, *([stored] if stored is not None else [])]
+    block.add_op(graph.YieldOp([mapping[v] for v in yielded]))
+    fused = graph.FusedOp(inputs, Region(block), [v.type for v in yielded])
+    for value, output in zip(yielded, fused.outputs, strict=True):
+        output.name_hint = value.name_hint
+    root = result.owner
+    assert isinstance(root, Operation)
+    rewriter.replace(root, fused, [fused.outputs[0]])
+    if stored is not None:
+        rewriter.replace_all_uses_with(stored, fused.outputs[1])
+    for op in reversed(ordered):
+        if op is not root:
+            rewriter.erase(op)
+
+
+def fuse_row(rewriter: PatternRewriter, op: Operation, epilogue: ElementwiseGroup | None) -> bool:
+    """Fuses a row kernel's op with the chain computing its x where that fits, and with
+    `epilogue`; whether anything was fused."""
+    x = op.operands[0]
+    shape = shape_of(x)
+    prologue = None
+    if is_group_root(x.owner):
+        assert isinstance(x.owner, Operation)
+        candidate = collect_group(x.owner)
+        fits = broadcast_kinds(candidate.inputs, shape) is not None
+        if fits and fusable_product(candidate, fusing(Fuses.EPILOGUE)) is None:
+            prologue = candidate
+    if prologue and epilogue and x in collect_group(epilogue.root, op.results[0]).inputs:
+        prologue = None  # the epilogue reads x from memory: the kernel cannot also write it
+    if prologue is None and epilogue is None:
+        return False
+    ops = [*(prologue.ops if prologue else []), op, *(epilogue.ops if epilogue else [])]
+    result = epilogue.root.results[0] if epilogue else op.results[0]
+    stored = x if prologue is not None and not x.has_one_use() else None
+    fuse(rewriter, ops, result, stored)
+    return True
+
+
+class FuseRowPrologue(RewritePattern):
+    """A softmax or a norm with the chain that computes its x (no chain reads its result:
+    a group root there would have taken it as its epilogue first)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if _in_fused(op) or not isinstance(op, fusing(Fuses.PROLOGUE_AND_EPILOGUE)):
+            return
+        fuse_row(rewriter, op, None)
+
+
+class FuseElementwise(RewritePattern):
+    """An elementwise chain, into the row kernel or the matmul that it alone reads, or as
+    a kernel of its own."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if _in_fused(op) or not is_group_root(op):
+            return
+        group = collect_group(op)
+        rows = fusable_product(group, fusing(Fuses.PROLOGUE_AND_EPILOGUE))
+        if rows is not None and broadcast_kinds(group.inputs, shape_of(rows)) is not None:
+            assert isinstance(rows.owner, Operation)
+            fuse_row(rewriter, rows.owner, group)
+            return
+        product = fusable_product(group, fusing(Fuses.EPILOGUE))
+        if product is not None:
+            assert isinstance(product.owner, Operation)
+            group = collect_group(op, product)
+            fuse(rewriter, [product.owner, *group.ops], op.results[0])
+            return
+        fuse(rewriter, group.ops, op.results[0])
+
+
+@dataclass(frozen=True)
+class FuseGraph(ModulePass):
+    name = "fuse-graph"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier([FuseElementwise(), FuseRowPrologue()]),
+            walk_reverse=True,
+            walk_regions_first=True,
+            apply_recursively=False,
+        )
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            walker.rewrite_region(function.body)
+        for constant in [c for c in op.walk() if isinstance(c, graph.ConstantOp)]:
+            if not constant.result.uses:
+                constant.detach()
+                constant.erase()

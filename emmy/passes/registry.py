@@ -1,0 +1,29 @@
+"""Every pass of emmy by name, and the compile pipeline: emmy-opt registers these, and the
+compiler runs COMPILE_PIPELINE in order."""
+
+from __future__ import annotations
+
+from xdsl.passes import ModulePass
+
+from emmy.passes.attention_paths import AttentionPaths
+from emmy.passes.fuse_graph import FuseGraph
+from emmy.passes.lower_graph import LowerGraph, LowerSites
+from emmy.passes.matmul_paths import MatmulPaths
+from emmy.passes.recognise_attention import RecogniseAttention
+from emmy.passes.resolve_forks import ResolveForks
+from emmy.passes.specialize_forks import SpecializeForks
+
+#: emmy.graph → sites → resolved forks; the compiler configures resolve-forks
+COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
+    RecogniseAttention,
+    AttentionPaths,
+    FuseGraph,
+    LowerSites,
+    MatmulPaths,
+    ResolveForks,
+    SpecializeForks,
+)
+
+PASSES: dict[str, type[ModulePass]] = {
+    emmy_pass.name: emmy_pass for emmy_pass in (*COMPILE_PIPELINE, LowerGraph)
+}

@@ -1,0 +1,126 @@
+"""The family registry (emmy/families/) is complete: every family declares every part its
+kind needs, every `.emmy` kernel has an entry, every graph op a family, and lowering reads
+the registry without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import torch
+from xdsl.passes import ModulePass
+
+from emmy import compiler
+from emmy.cli import main
+from emmy.dialects import graph
+from emmy.dsl.library import configs, families, family
+from emmy.errors import EmmyError
+from emmy.families.family import Family, FamilyKind
+from emmy.families.registry import FAMILIES, missing_parts, of_kind
+from emmy.frontend.cache import parse_graph
+from emmy.passes.attention_paths import PATHS
+from emmy.passes.fuse_graph import FuseGraph
+from emmy.passes.matmul_paths import OPTIONS
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_declares_what_its_kind_needs(name: str) -> None:
+    assert not missing_parts(FAMILIES[name]), f"{name} lacks {missing_parts(FAMILIES[name])}"
+
+
+def test_an_entry_that_lacks_a_part_is_reported() -> None:
+    assert missing_parts(Family("softmax", FamilyKind.KERNEL)) == [
+        "check keys and inputs",
+        "a reference",
+    ]
+    assert missing_parts(Family("no_such_kernel", FamilyKind.KERNEL))[0].startswith("a kernel")
+    assert missing_parts(Family("a_choice", FamilyKind.CHOICE)) == ["its forks and options"]
+
+
+def test_every_library_kernel_has_a_registry_entry() -> None:
+    unregistered = set(families()) - set(of_kind(FamilyKind.KERNEL))
+    assert not unregistered, (
+        f"kernels of emmy/library/ with no entry in emmy/families/: {unregistered}"
+    )
+
+
+def test_every_graph_op_but_views_has_one_family() -> None:
+    unlowered = (graph.ReshapeOp, graph.ConstantOp, graph.FusedOp, graph.YieldOp)
+    for op in graph.Graph.operations:
+        if issubclass(op, unlowered):
+            continue
+        owners = [e.name for e in FAMILIES.values() if issubclass(op, e.ops)]
+        assert len(owners) == 1, f"{op.name} is implemented by {owners or 'no family'}"
+
+
+@pytest.mark.parametrize("name", list(of_kind(FamilyKind.KERNEL)))
+def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> None:
+    entry = FAMILIES[name]
+    assert entry.check_keys is not None and entry.check_inputs is not None
+    assert entry.reference is not None
+    dtype = entry.check_dtypes[0]
+    keys = entry.check_keys(dtype)
+    assert keys
+    for key in keys:
+        assert list(configs(family(name), key)), f"{name} {key}: no valid config"
+    expected = entry.reference(keys[0], entry.check_inputs(keys[0], dtype, torch.Generator()))
+    assert isinstance(expected, (torch.Tensor, tuple))
+
+
+def test_choice_families_offer_the_options_their_passes_build() -> None:
+    assert FAMILIES["attention_path"].forks == {"path": PATHS}
+    assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
+    assert list(of_kind(FamilyKind.HOST_CALL)) == ["vendor_matmul"]
+
+
+def test_lowering_and_the_registry_import_without_torch() -> None:
+    code = (
+        "import sys; import emmy.families.registry, emmy.passes.registry, emmy.compiler; "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_a_pass_that_breaks_the_ir_is_named_under_verify_each(monkeypatch) -> None:
+    """With verify_each, the module is verified after every pass: a pass whose output does
+    not verify (here, fused ops left without their yield) is named."""
+
+    @dataclass(frozen=True)
+    class DropYields(ModulePass):
+        name = "drop-yields"
+
+        def apply(self, ctx, op) -> None:
+            for yielded in [o for o in op.walk() if isinstance(o, graph.YieldOp)]:
+                yielded.detach()
+                yielded.erase(safe_erase=False)
+
+    pipeline = list(compiler.COMPILE_PIPELINE)
+    pipeline.insert(pipeline.index(FuseGraph) + 1, DropYields)
+    monkeypatch.setattr(compiler, "COMPILE_PIPELINE", tuple(pipeline))
+    text = """
+    func.func @main(%x : tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %y = graph.exp %x : tensor<4x8xf32> -> tensor<4x8xf32>
+      func.return %y : tensor<4x8xf32>
+    }
+    """
+    with pytest.raises(EmmyError, match="the IR after drop-yields does not verify"):
+        compiler.compile_graph(parse_graph(text, "<test>"), db="none", verify_each=True)
+
+
+def test_emmy_compile_verifies_each_pass_on_request(capsys) -> None:
+    code = main(
+        [
+            "compile",
+            "-c",
+            "torch.softmax(torch.randn(4, 8) * 2, -1)",
+            "--target",
+            "emu",
+            "--verify-each",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
