@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "import-cycles"
 
@@ -24,9 +22,6 @@ def test_emmy_has_no_import_cycle() -> None:
     assert "\n0 cycle(s)" in "\n" + result.stdout.splitlines()[-1], result.stdout
 
 
-@pytest.mark.xfail(
-    strict=False, reason="function-level imports remain in files being restructured concurrently"
-)
 def test_every_function_level_import_is_a_heavy_one_that_says_why() -> None:
     result = check()
     assert result.returncode == 0, result.stdout
