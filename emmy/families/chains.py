@@ -11,6 +11,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from emmy.dialects import graph
+from emmy.dsl.keys import InputKind, format_input_kinds
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
 
@@ -41,23 +42,27 @@ def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def broadcast_kind(input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> str | None:
+def broadcast_kind(
+    input_shape: tuple[int, ...], output_shape: tuple[int, ...]
+) -> InputKind | None:
     """How an input of an elementwise site is read at a flat output index, if it can be."""
     if math.prod(input_shape) == 1:
-        return "scalar"
+        return InputKind.SCALAR
     stripped = _strip_leading_ones(input_shape)
     if stripped == _strip_leading_ones(output_shape):
-        return "full"
+        return InputKind.FULL
     if stripped == output_shape[-1:]:
-        return "row"
+        return InputKind.ROW
     if input_shape[-1:] == (1,) and _strip_leading_ones(stripped[:-1]) == _strip_leading_ones(
         output_shape[:-1]
     ):
-        return "col"
+        return InputKind.COL
     return None
 
 
-def broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> list[str] | None:
+def broadcast_kinds(
+    inputs: Sequence[SSAValue], out_shape: tuple[int, ...]
+) -> list[InputKind] | None:
     kinds = [broadcast_kind(shape_of(value), out_shape) for value in inputs]
     return None if None in kinds else kinds
 
@@ -74,7 +79,7 @@ def required_broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, .
                 "only full, row, column and scalar broadcasts are supported"
             )
         kinds.append(kind)
-    return "/".join(kinds)
+    return format_input_kinds(kinds)
 
 
 def is_elementwise(op: Operation | None) -> bool:

@@ -9,6 +9,7 @@ import math
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
+from emmy.dsl.keys import format_input_kinds
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kinds, collect_group, dtype_of, shape_of
 from emmy.families.family import Fusion, Site, SiteBuilder
@@ -39,7 +40,7 @@ def row_site_of(family_name: str) -> SiteBuilder:
             key["epilogue"] = epilogue.text
         kinds = broadcast_kinds(inputs, shape)
         assert kinds is not None, "a prologue or epilogue that does not fit is never fused"
-        key["inputs"] = "/".join(kinds)
+        key["inputs"] = format_input_kinds(kinds)
         key["store"] = "yes" if fusion.stores_input else "no"
         if isinstance(op, graph.SoftmaxOp) and op.causal is not None:
             key["causal"] = shape[-2]

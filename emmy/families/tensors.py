@@ -10,8 +10,7 @@ import torch
 from lark import Token, Tree
 
 from emmy import dtypes
-from emmy.dsl.keys import parse_input_kinds
-from emmy.dsl.parser import parse_expression
+from emmy.dsl.keys import Chain, parse_input_kinds
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,
@@ -48,7 +47,7 @@ def as_tensor(value) -> torch.Tensor:
 
 def evaluate_chain(text: str, named: dict[str, torch.Tensor]) -> torch.Tensor:
     """A chain of the kernel language (a key's `fn` or `epilogue`) over named tensors."""
-    return as_tensor(_chain(parse_expression(text), named))
+    return as_tensor(_chain(Chain.parse(text).tree, named))
 
 
 def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:

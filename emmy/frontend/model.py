@@ -39,8 +39,9 @@ from xdsl.utils.exceptions import VerifyException
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
+from emmy.families.chains import broadcast_kind
+from emmy.families.permute import collapse_dims
 from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
-from emmy.passes.lower_graph import broadcast_kind, collapse_dims
 
 _FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
 #: the storage types a model may have, as torch spells them: "float32, float16 or bfloat16"

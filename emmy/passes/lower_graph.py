@@ -40,14 +40,13 @@ from xdsl.rewriter import InsertPoint
 from emmy.dialects import graph, kernel
 from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.errors import EmmyError
-from emmy.families.chains import broadcast_kind, is_elementwise
+from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
-from emmy.families.permute import collapse_dims
 from emmy.families.registry import implementing
 from emmy.passes.fuse_graph import FuseGraph
 
 # emmy.frontend.model reads these here
-__all__ = ["LowerGraph", "LowerSites", "broadcast_kind", "collapse_dims"]
+__all__ = ["LowerGraph", "LowerSites"]
 
 #: graph ops no site stands for: views, and what a `graph.fused` is made of
 UNLOWERED = (graph.ReshapeOp, graph.ConstantOp, graph.YieldOp)
