@@ -1,6 +1,7 @@
 """emmy-opt: xdsl-opt with emmy's dialects, passes and the CUDA target.
 
 emmy-opt softmax.mlir -p resolve-forks{pin="vec=2"},specialize-forks -t cuda
+emmy-opt model.mlir -p attention-paths,lower-graph,resolve-forks,specialize-forks,inline-host-paths
 emmy-opt emmy/library/softmax.emmy      # a .emmy file, at each kernel's example key
 """
 
@@ -48,6 +49,7 @@ class EmmyOptMain(xDSLOptMain):
     def register_all_passes(self) -> None:
         super().register_all_passes()
         from emmy.passes.attention_paths import AttentionPaths
+        from emmy.passes.inline_host_paths import InlineHostPaths
         from emmy.passes.lower_graph import LowerGraph
         from emmy.passes.matmul_paths import MatmulPaths
         from emmy.passes.recognise_attention import RecogniseAttention
@@ -61,6 +63,7 @@ class EmmyOptMain(xDSLOptMain):
             MatmulPaths,
             ResolveForks,
             SpecializeForks,
+            InlineHostPaths,
         )
         for emmy_pass in passes:
             self.register_pass(emmy_pass.name, lambda p=emmy_pass: p)
