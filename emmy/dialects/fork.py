@@ -3,9 +3,9 @@
 A `fork.site` is one instantiated kernel family for one problem key; it holds the forks of
 that site, the kernel and its launch. Its kind says what it stands for: a kernel of its
 own, a host-level choice (one fork that picks an option of a `fork.alternatives`), or a
-call the device's host runs (the vendor library). A `fork.knob` is a named choice among integer or
-symbolic options; its i32 result (the option's value, or a symbol's index) is used by the
-kernel body, so the IR is valid before any choice is made. `fork.alternatives` picks one of
+call the device's host runs (the vendor library). A `fork.knob` is a named choice among
+integer or symbolic options; its i32 result (the option's value, or a symbol's index) is
+used by the kernel body, so the IR is valid before any choice is made. `fork.alternatives` picks one of
 several regions by a knob. Forks have side effects as far as the rewriter knows, so CSE
 never merges two of them and DCE never deletes an unresolved one.
 """
@@ -70,7 +70,7 @@ from xdsl.utils.exceptions import VerifyException
 
 Option = int | str
 #: what a compile records as evidence: JSON-like values
-Value = None | bool | int | float | str | list | dict
+PlainValue = None | bool | int | float | str | list | dict
 
 
 def option_attr(value: Option) -> Attribute:
@@ -84,7 +84,7 @@ def option_value(attr: Attribute) -> Option:
     return attr.value.data
 
 
-def to_attr(value: Value) -> Attribute:
+def to_attr(value: PlainValue) -> Attribute:
     """A JSON-like value as builtin attributes; `from_attr` gives the same value back.
 
     Dicts are keyed in sorted order: the order in which evidence was always recorded."""
@@ -103,7 +103,7 @@ def to_attr(value: Value) -> Attribute:
     raise TypeError(f"no attribute holds {value!r} ({type(value).__name__})")
 
 
-def from_attr(attr: Attribute) -> Value:
+def from_attr(attr: Attribute) -> PlainValue:
     """The JSON-like value `to_attr` made `attr` of."""
     if isinstance(attr, NoneAttr | NoneType):  # `none` parses back as the type
         return None
@@ -286,12 +286,8 @@ class SiteOp(IRDLOperation):
             site.attributes |= attributes.data
         return site
 
-    def verify_(self) -> None:
-        where = f"fork.site @{self.sym_name.data}"
-        names = [k.knob_name.data for k in self.knobs()]
-        duplicates = {n for n in names if names.count(n) > 1}
-        if duplicates:
-            raise VerifyException(f"fork.site has two forks named {sorted(duplicates)[0]!r}")
+    def _verify_kind(self, where: str, forks: list[str]) -> None:
+        """What a site holds follows from its kind."""
         if self.site_kind != SiteKind.KERNEL:
             kernel = next(
                 (op for op in self.body.block.ops if op.has_trait(SymbolOpInterface)), None
@@ -301,13 +297,12 @@ class SiteOp(IRDLOperation):
                     f"{where} is a {self.site_kind.value} site, which holds no kernel, "
                     f"but it holds {kernel.name}"
                 )
-        if self.site_kind == SiteKind.CHOICE and len(names) > 1:
-            raise VerifyException(f"{where} is a choice site, of one fork, but it has {names}")
-        if self.site_kind == SiteKind.HOST_CALL and names:
-            raise VerifyException(f"{where} is a host_call site, which has no forks: {names}")
+        if self.site_kind == SiteKind.CHOICE and len(forks) > 1:
+            raise VerifyException(f"{where} is a choice site, of one fork, but it has {forks}")
+        if self.site_kind == SiteKind.HOST_CALL and forks:
+            raise VerifyException(f"{where} is a host_call site, which has no forks: {forks}")
         if self.paths is not None and self.site_kind != SiteKind.CHOICE:
             raise VerifyException(f"{where} has paths, but only a choice site has options")
-        self._verify_records(where)
 
     def _verify_records(self, where: str) -> None:
         """The attributes the passes record have the types the report reads them as."""
@@ -328,7 +323,6 @@ class SiteOp(IRDLOperation):
                 raise VerifyException(f"evidence of the decision of {where} is not a dict")
             if "runner_up" in fields and not isinstance(fields["runner_up"], DictionaryAttr):
                 raise VerifyException(f"runner_up of the decision of {where} is not a dict")
-
         for option, calls in (self.paths.data if self.paths else {}).items():
             if not isinstance(calls, ArrayAttr) or not all(
                 isinstance(c, PathCallAttr) for c in calls
@@ -336,6 +330,15 @@ class SiteOp(IRDLOperation):
                 raise VerifyException(
                     f"path {option!r} of {where} is not a list of #fork.path_call"
                 )
+
+    def verify_(self) -> None:
+        names = [k.knob_name.data for k in self.knobs()]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise VerifyException(f"fork.site has two forks named {sorted(duplicates)[0]!r}")
+        where = f"fork.site @{self.sym_name.data}"
+        self._verify_kind(where, names)
+        self._verify_records(where)
 
 
 @irdl_op_definition
