@@ -1,7 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
     recognise-attention → attention-paths → lower-graph → matmul-paths → resolve-forks
-    → specialize-forks → inline-host-paths → emit-cuda → NVRTC (for a GPU target)
+    → specialize-forks → emit-cuda → NVRTC (for a GPU target)
 
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
@@ -171,7 +171,7 @@ def _choices(module: ModuleOp) -> dict[str, dict]:
     for site in _sites(module):
         if site.site_kind != fork.SiteKind.CHOICE or site.paths is None:
             continue
-        assert site.config is not None, "inline-host-paths reads the config before paths"
+        assert site.config is not None, "a choice is specialised before its paths are taken"
         paths = site.paths.data
         result[site.sym_name.data] = {
             "family": site.family.data,

@@ -1,7 +1,6 @@
 """emmy-opt: xdsl-opt with emmy's dialects, passes and the CUDA target.
 
 emmy-opt softmax.mlir -p resolve-forks{pin="vec=2"},specialize-forks -t cuda
-emmy-opt model.mlir -p attention-paths,lower-graph,resolve-forks,specialize-forks,inline-host-paths
 emmy-opt emmy/library/softmax.emmy      # a .emmy file, at each kernel's example key
 """
 

@@ -16,10 +16,12 @@ configs specialize-forks records, so it runs after that pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -108,7 +110,7 @@ class DropSites(RewritePattern):
             rewriter.erase(op)
 
 
-def called_sites(ops) -> set[str]:
+def called_sites(ops: Iterable[Operation]) -> set[str]:
     return {c.site.root_reference.data for c in ops if isinstance(c, kernel.CallOp)}
 
 
@@ -118,8 +120,10 @@ class InlineHostPaths(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         choices = [a for a in op.walk() if isinstance(a, fork.AlternativesOp) and a.site]
+        # only sites an option named may go: a site nothing called is the user's to keep
         in_options = called_sites(c for choice in choices for c in choice.walk())
         PatternRewriteWalker(RecordPaths()).rewrite_module(op)
+        # the applier also erases what is dead once the options not taken are gone
         PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath()])).rewrite_module(op)
         not_taken = frozenset(in_options - called_sites(op.walk()))
         PatternRewriteWalker(DropSites(not_taken)).rewrite_module(op)
