@@ -1,7 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
     recognise-attention → attention-paths → fuse-graph → lower-sites → matmul-paths
-    → resolve-forks → specialize-forks → emit-cuda → NVRTC (for a GPU target)
+    → resolve-forks → specialize-forks → inline-host-paths → emit-cuda → NVRTC (for a GPU target)
 
 (the passes are emmy.passes.registry's COMPILE_PIPELINE)
 
@@ -15,7 +15,6 @@ geometry and decisions, the host's launch plan, and the time each stage took.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
@@ -34,8 +33,6 @@ from emmy.dialects import fork, graph, kernel
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
-from emmy.families.family import FamilyKind
-from emmy.families.registry import of_kind
 from emmy.identity import EMU, arch_of
 from emmy.passes.registry import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
@@ -139,40 +136,58 @@ def plan_arena(
     return offsets, max((end for _, end, _ in placed), default=0)
 
 
+def _sites(module: ModuleOp) -> list[fork.SiteOp]:
+    return [op for op in module.ops if isinstance(op, fork.SiteOp)]
+
+
 def _provenance(module: ModuleOp) -> dict[str, dict]:
     """Per site: the source of each fork, and the decision's oracle, evidence, runner-up."""
     result = {}
-    for site in module.ops:
-        if not isinstance(site, fork.SiteOp) or "provenance" not in site.attributes:
+    for site in _sites(module):
+        if site.provenance is None:
             continue
-        forks = {
-            name: str(value.data["oracle"].data)
-            for name, value in site.attributes["provenance"].data.items()
-        }
+        forks = {name: value.data["oracle"].data for name, value in site.provenance.data.items()}
         entry: dict = {"forks": forks}
-        decision = site.attributes.get("decision")
-        if decision is not None:
-            entry["oracle"] = decision.data["oracle"].data
-            entry["evidence"] = json.loads(decision.data["evidence"].data)
-            entry["runner_up"] = json.loads(decision.data["runner_up"].data)
+        if site.decision is not None:
+            decision = site.decision.data
+            entry["oracle"] = decision["oracle"].data
+            entry["evidence"] = fork.from_attr(decision["evidence"])
+            runner_up = decision.get("runner_up")
+            entry["runner_up"] = None if runner_up is None else fork.from_attr(runner_up)
         result[site.sym_name.data] = entry
     return result
 
 
+def _tensor(typ: TensorType) -> list:
+    return [list(typ.get_shape()), dtype_name(typ.element_type)]
+
+
+def _path_call(call: fork.PathCallAttr) -> dict:
+    # the report has always listed a path's calls with their keys sorted
+    return {
+        "config": dict(sorted(fork.from_attr(call.config).items())),
+        "family": call.family.data,
+        "inputs": [_tensor(t) for t in call.inputs],
+        "key": call.key.data,
+        "outputs": [_tensor(t) for t in call.outputs],
+    }
+
+
 def _choices(module: ModuleOp) -> dict[str, dict]:
-    """Per host-level choice site (no kernel of its own): family, key, the chosen config,
-    and the kernel calls of every option."""
+    """Per host-level choice site: family, key, the chosen config, and the kernel calls of
+    every option (options in sorted order, as the report has always listed them)."""
     result = {}
-    for site in module.ops:
-        if isinstance(site, fork.SiteOp) and "paths" in site.attributes:
-            config = site.attributes["config"]
-            assert isinstance(config, DictionaryAttr)
-            result[site.sym_name.data] = {
-                "family": site.family.data,
-                "key": site.key.data,
-                "config": {k: fork.option_value(v) for k, v in config.data.items()},
-                "paths": json.loads(site.attributes["paths"].data),
-            }
+    for site in _sites(module):
+        if site.site_kind != fork.SiteKind.CHOICE or site.paths is None:
+            continue
+        assert site.config is not None, "a choice is specialised before its paths are taken"
+        paths = site.paths.data
+        result[site.sym_name.data] = {
+            "family": site.family.data,
+            "key": site.key.data,
+            "config": fork.from_attr(site.config),
+            "paths": {name: [_path_call(c) for c in paths[name]] for name in sorted(paths)},
+        }
     return result
 
 
@@ -180,8 +195,8 @@ def _host_calls(module: ModuleOp) -> dict[str, dict]:
     """Per site the device runs as a host call: its family and key."""
     return {
         site.sym_name.data: {"family": site.family.data, "key": site.key.data}
-        for site in module.ops
-        if isinstance(site, fork.SiteOp) and site.family.data in of_kind(FamilyKind.HOST_CALL)
+        for site in _sites(module)
+        if site.site_kind == fork.SiteKind.HOST_CALL
     }
 
 

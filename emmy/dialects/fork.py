@@ -1,9 +1,11 @@
 """emmy.fork: the choice points of the compiler.
 
 A `fork.site` is one instantiated kernel family for one problem key; it holds the forks of
-that site, the kernel and its launch. A `fork.knob` is a named choice among integer or
-symbolic options; its i32 result (the option's value, or a symbol's index) is used by the
-kernel body, so the IR is valid before any choice is made. `fork.alternatives` picks one of
+that site, the kernel and its launch. Its kind says what it stands for: a kernel of its
+own, a host-level choice (one fork that picks an option of a `fork.alternatives`), or a
+call the device's host runs (the vendor library). A `fork.knob` is a named choice among
+integer or symbolic options; its i32 result (the option's value, or a symbol's index) is
+used by the kernel body, so the IR is valid before any choice is made. `fork.alternatives` picks one of
 several regions by a knob. Forks have side effects as far as the rewriter knows, so CSE
 never merges two of them and DCE never deletes an unresolved one.
 """
@@ -11,20 +13,39 @@ never merges two of them and DCE never deletes an unresolved one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    FloatAttr,
     IntegerAttr,
+    NoneAttr,
+    NoneType,
     StringAttr,
     SymbolRefAttr,
+    TensorType,
+    f64,
+    i1,
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+)
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     irdl_op_definition,
+    opt_attr_def,
     opt_operand_def,
     opt_prop_def,
     prop_def,
@@ -37,10 +58,19 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsTerminator, NoTerminator, SymbolOpInterface
+from xdsl.traits import (
+    HasParent,
+    IsTerminator,
+    NoTerminator,
+    SymbolOpInterface,
+    SymbolTable,
+    SymbolUserOpInterface,
+)
 from xdsl.utils.exceptions import VerifyException
 
 Option = int | str
+#: what a compile records as evidence: JSON-like values
+PlainValue = None | bool | int | float | str | list | dict
 
 
 def option_attr(value: Option) -> Attribute:
@@ -54,6 +84,42 @@ def option_value(attr: Attribute) -> Option:
     return attr.value.data
 
 
+def to_attr(value: PlainValue) -> Attribute:
+    """A JSON-like value as builtin attributes; `from_attr` gives the same value back.
+
+    Dicts are keyed in sorted order: the order in which evidence was always recorded."""
+    if value is None:
+        return NoneAttr()
+    if isinstance(value, bool):  # before int: a bool is an int to Python
+        return IntegerAttr(int(value), i1)
+    if isinstance(value, int | str):
+        return option_attr(value)
+    if isinstance(value, float):
+        return FloatAttr(float(value), f64)
+    if isinstance(value, list | tuple):
+        return ArrayAttr([to_attr(v) for v in value])
+    if isinstance(value, dict):
+        return DictionaryAttr({str(k): to_attr(value[k]) for k in sorted(value)})
+    raise TypeError(f"no attribute holds {value!r} ({type(value).__name__})")
+
+
+def from_attr(attr: Attribute) -> PlainValue:
+    """The JSON-like value `to_attr` made `attr` of."""
+    if isinstance(attr, NoneAttr | NoneType):  # `none` parses back as the type
+        return None
+    if isinstance(attr, IntegerAttr) and attr.type == i1:
+        return bool(attr.value.data)
+    if isinstance(attr, IntegerAttr | StringAttr):
+        return option_value(attr)
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)
+    if isinstance(attr, ArrayAttr):
+        return [from_attr(a) for a in attr]
+    if isinstance(attr, DictionaryAttr):
+        return {k: from_attr(v) for k, v in attr.data.items()}
+    raise TypeError(f"{attr} is not an attribute to_attr makes")
+
+
 def _print_option(printer: Printer, value: Option) -> None:
     printer.print_string(f'"{value}"' if isinstance(value, str) else str(value))
 
@@ -61,6 +127,64 @@ def _print_option(printer: Printer, value: Option) -> None:
 def _parse_option(parser: Parser) -> Option:
     text = parser.parse_optional_str_literal()
     return text if text is not None else parser.parse_integer()
+
+
+class SiteKind(StrEnum):
+    """What a site stands for, which decides what it may hold and who may name it."""
+
+    #: a kernel of its own, that `kernel.call` runs
+    KERNEL = "kernel"
+    #: one fork picking an option of the host-level `fork.alternatives` that names the site
+    CHOICE = "choice"
+    #: an operation the device's host runs (the vendor library), named by `kernel.call`
+    HOST_CALL = "host_call"
+
+
+@irdl_attr_definition
+class SiteKindAttr(EnumAttribute[SiteKind], SpacedOpaqueSyntaxAttribute):
+    """The kind of a site: `#fork<site_kind choice>`."""
+
+    name = "fork.site_kind"
+
+
+@irdl_attr_definition
+class PathCallAttr(ParametrizedAttribute):
+    """One kernel call of an option of a host-level choice, with what a bench needs to run
+    it alone: the family, key and config of its site and the types of its tensors.
+
+        #fork.path_call<"softmax", "rows=12,cols=6,T=f32", {vec = 2 : i64},
+                        [tensor<12x6xf32>], [tensor<12x6xf32>]>
+    """
+
+    name = "fork.path_call"
+    family: StringAttr
+    key: StringAttr
+    config: DictionaryAttr
+    inputs: ArrayAttr[TensorType[Attribute]]
+    outputs: ArrayAttr[TensorType[Attribute]]
+
+    def verify(self) -> None:
+        _check_config(self.config, f"a path call of {self.family.data}")
+
+
+def _check_config(config: DictionaryAttr, where: str) -> None:
+    for name, value in config.data.items():
+        if not isinstance(value, IntegerAttr | StringAttr):
+            raise VerifyException(f"config of {where}: {name} = {value} is not an option")
+
+
+def site_named(op: Operation, ref: SymbolRefAttr) -> SiteOp:
+    """The site a symbol of `op` names; a verify error naming the symbol otherwise."""
+    name = ref.string_value()
+    try:
+        found = SymbolTable.lookup_symbol(op, ref)
+    except ValueError:  # no symbol table holds `op`: nothing to resolve the name in
+        found = None
+    if found is None:
+        raise VerifyException(f"{op.name} names @{name}, which is not defined")
+    if not isinstance(found, SiteOp):
+        raise VerifyException(f"{op.name} names @{name}, which is a {found.name}, not a fork.site")
+    return found
 
 
 @irdl_op_definition
@@ -72,41 +196,66 @@ class SiteOp(IRDLOperation):
       kernel.func @softmax_0(...) { ... }
       kernel.launch @softmax_0 grid %g block %b smem %s
     }
+
+    A site of another kind than `kernel` says so before its name, and holds no kernel:
+
+    fork.site choice @attention_path_0 "attention_path" "bh=4,..." {
+      %path = fork.knob "path" ["fused", "unfused"] default "fused"
+    }
+    fork.site host_call @vendor_matmul_3 "vendor_matmul" "batch=1,m=8,..." {
+    }
+
+    The passes record on it, as attributes, where its forks were decided (`decision`: the
+    oracle, its evidence and runner-up; `provenance`: each fork's source), its `config`
+    once specialised, and for a choice the kernel calls of every option (`paths`).
     """
 
     name = "fork.site"
     sym_name = prop_def(StringAttr)
+    kind = prop_def(SiteKindAttr, default_value=SiteKindAttr(SiteKind.KERNEL))
     family = prop_def(StringAttr)
     key = prop_def(StringAttr)
+    #: the decision of resolve-forks: {oracle = "db", evidence = {...}, runner_up = {...}}
+    #: (oracle names are open: a package may add oracles)
+    decision = opt_attr_def(DictionaryAttr)
+    #: each fork's value once specialised: {vec = 4 : i64, algo = "online"}
+    config = opt_attr_def(DictionaryAttr)
+    #: where each fork's value came from: {vec = {oracle = "pin"}}
+    provenance = opt_attr_def(DictionaryAttr)
+    #: a choice's options, each as the `#fork.path_call`s it makes
+    paths = opt_attr_def(DictionaryAttr)
     body = region_def("single_block")
     traits = traits_def(SymbolOpInterface(), NoTerminator())
 
-    def __init__(self, name: str, family: str, key: str, body: Region | None = None):
+    def __init__(
+        self,
+        name: str,
+        family: str,
+        key: str,
+        body: Region | None = None,
+        kind: SiteKind = SiteKind.KERNEL,
+    ):
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),
+                "kind": SiteKindAttr(kind),
                 "family": StringAttr(family),
                 "key": StringAttr(key),
             },
             regions=[body or Region(Block())],
         )
 
+    @property
+    def site_kind(self) -> SiteKind:
+        return self.kind.data
+
     def knobs(self) -> list[KnobOp]:
         return [op for op in self.body.block.ops if isinstance(op, KnobOp)]
 
-    def config(self) -> dict[str, Option]:
-        """The resolved value of every fork of the site (raises if one is unresolved)."""
-        config = {}
-        for knob in self.knobs():
-            if knob.value is None:
-                raise VerifyException(
-                    f"fork {knob.knob_name.data!r} of {self.sym_name.data} is unresolved"
-                )
-            config[knob.knob_name.data] = option_value(knob.value)
-        return config
-
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
+        if self.site_kind != SiteKind.KERNEL:
+            printer.print_string(f"{self.site_kind.value} ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string(f' "{self.family.data}" "{self.key.data}"')
         printer.print_op_attributes(self.attributes, print_keyword=True)
@@ -115,6 +264,16 @@ class SiteOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SiteOp:
+        kind = SiteKind.KERNEL
+        start = parser.pos
+        kind_name = parser.parse_optional_identifier()
+        if kind_name is not None:
+            if kind_name not in set(SiteKind):
+                known = ", ".join(SiteKind)
+                parser.raise_error(
+                    f"unknown site kind {kind_name!r} (kinds: {known})", start, parser.pos
+                )
+            kind = SiteKind(kind_name)
         name = parser.parse_symbol_name().data
         family = parser.parse_str_literal()
         key = parser.parse_str_literal()
@@ -122,16 +281,64 @@ class SiteOp(IRDLOperation):
         body = parser.parse_region()
         if not body.blocks:
             body.add_block(Block())
-        site = cls(name, family, key, body)
+        site = cls(name, family, key, body, kind)
         if attributes is not None:
             site.attributes |= attributes.data
         return site
+
+    def _verify_kind(self, where: str, forks: list[str]) -> None:
+        """What a site holds follows from its kind."""
+        if self.site_kind != SiteKind.KERNEL:
+            kernel = next(
+                (op for op in self.body.block.ops if op.has_trait(SymbolOpInterface)), None
+            )
+            if kernel is not None:
+                raise VerifyException(
+                    f"{where} is a {self.site_kind.value} site, which holds no kernel, "
+                    f"but it holds {kernel.name}"
+                )
+        if self.site_kind == SiteKind.CHOICE and len(forks) > 1:
+            raise VerifyException(f"{where} is a choice site, of one fork, but it has {forks}")
+        if self.site_kind == SiteKind.HOST_CALL and forks:
+            raise VerifyException(f"{where} is a host_call site, which has no forks: {forks}")
+        if self.paths is not None and self.site_kind != SiteKind.CHOICE:
+            raise VerifyException(f"{where} has paths, but only a choice site has options")
+
+    def _verify_records(self, where: str) -> None:
+        """The attributes the passes record have the types the report reads them as."""
+        if self.config is not None:
+            _check_config(self.config, where)
+        for fork_name, source in (self.provenance.data if self.provenance else {}).items():
+            if not isinstance(source, DictionaryAttr) or not isinstance(
+                source.data.get("oracle"), StringAttr
+            ):
+                raise VerifyException(
+                    f'provenance of fork {fork_name!r} of {where} is not {{oracle = "..."}}'
+                )
+        if self.decision is not None:
+            fields = self.decision.data
+            if not isinstance(fields.get("oracle"), StringAttr):
+                raise VerifyException(f"decision of {where} names no oracle")
+            if not isinstance(fields.get("evidence"), DictionaryAttr):
+                raise VerifyException(f"evidence of the decision of {where} is not a dict")
+            if "runner_up" in fields and not isinstance(fields["runner_up"], DictionaryAttr):
+                raise VerifyException(f"runner_up of the decision of {where} is not a dict")
+        for option, calls in (self.paths.data if self.paths else {}).items():
+            if not isinstance(calls, ArrayAttr) or not all(
+                isinstance(c, PathCallAttr) for c in calls
+            ):
+                raise VerifyException(
+                    f"path {option!r} of {where} is not a list of #fork.path_call"
+                )
 
     def verify_(self) -> None:
         names = [k.knob_name.data for k in self.knobs()]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise VerifyException(f"fork.site has two forks named {sorted(duplicates)[0]!r}")
+        where = f"fork.site @{self.sym_name.data}"
+        self._verify_kind(where, names)
+        self._verify_records(where)
 
 
 @irdl_op_definition
@@ -242,6 +449,28 @@ class KnobOp(IRDLOperation):
             )
 
 
+class ChosenBySite(SymbolUserOpInterface):
+    """A host-level `fork.alternatives` names a choice site, whose fork has its options."""
+
+    def verify(self, op: Operation) -> None:
+        assert isinstance(op, AlternativesOp)
+        if op.site is None:
+            return  # chosen by a knob of its kernel's site
+        site = site_named(op, op.site)
+        if site.site_kind != SiteKind.CHOICE:
+            raise VerifyException(
+                f"fork.alternatives names @{site.sym_name.data}, a {site.site_kind.value} "
+                "site, not a choice site"
+            )
+        options = [n.data for n in op.names]
+        for knob in site.knobs():  # none once specialised
+            if knob.option_values != options:
+                raise VerifyException(
+                    f"fork.alternatives options {options} differ from fork "
+                    f"{knob.knob_name.data!r} options {knob.option_values} of @{site.sym_name.data}"
+                )
+
+
 @irdl_op_definition
 class AlternativesOp(IRDLOperation):
     """Runs one of its regions: an algorithmic choice.
@@ -254,7 +483,7 @@ class AlternativesOp(IRDLOperation):
           ...
         }
 
-    In a host function, chosen by the `path` knob of the site it names (a site of its own,
+    In a host function, chosen by the fork of the choice site it names (a site of its own,
     with no kernel); each region yields the values the op stands for:
 
         %o = fork.alternatives @attention_path_0 ["fused", "unfused"] {
@@ -272,7 +501,7 @@ class AlternativesOp(IRDLOperation):
     names = prop_def(ArrayAttr[StringAttr])
     branches = var_region_def("single_block")
     outputs = var_result_def()
-    traits = traits_def(NoTerminator())
+    traits = traits_def(NoTerminator(), ChosenBySite())
 
     def __init__(
         self,
@@ -372,4 +601,4 @@ class YieldOp(IRDLOperation):
         super().__init__(operands=[list(values)])
 
 
-Fork = Dialect("fork", [SiteOp, KnobOp, AlternativesOp, YieldOp], [])
+Fork = Dialect("fork", [SiteOp, KnobOp, AlternativesOp, YieldOp], [SiteKindAttr, PathCallAttr])

@@ -31,6 +31,7 @@ from xdsl.ir import (
     Attribute,
     Block,
     Dialect,
+    Operation,
     ParametrizedAttribute,
     Region,
     SSAValue,
@@ -59,10 +60,12 @@ from xdsl.traits import (
     Pure,
     RecursiveMemoryEffect,
     SymbolOpInterface,
+    SymbolUserOpInterface,
 )
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
+from emmy.dialects import fork
 
 DIMENSIONS = ("x", "y", "z")
 
@@ -674,6 +677,23 @@ class GroupReduceOp(IRDLOperation):
             raise VerifyException(f"unknown reduction strategy {unknown[0]!r}")
 
 
+class LaunchesItsSitesKernel(SymbolUserOpInterface):
+    """`kernel.launch` names the kernel.func of the site it is in."""
+
+    def verify(self, op: Operation) -> None:
+        assert isinstance(op, LaunchOp)
+        site = op.parent_op()
+        if not isinstance(site, fork.SiteOp):
+            return  # HasParent says so (traits are checked in no fixed order)
+        name = op.kernel.string_value()
+        funcs = [o for o in site.body.block.ops if isinstance(o, FuncOp)]
+        if not any(f.sym_name.data == name for f in funcs):
+            raise VerifyException(
+                f"kernel.launch names @{name}, which is not a kernel.func of its site "
+                f"@{site.sym_name.data}"
+            )
+
+
 @irdl_op_definition
 class LaunchOp(IRDLOperation):
     """The launch geometry of a site's kernel, in 1-D.
@@ -686,10 +706,24 @@ class LaunchOp(IRDLOperation):
     grid = operand_def(i32)
     block = operand_def(i32)
     smem = operand_def(i32)
+    traits = traits_def(HasParent(fork.SiteOp), LaunchesItsSitesKernel())
     assembly_format = "$kernel `grid` $grid `block` $block `smem` $smem attr-dict"
 
     def __init__(self, kernel: str, grid: SSAValue, block: SSAValue, smem: SSAValue):
         super().__init__(operands=[grid, block, smem], properties={"kernel": SymbolRefAttr(kernel)})
+
+
+class CallsARunnableSite(SymbolUserOpInterface):
+    """`kernel.call` names a site the device runs: a kernel site or a host call."""
+
+    def verify(self, op: Operation) -> None:
+        assert isinstance(op, CallOp)
+        site = fork.site_named(op, op.site)
+        if site.site_kind == fork.SiteKind.CHOICE:
+            raise VerifyException(
+                f"kernel.call names @{site.sym_name.data}, a choice site, which has nothing "
+                "to run (a fork.alternatives names it)"
+            )
 
 
 @irdl_op_definition
@@ -704,6 +738,7 @@ class CallOp(IRDLOperation):
     site = prop_def(SymbolRefAttr)
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
+    traits = traits_def(CallsARunnableSite())
     assembly_format = "$site `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)"
 
     def __init__(self, site: str, inputs: Sequence[SSAValue], output_types: Sequence[Attribute]):

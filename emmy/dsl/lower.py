@@ -187,7 +187,9 @@ class Lowering:
         self.add(func)
         self.add(kernel.LaunchOp(self.site_name, grid, block, smem))
         key_text = canonical_key(decl, self.key)
-        return fork.SiteOp(self.site_name, decl.name, key_text, Region(site_block))
+        return fork.SiteOp(
+            self.site_name, decl.name, key_text, Region(site_block), fork.SiteKind.KERNEL
+        )
 
     def decl_text(self, node: Tree) -> str:
         """The source text of a constraint, kept on the knob for readers of the IR."""

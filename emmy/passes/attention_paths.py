@@ -45,7 +45,7 @@ PATHS = ("fused", "unfused")
 
 
 def path_site(name: str, key: str) -> fork.SiteOp:
-    site = fork.SiteOp(name, FAMILY, key)
+    site = fork.SiteOp(name, FAMILY, key, kind=fork.SiteKind.CHOICE)
     site.body.block.add_op(fork.KnobOp("path", list(PATHS), PATHS[0]))
     return site
 

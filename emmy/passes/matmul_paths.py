@@ -109,7 +109,7 @@ class MatmulPaths(ModulePass):
 
         def choice_site(key_text: str, options: list[str]) -> str:
             def build(name: str) -> fork.SiteOp:
-                site = fork.SiteOp(name, FAMILY, key_text)
+                site = fork.SiteOp(name, FAMILY, key_text, kind=fork.SiteKind.CHOICE)
                 site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
                 return site
 
@@ -117,7 +117,11 @@ class MatmulPaths(ModulePass):
 
         def vendor_site(key: ProblemKey) -> str:
             text = vendor_key(key)
-            return add(VENDOR_FAMILY, text, lambda name: fork.SiteOp(name, VENDOR_FAMILY, text))
+            return add(
+                VENDOR_FAMILY,
+                text,
+                lambda name: fork.SiteOp(name, VENDOR_FAMILY, text, kind=fork.SiteKind.HOST_CALL),
+            )
 
         for call in [c for c in op.walk() if isinstance(c, kernel.CallOp)]:
             matmul = sites.get(call.site.root_reference.data)

@@ -7,6 +7,7 @@ from xdsl.passes import ModulePass
 
 from emmy.passes.attention_paths import AttentionPaths
 from emmy.passes.fuse_graph import FuseGraph
+from emmy.passes.inline_host_paths import InlineHostPaths
 from emmy.passes.lower_graph import LowerGraph, LowerSites
 from emmy.passes.matmul_paths import MatmulPaths
 from emmy.passes.recognise_attention import RecogniseAttention
@@ -22,6 +23,7 @@ COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     MatmulPaths,
     ResolveForks,
     SpecializeForks,
+    InlineHostPaths,
 )
 
 PASSES: dict[str, type[ModulePass]] = {

@@ -13,7 +13,6 @@ other options by whoever runs it (emmy.compiler, emmy-opt; see emmy.search.oracl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -131,10 +130,7 @@ def record(site: fork.SiteOp, decision, pinned: set[str]) -> None:
         name = knob.knob_name.data
         source = "pin" if name in pinned else decision.oracle
         knob.resolve(decision.config[name], {"oracle": StringAttr(source)})
-    site.attributes["decision"] = DictionaryAttr(
-        {
-            "oracle": StringAttr(decision.oracle),
-            "evidence": StringAttr(json.dumps(decision.evidence, sort_keys=True)),
-            "runner_up": StringAttr(json.dumps(decision.runner_up, sort_keys=True)),
-        }
-    )
+    recorded = {"oracle": StringAttr(decision.oracle), "evidence": fork.to_attr(decision.evidence)}
+    if decision.runner_up is not None:
+        recorded["runner_up"] = fork.to_attr(decision.runner_up)
+    site.decision = DictionaryAttr(recorded)

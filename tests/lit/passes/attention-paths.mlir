@@ -7,7 +7,7 @@ func.func @gqa(%q : tensor<1x4x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tensor<1
   %o = graph.attention %q, %k, %v {scale = 0.5 : f64, causal} : tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x4x6x8xf32>
   func.return %o : tensor<1x4x6x8xf32>
 }
-// CHECK:      fork.site @attention_path_0 "attention_path" "bh=4,kv_bh=2,q_len=6,kv_len=6,d=8,T=f32,causal=yes,scale=0.5" {
+// CHECK:      fork.site choice @attention_path_0 "attention_path" "bh=4,kv_bh=2,q_len=6,kv_len=6,d=8,T=f32,causal=yes,scale=0.5" {
 // CHECK-NEXT:   fork.knob "path" ["fused", "unfused"] default "fused"
 // CHECK-NEXT: }
 // CHECK:      %[[O:.*]] = fork.alternatives @attention_path_0 ["fused", "unfused"] {
@@ -38,7 +38,7 @@ func.func @layers(%q : tensor<1x2x4x8xf32>, %k : tensor<1x2x4x8xf32>, %v : tenso
   %b = graph.attention %a, %k, %v {scale = 1.0 : f64} : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
   func.return %b : tensor<1x2x4x8xf32>
 }
-// CHECK:     fork.site @attention_path_0 "attention_path" "bh=2,kv_bh=2,q_len=4,kv_len=4,d=8,T=f32,causal=no,scale=1.0"
+// CHECK:     fork.site choice @attention_path_0 "attention_path" "bh=2,kv_bh=2,q_len=4,kv_len=4,d=8,T=f32,causal=no,scale=1.0"
 // CHECK-NOT: fork.site
 // CHECK:     %[[A:.*]] = fork.alternatives @attention_path_0
 // CHECK-NOT: graph.mul

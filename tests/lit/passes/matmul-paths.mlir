@@ -1,6 +1,6 @@
 // RUN: emmy-opt %s -p lower-graph,matmul-paths | filecheck %s
-// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=split4"},specialize-forks' | filecheck %s --check-prefix=SPLIT
-// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=vendor"},specialize-forks' | filecheck %s --check-prefix=VENDOR
+// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
+// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=vendor"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=VENDOR
 
 // Few output tiles and a deep k: the matmul is a choice between its kernel, splits of k
 // (slices of 256 or more: the parts' kernel, then split_sum adding them up under the
@@ -16,10 +16,10 @@ func.func @deep(%x : tensor<8x1024xf32>, %w : tensor<1024x96xf32>, %b : tensor<9
 // CHECK:      fork.site @[[SUM2:split_sum_[0-9]+]] "split_sum" "split=2,size=768,n=96,T=f32,epilogue=(acc + in0),inputs=row"
 // CHECK:      fork.site @[[PARTS4:matmul_[0-9]+]] "matmul" "{{.*}},epilogue=acc,inputs=,split=4"
 // CHECK:      fork.site @[[SUM4:split_sum_[0-9]+]] "split_sum" "split=4,size=768,n=96,T=f32,epilogue=(acc + in0),inputs=row"
-// CHECK:      fork.site @[[PRODUCT_SITE:vendor_matmul_[0-9]+]] "vendor_matmul" "batch=1,m=8,n=96,k=1024,b_batch=1,layout=kn,T=f32" {
+// CHECK:      fork.site host_call @[[PRODUCT_SITE:vendor_matmul_[0-9]+]] "vendor_matmul" "batch=1,m=8,n=96,k=1024,b_batch=1,layout=kn,T=f32" {
 // CHECK-NEXT: }
 // CHECK:      fork.site @[[EPILOGUE:elementwise_[0-9]+]] "elementwise" "n=768,cols=96,T=f32,inputs=full/row,fn=(in0 + in1)"
-// CHECK:      fork.site @[[CHOICE:matmul_path_[0-9]+]] "matmul_path" "batch=1,m=8,n=96,k=1024,b_batch=1,b_rows=1024,b_cols=96,layout=kn,T=f32,epilogue=(acc + in0),inputs=row" {
+// CHECK:      fork.site choice @[[CHOICE:matmul_path_[0-9]+]] "matmul_path" "batch=1,m=8,n=96,k=1024,b_batch=1,b_rows=1024,b_cols=96,layout=kn,T=f32,epilogue=(acc + in0),inputs=row" {
 // CHECK-NEXT:   fork.knob "matmul" ["kernel", "split2", "split4", "vendor"] default "kernel"
 // CHECK:      func.func @deep(%[[X:[^:]*]]: tensor<8x1024xf32>, %[[W:[^:]*]]: tensor<1024x96xf32>, %[[B:[^:]*]]: tensor<96xf32>)
 // CHECK-NEXT:   %[[Z:.*]] = fork.alternatives @[[CHOICE]] ["kernel", "split2", "split4", "vendor"] {
@@ -45,14 +45,14 @@ func.func @deep(%x : tensor<8x1024xf32>, %w : tensor<1024x96xf32>, %b : tensor<9
 // SPLIT-NOT:  split=2
 // SPLIT:      fork.site @[[P:matmul_[0-9]+]] "matmul" "{{.*}},split=4"
 // SPLIT:      fork.site @[[S:split_sum_[0-9]+]] "split_sum" "split=4,{{.*}}"
-// SPLIT-NOT:  "vendor_matmul"
-// SPLIT:      fork.site @matmul_path_{{[0-9]+}} "matmul_path" {{.*}}config = {matmul = "split4"}{{.*}}paths = "{\22kernel\22: [{{.*}}], \22split2\22: [{{.*}}\22family\22: \22split_sum\22{{.*}}], \22split4\22: [{{.*}}], \22vendor\22: [{{.*}}\22family\22: \22vendor_matmul\22{{.*}}]}"
+// SPLIT-NOT:  fork.site host_call
+// SPLIT:      fork.site choice @matmul_path_{{[0-9]+}} "matmul_path" {{.*}}config = {matmul = "split4"}{{.*}}paths = {kernel = [{{.*}}], split2 = [{{.*}}#fork.path_call<"split_sum", "split=2,{{.*}}", {threads = 256 : i64, per_thread = 1 : i64}, [tensor<2x768xf32>, tensor<96xf32>], [tensor<8x96xf32>]>], split4 = [{{.*}}], vendor = [#fork.path_call<"vendor_matmul", "{{.*}}", {}, {{.*}}]}}
 // SPLIT:      func.func @deep
 // SPLIT-NEXT:   %[[PARTS:.*]] = kernel.call @[[P]](%x, %w)
 // SPLIT-NEXT:   %[[SUM:.*]] = kernel.call @[[S]](%[[PARTS]], %b)
 // SPLIT-NEXT:   func.return %[[SUM]]
 
-// VENDOR:      fork.site @[[V:vendor_matmul_[0-9]+]] "vendor_matmul"
+// VENDOR:      fork.site host_call @[[V:vendor_matmul_[0-9]+]] "vendor_matmul"
 // VENDOR:      fork.site @[[E:elementwise_[0-9]+]] "elementwise"
 // VENDOR:      func.func @deep
 // VENDOR-NEXT:   %[[PRODUCT:.*]] = kernel.call @[[V]](%x, %w)

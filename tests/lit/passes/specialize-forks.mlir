@@ -18,9 +18,24 @@ fork.site @s "f" "n=8" {
 }
 // Knobs become constants (a symbol by its index), the chosen region is inlined, and the
 // site keeps its config and the provenance of each choice.
-// CHECK: fork.site @s "f" "n=8" attributes {decision = {oracle = "default", evidence = "{\22declared\22: true}", runner_up = "null"}, config = {vec = 2 : i64, algo = "b"}, provenance = {vec = {oracle = "default"}, algo = {oracle = "default"}}} {
+// CHECK: fork.site @s "f" "n=8" attributes {decision = {oracle = "default", evidence = {declared = true}}, config = {vec = 2 : i64, algo = "b"}, provenance = {vec = {oracle = "default"}, algo = {oracle = "default"}}} {
 // CHECK-NEXT: %[[VEC:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: kernel.func @s(%[[X:.*]] : !kernel.ptr<f32> "x") {
 // CHECK-NEXT: %[[CB:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT: kernel.store %[[CB]], %[[X]][%[[VEC]]] : f32, !kernel.ptr<f32>
 // CHECK-NEXT: kernel.return
+
+// A host-level choice is inline-host-paths' to take: only its site's config is recorded.
+fork.site choice @c "attention_path" "n=4" {
+  %path = fork.knob "path" ["x", "y"] default "x"
+}
+func.func @f(%t : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @c ["x", "y"] {
+    fork.yield %t : tensor<4xf32>
+  } {
+    fork.yield %t : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.site choice @c "attention_path" "n=4" attributes {decision = {oracle = "default", evidence = {declared = true}}, config = {path = "x"}, provenance = {path = {oracle = "default"}}} {
+// CHECK: fork.alternatives @c ["x", "y"] {

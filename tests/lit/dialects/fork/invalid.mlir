@@ -69,6 +69,9 @@ fork.site @s "f" "n=1" {
 
 // -----
 
+fork.site choice @p "attention_path" "n=4" {
+  %path = fork.knob "path" ["a", "b"] default "a"
+}
 func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
   %y = fork.alternatives @p ["a", "b"] {
     fork.yield %x : tensor<4xf32>
@@ -84,3 +87,136 @@ func.func @f(%x : tensor<4xf32>) {
   fork.yield %x : tensor<4xf32>
 }
 // CHECK: 'fork.yield' expects parent op 'fork.alternatives'
+
+// -----
+
+// A host-level choice names a site that must exist, be a site, be a choice, and offer its
+// options.
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @nowhere ["a", "b"] {
+    fork.yield %x : tensor<4xf32>
+  } {
+    fork.yield %x : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.alternatives names @nowhere, which is not defined
+
+// -----
+
+func.func @g() {
+  func.return
+}
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @g ["a", "b"] {
+    fork.yield %x : tensor<4xf32>
+  } {
+    fork.yield %x : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.alternatives names @g, which is a func.func, not a fork.site
+
+// -----
+
+fork.site @k "softmax" "n=4" {
+  %path = fork.knob "path" ["a", "b"] default "a"
+}
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @k ["a", "b"] {
+    fork.yield %x : tensor<4xf32>
+  } {
+    fork.yield %x : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.alternatives names @k, a kernel site, not a choice site
+
+// -----
+
+fork.site choice @p "attention_path" "n=4" {
+  %path = fork.knob "path" ["fused", "unfused"] default "fused"
+}
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = fork.alternatives @p ["unfused", "fused"] {
+    fork.yield %x : tensor<4xf32>
+  } {
+    fork.yield %x : tensor<4xf32>
+  } : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: fork.alternatives options ['unfused', 'fused'] differ from fork 'path' options ['fused', 'unfused'] of @p
+
+// -----
+
+// What a site may hold follows from its kind.
+fork.site choice @c "attention_path" "n=4" {
+  kernel.func @c() {
+    kernel.return
+  }
+}
+// CHECK: fork.site @c is a choice site, which holds no kernel, but it holds kernel.func
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" {
+  %a = fork.knob "a" [1, 2] default 1
+  %b = fork.knob "b" [1, 2] default 1
+}
+// CHECK: fork.site @c is a choice site, of one fork, but it has ['a', 'b']
+
+// -----
+
+fork.site host_call @v "vendor_matmul" "n=4" {
+  %a = fork.knob "a" [1, 2] default 1
+}
+// CHECK: fork.site @v is a host_call site, which has no forks: ['a']
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {paths = {a = []}} {
+}
+// CHECK: fork.site @k has paths, but only a choice site has options
+
+// -----
+
+// What the passes record has the types the report reads.
+fork.site @k "softmax" "n=4" attributes {config = {vec = 4.0 : f32}} {
+}
+// CHECK: config of fork.site @k: vec = 4.000000e+00 : f32 is not an option
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {provenance = {vec = "pin"}} {
+}
+// CHECK: provenance of fork 'vec' of fork.site @k is not {oracle = "..."}
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = {evidence = {}}} {
+}
+// CHECK: decision of fork.site @k names no oracle
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = {oracle = "db", evidence = "{\22rows\22: [3]}"}} {
+}
+// CHECK: evidence of the decision of fork.site @k is not a dict
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {}, runner_up = "null"}} {
+}
+// CHECK: runner_up of the decision of fork.site @k is not a dict
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" attributes {paths = {kernel = ["softmax"]}} {
+}
+// CHECK: path 'kernel' of fork.site @c is not a list of #fork.path_call
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" attributes {paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = [4]}, [], []>]}} {
+}
+// CHECK: config of a path call of softmax: vec = [4 : i64] is not an option

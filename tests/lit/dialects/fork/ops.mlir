@@ -24,10 +24,10 @@ fork.site @scale_0 "scale" "n=64,T=f32" {
 
 
 // A host-level choice: its site holds the knob; each region yields what the op stands for.
-fork.site @attention_path_0 "attention_path" "n=4" {
+fork.site choice @attention_path_0 "attention_path" "n=4" {
   %path = fork.knob "path" ["fused", "unfused"] default "fused"
 }
-// CHECK: fork.site @attention_path_0 "attention_path" "n=4" {
+// CHECK: fork.site choice @attention_path_0 "attention_path" "n=4" {
 // CHECK-NEXT: fork.knob "path" ["fused", "unfused"] default "fused"
 func.func @choice(%t : tensor<4xf32>) -> tensor<4xf32> {
   %y = fork.alternatives @attention_path_0 ["fused", "unfused"] {
@@ -45,3 +45,24 @@ func.func @choice(%t : tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT:   fork.yield %t : tensor<4xf32>
 // CHECK-NEXT: } : tensor<4xf32>
 // CHECK-NEXT: func.return %[[Y]]
+
+// What the passes record on sites: the decision with its evidence and runner-up, the
+// config and provenance, and a choice's paths (the calls of each option).
+fork.site @softmax_1 "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {rows = [3, 7], median_s = 2.5e-06, origin = "bench", measured = 2}, runner_up = {config = {vec = 2}, median_s = 3.0e-06, row = 7}}, config = {vec = 4 : i64, algo = "online"}, provenance = {vec = {oracle = "db"}, algo = {oracle = "pin"}}} {
+}
+// CHECK: fork.site @softmax_1 "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {rows = [3 : i64, 7 : i64], median_s = 2.500000e-06 : f64, origin = "bench", measured = 2 : i64}, runner_up = {config = {vec = 2 : i64}, median_s = 3.000000e-06 : f64, row = 7 : i64}}, config = {vec = 4 : i64, algo = "online"}, provenance = {vec = {oracle = "db"}, algo = {oracle = "pin"}}} {
+
+// A host call (the vendor library) has no kernel and no forks.
+fork.site host_call @vendor_matmul_2 "vendor_matmul" "m=4" {
+}
+// CHECK: fork.site host_call @vendor_matmul_2 "vendor_matmul" "m=4" {
+
+fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = {matmul = "vendor"}, paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = 4 : i64, algo = "online"}, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", {}, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]}} {
+}
+// CHECK: fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = {matmul = "vendor"}, paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = 4 : i64, algo = "online"}, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", {}, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]}} {
+
+// The kind is a property: the generic form spells it as an attribute.
+"fork.site"() <{sym_name = "generic_4", kind = #fork<site_kind host_call>, family = "vendor_matmul", key = "m=8"}> ({
+^bb0:
+}) : () -> ()
+// CHECK: fork.site host_call @generic_4 "vendor_matmul" "m=8" {

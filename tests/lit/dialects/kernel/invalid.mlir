@@ -159,3 +159,54 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
   kernel.return
 }
 // CHECK: kernel.mma multiplies f16 or bf16, not f32
+
+// -----
+
+// A call names a site the device runs: one that exists, is a site, and is not a choice.
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = kernel.call @nowhere(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: kernel.call names @nowhere, which is not defined
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  kernel.return
+}
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = kernel.call @k(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: kernel.call names @k, which is a kernel.func, not a fork.site
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" {
+}
+func.func @f(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %y = kernel.call @c(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: kernel.call names @c, a choice site, which has nothing to run (a fork.alternatives names it)
+
+// -----
+
+// A launch names the kernel of the site it is in.
+fork.site @s "f" "n=4" {
+  %c = arith.constant 1 : i32
+  kernel.func @s(%x : !kernel.ptr<f32> "x") {
+    kernel.return
+  }
+  kernel.launch @other grid %c block %c smem %c
+}
+// CHECK: kernel.launch names @other, which is not a kernel.func of its site @s
+
+// -----
+
+func.func @f() {
+  %c = arith.constant 1 : i32
+  kernel.launch @k grid %c block %c smem %c
+  func.return
+}
+// CHECK: 'kernel.launch' expects parent op 'fork.site'

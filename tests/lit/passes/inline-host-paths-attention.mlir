@@ -1,5 +1,5 @@
-// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default" pin="path=unfused"},specialize-forks' | filecheck %s
-// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default"},specialize-forks' | filecheck %s --check-prefix=FUSED
+// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default" pin="path=unfused"},specialize-forks,inline-host-paths' | filecheck %s
+// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=FUSED
 
 // The pinned path's calls are inlined where the choice was; the choice's site keeps every
 // option's calls (for a bench) and the kernel sites of the option not taken are dropped.
@@ -7,7 +7,7 @@ func.func @causal(%q : tensor<1x2x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tenso
   %o = graph.attention %q, %k, %v {scale = 0.5 : f64, causal} : tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x6x8xf32>
   func.return %o : tensor<1x2x6x8xf32>
 }
-// CHECK:     fork.site @attention_path_0 "attention_path" "{{.*}}" attributes {{{.*}}config = {path = "unfused"}, provenance = {path = {oracle = "pin"}}, paths = "{\22fused\22: [{{.*}}\22family\22: \22attention\22{{.*}}], \22unfused\22: [{{.*}}\22family\22: \22matmul\22{{.*}}\22family\22: \22softmax\22{{.*}}\22family\22: \22matmul\22{{.*}}]}"} {
+// CHECK:     fork.site choice @attention_path_0 "attention_path" "{{.*}}" attributes {{{.*}}config = {path = "unfused"}, provenance = {path = {oracle = "pin"}}, paths = {fused = [#fork.path_call<"attention", {{.*}}>], unfused = [#fork.path_call<"matmul", {{.*}}>, #fork.path_call<"softmax", "rows=12,cols=6,T=f32,fn=(in0 * 0.5),causal=6", {threads = 256 : i64, {{.*}}}, [tensor<1x2x6x6xf32>], [tensor<1x2x6x6xf32>]>, #fork.path_call<"matmul", {{.*}}>]}} {
 // CHECK-NEXT: }
 // CHECK-NOT: "attention"
 // CHECK:     fork.site @softmax_{{.*}} "softmax" "rows=12,cols=6,T=f32,fn=(in0 * 0.5),causal=6"

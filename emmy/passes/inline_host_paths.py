@@ -1,0 +1,129 @@
+"""inline-host-paths: takes the chosen option of every host-level choice.
+
+    %o = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+      %a = kernel.call @attention_1(%q, %k, %v) : ...
+      fork.yield %a : tensor<1x2x8x16xf32>
+    } { ... } : tensor<1x2x8x16xf32>
+  → (the choice site's config is {path = "fused"})
+    %a = kernel.call @attention_1(%q, %k, %v) : ...
+
+First the choice site keeps, as `paths`, the kernel calls of every option (family, key,
+config and tensor types of each), so that a bench can time the options not taken; then
+the option its config names replaces each `fork.alternatives`; last, the sites that only
+an option not taken called are dropped (kernel sites and host calls alike). It reads the
+configs specialize-forks records, so it runs after that pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from emmy.dialects import fork, kernel
+from emmy.errors import EmmyError
+
+
+def path_call(call: kernel.CallOp) -> fork.PathCallAttr:
+    """A kernel call as a path records it: its site's family, key and config (a host call
+    has no forks, so no config), and its tensors' types."""
+    site = fork.site_named(call, call.site)
+    return fork.PathCallAttr(
+        site.family,
+        site.key,
+        site.config or DictionaryAttr({}),
+        ArrayAttr(call.inputs.types),
+        ArrayAttr(call.outputs.types),
+    )
+
+
+class RecordPaths(RewritePattern):
+    """Keeps on a choice's site the calls of every option, before one is taken."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.AlternativesOp, rewriter: PatternRewriter) -> None:
+        if op.site is None:
+            return  # a kernel's own choice: specialize-forks took it
+        site = fork.site_named(op, op.site)
+        if site.paths is not None:
+            return  # another choice of the same key recorded them
+        site.paths = DictionaryAttr(
+            {
+                name.data: ArrayAttr(
+                    [path_call(c) for c in branch.walk() if isinstance(c, kernel.CallOp)]
+                )
+                for name, branch in zip(op.names, op.branches, strict=True)
+            }
+        )
+        rewriter.notify_op_modified(site)
+
+
+def chosen_option(site: fork.SiteOp) -> str:
+    """The option the config of a choice site names."""
+    config = site.config.data if site.config is not None else {}
+    if len(config) != 1:
+        raise EmmyError(
+            f"the fork of choice site @{site.sym_name.data} is unresolved: "
+            "run resolve-forks and specialize-forks first"
+        )
+    (value,) = config.values()
+    return str(fork.option_value(value))
+
+
+class InlineChosenPath(RewritePattern):
+    """Replaces a host-level choice by the ops of the option its site chose."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.AlternativesOp, rewriter: PatternRewriter) -> None:
+        if op.site is None:
+            return
+        chosen = [n.data for n in op.names].index(chosen_option(fork.site_named(op, op.site)))
+        yielded = op.yielded(chosen)
+        assert yielded is not None, "the verifier checks every option yields the results"
+        values = list(yielded.values)
+        rewriter.erase(yielded)
+        rewriter.inline_block(op.branches[chosen].block, InsertPoint.before(op))
+        rewriter.replace(op, [], values)
+
+
+@dataclass(frozen=True)
+class DropSites(RewritePattern):
+    """Erases the sites of the given names."""
+
+    names: frozenset[str]
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.SiteOp, rewriter: PatternRewriter) -> None:
+        if op.sym_name.data in self.names:
+            rewriter.erase(op)
+
+
+def called_sites(ops: Iterable[Operation]) -> set[str]:
+    return {c.site.root_reference.data for c in ops if isinstance(c, kernel.CallOp)}
+
+
+@dataclass(frozen=True)
+class InlineHostPaths(ModulePass):
+    name = "inline-host-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        choices = [a for a in op.walk() if isinstance(a, fork.AlternativesOp) and a.site]
+        # only sites an option named may go: a site nothing called is the user's to keep
+        in_options = called_sites(c for choice in choices for c in choice.walk())
+        PatternRewriteWalker(RecordPaths()).rewrite_module(op)
+        # the applier also erases what is dead once the options not taken are gone
+        PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath()])).rewrite_module(op)
+        not_taken = frozenset(in_options - called_sites(op.walk()))
+        PatternRewriteWalker(DropSites(not_taken)).rewrite_module(op)
