@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import pytest
 
 from emmy.compiler import compile_graph, plan_arena
+from emmy.dtypes import DTYPES
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.recipes import recipe_dir, recipe_graph_text, resolve_case
-from emmy.program import ARENA_ALIGNMENT, NUMPY_STORAGE, Call, TensorSpec, nbytes
+from emmy.program import ARENA_ALIGNMENT, Call, TensorSpec, nbytes
 
 
 def lifetimes(calls: Sequence[Call]) -> dict[str, tuple[int, int]]:
@@ -98,7 +99,7 @@ def random_plan(rng: random.Random) -> tuple[list[TensorSpec], list[Call]]:
             shape = tuple(
                 rng.choice([0, 1, 3, 64, 255, 257, 1000]) for _ in range(rng.randint(0, 3))
             )
-        spec = TensorSpec(f"t{index}", shape, rng.choice(sorted(NUMPY_STORAGE)))
+        spec = TensorSpec(f"t{index}", shape, rng.choice(sorted(DTYPES)))
         temporaries.append(spec)
         for call in rng.sample(range(len(calls)), min(len(calls), rng.randint(1, 4))):
             calls[call].append(spec.name)
