@@ -17,8 +17,6 @@ from types import UnionType
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
     Float32Type,
     IntegerType,
     ModuleOp,
@@ -32,9 +30,6 @@ from emmy.errors import EmitError
 from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'
-
-
-FLOAT_TYPES = (Float32Type, Float16Type, BFloat16Type)
 
 
 def storage_type(element: Attribute) -> str:
@@ -144,7 +139,7 @@ def shared_arrays_end(func: kernel.FuncOp) -> int:
     end = 0
     for op in func.walk():
         if isinstance(op, kernel.SharedArrayOp):
-            size = 4 if isinstance(op.result.type.element, Float32Type) else 2
+            size = dtypes.lookup(dtypes.dtype_name(op.result.type.element)).bytes
             array_end = fold_int(op.offset, "a shared array's offset") + size * fold_int(
                 op.count, "a shared array's size"
             )
@@ -478,7 +473,7 @@ class KernelPrinter:
         for inner in op.body.block.ops:
             if not isinstance(inner, kernel.LoadOp | kernel.StoreOp):
                 continue
-            if not isinstance(inner.ptr.type.element, FLOAT_TYPES):
+            if not dtypes.is_float_type(inner.ptr.type.element):
                 continue  # index tensors are read element by element
             base = self.invariant_base(inner.index, index, op)
             if base is None:
