@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from emmy import program_cache
 from emmy.frontend.cache import parse_graph
+from emmy.frontend.recipes import recipe_dir, recipe_graph_text, resolve_case
 from emmy.identity import EMU, arch_of
 from emmy.program import Program
 
@@ -75,3 +76,30 @@ def build_program(
         stores = program_cache.stores_stamp(target, db, golden)
         program_cache.save(program_cache.program_key(text, target, options, stores), program)
     return program
+
+
+def recipe_program(
+    recipe: str,
+    config: str | None = None,
+    size: int = 0,
+    target: str = EMU,
+    *,
+    compile_kernels: bool = False,
+) -> Program:
+    """A recipe's config (None: its default) at one of its example sizes, compiled from
+    the committed stores alone (its golden files, the model-agnostic ones, the prior; no
+    tuning database) and not through the program cache: what tests and scripts compare
+    across trees. Without `compile_kernels`, it stops at the emitted source."""
+    case = resolve_case(recipe, config, size, None)
+    text, constants = recipe_graph_text(case)
+    # xDSL and the passes take ~0.6 s to import, which a program-cache hit does not pay
+    from emmy.compiler import compile_graph
+
+    return compile_graph(
+        parse_graph(text, f"<recipe {recipe}>"),
+        target=target,
+        db="none",
+        golden=str(recipe_dir(recipe)),
+        constants=constants,
+        compile_kernels=compile_kernels,
+    )

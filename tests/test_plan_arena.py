@@ -11,10 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from emmy.compiler import compile_graph, plan_arena
+from emmy.build import recipe_program
+from emmy.compiler import plan_arena
 from emmy.dtypes import DTYPES
-from emmy.frontend.cache import parse_graph
-from emmy.frontend.recipes import recipe_dir, recipe_graph_text, resolve_case
 from emmy.program import ARENA_ALIGNMENT, Call, TensorSpec, nbytes
 
 
@@ -70,16 +69,7 @@ RECIPE_CASES = [
 
 @pytest.mark.parametrize("recipe, config, target", RECIPE_CASES)
 def test_every_recipes_arena_keeps_live_temporaries_apart(recipe, config, target) -> None:
-    case = resolve_case(recipe, config, 0, None)
-    text, constants = recipe_graph_text(case)
-    program = compile_graph(
-        parse_graph(text, f"<recipe {recipe}>"),
-        target=target,
-        db="none",
-        golden=str(recipe_dir(recipe)),
-        constants=constants,
-        compile_kernels=False,
-    )
+    program = recipe_program(recipe, config, 0, target)
     assert program.temporaries, "a recipe without temporaries checks nothing"
     faults = layout_faults(program.temporaries, program.calls, program.arena, program.arena_bytes)
     assert not faults, "\n".join(faults[:8])

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from emmy.compiler import compile_graph
-from emmy.frontend.cache import parse_graph
-from emmy.frontend.recipes import recipe_dir, recipe_graph_text, resolve_case
+from emmy.build import recipe_program
+from emmy.frontend.recipes import resolve_case
 
 DATA = Path(__file__).parent / "data" / "recipe-site-keys.json"
 REGENERATE = "regenerate it with `.venv/bin/python tests/test_recipe_site_keys.py`"
@@ -40,16 +39,7 @@ def case_name(recipe: str, config: str | None, target: str) -> str:
 def site_keys(recipe: str, config: str | None, target: str) -> list[list[str]]:
     """The sorted (family, key text) of the compile's sites: its kernels, its host calls,
     and its host-level choices with every option's kernels."""
-    case = resolve_case(recipe, config, 0, None)
-    text, constants = recipe_graph_text(case)
-    program = compile_graph(
-        parse_graph(text, f"<recipe {recipe}>"),
-        target=target,
-        db="none",
-        golden=str(recipe_dir(recipe)),
-        constants=constants,
-        compile_kernels=False,
-    )
+    program = recipe_program(recipe, config, 0, target)
     sites = {(k.family, k.key) for k in program.kernels.values()}
     sites |= {(call["family"], call["key"]) for call in program.host_calls.values()}
     for choice in program.choices.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emmy.dialects import graph
 from emmy.families.family import Family, FamilyKind, Fuses
-from emmy.families.rows import norm_atol, norm_keys, row_site_of
+from emmy.families.rows import norm_atol, norm_check_inputs, norm_keys, row_site_of
 
 
 def reference(key: dict, inputs: list):
@@ -19,13 +19,6 @@ def reference(key: dict, inputs: list):
     return fused_rows(key, inputs, 2, normalise)
 
 
-def check_inputs(key: dict, dtype: str, generator) -> list:
-    # torch stays off the compile path: only checks build inputs
-    from emmy.families.tensors import row_inputs
-
-    return row_inputs(key, dtype, generator, 2)
-
-
 FAMILY = Family(
     "layer_norm",
     FamilyKind.KERNEL,
@@ -34,6 +27,6 @@ FAMILY = Family(
     fuses=Fuses.PROLOGUE_AND_EPILOGUE,
     reference=reference,
     check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-05"}),
-    check_inputs=check_inputs,
+    check_inputs=norm_check_inputs(2),
     extra_atol=norm_atol,
 )

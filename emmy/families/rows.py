@@ -5,6 +5,7 @@ such fused rows."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from xdsl.ir import Operation
 
@@ -75,3 +76,16 @@ def norm_keys(dtype: str, extra: dict) -> list[dict]:
 
 def norm_atol(key: dict) -> float:
     return 2e-7 * math.sqrt(int(key["cols"]))
+
+
+def norm_check_inputs(params: int) -> Callable[[dict, str, object], list]:
+    """A norm's check inputs: its row input (or its prologue's inputs) and `params`
+    parameter vectors (a weight, a bias)."""
+
+    def check_inputs(key: dict, dtype: str, generator) -> list:
+        # torch stays off the compile path: only checks build inputs
+        from emmy.families.tensors import row_inputs
+
+        return row_inputs(key, dtype, generator, params)
+
+    return check_inputs

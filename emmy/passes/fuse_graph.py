@@ -205,15 +205,26 @@ class FuseGraph(ModulePass):
     name = "fuse-graph"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseElementwise(), FuseRowPrologue()]),
-            walk_reverse=True,
-            walk_regions_first=True,
-            apply_recursively=False,
-        )
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)
-        for constant in [c for c in op.walk() if isinstance(c, graph.ConstantOp)]:
-            if not constant.result.uses:
-                constant.detach()
-                constant.erase()
+        rewrite_bottom_up(op, [FuseElementwise(), FuseRowPrologue()])
+        erase_unused_constants(op)
+
+
+def rewrite_bottom_up(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
+    """Applies `patterns` once to each op of every function, last op first: a chain is met
+    at its root, before the ops it reads."""
+    walker = PatternRewriteWalker(
+        GreedyRewritePatternApplier(list(patterns)),
+        walk_reverse=True,
+        walk_regions_first=True,
+        apply_recursively=False,
+    )
+    for function in [f for f in module.ops if isinstance(f, func.FuncOp)]:
+        walker.rewrite_region(function.body)
+
+
+def erase_unused_constants(module: ModuleOp) -> None:
+    """Constants are inlined into the chains that read them: those no op reads any more go."""
+    for constant in [c for c in module.walk() if isinstance(c, graph.ConstantOp)]:
+        if not constant.result.uses:
+            constant.detach()
+            constant.erase()

@@ -30,9 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.rewriter import InsertPoint
@@ -43,7 +41,7 @@ from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
 from emmy.families.registry import implementing
-from emmy.passes.fuse_graph import FuseGraph
+from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 
 # emmy.frontend.model reads these here
 __all__ = ["LowerGraph", "LowerSites"]
@@ -144,18 +142,8 @@ class LowerSites(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sites = SiteTable()
-        walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier([LowerFused(sites), LowerOp(sites)]),
-            walk_reverse=True,
-            walk_regions_first=True,
-            apply_recursively=False,
-        )
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)
-        for constant in [c for c in op.walk() if isinstance(c, graph.ConstantOp)]:
-            if not constant.result.uses:
-                constant.detach()
-                constant.erase()
+        rewrite_bottom_up(op, [LowerFused(sites), LowerOp(sites)])
+        erase_unused_constants(op)
         for leftover in op.walk():
             if leftover.dialect_name() == "graph" and not isinstance(leftover, graph.ReshapeOp):
                 raise EmmyError(f"lower-graph: no kernel family implements {leftover.name}")
