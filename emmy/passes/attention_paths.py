@@ -26,19 +26,27 @@ per batch, a broadcast the softmax's prologue does not have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph
 from emmy.dsl.library import canonical_key, family
 from emmy.dtypes import dtype_name
 from emmy.families.attention import attention_key
 from emmy.families.matmul import tensor_core_product
+from emmy.passes.host_choices import offer_choice
 
 FAMILY = "attention_path"
 PATHS = ("fused", "unfused")
@@ -97,35 +105,53 @@ def _region(ops: list[Operation]) -> Region:
     return Region(block)
 
 
+@dataclass
+class PathSites:
+    """One site per attention key, named `attention_path_<n>` in the order keys are met and
+    made before the function that meets its key first."""
+
+    names: dict[str, str] = field(default_factory=dict)
+
+    def site_for(self, rewriter: PatternRewriter, attention: Operation, key_text: str) -> str:
+        name = self.names.get(key_text)
+        if name is None:
+            name = self.names[key_text] = f"{FAMILY}_{len(self.names)}"
+            rewriter.insert(path_site(name, key_text), InsertPoint.before(_top_level(attention)))
+        return name
+
+
+def _top_level(op: Operation) -> Operation:
+    """The op of the module that holds `op`."""
+    while not isinstance(parent := op.parent_op(), ModuleOp):
+        assert parent is not None, "attentions live in a module"
+        op = parent
+    return op
+
+
+@dataclass(frozen=True)
+class OfferUnfusedPath(RewritePattern):
+    """An attention becomes the fused option of a choice whose other option is the unfused
+    path."""
+
+    sites: PathSites
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.AttentionOp, rewriter: PatternRewriter) -> None:
+        if op.mask is not None:
+            return  # the unfused softmax has no per-batch broadcast to add the mask with
+        if isinstance(op.parent_op(), fork.AlternativesOp):
+            return  # already the fused option of a choice
+        family_name, key = attention_key(op)
+        site = self.sites.site_for(rewriter, op, canonical_key(family(family_name), key))
+        offer_choice(rewriter, op, site, PATHS, [_region(unfused_path(op))])
+
+
 @dataclass(frozen=True)
 class AttentionPaths(ModulePass):
     name = "attention-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        sites: dict[str, str] = {}  # key -> site name
+        # the choices made are not walked again: their fused option is an attention
+        walker = PatternRewriteWalker(OfferUnfusedPath(PathSites()), apply_recursively=False)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            for attention in [a for a in function.walk() if isinstance(a, graph.AttentionOp)]:
-                if attention.mask is not None or isinstance(
-                    attention.parent_op(), fork.AlternativesOp
-                ):
-                    continue
-                family_name, key = attention_key(attention)
-                text = canonical_key(family(family_name), key)
-                if text not in sites:
-                    sites[text] = f"{FAMILY}_{len(sites)}"
-                    op.body.block.insert_op_before(path_site(sites[text], text), function)
-                unfused = unfused_path(attention)
-                choice = fork.AlternativesOp(
-                    sites[text],
-                    list(PATHS),
-                    [Region(Block()), _region(unfused)],
-                    [attention.result.type],
-                )
-                block = attention.parent_block()
-                assert block is not None
-                block.insert_op_before(choice, attention)
-                attention.result.replace_all_uses_with(choice.outputs[0])
-                attention.detach()
-                fused = choice.branches[0].block
-                fused.add_op(attention)
-                fused.add_op(fork.YieldOp([attention.result]))
+            walker.rewrite_region(function.body)

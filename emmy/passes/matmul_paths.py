@@ -38,12 +38,20 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, kernel
 from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey, format_key
 from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.passes.host_choices import offer_choice
 
 FAMILY = "matmul_path"
 KNOB = "matmul"
@@ -82,112 +90,142 @@ def epilogue_chain(epilogue: Chain) -> Chain:
     return epilogue.shifted(1).renamed({"acc": "in0"})
 
 
+@dataclass
+class PathSites:
+    """The module's sites, by name and by (family, key text), so that a site lower-graph
+    made serves the options too. A new site is named `<family>_<n>`, n counting every site
+    of the module, and made after the others, before the first function."""
+
+    by_name: dict[str, fork.SiteOp]
+    by_key: dict[tuple[str, str], str]
+    first_function: Operation | None
+
+    @classmethod
+    def of(cls, module: ModuleOp) -> PathSites:
+        by_name = {s.sym_name.data: s for s in module.ops if isinstance(s, fork.SiteOp)}
+        return cls(
+            by_name,
+            {(s.family.data, s.key.data): name for name, s in by_name.items()},
+            next((o for o in module.ops if not isinstance(o, fork.SiteOp)), None),
+        )
+
+    def site(
+        self,
+        rewriter: PatternRewriter,
+        family_name: str,
+        key_text: str,
+        build: Callable[[str], fork.SiteOp],
+    ) -> str:
+        """The site of (family, key), made by `build(name)` the first time."""
+        name = self.by_key.get((family_name, key_text))
+        if name is not None:
+            return name
+        name = f"{family_name}_{len(self.by_name)}"
+        self.by_name[name] = build(name)
+        self.by_key[family_name, key_text] = name
+        assert self.first_function is not None, "a call made a site, so a function holds it"
+        rewriter.insert(self.by_name[name], InsertPoint.before(self.first_function))
+        return name
+
+    def library_site(
+        self, rewriter: PatternRewriter, family_name: str, key: Mapping[str, KeyValue]
+    ) -> str:
+        decl = family(family_name)
+        return self.site(
+            rewriter, family_name, canonical_key(decl, key), lambda n: instantiate(decl, key, n)
+        )
+
+    def choice_site(self, rewriter: PatternRewriter, key_text: str, options: list[str]) -> str:
+        def build(name: str) -> fork.SiteOp:
+            site = fork.SiteOp(name, FAMILY, key_text, kind=fork.SiteKind.CHOICE)
+            site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
+            return site
+
+        return self.site(rewriter, FAMILY, key_text, build)
+
+    def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
+        text = vendor_key(key)
+        return self.site(
+            rewriter,
+            VENDOR_FAMILY,
+            text,
+            lambda n: fork.SiteOp(n, VENDOR_FAMILY, text, kind=fork.SiteKind.HOST_CALL),
+        )
+
+
 @dataclass(frozen=True)
-class MatmulPaths(ModulePass):
-    name = "matmul-paths"
+class OfferMatmulPaths(RewritePattern):
+    """A call of a matmul site becomes the `kernel` option of a choice whose other options
+    are its splits of k and the vendor library."""
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        sites = {s.sym_name.data: s for s in op.ops if isinstance(s, fork.SiteOp)}
-        first_function = next(o for o in op.ops if not isinstance(o, fork.SiteOp))
-        # (family, key text) -> site name: a site lower-graph made serves here too
-        made = {(s.family.data, s.key.data): name for name, s in sites.items()}
+    sites: PathSites
 
-        def add(family_name: str, text: str, build: Callable[[str], fork.SiteOp]) -> str:
-            """The site of (family, key), made by `build(name)` the first time."""
-            if (family_name, text) not in made:
-                name = f"{family_name}_{len(sites)}"
-                sites[name] = build(name)
-                made[family_name, text] = name
-                op.body.block.insert_op_before(sites[name], first_function)
-            return made[family_name, text]
-
-        def library_site(family_name: str, key: Mapping[str, KeyValue]) -> str:
-            decl = family(family_name)
-            return add(
-                family_name, canonical_key(decl, key), lambda name: instantiate(decl, key, name)
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
+        matmul = self.sites.by_name.get(op.site.root_reference.data)
+        if matmul is None or matmul.family.data not in MATMUL_FAMILIES:
+            return
+        if _inside_choice(op):
+            return  # an option of another choice (the unfused attention path) stays as it is
+        key = ProblemKey.parse(matmul.key.data)
+        options = options_for(key)
+        # the options' sites are made before the choice's, in the order of the options
+        regions = [
+            self.vendor_option(rewriter, op, key)
+            if option == "vendor"
+            else self.split_option(
+                rewriter, op, matmul.family.data, key, int(option.removeprefix("split"))
             )
+            for option in options[1:]
+        ]
+        site = self.sites.choice_site(rewriter, matmul.key.data, options)
+        offer_choice(rewriter, op, site, options, regions)
 
-        def choice_site(key_text: str, options: list[str]) -> str:
-            def build(name: str) -> fork.SiteOp:
-                site = fork.SiteOp(name, FAMILY, key_text, kind=fork.SiteKind.CHOICE)
-                site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
-                return site
+    def split_option(
+        self,
+        rewriter: PatternRewriter,
+        call: kernel.CallOp,
+        family_name: str,
+        key: ProblemKey,
+        split: int,
+    ) -> Region:
+        """The parts of the product by `split` blocks per tile, and their sum."""
+        a, b, *extra = call.inputs
+        (result,) = call.outputs
+        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        parts_key = {**key, "epilogue": "acc", "inputs": (), "split": split}
+        part_type = TensorType(Float32Type(), [split, size])
+        parts_site = self.sites.library_site(rewriter, family_name, parts_key)
+        parts = kernel.CallOp(parts_site, [a, b], [part_type])
+        sum_key = {"split": split, "size": size, "n": key["n"], "T": key["T"]}
+        sum_key |= {"epilogue": key["epilogue"], "inputs": key["inputs"]}
+        sum_site = self.sites.library_site(rewriter, "split_sum", sum_key)
+        total = kernel.CallOp(sum_site, [parts.outputs[0], *extra], [result.type])
+        return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
 
-            return add(FAMILY, key_text, build)
-
-        def vendor_site(key: ProblemKey) -> str:
-            text = vendor_key(key)
-            return add(
-                VENDOR_FAMILY,
-                text,
-                lambda name: fork.SiteOp(name, VENDOR_FAMILY, text, kind=fork.SiteKind.HOST_CALL),
-            )
-
-        for call in [c for c in op.walk() if isinstance(c, kernel.CallOp)]:
-            matmul = sites.get(call.site.root_reference.data)
-            if matmul is None or matmul.family.data not in MATMUL_FAMILIES or _inside_choice(call):
-                continue
-            key = ProblemKey.parse(matmul.key.data)
-            options = options_for(key)
-            regions = [Region(Block())]
-            for option in options[1:]:
-                if option == "vendor":
-                    regions.append(_vendor_option(call, key, vendor_site, library_site))
-                else:
-                    split = int(option.removeprefix("split"))
-                    regions.append(
-                        _split_option(call, matmul.family.data, key, split, library_site)
-                    )
-            (result,) = call.outputs
-            choice = fork.AlternativesOp(
-                choice_site(matmul.key.data, options), options, regions, [result.type]
-            )
-            block = call.parent_block()
-            assert block is not None
-            block.insert_op_before(choice, call)
-            result.replace_all_uses_with(choice.outputs[0])
-            call.detach()
-            whole = choice.branches[0].block
-            whole.add_op(call)
-            whole.add_op(fork.YieldOp([call.outputs[0]]))
-
-
-def _split_option(
-    call: kernel.CallOp, family_name: str, key: ProblemKey, split: int, site
-) -> Region:
-    """The parts of the product by `split` blocks per tile, and their sum."""
-    a, b, *extra = call.inputs
-    (result,) = call.outputs
-    size = int(key["batch"]) * int(key["m"]) * int(key["n"])
-    parts_key = {**key, "epilogue": "acc", "inputs": (), "split": split}
-    part_type = TensorType(Float32Type(), [split, size])
-    parts = kernel.CallOp(site(family_name, parts_key), [a, b], [part_type])
-    sum_key = {"split": split, "size": size, "n": key["n"], "T": key["T"]}
-    sum_key |= {"epilogue": key["epilogue"], "inputs": key["inputs"]}
-    total = kernel.CallOp(site("split_sum", sum_key), [parts.outputs[0], *extra], [result.type])
-    return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
-
-
-def _vendor_option(call: kernel.CallOp, key: ProblemKey, vendor_site, library_site) -> Region:
-    """The product by the vendor library, then the epilogue (if any) as an elementwise
-    chain over it and the epilogue's inputs."""
-    a, b, *extra = call.inputs
-    (result,) = call.outputs
-    product = kernel.CallOp(vendor_site(key), [a, b], [result.type])
-    ops = [product]
-    value: SSAValue = product.outputs[0]
-    if str(key["epilogue"]) != "acc":
-        chain = {
-            "n": int(key["batch"]) * int(key["m"]) * int(key["n"]),
-            "cols": key["n"],
-            "T": key["T"],
-            "inputs": (InputKind.FULL, *key["inputs"]),
-            "fn": epilogue_chain(key["epilogue"]),
-        }
-        epilogue = kernel.CallOp(library_site("elementwise", chain), [value, *extra], [result.type])
-        ops.append(epilogue)
-        value = epilogue.outputs[0]
-    return Region(Block([*ops, fork.YieldOp([value])]))
+    def vendor_option(
+        self, rewriter: PatternRewriter, call: kernel.CallOp, key: ProblemKey
+    ) -> Region:
+        """The product by the vendor library, then the epilogue (if any) as an elementwise
+        chain over it and the epilogue's inputs."""
+        a, b, *extra = call.inputs
+        (result,) = call.outputs
+        product = kernel.CallOp(self.sites.vendor_site(rewriter, key), [a, b], [result.type])
+        ops: list[Operation] = [product]
+        value: SSAValue = product.outputs[0]
+        if str(key["epilogue"]) != "acc":
+            chain = {
+                "n": int(key["batch"]) * int(key["m"]) * int(key["n"]),
+                "cols": key["n"],
+                "T": key["T"],
+                "inputs": (InputKind.FULL, *key["inputs"]),
+                "fn": epilogue_chain(key["epilogue"]),
+            }
+            epilogue_site = self.sites.library_site(rewriter, "elementwise", chain)
+            epilogue = kernel.CallOp(epilogue_site, [value, *extra], [result.type])
+            ops.append(epilogue)
+            value = epilogue.outputs[0]
+        return Region(Block([*ops, fork.YieldOp([value])]))
 
 
 def _inside_choice(call: kernel.CallOp) -> bool:
@@ -197,3 +235,14 @@ def _inside_choice(call: kernel.CallOp) -> bool:
             return True
         parent = parent.parent_op()
     return False
+
+
+@dataclass(frozen=True)
+class MatmulPaths(ModulePass):
+    name = "matmul-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # the calls the choices are made of are not walked again: they are in a choice
+        PatternRewriteWalker(
+            OfferMatmulPaths(PathSites.of(op)), apply_recursively=False
+        ).rewrite_module(op)

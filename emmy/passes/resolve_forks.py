@@ -2,6 +2,14 @@
 
     resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,default" db=""}
 
+    fork.site @s "f" "n=6,T=f32" {
+      %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
+    }
+  → (no pin, no row: the declared default, moved to the nearest valid option)
+    fork.site @s "f" "n=6,T=f32" attributes {decision = {oracle = "default", evidence = {declared = false, moved_by_constraints = ["vec"]}}} {
+      %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0" = 2 by {oracle = "default"}
+    }
+
 Pins narrow each site's configs to those that agree with them; the oracles then decide in
 order (pins, golden files, the tuning database, the prior, the declared default). Every
 knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
@@ -18,11 +26,17 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.site_configs import SiteSpace
-from emmy.search.query import Decider, SiteQuery
+from emmy.search.query import Decider, Decision, SiteQuery
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
@@ -90,6 +104,34 @@ def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]) -> SiteQuery:
     )
 
 
+def record(site: fork.SiteOp, decision: Decision, pinned: set[str]) -> None:
+    """Writes a decision into the site: each knob's value and source, the evidence."""
+    for knob in site.knobs():
+        name = knob.knob_name.data
+        source = "pin" if name in pinned else decision.oracle
+        knob.resolve(decision.config[name], {"oracle": StringAttr(source)})
+    recorded = {"oracle": StringAttr(decision.oracle), "evidence": fork.to_attr(decision.evidence)}
+    if decision.runner_up is not None:
+        recorded["runner_up"] = fork.to_attr(decision.runner_up)
+    site.decision = DictionaryAttr(recorded)
+
+
+@dataclass(frozen=True)
+class DecideSite(RewritePattern):
+    """Asks the oracle stack for a site's config, and records it in the site."""
+
+    stack: Decider
+    pins: dict[str, fork.Option]
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: fork.SiteOp, rewriter: PatternRewriter) -> None:
+        query = site_query(op, self.pins)
+        record(op, self.stack.decide(query), set(query.pins))
+        for knob in op.knobs():
+            rewriter.notify_op_modified(knob)
+        rewriter.notify_op_modified(op)
+
+
 @dataclass(frozen=True)
 class ResolveForks(ModulePass):
     """Chooses a value for every fork, and records where each choice came from."""
@@ -110,27 +152,14 @@ class ResolveForks(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         pins = parse_pins(self.pin)
         check_pins(op, pins)
-        sites = [site for site in op.walk() if isinstance(site, fork.SiteOp)]
-        if not sites:
-            return
         if self.stack is None:
-            raise EmmyError(
-                "resolve-forks was given no oracle stack (emmy.search.oracles.oracle_stack"
-                " builds one from target, oracles, db and golden)"
-            )
-        for site in sites:
-            query = site_query(site, pins)
-            decision = self.stack.decide(query)
-            record(site, decision, set(query.pins))
-
-
-def record(site: fork.SiteOp, decision, pinned: set[str]) -> None:
-    """Writes a decision into the site: each knob's value and source, the evidence."""
-    for knob in site.knobs():
-        name = knob.knob_name.data
-        source = "pin" if name in pinned else decision.oracle
-        knob.resolve(decision.config[name], {"oracle": StringAttr(source)})
-    recorded = {"oracle": StringAttr(decision.oracle), "evidence": fork.to_attr(decision.evidence)}
-    if decision.runner_up is not None:
-        recorded["runner_up"] = fork.to_attr(decision.runner_up)
-    site.decision = DictionaryAttr(recorded)
+            if any(isinstance(site, fork.SiteOp) for site in op.walk()):
+                raise EmmyError(
+                    "resolve-forks was given no oracle stack (emmy.search.oracles.oracle_stack"
+                    " builds one from target, oracles, db and golden)"
+                )
+            return  # nothing to decide
+        # a decided site is not decided again: the stack is asked once per site, in order
+        PatternRewriteWalker(DecideSite(self.stack, pins), apply_recursively=False).rewrite_module(
+            op
+        )

@@ -1,4 +1,6 @@
 // RUN: emmy-opt %s -p lower-graph,matmul-paths | filecheck %s
+// A second run offers nothing again: the calls of a choice's options stay as they are.
+// RUN: emmy-opt %s -p lower-graph,matmul-paths,matmul-paths | filecheck %s
 // RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
 // RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=vendor"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=VENDOR
 
