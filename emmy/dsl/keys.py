@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 from lark import Token, Tree
 
@@ -80,7 +81,7 @@ class Chain:
 
     @classmethod
     def parse(cls, text: str, where: str = "<chain of a key>") -> Chain:
-        return cls(parse_expression(text, where))
+        return _parsed_chain(text, where)
 
     def __str__(self) -> str:
         return unparse(self.tree, grouped=True)
@@ -101,6 +102,13 @@ class Chain:
             if match and int(match.group(1)) not in numbers:
                 numbers.append(int(match.group(1)))
         return numbers
+
+
+@cache
+def _parsed_chain(text: str, where: str) -> Chain:
+    # a model's layers repeat their keys: each chain text is parsed once (a Chain is never
+    # changed in place)
+    return Chain(parse_expression(text, where))
 
 
 def _names(node: Tree | Token) -> Iterator[str]:

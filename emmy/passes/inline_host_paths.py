@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -30,7 +31,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from emmy.dialects import fork, kernel
 from emmy.errors import EmmyError
@@ -98,18 +99,6 @@ class InlineChosenPath(RewritePattern):
         rewriter.replace(op, [], values)
 
 
-@dataclass(frozen=True)
-class DropSites(RewritePattern):
-    """Erases the sites of the given names."""
-
-    names: frozenset[str]
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: fork.SiteOp, rewriter: PatternRewriter) -> None:
-        if op.sym_name.data in self.names:
-            rewriter.erase(op)
-
-
 def called_sites(ops: Iterable[Operation]) -> set[str]:
     return {c.site.root_reference.data for c in ops if isinstance(c, kernel.CallOp)}
 
@@ -119,11 +108,24 @@ class InlineHostPaths(ModulePass):
     name = "inline-host-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        choices = [a for a in op.walk() if isinstance(a, fork.AlternativesOp) and a.site]
+        # host-level choices live in the host functions: the kernels of the sites (most of
+        # the module's ops) need no walk
+        functions = [f for f in op.ops if isinstance(f, func.FuncOp)]
+        choices = [
+            a for f in functions for a in f.walk() if isinstance(a, fork.AlternativesOp) and a.site
+        ]
+        if not choices:
+            return
         # only sites an option named may go: a site nothing called is the user's to keep
         in_options = called_sites(c for choice in choices for c in choice.walk())
-        PatternRewriteWalker(RecordPaths()).rewrite_module(op)
+        record = PatternRewriteWalker(RecordPaths())
         # the applier also erases what is dead once the options not taken are gone
-        PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath()])).rewrite_module(op)
-        not_taken = frozenset(in_options - called_sites(op.walk()))
-        PatternRewriteWalker(DropSites(not_taken)).rewrite_module(op)
+        inline = PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath()]))
+        for function in functions:
+            record.rewrite_region(function.body)
+        for function in functions:
+            inline.rewrite_region(function.body)
+        not_taken = in_options - called_sites(c for f in functions for c in f.walk())
+        for site in [s for s in op.ops if isinstance(s, fork.SiteOp)]:
+            if site.sym_name.data in not_taken:
+                Rewriter.erase_op(site)

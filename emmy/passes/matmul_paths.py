@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -242,7 +243,8 @@ class MatmulPaths(ModulePass):
     name = "matmul-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # the calls the choices are made of are not walked again: they are in a choice
-        PatternRewriteWalker(
-            OfferMatmulPaths(PathSites.of(op)), apply_recursively=False
-        ).rewrite_module(op)
+        # the calls the choices are made of are not walked again: they are in a choice; the
+        # calls are in the host functions, not in the sites' kernels (most of the module)
+        walker = PatternRewriteWalker(OfferMatmulPaths(PathSites.of(op)), apply_recursively=False)
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            walker.rewrite_region(function.body)

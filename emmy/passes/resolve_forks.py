@@ -28,7 +28,6 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -76,7 +75,7 @@ def site_pins(
 
 def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
     """Every pin must name a fork of some site and one of that fork's options."""
-    sites = [op for op in module.walk() if isinstance(op, fork.SiteOp)]
+    sites = [op for op in module.ops if isinstance(op, fork.SiteOp)]
     for pin, value in pins.items():
         matching = [k for s in sites for k in s.knobs() if k.knob_name.data == _applies(pin, s)]
         if not matching:
@@ -153,13 +152,14 @@ class ResolveForks(ModulePass):
         pins = parse_pins(self.pin)
         check_pins(op, pins)
         if self.stack is None:
-            if any(isinstance(site, fork.SiteOp) for site in op.walk()):
+            if any(isinstance(site, fork.SiteOp) for site in op.ops):
                 raise EmmyError(
                     "resolve-forks was given no oracle stack (emmy.search.oracles.oracle_stack"
                     " builds one from target, oracles, db and golden)"
                 )
             return  # nothing to decide
-        # a decided site is not decided again: the stack is asked once per site, in order
-        PatternRewriteWalker(DecideSite(self.stack, pins), apply_recursively=False).rewrite_module(
-            op
-        )
+        # sites are the module's top-level ops: their kernels (most of its ops) need no walk;
+        # each is decided once, in order
+        decide = DecideSite(self.stack, pins)
+        for site in [s for s in op.ops if isinstance(s, fork.SiteOp)]:
+            decide.match_and_rewrite(site, PatternRewriter(site))
