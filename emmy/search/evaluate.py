@@ -472,43 +472,59 @@ def write_plots(reports: Sequence[PoolReport], directory: Path) -> list[Path] | 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for report in reports:
-        if report.predicted is not None:
-            measured, predicted = report.predicted
-            figure, axes = plt.subplots(figsize=(5, 5))
-            axes.loglog(measured, predicted, ".", alpha=0.4, markersize=3)
-            low = float(min(measured.min(), predicted.min()))
-            high = float(max(measured.max(), predicted.max()))
-            axes.plot([low, high], [low, high], "k--", linewidth=0.8)
-            axes.set_xlabel("measured median (s)")
-            axes.set_ylabel("predicted (s)")
-            axes.set_title(f"{report.pool.id}: held-out keys", fontsize=8)
-            figure.tight_layout()
-            path = directory / f"{report.pool.id}.predicted.png"
-            figure.savefig(path, dpi=100)
-            plt.close(figure)
-            written.append(path)
-        ratios = {
-            name: [1.0 + k.regret for k in s.scores if k.regret is not None]
-            for name, s in report.pickers.items()
-        }
-        ratios = {name: r for name, r in ratios.items() if r}
-        if ratios:
-            figure, axes = plt.subplots(figsize=(6, 4))
-            top = max(max(r) for r in ratios.values())
-            bins = np.geomspace(1.0, max(top, 1.1) * 1.01, 30)
-            for name, values in ratios.items():
-                axes.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
-            axes.set_xscale("log")
-            axes.set_xlabel("time of the pick / fastest measured (1 + regret)")
-            axes.set_ylabel("held-out keys")
-            axes.set_title(f"{report.pool.id}", fontsize=8)
-            axes.legend()
-            figure.tight_layout()
-            path = directory / f"{report.pool.id}.regret.png"
-            figure.savefig(path, dpi=100)
-            plt.close(figure)
-            written.append(path)
+        for plot in (_plot_predicted, _plot_regret):
+            path = plot(plt, report, directory)
+            if path is not None:
+                written.append(path)
     return written
+
+
+def _plot_predicted(plt, report: PoolReport, directory: Path) -> Path | None:
+    """The prior's predicted vs measured times on a pool (None where it predicted none);
+    `plt` is matplotlib.pyplot, imported by write_plots alone."""
+    if report.predicted is None:
+        return None
+    measured, predicted = report.predicted
+    figure, axes = plt.subplots(figsize=(5, 5))
+    axes.loglog(measured, predicted, ".", alpha=0.4, markersize=3)
+    low = float(min(measured.min(), predicted.min()))
+    high = float(max(measured.max(), predicted.max()))
+    axes.plot([low, high], [low, high], "k--", linewidth=0.8)
+    axes.set_xlabel("measured median (s)")
+    axes.set_ylabel("predicted (s)")
+    axes.set_title(f"{report.pool.id}: held-out keys", fontsize=8)
+    figure.tight_layout()
+    path = directory / f"{report.pool.id}.predicted.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _plot_regret(plt, report: PoolReport, directory: Path) -> Path | None:
+    """Each picker's distribution of regret on a pool (None where none scored a key);
+    `plt` as for _plot_predicted."""
+    ratios = {
+        name: [1.0 + k.regret for k in s.scores if k.regret is not None]
+        for name, s in report.pickers.items()
+    }
+    ratios = {name: r for name, r in ratios.items() if r}
+    if not ratios:
+        return None
+    figure, axes = plt.subplots(figsize=(6, 4))
+    top = max(max(r) for r in ratios.values())
+    bins = np.geomspace(1.0, max(top, 1.1) * 1.01, 30)
+    for name, values in ratios.items():
+        axes.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
+    axes.set_xscale("log")
+    axes.set_xlabel("time of the pick / fastest measured (1 + regret)")
+    axes.set_ylabel("held-out keys")
+    axes.set_title(f"{report.pool.id}", fontsize=8)
+    axes.legend()
+    figure.tight_layout()
+    path = directory / f"{report.pool.id}.regret.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 def run_eval(
