@@ -51,7 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
         "recalled, not autotuned.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_compile_command(commands)
+    _add_run_command(commands)
+    _add_golden_command(commands)
+    add_db_commands(commands)
+    add_fit_eval_commands(commands)
+    return parser
 
+
+def _add_compile_command(commands: argparse._SubParsersAction) -> None:
     compile_cmd = commands.add_parser(
         "compile",
         help="compile a model or an expression to CUDA (needs no GPU)",
@@ -79,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_cmd.set_defaults(handler=cmd_compile)
 
+
+def _add_run_command(commands: argparse._SubParsersAction) -> None:
     run_cmd = commands.add_parser(
         "run",
         help="compile and run a model or an expression on a device, or bench its sites",
@@ -98,7 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="forward",
         help="emulator thread order: forward, reverse or shuffle[:SEED] (default: forward)",
     )
-    bench = run_cmd.add_argument_group("bench")
+    _add_bench_options(run_cmd.add_argument_group("bench"))
+    run_cmd.set_defaults(handler=cmd_run)
+
+
+def _add_bench_options(bench: argparse._ArgumentGroup) -> None:
     bench.add_argument("--bench", action="store_true", help="measure and record instead of run")
     bench.add_argument(
         "--sweep",
@@ -127,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         help='code-generation flags of the bench\'s regime, e.g. "-Xnvvm -opt=1" (one flag: --nvcc-flags=FLAG) '
         "(rows are recorded under that regime; no ordinary compile reads them)",
     )
-    run_cmd.set_defaults(handler=cmd_run)
 
+
+def _add_golden_command(commands: argparse._SubParsersAction) -> None:
     golden_cmd = commands.add_parser(
         "golden", help="golden configuration files", description="Golden configuration files."
     )
@@ -152,12 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     promote_cmd.add_argument("--key", help="only this problem key")
     promote_cmd.add_argument("--db", metavar="PATH", default="", help="tuning database to read")
     promote_cmd.set_defaults(handler=cmd_golden_promote)
-    add_db_commands(commands)
-    add_fit_eval_commands(commands)
-    return parser
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
+    """The options that say what to compile and how its forks are decided."""
+    _add_model_options(parser)
+    _add_decision_options(parser)
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The recipe or expression, and which of its configs, sizes, dims and dtypes."""
     parser.add_argument(
         "recipe",
         nargs="?",
@@ -193,6 +212,10 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
     )
+
+
+def _add_decision_options(parser: argparse.ArgumentParser) -> None:
+    """Pins, the oracle stack and its stores, and the compile cache."""
     parser.add_argument(
         "--pin",
         action="append",

@@ -232,24 +232,45 @@ def compile_graph(
     `verify_each` verifies the module after every pass (None: as EMMY_VERIFY_EACH says)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    ctx = Context()
     stack = oracle_stack(target, oracles, db, golden)
     golden_imports = stack.import_golden_rows()
     resolve = ResolveForks(
         pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
     )
-    verify_each = verify_each_pass() if verify_each is None else verify_each
+    _run_pipeline(module, resolve, verify_each_pass() if verify_each is None else verify_each)
+    cuda: CudaProgram = emit_module(module)
+    plan = host_plan(module, constants)
+    arena = plan_arena(plan.temporaries, plan.calls)
+    timings["passes"] = time.perf_counter() - start
+    program = _program(module, target, cuda, plan, arena, timings, golden_imports)
+    if compile_kernels:
+        _compile_kernels(program, flags)
+    return program
+
+
+def _run_pipeline(module: ModuleOp, resolve: ResolveForks, verify_each: bool) -> None:
+    """Runs COMPILE_PIPELINE over `module`, with `resolve` as its resolve-forks."""
+    ctx = Context()
     for pass_class in COMPILE_PIPELINE:
         compile_pass = resolve if pass_class is ResolveForks else pass_class()
         compile_pass.apply(ctx, module)
         if verify_each:
             verify_after(compile_pass, module)
     module.verify()
-    cuda: CudaProgram = emit_module(module)
-    plan = host_plan(module, constants)
-    arena, arena_bytes = plan_arena(plan.temporaries, plan.calls)
-    timings["passes"] = time.perf_counter() - start
-    program = Program(
+
+
+def _program(
+    module: ModuleOp,
+    target: str,
+    cuda: CudaProgram,
+    plan: HostPlan,
+    arena: tuple[dict[str, int], int],
+    timings: dict[str, float],
+    golden_imports: list[str],
+) -> Program:
+    """The program of a compiled module, before its kernels are compiled for the target."""
+    offsets, arena_bytes = arena
+    return Program(
         target=target,
         source=cuda.source,
         kernels=cuda.kernels,
@@ -262,26 +283,28 @@ def compile_graph(
         choices=_choices(module),
         host_calls=_host_calls(module),
         constants=plan.constants,
-        arena=arena,
+        arena=offsets,
         arena_bytes=arena_bytes,
         timings=timings,
         golden_imports=golden_imports,
     )
-    if not compile_kernels:
-        return program
-    if target == EMU:
-        start = time.perf_counter()
-        compile_emu(cuda.source)
+
+
+def _compile_kernels(program: Program, flags: Sequence[str]) -> None:
+    """Compiles the program's source for its target: with g++ for the emulator, else with
+    NVRTC, keeping the cubin, the PTX, the regime and each kernel's resources."""
+    timings = program.timings
+    start = time.perf_counter()
+    if program.target == EMU:
+        compile_emu(program.source)
         timings["g++"] = time.perf_counter() - start
-    else:
-        start = time.perf_counter()
-        compiled = compile_cuda(cuda.source, arch_of(target), flags)
-        timings["nvrtc"] = time.perf_counter() - start
-        timings["nvrtc_cache_hit"] = float(compiled.cache_hit)
-        program.cubin, program.ptx = compiled.cubin, compiled.ptx
-        program.regime = compiled.regime.id
-        program.resources = {name: asdict(r) for name, r in compiled.resources.items()}
-    return program
+        return
+    compiled = compile_cuda(program.source, arch_of(program.target), flags)
+    timings["nvrtc"] = time.perf_counter() - start
+    timings["nvrtc_cache_hit"] = float(compiled.cache_hit)
+    program.cubin, program.ptx = compiled.cubin, compiled.ptx
+    program.regime = compiled.regime.id
+    program.resources = {name: asdict(r) for name, r in compiled.resources.items()}
 
 
 def compile_variants(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from emmy.errors import EmmyError
 from emmy.identity import EMU, arch_of
@@ -110,14 +110,9 @@ def _split(flags: str | Sequence[str]) -> list[str]:
     return [str(f) for f in flags]
 
 
-def normalise_flags(flags: str | Sequence[str]) -> tuple[str, ...]:
-    """The canonical spelling of a flag list: one token per option, sorted, defaults dropped."""
-    tokens = _split(flags)
-    valued: dict[str, str] = {}  # option -> last value
-    switches: set[str] = set()
-    defines: dict[str, str] = {}  # macro name -> canonical token, last definition wins
-    nvvm: dict[str, str] = {}  # NVVM option key -> canonical token
-    ptxas: dict[str, str] = {}  # ptxas option key -> canonical token
+def _options(tokens: list[str]) -> Iterator[tuple[str, str, str]]:
+    """(token as written, canonical option, value) per option of a flag list; a valued
+    option written `name value` spans two tokens, shown joined."""
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -129,69 +124,108 @@ def normalise_flags(flags: str | Sequence[str]) -> tuple[str, ...]:
         body = token.lstrip("-")
         # -DNAME is glued; every other option is `name`, `name=value` or `name value`
         if token.startswith("-D") and not token.startswith("--") and body not in _ALIASES:
-            name, value = "D", body[1:]
-        else:
-            name, eq, value = body.partition("=")
-            if name not in _ALIASES:
-                raise EmmyError(f"flag {token!r} is not a code-generation flag emmy accepts")
-            if _ALIASES[name] not in _SWITCHES and not eq:
-                if i == len(tokens):
-                    raise EmmyError(f"flag {token!r} needs a value")
-                value = tokens[i]
-                i += 1
-                token = f"{token} {value}"
-            elif _ALIASES[name] in _SWITCHES and eq:
-                raise EmmyError(f"flag {token!r} takes no value")
+            yield token, _ALIASES["D"], body[1:]
+            continue
+        name, eq, value = body.partition("=")
+        if name not in _ALIASES:
+            raise EmmyError(f"flag {token!r} is not a code-generation flag emmy accepts")
         option = _ALIASES[name]
+        if option in _SWITCHES and eq:
+            raise EmmyError(f"flag {token!r} takes no value")
+        if option not in _SWITCHES and not eq:
+            if i == len(tokens):
+                raise EmmyError(f"flag {token!r} needs a value")
+            value = tokens[i]
+            i += 1
+            token = f"{token} {value}"
+        yield token, option, value
+
+
+@dataclass
+class _CanonicalFlags:
+    """The options of a flag list read so far, each kept in its canonical token."""
+
+    switches: set[str] = field(default_factory=set)
+    valued: dict[str, str] = field(default_factory=dict)  # option -> last value
+    defines: dict[str, str] = field(default_factory=dict)  # macro -> token, last wins
+    nvvm: dict[str, str] = field(default_factory=dict)  # NVVM option key -> token
+    ptxas: dict[str, str] = field(default_factory=dict)  # ptxas option key -> token
+
+    def add(self, token: str, option: str, value: str) -> None:
         if option in _SWITCHES:
-            # -default-device is always passed, warnings do not change code
-            if option not in ("default-device", "disable-warnings"):
-                switches.add(option)
+            self._add_switch(option)
         elif option in _VALUED:
-            allowed = _VALUED[option]
-            ok = value.isdigit() if allowed is None else value in allowed
-            if not ok:
-                want = "a non-negative integer" if allowed is None else "|".join(allowed)
-                raise EmmyError(f"flag {token!r}: --{option} takes {want}, not {value!r}")
-            valued[option] = value
+            self._add_valued(token, option, value)
         elif option == "define-macro":
-            macro = value.partition("=")[0]
-            if not re.fullmatch(r"[A-Za-z_]\w*", macro):
-                raise EmmyError(f"flag {token!r}: {macro!r} is not a macro name")
-            defines[macro] = f"-D{value}"
+            self._add_define(token, value)
         elif option == "Xnvvm":
-            for part in filter(None, value.split(",")):
-                m = _NVVM_OPT.fullmatch(part)
-                if m and int(m.group(1)) > 3:
-                    raise EmmyError(f"flag {token!r}: NVVM takes -opt=0..3")
-                nvvm[part.partition("=")[0]] = f"-Xnvvm={part}"
+            self._add_nvvm(token, value)
         elif option == "ptxas-options":
-            # NVRTC hands a comma list to ptxas whole, which ptxas misreads: one per token
-            for part in filter(None, value.split(",")):
-                if part in _PTXAS_QUIET:
-                    continue
-                if _O_LEVEL.fullmatch(part) and not _PTXAS_OPT.fullmatch(part):
-                    raise EmmyError(f"flag {token!r}: ptxas takes -O0..-O3")
-                key = "-O" if _PTXAS_OPT.fullmatch(part) else part.partition("=")[0]
-                ptxas[key] = f"--ptxas-options={part}"
+            self._add_ptxas(token, value)
         elif option == "gpu-architecture":
             raise EmmyError(
                 f"flag {token!r} is not accepted: the arch is part of the regime, not its flags"
             )
-        elif option == "std":
-            if value != "c++17":
-                raise EmmyError(f"flag {token!r} is not accepted: emmy compiles kernels as c++17")
-    # the defaults NVRTC already applies do not change the code
-    if nvvm.get("-opt") == "-Xnvvm=-opt=3":
-        del nvvm["-opt"]
-    if ptxas.get("-O") == "--ptxas-options=-O3":
-        del ptxas["-O"]
-    if valued.get("Ofast-compile") == "0":
-        del valued["Ofast-compile"]
-    out = [f"--{s}" for s in switches]
-    out += [f"--{k}={v}" for k, v in valued.items()]
-    out += [*defines.values(), *nvvm.values(), *ptxas.values()]
-    return tuple(sorted(out))
+        elif option == "std" and value != "c++17":
+            raise EmmyError(f"flag {token!r} is not accepted: emmy compiles kernels as c++17")
+
+    def _add_switch(self, option: str) -> None:
+        # -default-device is always passed, warnings do not change code
+        if option not in ("default-device", "disable-warnings"):
+            self.switches.add(option)
+
+    def _add_valued(self, token: str, option: str, value: str) -> None:
+        allowed = _VALUED[option]
+        ok = value.isdigit() if allowed is None else value in allowed
+        if not ok:
+            want = "a non-negative integer" if allowed is None else "|".join(allowed)
+            raise EmmyError(f"flag {token!r}: --{option} takes {want}, not {value!r}")
+        self.valued[option] = value
+
+    def _add_define(self, token: str, value: str) -> None:
+        macro = value.partition("=")[0]
+        if not re.fullmatch(r"[A-Za-z_]\w*", macro):
+            raise EmmyError(f"flag {token!r}: {macro!r} is not a macro name")
+        self.defines[macro] = f"-D{value}"
+
+    def _add_nvvm(self, token: str, value: str) -> None:
+        for part in filter(None, value.split(",")):
+            m = _NVVM_OPT.fullmatch(part)
+            if m and int(m.group(1)) > 3:
+                raise EmmyError(f"flag {token!r}: NVVM takes -opt=0..3")
+            self.nvvm[part.partition("=")[0]] = f"-Xnvvm={part}"
+
+    def _add_ptxas(self, token: str, value: str) -> None:
+        # NVRTC hands a comma list to ptxas whole, which ptxas misreads: one per token
+        for part in filter(None, value.split(",")):
+            if part in _PTXAS_QUIET:
+                continue
+            if _O_LEVEL.fullmatch(part) and not _PTXAS_OPT.fullmatch(part):
+                raise EmmyError(f"flag {token!r}: ptxas takes -O0..-O3")
+            key = "-O" if _PTXAS_OPT.fullmatch(part) else part.partition("=")[0]
+            self.ptxas[key] = f"--ptxas-options={part}"
+
+    def tokens(self) -> tuple[str, ...]:
+        """The sorted canonical tokens, less the defaults NVRTC already applies (they do not
+        change the code)."""
+        if self.nvvm.get("-opt") == "-Xnvvm=-opt=3":
+            del self.nvvm["-opt"]
+        if self.ptxas.get("-O") == "--ptxas-options=-O3":
+            del self.ptxas["-O"]
+        if self.valued.get("Ofast-compile") == "0":
+            del self.valued["Ofast-compile"]
+        out = [f"--{s}" for s in self.switches]
+        out += [f"--{k}={v}" for k, v in self.valued.items()]
+        out += [*self.defines.values(), *self.nvvm.values(), *self.ptxas.values()]
+        return tuple(sorted(out))
+
+
+def normalise_flags(flags: str | Sequence[str]) -> tuple[str, ...]:
+    """The canonical spelling of a flag list: one token per option, sorted, defaults dropped."""
+    canonical = _CanonicalFlags()
+    for token, option, value in _options(_split(flags)):
+        canonical.add(token, option, value)
+    return canonical.tokens()
 
 
 @dataclass(frozen=True)

@@ -364,29 +364,9 @@ class Bench:
         """Runs one compiled config (or a host call: `info` None) on fresh inputs, checks it
         against its reference, and times it."""
         dtype = dtypes.torch_dtype(work.outputs[0].dtype)
-        host = info is None
-        key = parse_key(work.key)
-        if host:  # the vendor library's product: no kernel declares its shapes
-            shapes: list = list(vendor_matmul_call(work.key, ()).shapes[:2])
-        else:
-            shapes = declared_input_shapes(work.family, key, len(work.inputs))
-            # the canonical text leaves out keys at their defaults; references read them all
-            key = complete_key(family(work.family), key)
-        # fresh random inputs every bench, never zeros
-        tensors = [
-            random_input(spec) if shape is None else random_input(spec).reshape(shape)
-            for spec, shape in zip(work.inputs, shapes, strict=True)
-        ]
-        buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
-        outputs = [f"out{i}" for i in range(len(work.outputs))]
-        for name, spec in zip(outputs, work.outputs, strict=True):
-            buffers[name] = poisoned(spec)
-        args = tuple(BufferArg(n) for n in buffers)
-        launch: Step
-        if host:
-            launch = vendor_matmul_call(work.key, args)
-        else:
-            launch = Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
+        key, tensors = _fresh_inputs(work, host=info is None)
+        buffers, outputs = _buffers(work, tensors)
+        launch = _launch(work, info, tuple(BufferArg(n) for n in buffers))
         kernel_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
 
         def failed(status: str, message: str) -> Row:
@@ -394,17 +374,20 @@ class Bench:
 
         try:
             self.device.run(source, [launch], buffers)
-            wants = as_outputs(reference(work.family)(key, tensors))
-            for name, want in zip(outputs, wants, strict=True):
-                actual = from_storage(buffers[name], dtype).reshape(want.shape)
-                check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
-                if not check.ok:
-                    where = f"output {name}: " if len(outputs) > 1 else ""
-                    return failed("wrong_result", where + check.summary)
+            wrong = _wrong_result(work, key, tensors, buffers, outputs, dtype)
+            if wrong is not None:
+                return failed("wrong_result", wrong)
             times = self.timed(source, launch, buffers)
         except KernelLaunchError as error:
             timed_out = "timed out" in str(error)
             return failed("timeout" if timed_out else "launch_error", _first_lines(str(error)))
+        return self._timed_row(work, config, origin, times, kernel_hash)
+
+    def _timed_row(
+        self, work: SiteWork, config: dict, origin: str, times: list[float], kernel_hash: str
+    ) -> Row:
+        """The row of a config that ran right: its median, "unstable" where the spread of
+        its times is above the device's limit."""
         median = statistics.median(times)
         q1, _, q3 = np.percentile(times, [25, 50, 75])
         spread = float((q3 - q1) / median) if median > 0 else 0.0
@@ -452,6 +435,61 @@ class Bench:
             bench=self.bench_id,
             **fields,
         )
+
+
+def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]:
+    """The key its reference reads and fresh random inputs (never zeros) of a site, in
+    the shapes its family declares (a host call: the vendor product's)."""
+    key = parse_key(work.key)
+    if host:  # the vendor library's product: no kernel declares its shapes
+        shapes: list = list(vendor_matmul_call(work.key, ()).shapes[:2])
+    else:
+        shapes = declared_input_shapes(work.family, key, len(work.inputs))
+        # the canonical text leaves out keys at their defaults; references read them all
+        key = complete_key(family(work.family), key)
+    tensors = [
+        random_input(spec) if shape is None else random_input(spec).reshape(shape)
+        for spec, shape in zip(work.inputs, shapes, strict=True)
+    ]
+    return key, tensors
+
+
+def _buffers(
+    work: SiteWork, tensors: list[torch.Tensor]
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The buffers of a run, `in<i>` the inputs and `out<i>` the outputs (poisoned); the
+    outputs' names."""
+    buffers = {f"in{i}": to_storage(t) for i, t in enumerate(tensors)}
+    outputs = [f"out{i}" for i in range(len(work.outputs))]
+    for name, spec in zip(outputs, work.outputs, strict=True):
+        buffers[name] = poisoned(spec)
+    return buffers, outputs
+
+
+def _launch(work: SiteWork, info, args: tuple[BufferArg, ...]) -> Step:
+    """The step that runs a config: its kernel's launch, or the host call (`info` None)."""
+    if info is None:
+        return vendor_matmul_call(work.key, args)
+    return Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
+
+
+def _wrong_result(
+    work: SiteWork,
+    key: dict,
+    tensors: list[torch.Tensor],
+    buffers: dict[str, np.ndarray],
+    outputs: list[str],
+    dtype: torch.dtype,
+) -> str | None:
+    """How the outputs of a run differ from the family's reference, or None if they agree."""
+    wants = as_outputs(reference(work.family)(key, tensors))
+    for name, want in zip(outputs, wants, strict=True):
+        actual = from_storage(buffers[name], dtype).reshape(want.shape)
+        check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
+        if not check.ok:
+            where = f"output {name}: " if len(outputs) > 1 else ""
+            return where + check.summary
+    return None
 
 
 def _with_id(row: Row, row_id: int) -> Row:

@@ -573,44 +573,50 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
     if out_dir.exists() and not out_dir.is_dir():
         raise EmmyError(f"{out_dir}: not a directory")
     pools = _pools(rows)
-    by_family: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        by_family[row.family].append(row)
-    entries = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for pool in pools:
-            keys, configs, median, status, clean = _matrices(pool)
-            buffer = io.BytesIO()
-            np.savez(buffer, median_s=median, status=status)
-            write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
-            entries.append(
-                {
-                    "id": pool.id,
-                    "family": pool.family,
-                    "device": pool.device,
-                    "regime": pool.regime,
-                    "regime_words": pool.regime_words,
-                    "file": f"{pool.id}.npz",
-                    "keys": keys,
-                    "configs": configs,
-                    "rows": len(pool.rows),
-                    "clean": clean,
-                }
-            )
-        manifest = {
-            "schema": EXPORT_SCHEMA,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "database": str(db_path),
-            "sources": [
-                {"path": s["path"], "kind": s["kind"], "sha256": s["sha256"]} for s in sources
-            ],
-            "status_codes": list(STATUS_CODES),
-            "pools": entries,
-            "features": {f: _features(f, by_family[f]) for f in sorted(by_family)},
-        }
+        entries = [_write_pool(out_dir, pool) for pool in pools]
+        manifest = _manifest(db_path, rows, sources, entries)
         text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
         write_atomic(out_dir / "manifest.json", text.encode())
     except OSError as e:
         raise EmmyError(f"{out_dir}: cannot write the dataset ({e.strerror or e})") from None
     return manifest
+
+
+def _write_pool(out_dir: Path, pool: Pool) -> dict[str, Any]:
+    """Writes the matrices of a pool into `out_dir/<id>.npz`; its entry of the manifest."""
+    keys, configs, median, status, clean = _matrices(pool)
+    buffer = io.BytesIO()
+    np.savez(buffer, median_s=median, status=status)
+    write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
+    return {
+        "id": pool.id,
+        "family": pool.family,
+        "device": pool.device,
+        "regime": pool.regime,
+        "regime_words": pool.regime_words,
+        "file": f"{pool.id}.npz",
+        "keys": keys,
+        "configs": configs,
+        "rows": len(pool.rows),
+        "clean": clean,
+    }
+
+
+def _manifest(
+    db_path: Path, rows: Sequence[Row], sources: Sequence[dict], entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The manifest of an export (its layout is export's docstring), stamped now."""
+    by_family: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_family[row.family].append(row)
+    return {
+        "schema": EXPORT_SCHEMA,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "database": str(db_path),
+        "sources": [{"path": s["path"], "kind": s["kind"], "sha256": s["sha256"]} for s in sources],
+        "status_codes": list(STATUS_CODES),
+        "pools": entries,
+        "features": {f: _features(f, by_family[f]) for f in sorted(by_family)},
+    }

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from emmy.search.dataset import export, freeze, import_sources, stats
 
 
-def add_db_commands(commands: Any) -> None:
+def add_db_commands(commands: argparse._SubParsersAction) -> None:
     """Add `emmy db` and its actions to `commands`, the subparsers of `emmy`."""
     db_cmd = commands.add_parser(
         "db",
@@ -20,7 +19,13 @@ def add_db_commands(commands: Any) -> None:
         "database.",
     )
     actions = db_cmd.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    _add_freeze(actions)
+    _add_import(actions)
+    _add_stats(actions)
+    _add_export(actions)
 
+
+def _add_freeze(actions: argparse._SubParsersAction) -> None:
     freeze_cmd = actions.add_parser(
         "freeze",
         help="snapshot the rows of a database into a content-hashed file",
@@ -47,6 +52,8 @@ def add_db_commands(commands: Any) -> None:
         )
     freeze_cmd.set_defaults(handler=cmd_freeze)
 
+
+def _add_import(actions: argparse._SubParsersAction) -> None:
     import_cmd = actions.add_parser(
         "import",
         help="gather freezes, golden files and tuning databases into a dataset database",
@@ -60,6 +67,8 @@ def add_db_commands(commands: Any) -> None:
     import_cmd.add_argument("sources", nargs="+", type=Path, metavar="SRC", help="what to import")
     import_cmd.set_defaults(handler=cmd_import)
 
+
+def _add_stats(actions: argparse._SubParsersAction) -> None:
     stats_cmd = actions.add_parser(
         "stats",
         help="summarise a database by pool (family, device, regime)",
@@ -69,6 +78,8 @@ def add_db_commands(commands: Any) -> None:
     _add_db(stats_cmd, "the database to summarise")
     stats_cmd.set_defaults(handler=cmd_stats)
 
+
+def _add_export(actions: argparse._SubParsersAction) -> None:
     export_cmd = actions.add_parser(
         "export",
         help="write the dataset (manifest.json and a matrix file per pool)",

@@ -42,7 +42,7 @@ from emmy.paths import RECIPES_DIR
 from emmy.search import golden
 from emmy.search.db import canonical_config
 from emmy.search.oracles import DefaultOracle
-from emmy.search.prior import METADATA, WEIGHTS, FittedPrior, prior_dir, read_prior
+from emmy.search.prior import METADATA, WEIGHTS, FamilyModel, prior_dir, read_prior
 from emmy.search.prior.features import (
     Dataset,
     FeatureSpec,
@@ -234,73 +234,107 @@ def evaluate_pool(
 ) -> PoolReport:
     """Coverage and the held-out scores of every picker on one pool."""
     family = pool.family
-    column = {c: j for j, c in enumerate(pool.configs)}
-    configs = pool.parsed_configs
     measured = pool.measured
     fraction = float(measured.mean()) if measured.size else 0.0
     if family in choice_forks():
         # a choice's option is timed as the sum of its kernels' rows: nothing to predict
         empty = {name: Summary.of([]) for name in PICKERS}
         return PoolReport(pool, [], fraction, 0, empty, None, NOT_FITTED_CHOICE)
-    keys = pool.parsed_keys
     splits = [split_of(family, k) for k in pool.keys]
     held_out = [i for i, s in enumerate(splits) if s == "held_out" and measured[i].sum() >= 2]
     training = [i for i, s in enumerate(splits) if s != "held_out" and measured[i].any()]
     spec = spec or build_spec(dataset, family, [p for p in dataset.pools if p.family == family])
-
-    def col(config: dict | None) -> int | None:
-        if config is None:
-            return None
-        return column.get(canonical_config(config), -1)
-
     goldens = golden_files(pool.device, pool.regime)
     golden_keys = sum(any(g.entry(family, k) for g in goldens) for k in pool.keys)
-
-    model = (models or {}).get(family)
-    prior = None
-    note = ""
-    if models is None:
-        note = "not scored: no prior"
-    elif model is None:
-        note = f"not scored: the prior has no model of {family}"
-    elif pool.device not in model.spec.devices:
-        note = f"not scored: the prior was not fitted on {pool.device}"
-    else:
-        prior = FittedPrior(Path("."), {}, models, pool.device)
-
-    train_vectors = np.array([spec.key_vector(keys[i]) for i in training])
-    scores: dict[str, list[KeyScore]] = {name: [] for name in PICKERS}
-    cells: list[tuple[np.ndarray, np.ndarray]] = []
+    model, note = _prior_model(models, pool)
+    scores = _HeldOutScores(pool, spec, model, training, goldens)
     for i in held_out:
-        key, times = pool.keys[i], pool.median_s[i]
-        query = site_query(family, key, configs)
-        # the prior
-        if prior is not None and model is not None and model.spec.accepts(keys[i], configs[0]):
-            ranking = np.exp(model.predict_log(pool.device, [keys[i]], configs)[0])
-            pick = first_measured(ranking, measured[i])
-            scores["prior"].append(score_key(key, times, pick, ranking))
-            cells.append((times[measured[i]], ranking[measured[i]]))
+        scores.add(i)
+    summaries = {name: Summary.of(s) for name, s in scores.scores.items()}
+    return PoolReport(pool, held_out, fraction, golden_keys, summaries, scores.predicted(), note)
+
+
+def _prior_model(models: dict | None, pool: Pool) -> tuple[FamilyModel | None, str]:
+    """The prior's model to score on `pool`, or None and the note that says why not."""
+    if models is None:
+        return None, "not scored: no prior"
+    model = models.get(pool.family)
+    if model is None:
+        return None, f"not scored: the prior has no model of {pool.family}"
+    if pool.device not in model.spec.devices:
+        return None, f"not scored: the prior was not fitted on {pool.device}"
+    return model, ""
+
+
+class _HeldOutScores:
+    """The scores of every picker on the held-out keys of one pool, added key by key."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        spec: FeatureSpec,
+        model: FamilyModel | None,
+        training: list[int],
+        goldens: list,
+    ) -> None:
+        self.pool, self.spec, self.model = pool, spec, model
+        self.training, self.goldens = training, goldens
+        self.keys = pool.parsed_keys
+        self.configs = pool.parsed_configs
+        self.measured = pool.measured
+        self.column = {c: j for j, c in enumerate(pool.configs)}
+        self.train_vectors = np.array([spec.key_vector(self.keys[i]) for i in training])
+        self.scores: dict[str, list[KeyScore]] = {name: [] for name in PICKERS}
+        #: (measured, predicted) seconds of the prior's scored cells
+        self.cells: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, i: int) -> None:
+        """Scores every picker on the pool's key `i`."""
+        key, times = self.pool.keys[i], self.pool.median_s[i]
+        query = site_query(self.pool.family, key, self.configs)
+        self._add_prior(i, key, times)
         # the declared default, moved by the constraints
-        scores["default"].append(score_key(key, times, col(default_pick(query))))
-        # the nearest training key
-        if len(training):
-            distances = np.linalg.norm(train_vectors - spec.key_vector(keys[i]), axis=1)
-            # the nearest training key that shares a measured config with this one
-            for near in (training[j] for j in np.argsort(distances, kind="stable")):
-                near_times = np.where(measured[near], pool.median_s[near], np.inf)
-                pick = first_measured(near_times, measured[i])
-                if pick is not None:
-                    break
-            scores["nearest key"].append(score_key(key, times, pick, near_times))
+        self.scores["default"].append(score_key(key, times, self._col(default_pick(query))))
+        if len(self.training):
+            self.scores["nearest key"].append(self._nearest_key(i, key, times))
         # golden, where an entry applies
-        entry = next((e for g in goldens if (e := g.entry(family, key))), None)
+        entry = next((e for g in self.goldens if (e := g.entry(self.pool.family, key))), None)
         if entry is not None:
-            scores["golden"].append(score_key(key, times, col(entry.config)))
-    predicted = None
-    if cells:
-        predicted = (np.concatenate([c[0] for c in cells]), np.concatenate([c[1] for c in cells]))
-    summaries = {name: Summary.of(s) for name, s in scores.items()}
-    return PoolReport(pool, held_out, fraction, golden_keys, summaries, predicted, note)
+            self.scores["golden"].append(score_key(key, times, self._col(entry.config)))
+
+    def _col(self, config: dict | None) -> int | None:
+        if config is None:
+            return None
+        return self.column.get(canonical_config(config), -1)
+
+    def _add_prior(self, i: int, key: str, times: np.ndarray) -> None:
+        model, measured = self.model, self.measured[i]
+        if model is None or not model.spec.accepts(self.keys[i], self.configs[0]):
+            return
+        ranking = np.exp(model.predict_log(self.pool.device, [self.keys[i]], self.configs)[0])
+        pick = first_measured(ranking, measured)
+        self.scores["prior"].append(score_key(key, times, pick, ranking))
+        self.cells.append((times[measured], ranking[measured]))
+
+    def _nearest_key(self, i: int, key: str, times: np.ndarray) -> KeyScore:
+        """The score of the nearest training key that shares a measured config with key `i`
+        (of the farthest, where none does)."""
+        distances = np.linalg.norm(self.train_vectors - self.spec.key_vector(self.keys[i]), axis=1)
+        for near in (self.training[j] for j in np.argsort(distances, kind="stable")):
+            near_times = np.where(self.measured[near], self.pool.median_s[near], np.inf)
+            pick = first_measured(near_times, self.measured[i])
+            if pick is not None:
+                break
+        return score_key(key, times, pick, near_times)
+
+    def predicted(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(measured, predicted) seconds of the prior on the cells it scored; None if none."""
+        if not self.cells:
+            return None
+        return (
+            np.concatenate([c[0] for c in self.cells]),
+            np.concatenate([c[1] for c in self.cells]),
+        )
 
 
 # --- the command ------------------------------------------------------------------------
@@ -438,43 +472,59 @@ def write_plots(reports: Sequence[PoolReport], directory: Path) -> list[Path] | 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for report in reports:
-        if report.predicted is not None:
-            measured, predicted = report.predicted
-            figure, axes = plt.subplots(figsize=(5, 5))
-            axes.loglog(measured, predicted, ".", alpha=0.4, markersize=3)
-            low = float(min(measured.min(), predicted.min()))
-            high = float(max(measured.max(), predicted.max()))
-            axes.plot([low, high], [low, high], "k--", linewidth=0.8)
-            axes.set_xlabel("measured median (s)")
-            axes.set_ylabel("predicted (s)")
-            axes.set_title(f"{report.pool.id}: held-out keys", fontsize=8)
-            figure.tight_layout()
-            path = directory / f"{report.pool.id}.predicted.png"
-            figure.savefig(path, dpi=100)
-            plt.close(figure)
-            written.append(path)
-        ratios = {
-            name: [1.0 + k.regret for k in s.scores if k.regret is not None]
-            for name, s in report.pickers.items()
-        }
-        ratios = {name: r for name, r in ratios.items() if r}
-        if ratios:
-            figure, axes = plt.subplots(figsize=(6, 4))
-            top = max(max(r) for r in ratios.values())
-            bins = np.geomspace(1.0, max(top, 1.1) * 1.01, 30)
-            for name, values in ratios.items():
-                axes.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
-            axes.set_xscale("log")
-            axes.set_xlabel("time of the pick / fastest measured (1 + regret)")
-            axes.set_ylabel("held-out keys")
-            axes.set_title(f"{report.pool.id}", fontsize=8)
-            axes.legend()
-            figure.tight_layout()
-            path = directory / f"{report.pool.id}.regret.png"
-            figure.savefig(path, dpi=100)
-            plt.close(figure)
-            written.append(path)
+        for plot in (_plot_predicted, _plot_regret):
+            path = plot(plt, report, directory)
+            if path is not None:
+                written.append(path)
     return written
+
+
+def _plot_predicted(plt, report: PoolReport, directory: Path) -> Path | None:
+    """The prior's predicted vs measured times on a pool (None where it predicted none);
+    `plt` is matplotlib.pyplot, imported by write_plots alone."""
+    if report.predicted is None:
+        return None
+    measured, predicted = report.predicted
+    figure, axes = plt.subplots(figsize=(5, 5))
+    axes.loglog(measured, predicted, ".", alpha=0.4, markersize=3)
+    low = float(min(measured.min(), predicted.min()))
+    high = float(max(measured.max(), predicted.max()))
+    axes.plot([low, high], [low, high], "k--", linewidth=0.8)
+    axes.set_xlabel("measured median (s)")
+    axes.set_ylabel("predicted (s)")
+    axes.set_title(f"{report.pool.id}: held-out keys", fontsize=8)
+    figure.tight_layout()
+    path = directory / f"{report.pool.id}.predicted.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _plot_regret(plt, report: PoolReport, directory: Path) -> Path | None:
+    """Each picker's distribution of regret on a pool (None where none scored a key);
+    `plt` as for _plot_predicted."""
+    ratios = {
+        name: [1.0 + k.regret for k in s.scores if k.regret is not None]
+        for name, s in report.pickers.items()
+    }
+    ratios = {name: r for name, r in ratios.items() if r}
+    if not ratios:
+        return None
+    figure, axes = plt.subplots(figsize=(6, 4))
+    top = max(max(r) for r in ratios.values())
+    bins = np.geomspace(1.0, max(top, 1.1) * 1.01, 30)
+    for name, values in ratios.items():
+        axes.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
+    axes.set_xscale("log")
+    axes.set_xlabel("time of the pick / fastest measured (1 + regret)")
+    axes.set_ylabel("held-out keys")
+    axes.set_title(f"{report.pool.id}", fontsize=8)
+    axes.legend()
+    figure.tight_layout()
+    path = directory / f"{report.pool.id}.regret.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 def run_eval(

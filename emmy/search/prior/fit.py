@@ -50,7 +50,7 @@ from emmy.backend.regime import regime_for
 from emmy.errors import EmmyError
 from emmy.families.registry import choice_forks
 from emmy.search.evaluate import evaluate_pool
-from emmy.search.prior import PRIOR_DIR, FamilyModel, write_prior
+from emmy.search.prior import PRIOR_DIR, FamilyModel, Layers, write_prior
 from emmy.search.prior.features import (
     DATASET_HASH,
     HELD_OUT_FRACTION,
@@ -198,110 +198,19 @@ def fit_family(
 ) -> FitResult:
     start = time.perf_counter()
     measured = np.isfinite(data.y)
-    has = measured.any(axis=1)
-    rows = {
-        s: [i for i, (r, h) in enumerate(zip(data.splits, has, strict=True)) if r == s and h]
-        for s in ("train", "validation", "held_out")
-    }
-    train, validation = (
-        np.array(rows["train"], dtype=np.int32),
-        np.array(rows["validation"], dtype=np.int32),
-    )
+    rows = _measured_rows_by_split(data, measured)
+    train = np.array(rows["train"], dtype=np.int32)
+    validation = np.array(rows["validation"], dtype=np.int32)
     if not len(train):
         raise EmmyError(f"family {data.spec.family}: no measured training key to fit on")
-    cells = data.x[train][measured[train]]
-    x_mean = cells.mean(axis=0).astype(np.float64)
-    x_std = cells.std(axis=0).astype(np.float64)
-    x_std[x_std < 1e-6] = 1.0
-    y_cells = data.y[train][measured[train]]
-    y_mean, y_std = float(y_cells.mean()), float(max(y_cells.std(), 1e-3))
-    xn = jnp.asarray(((data.x - x_mean) / x_std).astype(np.float32))
-    yn = jnp.asarray(np.where(measured, (data.y - y_mean) / y_std, 0.0).astype(np.float32))
-    mask = jnp.asarray(measured.astype(np.float32))
-    tau = TEMPERATURE / y_std
-
-    arrays = (xn, yn, mask)  # arguments, not constants: XLA would fold them at every jit
-
-    def objective(params, arrays, index, columns, weight):
-        xn, yn, mask = arrays
-        m = mask[index[:, None], columns] * weight[:, None]
-        x, y = xn[index[:, None], columns], yn[index[:, None], columns]
-        mse, kl = loss_terms(params, x, y, m, tau)
-        return mse + LISTWISE * kl
-
-    @jax.jit
-    def step(params, moments, t, arrays, index, columns, weight):
-        loss, grads = jax.value_and_grad(objective)(params, arrays, index, columns, weight)
-        first, second = moments
-        first = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, first, grads)
-        second = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, second, grads)
-        correction = jnp.sqrt(1 - 0.999**t) / (1 - 0.9**t)
-        params = jax.tree.map(
-            lambda p, m, v: (
-                p - LEARNING_RATE * (correction * m / (jnp.sqrt(v) + 1e-8) + WEIGHT_DECAY * p)
-            ),
-            params,
-            first,
-            second,
-        )
-        return params, (first, second), loss
-
-    @jax.jit
-    def evaluate(params, arrays, index):
-        xn, yn, mask = arrays
-        m = mask[index]
-        mse, kl = loss_terms(params, xn[index], yn[index], m, tau)
-        return mse + LISTWISE * kl
-
-    batch = min(BATCH_KEYS, len(train))
+    scale = _Scale.of_training(data, measured, train)
     watch = validation if len(validation) else train
-    n_columns = min(SAMPLE_CONFIGS, data.y.shape[1])
-
-    def train_member(member_seed: int) -> tuple[tuple, float, int]:
-        params = init_params(member_seed, [data.spec.size, *hidden, 1])
-        zeros = [
-            (jnp.asarray(np.zeros(w.shape, np.float32)), jnp.asarray(np.zeros(b.shape, np.float32)))
-            for w, b in params
-        ]
-        moments = (zeros, zeros)
-        rng = np.random.default_rng(member_seed + 1)
-        best, best_loss, best_epoch, t = params, float("inf"), 0, 0
-        for epoch in range(1, epochs + 1):
-            order = rng.permutation(train)
-            padded = -len(order) % batch
-            weight = np.ones(len(order) + padded, dtype=np.float32)
-            weight[len(order) :] = 0.0
-            order = np.concatenate([order, order[:padded]]) if padded else order
-            # each key's configs in a random order, measured ones first: a step sees a
-            # sample of n_columns of them (all when fewer are measured; the rest masked out)
-            noise = rng.random((len(order), data.y.shape[1])) + ~measured[order]
-            columns = np.argsort(noise, axis=1)[:, :n_columns].astype(np.int32)
-            for lo in range(0, len(order), batch):
-                t += 1
-                params, moments, _ = step(
-                    params,
-                    moments,
-                    t,
-                    arrays,
-                    jnp.asarray(order[lo : lo + batch]),
-                    jnp.asarray(columns[lo : lo + batch]),
-                    jnp.asarray(weight[lo : lo + batch]),
-                )
-            loss = float(evaluate(params, arrays, jnp.asarray(watch)))
-            if loss < best_loss - 1e-6:
-                best, best_loss, best_epoch = params, loss, epoch
-            elif epoch - best_epoch >= PATIENCE:
-                break
-        layers = tuple(
-            (np.asarray(w, dtype=np.float32), np.asarray(b, dtype=np.float32)) for w, b in best
-        )
-        return layers, best_loss, best_epoch
-
-    fitted = [train_member(seed * ENSEMBLE + m) for m in range(ENSEMBLE)]
+    trainer = _Trainer(data, measured, scale, train, watch, epochs, hidden)
+    fitted = [trainer.member(seed * ENSEMBLE + m) for m in range(ENSEMBLE)]
     members = tuple(layers for layers, _, _ in fitted)
     best_loss = float(np.mean([loss for _, loss, _ in fitted]))
     best_epoch = int(np.median([epoch for _, _, epoch in fitted]))
-    model = FamilyModel(data.spec, members, x_mean, x_std, y_mean, y_std)
+    model = FamilyModel(data.spec, members, scale.x_mean, scale.x_std, scale.y_mean, scale.y_std)
     seconds = time.perf_counter() - start
     log(
         f"  {data.spec.family}: {len(train)} training keys, {len(validation)} validating, "
@@ -315,6 +224,177 @@ def fit_family(
         {k: len(v) for k, v in rows.items()},
         seconds,
     )
+
+
+def _measured_rows_by_split(data: FamilyData, measured: np.ndarray) -> dict[str, list[int]]:
+    """The rows of each split (train, validation, held_out) with a measured config."""
+    has = measured.any(axis=1)
+    return {
+        s: [i for i, (r, h) in enumerate(zip(data.splits, has, strict=True)) if r == s and h]
+        for s in ("train", "validation", "held_out")
+    }
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """The standardisation of a family's features and log times, from its training cells."""
+
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    y_mean: float
+    y_std: float
+
+    @classmethod
+    def of_training(cls, data: FamilyData, measured: np.ndarray, train: np.ndarray) -> _Scale:
+        cells = data.x[train][measured[train]]
+        x_mean = cells.mean(axis=0).astype(np.float64)
+        x_std = cells.std(axis=0).astype(np.float64)
+        x_std[x_std < 1e-6] = 1.0
+        y_cells = data.y[train][measured[train]]
+        return cls(x_mean, x_std, float(y_cells.mean()), float(max(y_cells.std(), 1e-3)))
+
+
+def _objective(params, arrays, index, columns, weight, tau):
+    """The loss of a batch: rows `index`, each over its sampled `columns`, weighted (the
+    padding of the last batch weighs 0)."""
+    xn, yn, mask = arrays
+    m = mask[index[:, None], columns] * weight[:, None]
+    x, y = xn[index[:, None], columns], yn[index[:, None], columns]
+    mse, kl = loss_terms(params, x, y, m, tau)
+    return mse + LISTWISE * kl
+
+
+def _adam(params, moments, grads, t):
+    """One Adam step with decoupled weight decay: the new parameters and moments."""
+    first, second = moments
+    first = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, first, grads)
+    second = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, second, grads)
+    correction = jnp.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+    params = jax.tree.map(
+        lambda p, m, v: (
+            p - LEARNING_RATE * (correction * m / (jnp.sqrt(v) + 1e-8) + WEIGHT_DECAY * p)
+        ),
+        params,
+        first,
+        second,
+    )
+    return params, (first, second)
+
+
+def _training_step(tau: float) -> Callable:
+    """The jitted training step at temperature `tau` (a constant of the trace)."""
+
+    @jax.jit
+    def step(params, moments, t, arrays, index, columns, weight):
+        loss, grads = jax.value_and_grad(_objective)(params, arrays, index, columns, weight, tau)
+        params, moments = _adam(params, moments, grads, t)
+        return params, moments, loss
+
+    return step
+
+
+def _watched_loss(tau: float) -> Callable:
+    """The jitted loss of whole rows (every config) at temperature `tau`."""
+
+    @jax.jit
+    def evaluate(params, arrays, index):
+        xn, yn, mask = arrays
+        m = mask[index]
+        mse, kl = loss_terms(params, xn[index], yn[index], m, tau)
+        return mse + LISTWISE * kl
+
+    return evaluate
+
+
+def _epoch_sample(
+    rng: np.random.Generator,
+    train: np.ndarray,
+    batch: int,
+    measured: np.ndarray,
+    n_columns: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An epoch's training rows (shuffled, padded to whole batches), the configs each
+    looks at and each row's weight (0 for the padding)."""
+    order = rng.permutation(train)
+    padded = -len(order) % batch
+    weight = np.ones(len(order) + padded, dtype=np.float32)
+    weight[len(order) :] = 0.0
+    order = np.concatenate([order, order[:padded]]) if padded else order
+    # each key's configs in a random order, measured ones first: a step sees a
+    # sample of n_columns of them (all when fewer are measured; the rest masked out)
+    noise = rng.random((len(order), measured.shape[1])) + ~measured[order]
+    columns = np.argsort(noise, axis=1)[:, :n_columns].astype(np.int32)
+    return order, columns, weight
+
+
+class _Trainer:
+    """Trains the members of one family's ensemble, each from its seed, keeping the
+    parameters of the best loss on the watched rows (early stopping)."""
+
+    def __init__(
+        self,
+        data: FamilyData,
+        measured: np.ndarray,
+        scale: _Scale,
+        train: np.ndarray,
+        watch: np.ndarray,
+        epochs: int,
+        hidden: tuple[int, ...],
+    ) -> None:
+        xn = jnp.asarray(((data.x - scale.x_mean) / scale.x_std).astype(np.float32))
+        yn = jnp.asarray(
+            np.where(measured, (data.y - scale.y_mean) / scale.y_std, 0.0).astype(np.float32)
+        )
+        mask = jnp.asarray(measured.astype(np.float32))
+        self.arrays = (xn, yn, mask)  # arguments, not constants: XLA would fold them at every jit
+        tau = TEMPERATURE / scale.y_std
+        self.step, self.evaluate = _training_step(tau), _watched_loss(tau)
+        self.sizes = [data.spec.size, *hidden, 1]
+        self.measured, self.train, self.watch, self.epochs = measured, train, watch, epochs
+        self.batch = min(BATCH_KEYS, len(train))
+        self.n_columns = min(SAMPLE_CONFIGS, data.y.shape[1])
+
+    def member(self, member_seed: int) -> tuple[Layers, float, int]:
+        """The best layers of one member, their loss on the watched rows and their epoch."""
+        params = init_params(member_seed, self.sizes)
+        zeros = [
+            (jnp.asarray(np.zeros(w.shape, np.float32)), jnp.asarray(np.zeros(b.shape, np.float32)))
+            for w, b in params
+        ]
+        moments = (zeros, zeros)
+        rng = np.random.default_rng(member_seed + 1)
+        best, best_loss, best_epoch, t = params, float("inf"), 0, 0
+        for epoch in range(1, self.epochs + 1):
+            params, moments, t = self._epoch(rng, params, moments, t)
+            loss = float(self.evaluate(params, self.arrays, jnp.asarray(self.watch)))
+            if loss < best_loss - 1e-6:
+                best, best_loss, best_epoch = params, loss, epoch
+            elif epoch - best_epoch >= PATIENCE:
+                break
+        layers = tuple(
+            (np.asarray(w, dtype=np.float32), np.asarray(b, dtype=np.float32)) for w, b in best
+        )
+        return layers, best_loss, best_epoch
+
+    def _epoch(self, rng: np.random.Generator, params, moments, t: int):
+        """One pass over the training rows in batches: the parameters, moments and step
+        count after it."""
+        batch = self.batch
+        order, columns, weight = _epoch_sample(
+            rng, self.train, batch, self.measured, self.n_columns
+        )
+        for lo in range(0, len(order), batch):
+            t += 1
+            params, moments, _ = self.step(
+                params,
+                moments,
+                t,
+                self.arrays,
+                jnp.asarray(order[lo : lo + batch]),
+                jnp.asarray(columns[lo : lo + batch]),
+                jnp.asarray(weight[lo : lo + batch]),
+            )
+        return params, moments, t
 
 
 #: the two feature layouts a family is fitted with (FeatureSpec.fork_pairs off and on)
@@ -355,10 +435,44 @@ def fit(
     if not pools:
         raise EmmyError(f"{dataset.path / 'manifest.json'}: no pool to fit on")
     log(f"fitting {len(pools)} pools of dataset {dataset.sha256[:16]} ({dataset.path})")
-    families = sorted({p.family for p in pools})
+    results, layouts = _fit_families(dataset, pools, epochs, seed, hidden, log)
+    models = {f: r.model for f, r in results.items()}
+    metrics = {
+        pool.id: evaluate_pool(dataset, pool, models, models[pool.family].spec).metrics()
+        for pool in pools
+    }
+    metadata = {
+        "dataset": {
+            "sha256": dataset.sha256,
+            "hash": DATASET_HASH,
+            "sources": dataset.manifest.get("sources", []),
+            "pools": [p.id for p in pools],
+            "skipped_pools": skipped,
+        },
+        **_method_metadata(epochs, seed, hidden),
+        "families": _families_metadata(results, layouts),
+        "metrics": metrics,
+    }
+    directory = Path(out_dir) if out_dir else PRIOR_DIR
+    paths = write_prior(directory, models, metadata)
+    _log_metrics(metrics, log)
+    log(f"wrote {paths[0]} and {paths[1]}")
+    return json.loads(paths[1].read_text())
+
+
+def _fit_families(
+    dataset: Dataset,
+    pools: list[Pool],
+    epochs: int,
+    seed: int,
+    hidden: tuple[int, ...],
+    log: Callable[[str], None],
+) -> tuple[dict[str, FitResult], dict[str, dict[str, float | None]]]:
+    """Per family of `pools`, the fit of the better layout, and each layout's validation
+    loss."""
     results: dict[str, FitResult] = {}
     layouts: dict[str, dict[str, float | None]] = {}
-    for family in families:
+    for family in sorted({p.family for p in pools}):
         same = [p for p in pools if p.family == family]
         fits = {
             pairs: fit_family(
@@ -373,19 +487,12 @@ def fit(
         results[family] = _better_layout(fits)
         layouts[family] = {LAYOUTS[p]: r.validation_loss for p, r in fits.items()}
         log(f"  {family}: keeping the {LAYOUTS[results[family].model.spec.fork_pairs]} layout")
-    models = {f: r.model for f, r in results.items()}
-    metrics = {}
-    for pool in pools:
-        report = evaluate_pool(dataset, pool, models, models[pool.family].spec)
-        metrics[pool.id] = report.metrics()
-    metadata = {
-        "dataset": {
-            "sha256": dataset.sha256,
-            "hash": DATASET_HASH,
-            "sources": dataset.manifest.get("sources", []),
-            "pools": [p.id for p in pools],
-            "skipped_pools": skipped,
-        },
+    return results, layouts
+
+
+def _method_metadata(epochs: int, seed: int, hidden: tuple[int, ...]) -> dict:
+    """How the prior was fitted: the split, the architecture, the loss and the training."""
+    return {
         "split": {
             "rule": "u = first 8 bytes of sha256(family + '\\n' + key) / 2**64: held out if "
             f"u < {HELD_OUT_FRACTION}, validation if u < {HELD_OUT_FRACTION + VALIDATION_FRACTION}"
@@ -418,26 +525,29 @@ def fit(
             "seed": seed,
             "jax": jax.__version__,
         },
-        "families": {
-            f: {
-                "devices": list(r.model.spec.devices),
-                "rows": r.rows,
-                "best_epoch": r.best_epoch,
-                "validation_loss": None
-                if r.validation_loss is None
-                else round(r.validation_loss, 6),
-                "layout": LAYOUTS[r.model.spec.fork_pairs],
-                "validation_loss_per_layout": {
-                    name: None if loss is None else round(loss, 6)
-                    for name, loss in layouts[f].items()
-                },
-            }
-            for f, r in results.items()
-        },
-        "metrics": metrics,
     }
-    directory = Path(out_dir) if out_dir else PRIOR_DIR
-    paths = write_prior(directory, models, metadata)
+
+
+def _families_metadata(
+    results: dict[str, FitResult], layouts: dict[str, dict[str, float | None]]
+) -> dict:
+    """Per family: its devices, rows per split, best epoch, validation loss and layout."""
+    return {
+        f: {
+            "devices": list(r.model.spec.devices),
+            "rows": r.rows,
+            "best_epoch": r.best_epoch,
+            "validation_loss": None if r.validation_loss is None else round(r.validation_loss, 6),
+            "layout": LAYOUTS[r.model.spec.fork_pairs],
+            "validation_loss_per_layout": {
+                name: None if loss is None else round(loss, 6) for name, loss in layouts[f].items()
+            },
+        }
+        for f, r in results.items()
+    }
+
+
+def _log_metrics(metrics: dict[str, dict], log: Callable[[str], None]) -> None:
     for pool_id, m in metrics.items():
         prior, default, near = m["prior"], m["default"], m["nearest key"]
         log(
@@ -445,8 +555,6 @@ def fit(
             f"{_fmt(default['top1'])}, nearest key {_fmt(near['top1'])} "
             f"({m['held_out_keys']} keys)"
         )
-    log(f"wrote {paths[0]} and {paths[1]}")
-    return json.loads(paths[1].read_text())
 
 
 def _fmt(value: float | None) -> str:
