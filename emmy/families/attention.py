@@ -133,7 +133,6 @@ def padding_mask(batch: int, kv_len: int, dtype: str, generator):
     # torch stays off the compile path: only checks build inputs
     import torch
 
-
     mask = torch.randn((batch, kv_len), generator=generator, dtype=torch.float64) * 0.5
     mask[0, kv_len - kv_len // 3 :] = -math.inf
     mask[-1, 1:] = -math.inf

@@ -42,9 +42,7 @@ def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def broadcast_kind(
-    input_shape: tuple[int, ...], output_shape: tuple[int, ...]
-) -> InputKind | None:
+def broadcast_kind(input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> InputKind | None:
     """How an input of an elementwise site is read at a flat output index, if it can be."""
     if math.prod(input_shape) == 1:
         return InputKind.SCALAR
