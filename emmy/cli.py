@@ -26,7 +26,7 @@ from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
 from emmy.search.db import TuningDB, default_db_path
 from emmy.search.golden import MODEL_AGNOSTIC_DIR, promote
-from emmy.search.prior.fit_cli import add_fit_eval_commands
+from emmy.search.prior_cli import add_fit_eval_commands
 
 EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
 

@@ -9,12 +9,28 @@ INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
 LIBRARY_DIR = PACKAGE_DIR / "library"
 #: the recipes of the repository emmy is installed from (an editable install)
 RECIPES_DIR = PACKAGE_DIR.parent / "recipes"
+#: the committed prior (emmy/search/prior/): its weights and their metadata
+PRIOR_DIR = PACKAGE_DIR / "search" / "prior"
+WEIGHTS = "weights.npz"
+METADATA = "metadata.json"
 
 
 def library_dirs() -> tuple[Path, ...]:
     """emmy's kernel library, then the folders of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
     extra = os.environ.get("EMMY_LIBRARY_PATH", "")
     return (LIBRARY_DIR, *(Path(p) for p in extra.split(os.pathsep) if p))
+
+
+def prior_dir() -> Path:
+    """Where the prior of a compile is read: $EMMY_PRIOR_DIR, else the committed one."""
+    override = os.environ.get("EMMY_PRIOR_DIR")
+    return Path(override) if override else PRIOR_DIR
+
+
+def prior_files() -> list[Path]:
+    """The files whose content can change what the prior decides (for caches' stamps)."""
+    directory = prior_dir()
+    return [directory / WEIGHTS, directory / METADATA]
 
 
 def cache_dir() -> Path:

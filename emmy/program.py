@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from emmy import dtypes
-from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
 
@@ -208,6 +207,10 @@ class Program:
 def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
     """The host call of a vendor_matmul key ("batch=..,m=..,n=..,k=..,b_batch=..,layout=..,
     T=..") on buffers a, b, c."""
+    # the key codec loads the kernel language (lark), which a program-cache hit, running no
+    # host call, does not need
+    from emmy.dsl.keys import parse_key
+
     key = parse_key(key_text)
     batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
     transpose_b = key["layout"] == "nk"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from emmy.search.dataset import export, freeze, import_sources, stats
-
 
 def add_db_commands(commands: argparse._SubParsersAction) -> None:
     """Add `emmy db` and its actions to `commands`, the subparsers of `emmy`."""
@@ -103,7 +101,13 @@ def _add_db(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--db", type=Path, required=True, metavar="PATH", help=what)
 
 
+# `emmy` builds this parser on every start, warm compiles included: each command imports
+# the dataset module (the key codec, and so the kernel language) when it runs
 def cmd_freeze(args: argparse.Namespace) -> int:
+    from emmy.search.dataset import (
+        freeze,  # loads the kernel language (lark): only when this command runs
+    )
+
     done = freeze(
         args.db, args.output, devices=args.device, regimes=args.regime, families=args.family
     )
@@ -114,6 +118,10 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from emmy.search.dataset import (
+        import_sources,  # loads the kernel language (lark): only when this command runs
+    )
+
     results = import_sources(args.db, args.sources)
     for r in results:
         if r.skipped_as is not None:
@@ -135,12 +143,20 @@ def _rows(n: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from emmy.search.dataset import (
+        stats,  # loads the kernel language (lark): only when this command runs
+    )
+
     for line in stats(args.db).lines():
         print(line)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from emmy.search.dataset import (
+        export,  # loads the kernel language (lark): only when this command runs
+    )
+
     manifest = export(args.db, args.output)
     pools = manifest["pools"]
     for pool in pools:

@@ -38,11 +38,11 @@ from emmy.dsl.library import configs, default_config, families
 from emmy.dsl.lower import valid
 from emmy.errors import EmmyError
 from emmy.families.registry import choice_forks
-from emmy.paths import RECIPES_DIR
+from emmy.paths import METADATA, RECIPES_DIR, WEIGHTS, prior_dir
 from emmy.search import golden
 from emmy.search.db import canonical_config
 from emmy.search.oracles import DefaultOracle
-from emmy.search.prior import METADATA, WEIGHTS, FamilyModel, prior_dir, read_prior
+from emmy.search.prior import FamilyModel, read_prior
 from emmy.search.prior.features import (
     Dataset,
     FeatureSpec,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,31 +27,16 @@ import numpy as np
 
 from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
-from emmy.paths import write_atomic
+from emmy.paths import METADATA, WEIGHTS, prior_dir, write_atomic
 from emmy.search.prior.features import FeatureSpec
 from emmy.search.query import Decision, SiteQuery
 
-PRIOR_DIR = Path(__file__).resolve().parent
 PRIOR_SCHEMA = 2
-WEIGHTS = "weights.npz"
-METADATA = "metadata.json"
 ACTIVATIONS = ("relu",)
 
 
 class Prior(Protocol):
     def decide(self, query: SiteQuery) -> Decision | None: ...
-
-
-def prior_dir() -> Path:
-    """Where the prior of a compile is read: $EMMY_PRIOR_DIR, else this package folder."""
-    override = os.environ.get("EMMY_PRIOR_DIR")
-    return Path(override) if override else PRIOR_DIR
-
-
-def prior_files() -> list[Path]:
-    """The files whose content can change what the prior decides (for caches' stamps)."""
-    directory = prior_dir()
-    return [directory / WEIGHTS, directory / METADATA]
 
 
 # --- the model, in numpy ----------------------------------------------------------------

@@ -49,8 +49,9 @@ import numpy as np
 from emmy.backend.regime import regime_for
 from emmy.errors import EmmyError
 from emmy.families.registry import choice_forks
+from emmy.paths import PRIOR_DIR
 from emmy.search.evaluate import evaluate_pool
-from emmy.search.prior import PRIOR_DIR, FamilyModel, Layers, write_prior
+from emmy.search.prior import FamilyModel, Layers, write_prior
 from emmy.search.prior.features import (
     DATASET_HASH,
     HELD_OUT_FRACTION,
