@@ -242,6 +242,8 @@ class KernelPrinter:
             self.operation(op)
 
     def operation(self, op: Operation) -> None:
+        if isinstance(op, arith.ConstantOp):
+            return  # printed inline where used
         if op.dialect_name() == "arith" and all(fold(r) is not None for r in op.results):
             return  # known once forks are fixed: printed as a literal where used
         self.emit(op)
@@ -252,8 +254,8 @@ class KernelPrinter:
         raise EmitError(f"emit-cuda has no case for {op.name}")
 
     @emit.register
-    def _unprinted(self, op: arith.ConstantOp | kernel.ReturnOp | kernel.YieldOp) -> None:
-        pass  # constants are printed inline where used, a loop prints its yield's values
+    def _unprinted(self, op: kernel.ReturnOp | kernel.YieldOp) -> None:
+        pass  # a loop prints its yield's values
 
     @emit.register(_any_of(INFIX))
     def _infix(self, op: Operation) -> None:

@@ -223,8 +223,10 @@ def rewrite_bottom_up(module: ModuleOp, patterns: Sequence[RewritePattern]) -> N
 
 
 def erase_unused_constants(module: ModuleOp) -> None:
-    """Constants are inlined into the chains that read them: those no op reads any more go."""
-    for constant in [c for c in module.walk() if isinstance(c, graph.ConstantOp)]:
+    """Constants are inlined into the chains that read them: those no op reads any more go
+    (graph constants live in the host functions, not in the sites' kernels)."""
+    functions = [f for f in module.ops if isinstance(f, func.FuncOp)]
+    for constant in [c for f in functions for c in f.walk() if isinstance(c, graph.ConstantOp)]:
         if not constant.result.uses:
             constant.detach()
             constant.erase()

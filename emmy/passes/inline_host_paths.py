@@ -36,11 +36,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from emmy.dialects import fork, kernel
 from emmy.errors import EmmyError
 
+#: the module's sites by name, read once: a symbol lookup scans the module
+Sites = dict[str, fork.SiteOp]
 
-def path_call(call: kernel.CallOp) -> fork.PathCallAttr:
+
+def path_call(call: kernel.CallOp, sites: Sites) -> fork.PathCallAttr:
     """A kernel call as a path records it: its site's family, key and config (a host call
     has no forks, so no config), and its tensors' types."""
-    site = fork.site_named(call, call.site)
+    site = sites[call.site.root_reference.data]
     return fork.PathCallAttr(
         site.family,
         site.key,
@@ -50,20 +53,27 @@ def path_call(call: kernel.CallOp) -> fork.PathCallAttr:
     )
 
 
+@dataclass(frozen=True)
 class RecordPaths(RewritePattern):
     """Keeps on a choice's site the calls of every option, before one is taken."""
+
+    sites: Sites
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: fork.AlternativesOp, rewriter: PatternRewriter) -> None:
         if op.site is None:
             return  # a kernel's own choice: specialize-forks took it
-        site = fork.site_named(op, op.site)
+        site = self.sites[op.site.root_reference.data]
         if site.paths is not None:
             return  # another choice of the same key recorded them
         site.paths = DictionaryAttr(
             {
                 name.data: ArrayAttr(
-                    [path_call(c) for c in branch.walk() if isinstance(c, kernel.CallOp)]
+                    [
+                        path_call(c, self.sites)
+                        for c in branch.walk()
+                        if isinstance(c, kernel.CallOp)
+                    ]
                 )
                 for name, branch in zip(op.names, op.branches, strict=True)
             }
@@ -83,14 +93,19 @@ def chosen_option(site: fork.SiteOp) -> str:
     return str(fork.option_value(value))
 
 
+@dataclass(frozen=True)
 class InlineChosenPath(RewritePattern):
     """Replaces a host-level choice by the ops of the option its site chose."""
+
+    sites: Sites
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: fork.AlternativesOp, rewriter: PatternRewriter) -> None:
         if op.site is None:
             return
-        chosen = [n.data for n in op.names].index(chosen_option(fork.site_named(op, op.site)))
+        chosen = [n.data for n in op.names].index(
+            chosen_option(self.sites[op.site.root_reference.data])
+        )
         yielded = op.yielded(chosen)
         assert yielded is not None, "the verifier checks every option yields the results"
         values = list(yielded.values)
@@ -118,14 +133,14 @@ class InlineHostPaths(ModulePass):
             return
         # only sites an option named may go: a site nothing called is the user's to keep
         in_options = called_sites(c for choice in choices for c in choice.walk())
-        record = PatternRewriteWalker(RecordPaths())
+        sites = {s.sym_name.data: s for s in op.ops if isinstance(s, fork.SiteOp)}
+        record = PatternRewriteWalker(RecordPaths(sites))
         # the applier also erases what is dead once the options not taken are gone
-        inline = PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath()]))
+        inline = PatternRewriteWalker(GreedyRewritePatternApplier([InlineChosenPath(sites)]))
         for function in functions:
             record.rewrite_region(function.body)
         for function in functions:
             inline.rewrite_region(function.body)
         not_taken = in_options - called_sites(c for f in functions for c in f.walk())
-        for site in [s for s in op.ops if isinstance(s, fork.SiteOp)]:
-            if site.sym_name.data in not_taken:
-                Rewriter.erase_op(site)
+        for name in not_taken:
+            Rewriter.erase_op(sites[name])
