@@ -1,5 +1,5 @@
-"""The `emmy` command: compile, run and bench models (recipes) and PyTorch expressions;
-manage golden files.
+"""The `emmy` command: compile, run and bench models (recipes, local Hugging Face model
+directories) and PyTorch expressions; manage golden files.
 
 A user mistake (a bad expression, an unknown op, a bad pin, a missing device, a malformed
 store) is printed as one line `emmy: error: ...` with exit status 2, never as a traceback.
@@ -11,6 +11,7 @@ import argparse
 import atexit
 import copy
 import gc
+import json
 import os
 import sys
 import time
@@ -20,6 +21,7 @@ from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
+from emmy.frontend import hf
 from emmy.frontend.cache import traced_graph_text
 from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
 from emmy.runtime.emu import EmuDevice
@@ -63,8 +65,9 @@ def _add_compile_command(commands: argparse._SubParsersAction) -> None:
     compile_cmd = commands.add_parser(
         "compile",
         help="compile a model or an expression to CUDA (needs no GPU)",
-        description="Compile a recipe's model or a PyTorch expression: CUDA source, cubin "
-        "for --target, the launch plan and a report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
+        description="Compile a recipe's model, a local Hugging Face model directory "
+        "(config.json, and safetensors weights if any) or a PyTorch expression: CUDA source, "
+        "cubin for --target, the launch plan and a report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
         "database, the prior, the declared default.",
     )
     _add_source(compile_cmd)
@@ -92,8 +95,8 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
     run_cmd = commands.add_parser(
         "run",
         help="compile and run a model or an expression on a device, or bench its sites",
-        description="Compile a recipe's model (on emu: its tiny config) or a PyTorch "
-        "expression and run its kernels on the example inputs; --check compares with torch "
+        description="Compile a recipe's model (on emu: its tiny config), a local Hugging Face "
+        "model directory or a PyTorch expression and run its kernels on the example inputs; --check compares with torch "
         "eager. With "
         "--bench, time the compiler's pick of every site against the requested configs and "
         "record every row in the tuning database.",
@@ -176,12 +179,18 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    """The recipe or expression, and which of its configs, sizes, dims and dtypes."""
+    """The recipe, model directory or expression, and which of its configs, sizes, dims
+    and dtypes."""
     parser.add_argument(
         "recipe",
         nargs="?",
-        metavar="RECIPE",
-        help="a model of recipes/ (mlp, gpt2, llama) or the path of a recipe folder",
+        metavar="RECIPE|DIR",
+        help="a model of recipes/ (mlp, gpt2, llama), the path of a recipe folder, or a "
+        "Hugging Face model directory: its config.json and its *.safetensors weights (random "
+        "weights from seed 0 where it has none); nothing is downloaded, and transformers "
+        "(the test extra) must be installed. A directory's model is called with input_ids and "
+        f"an attention_mask whose second row is padded, batch {hf.DEFAULT_SIZE['batch']} and "
+        f"seq {hf.DEFAULT_SIZE['seq']} unless --dim says otherwise",
     )
     parser.add_argument(
         "-c",
@@ -207,10 +216,20 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=N",
         help="set a dim the recipe declares dynamic (e.g. seq=300), within its declared range; "
-        "the other dims are those of --size (repeatable)",
+        "the other dims are those of --size; a model directory's dims are batch and seq "
+        "(repeatable)",
     )
     parser.add_argument(
         "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field of a model directory's config.json, e.g. num_hidden_layers=2 "
+        "(VALUE as JSON, else a string; repeatable)",
     )
 
 
@@ -289,16 +308,43 @@ def compile_program(
 
 def _recipe_golden(args: argparse.Namespace) -> str:
     """A recipe's own golden folder is read first, before the model-agnostic one."""
-    if getattr(args, "recipe", None) is None:
+    if getattr(args, "recipe", None) is None or hf.is_model_dir(args.recipe):
         return ""
     return str(recipe_dir(args.recipe))
 
 
 def _check_source(args: argparse.Namespace) -> None:
     if (args.recipe is None) == (args.expression is None):
-        raise EmmyError("give either a RECIPE or -c EXPR (one of them)")
+        raise EmmyError("give either a RECIPE, a model DIR or -c EXPR (one of them)")
     if args.expression is not None and args.dim:
         raise EmmyError("--dim sets a recipe's dynamic dim; a -c expression has its shapes in it")
+    model_dir = args.recipe is not None and hf.is_model_dir(args.recipe)
+    if model_dir and (args.config or args.size):
+        raise EmmyError(
+            "--config and --size choose a recipe's config; a model directory has its "
+            "config.json (change a field with --set FIELD=VALUE, the sizes with --dim)"
+        )
+    if args.overrides and not model_dir:
+        raise EmmyError("--set changes a model directory's config.json; give a model DIR")
+
+
+def model_dir_case(args: argparse.Namespace) -> hf.ModelDir:
+    """The model directory the command names, at its --dim sizes, --dtype and --set fields."""
+    return hf.resolve(Path(args.recipe), _dims(args.dim), args.dtype, _overrides(args.overrides))
+
+
+def _overrides(values: list[str]) -> dict[str, object]:
+    """--set FIELD=VALUE flags as a mapping, each value read as JSON, else as a string."""
+    overrides: dict[str, object] = {}
+    for value in values:
+        name, equals, text = value.partition("=")
+        if not equals or not name.isidentifier():
+            raise EmmyError(f"--set {value!r}: expected FIELD=VALUE, e.g. num_hidden_layers=2")
+        try:
+            overrides[name] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[name] = text
+    return overrides
 
 
 def recipe_case(args: argparse.Namespace, default_config: str | None = None):
@@ -321,9 +367,14 @@ def source_text(
     args: argparse.Namespace, default_config: str | None = None, timings: dict | None = None
 ):
     """The graph to compile as text, the names of its constants, and where it came from;
-    from a recipe or -c, through the frontend caches (a recipe's export's stages timed into
-    `timings`)."""
+    from a recipe, a model directory or -c, through the frontend caches (an export's stages
+    timed into `timings`)."""
     _check_source(args)
+    if args.recipe is not None and hf.is_model_dir(args.recipe):
+        case = model_dir_case(args)
+        print(f"model {case.describe()}", file=sys.stderr)
+        text, constants = hf.graph_text(case, timings)
+        return text, constants, f"<model directory {case.directory}>"
     if args.recipe is not None:
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
@@ -502,13 +553,23 @@ def _reference_outputs(model, inputs) -> list:
 
 
 def run_recipe(args: argparse.Namespace) -> int:
+    """Runs a recipe's model or a model directory's on the device, checked with --check."""
+    if hf.is_model_dir(args.recipe):
+        case = model_dir_case(args)
+        print(f"model {case.describe()}", file=sys.stderr)
+        model, inputs = hf.build(case)
+    else:
+        case = recipe_case(args, _run_config(args))
+        print(f"model {case.describe()}", file=sys.stderr)
+        model, inputs = build(case)
+    return run_model(args, model, inputs)
+
+
+def run_model(args: argparse.Namespace, model, inputs) -> int:
     # torch exports and checks the model; the other commands need not load it
     from emmy.frontend.model import export
     from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
 
-    case = recipe_case(args, _run_config(args))
-    print(f"model {case.describe()}", file=sys.stderr)
-    model, inputs = build(case)
     graph = export(model, inputs)
     device = make_device(args.device)
     program = compile_program(graph.module, device.identity, args, constants=graph.constants)

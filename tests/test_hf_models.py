@@ -1,0 +1,212 @@
+"""Real models on the emulator, compared with torch eager: six Hugging Face transformers,
+`nn.TransformerEncoderLayer` and a small conv net (emmy.frontend.tiny_models), each at
+batch 2 with padding, through `torch.compile(backend="emmy")` and `emmy.compile`; a model
+directory saved with `save_pretrained`, through `emmy compile DIR` and `emmy run DIR`.
+
+The relative error of an output is max|actual - expected| / max|expected|: at most the
+model tolerance's rtol of its dtype (f32: 1e-4; bf16: 5e-2, against eager in f32 on the
+same rounded weights, since eager rounds every intermediate and emmy once per kernel).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import emmy
+from emmy.cli import main
+from emmy.frontend import tiny_models
+from emmy.frontend.coverage import model_coverage
+from emmy.runtime.convert import MODEL_TOLERANCES
+from emmy.runtime.emu import EmuDevice
+
+SEQ = 8
+#: the models whose every op, the mask construction included, emmy compiles natively
+TRANSFORMERS = list(tiny_models.HF_MODELS)
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max|actual - expected| / max|expected|, in f32."""
+    actual, expected = actual.float(), expected.float()
+    return float((actual - expected).abs().max() / expected.abs().max())
+
+
+def eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """torch eager's output, in f32 on the same (rounded) weights for a 16-bit model."""
+    if next(model.parameters()).dtype != torch.float32:
+        model = copy.deepcopy(model).float()
+        inputs = tuple(t.float() if t.is_floating_point() else t for t in inputs)
+    with torch.no_grad():
+        return model(*inputs)
+
+
+@pytest.fixture(scope="module", params=list(tiny_models.MODELS))
+def case(request):
+    """A tiny model, its inputs and eager's output, built once for the module."""
+    model, inputs = tiny_models.build(request.param, SEQ)
+    return request.param, model, inputs, eager(model, inputs)
+
+
+def test_emmy_compile_matches_eager(case) -> None:
+    name, model, inputs, expected = case
+    compiled = emmy.compile(model, *inputs, device=EmuDevice(), db="none")
+    error = relative_error(compiled(*inputs), expected)
+    assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
+
+
+def test_torch_compile_matches_eager(case) -> None:
+    name, model, inputs, expected = case
+    torch._dynamo.reset()  # each model compiles afresh, not against another's guards
+    compiled = torch.compile(model, backend="emmy")
+    with torch.no_grad():
+        actual = compiled(*inputs)
+    error = relative_error(actual, expected)
+    assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
+
+
+def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
+    model, inputs = tiny_models.build("llama", SEQ, dtype="bf16")
+    compiled = emmy.compile(model, *inputs, device=EmuDevice(), db="none")
+    actual = compiled(*inputs)
+    assert actual.dtype == torch.bfloat16
+    error = relative_error(actual, eager(model, inputs))
+    assert error <= MODEL_TOLERANCES[torch.bfloat16][0], f"relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
+    model, inputs = tiny_models.build(name, SEQ)
+    coverage = model_coverage(model, inputs)
+    assert not coverage.refused, f"{name}: {dict(coverage.refused)}"
+    assert coverage.op_share == coverage.flop_share == 1.0
+
+
+def test_coverage_counts_ops_flops_and_refusals() -> None:
+    # the conv net's convolutions are most of its FLOPs: a share below 1 wherever they are
+    # refused, and each refusal named with its reason
+    model, inputs = tiny_models.build("conv_net")
+    coverage = model_coverage(model, inputs)
+    conv = 2 * 2 * (8 * 3 * 9 * 16 * 16 + 16 * 8 * 9 * 8 * 8)  # batch × 2 FLOPs per MAC
+    assert coverage.flops >= conv + 2 * 10 * 256
+    assert coverage.ops == 10 and 0 <= coverage.native_ops <= coverage.ops
+    refused = sum(coverage.refused.values())
+    assert refused == coverage.ops - coverage.native_ops
+    assert all(reason for _, reason in coverage.refused)
+
+
+# -- a model directory -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A tiny Llama saved with save_pretrained: config.json and model.safetensors."""
+    directory = tmp_path_factory.mktemp("tiny-llama")
+    tiny_models.hf_model("llama").save_pretrained(directory)
+    return directory
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_saved_model_directory_compiles_and_runs_on_emu(capsys, model_dir: Path) -> None:
+    assert (model_dir / "model.safetensors").exists()
+    size = ("--dim", f"seq={SEQ}")
+    code, out, err = run_cli(capsys, "compile", str(model_dir), *size, "--target", "emu")
+    assert code == 0, err
+    assert "model.safetensors" in err and f"batch 2, seq {SEQ}, f32" in err
+    assert "compiled for emu" in out
+    code, out, err = run_cli(capsys, "run", str(model_dir), *size, "--device", "emu", "--check")
+    assert code == 0, out + err
+    assert "output 0: OK: matches torch eager" in out
+
+
+def test_a_config_alone_gets_random_weights(capsys, tmp_path: Path) -> None:
+    tiny_models.hf_config("gpt2").save_pretrained(tmp_path)
+    code, out, err = run_cli(
+        capsys, "compile", str(tmp_path), "--dim", f"seq={SEQ}", "--set", "n_layer=1"
+    )
+    assert code == 0, err
+    assert "random weights (seed 0)" in err and "n_layer=1" in err
+
+
+def _broken(tmp_path: Path, model_dir: Path, what: str) -> Path:
+    """A copy of the model directory with one thing wrong."""
+    config = (model_dir / "config.json").read_text()
+    weights = (model_dir / "model.safetensors").read_bytes()
+    if what == "no config":
+        (tmp_path / "model.safetensors").write_bytes(weights)
+    elif what == "unknown model type":
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "nosuchmodel"}))
+    elif what == "config not json":
+        (tmp_path / "config.json").write_text('{\n  "model_type": \n')
+    elif what == "truncated weights":
+        (tmp_path / "config.json").write_text(config)
+        (tmp_path / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    elif what == "not safetensors":
+        (tmp_path / "config.json").write_text(config)
+        (tmp_path / "model.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0not json at all!")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "what, message",
+    [
+        ("no config", "config.json: no such file"),
+        ("unknown model type", "config.json: unknown model_type 'nosuchmodel'"),
+        ("config not json", "config.json:3: not JSON: Expecting value"),
+        ("truncated weights", "model.safetensors: tensor"),
+        ("not safetensors", "model.safetensors: not a safetensors file (its header is not JSON)"),
+    ],
+)
+def test_a_bad_model_directory_is_one_line_naming_the_file(
+    capsys, tmp_path: Path, model_dir: Path, what: str, message: str
+) -> None:
+    directory = _broken(tmp_path, model_dir, what)
+    for command in ("compile", "run"):
+        code, out, err = run_cli(capsys, command, str(directory), "--dim", f"seq={SEQ}")
+        assert code == 2
+        (line,) = err.strip().splitlines()[-1:]
+        assert line.startswith("emmy: error: ") and message in line, err
+        assert "Traceback" not in err
+
+
+def test_a_model_directory_without_transformers_says_so(tmp_path: Path) -> None:
+    tiny_models.hf_config("bert").save_pretrained(tmp_path)
+    script = (
+        "import sys; sys.modules['transformers'] = None\n"
+        "from emmy.cli import main\n"
+        f"sys.exit(main(['compile', {str(tmp_path)!r}, '--dim', 'seq=3']))"
+    )
+    # a cache of its own: a graph cached before compiles without transformers
+    env = {**os.environ, "EMMY_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "emmy: error: a model directory needs transformers, which is not installed "
+        "(pip install -e '.[test]' brings it)"
+    )
+
+
+def test_a_recipe_compile_does_not_import_transformers() -> None:
+    script = (
+        "import sys\n"
+        "from emmy.cli import main\n"
+        "main(['compile', 'mlp', '--config', 'tiny', '--target', 'emu'])\n"
+        "assert 'transformers' not in sys.modules, 'transformers was imported'"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
