@@ -30,6 +30,11 @@ SMOKE = {
         "stdout",
         "launch plan: temporaries in a",
     ),
+    "benchmarks/model_coverage.py": (
+        ["--models", "encoder_layer,conv_net"],
+        "stdout",
+        "all 2 models:",
+    ),
     "benchmarks/resolution.py": (
         ["--rows", "1000", "--sites", "5"],
         "stdout",

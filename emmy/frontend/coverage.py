@@ -44,6 +44,16 @@ class Coverage:
     def flop_share(self) -> float:
         return self.native_flops / self.flops if self.flops else 1.0
 
+    def __add__(self, other: Coverage) -> Coverage:
+        """The coverage of two graphs together."""
+        return Coverage(
+            self.ops + other.ops,
+            self.native_ops + other.native_ops,
+            self.flops + other.flops,
+            self.native_flops + other.native_flops,
+            self.refused + other.refused,
+        )
+
     def add(self, node: fx.Node, flops: int) -> None:
         support = supports(node)
         self.ops += 1
