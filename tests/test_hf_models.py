@@ -125,6 +125,18 @@ def test_a_saved_model_directory_compiles_and_runs_on_emu(capsys, model_dir: Pat
     assert code == 0, err
     assert "model.safetensors" in err and f"batch 2, seq {SEQ}, f32" in err
     assert "compiled for emu" in out
+    # a warm compile reads the directory's graph and program from the caches: no torch, no
+    # transformers
+    script = (
+        "import sys\n"
+        "from emmy.cli import main\n"
+        f"assert main(['compile', {str(model_dir)!r}, '--dim', 'seq={SEQ}', '--target', 'emu']) == 0\n"
+        "assert not {'torch', 'transformers'} & set(sys.modules), 'torch or transformers imported'"
+    )
+    warm = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert warm.returncode == 0, warm.stderr[-2000:]
     code, out, err = run_cli(capsys, "run", str(model_dir), *size, "--device", "emu", "--check")
     assert code == 0, out + err
     assert "output 0: OK: matches torch eager" in out

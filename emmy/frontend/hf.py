@@ -42,6 +42,8 @@ CONFIG = "config.json"
 DEFAULT_SIZE = {"batch": 2, "seq": 32}
 #: config.json's dtype (`dtype`, or `torch_dtype` before transformers 5) → emmy's name
 _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+#: the code that builds a directory's model and inputs: what its cached graph depends on
+_SOURCES = (Path(__file__), Path(__file__).with_name("hf_model.py"))
 #: bytes of a safetensors file before its JSON header: the header's length, little-endian
 _HEADER_LENGTH = 8
 
@@ -251,7 +253,7 @@ def _cache_path(case: ModelDir) -> Path:
     text = "\0".join(
         (
             "hf-v1",
-            Path(__file__).read_text(),
+            *(path.read_text() for path in _SOURCES),
             case.config_text,
             json.dumps([case.overrides, case.size, case.dtype], sort_keys=True),
             version("torch"),
