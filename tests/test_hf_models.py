@@ -192,6 +192,23 @@ def test_a_bad_model_directory_is_one_line_naming_the_file(
         assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--dim", "seq=65"], "seq 65 is longer than the 64 positions"),
+        (["--set", "no_such_field=1"], "--set no_such_field: llama configs have no field"),
+        (["--dim", "beam=2"], "--dim beam: a model directory's dims are batch, seq"),
+        (["--config", "tiny"], "--config and --size choose a recipe's config"),
+    ],
+)
+def test_bad_options_for_a_model_directory_are_one_line(
+    capsys, model_dir: Path, options: list[str], message: str
+) -> None:
+    code, out, err = run_cli(capsys, "compile", str(model_dir), *options)
+    assert code == 2
+    assert message in err.strip().splitlines()[-1], err
+
+
 def test_a_model_directory_without_transformers_says_so(tmp_path: Path) -> None:
     tiny_models.hf_config("bert").save_pretrained(tmp_path)
     script = (

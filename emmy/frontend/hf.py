@@ -179,7 +179,8 @@ def load_config(case: ModelDir):
     positions = getattr(config, "max_position_embeddings", None)
     if isinstance(positions, int) and case.size["seq"] > positions:
         raise EmmyError(
-            f"--dim seq={case.size['seq']}: {path} allows at most {positions} positions"
+            f"seq {case.size['seq']} is longer than the {positions} positions {path} allows "
+            "(set it with --dim seq=N)"
         )
     return config
 
