@@ -24,6 +24,7 @@ import emmy
 from emmy.cli import main
 from emmy.frontend import tiny_models
 from emmy.frontend.coverage import model_coverage
+from emmy.frontend.model import export
 from emmy.runtime.convert import MODEL_TOLERANCES
 from emmy.runtime.emu import EmuDevice
 
@@ -86,6 +87,8 @@ def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
     coverage = model_coverage(model, inputs)
     assert not coverage.refused, f"{name}: {dict(coverage.refused)}"
     assert coverage.op_share == coverage.flop_share == 1.0
+    # nor does a handler refuse a node while converting it (a shape its kernel cannot take)
+    export(model, inputs)
 
 
 def test_coverage_counts_ops_flops_and_refusals() -> None:
