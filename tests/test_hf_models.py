@@ -23,7 +23,6 @@ import torch
 import emmy
 from emmy.cli import main
 from emmy.frontend import tiny_models
-from emmy.frontend.coverage import model_coverage
 from emmy.frontend.model import export
 from emmy.runtime.convert import MODEL_TOLERANCES
 from emmy.runtime.emu import EmuDevice
@@ -84,24 +83,11 @@ def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
 @pytest.mark.parametrize("name", TRANSFORMERS)
 def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
     model, inputs = tiny_models.build(name, SEQ)
-    coverage = model_coverage(model, inputs)
-    assert not coverage.refused, f"{name}: {dict(coverage.refused)}"
-    assert coverage.op_share == coverage.flop_share == 1.0
-    # nor does a handler refuse a node while converting it (a shape its kernel cannot take)
-    export(model, inputs)
-
-
-def test_coverage_counts_ops_flops_and_refusals() -> None:
-    # the conv net's convolutions are most of its FLOPs: a share below 1 wherever they are
-    # refused, and each refusal named with its reason
-    model, inputs = tiny_models.build("conv_net")
-    coverage = model_coverage(model, inputs)
-    conv = 2 * 2 * (8 * 3 * 9 * 16 * 16 + 16 * 8 * 9 * 8 * 8)  # batch × 2 FLOPs per MAC
-    assert coverage.flops >= conv + 2 * 10 * 256
-    assert coverage.ops == 10 and 0 <= coverage.native_ops <= coverage.ops
-    refused = sum(coverage.refused.values())
-    assert refused == coverage.ops - coverage.native_ops
-    assert all(reason for _, reason in coverage.refused)
+    coverage = export(model, inputs).coverage
+    fell_back = [f"{f.op} ({f.reason}) at {f.source}" for f in coverage.fallbacks]
+    assert not fell_back, f"{name}: " + "; ".join(fell_back)
+    assert coverage.native + coverage.folded == coverage.ops
+    assert coverage.native_flops == coverage.flops
 
 
 # -- a model directory -------------------------------------------------------------------
