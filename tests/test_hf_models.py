@@ -11,6 +11,7 @@ same rounded weights, since eager rounds every intermediate and emmy once per ke
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -21,9 +22,9 @@ import pytest
 import torch
 
 import emmy
+import emmy.api
 from emmy.cli import main
 from emmy.frontend import tiny_models
-from emmy.frontend.model import export
 from emmy.runtime.convert import MODEL_TOLERANCES
 from emmy.runtime.emu import EmuDevice
 
@@ -47,28 +48,47 @@ def eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.Ten
         return model(*inputs)
 
 
-@pytest.fixture(scope="module", params=list(tiny_models.MODELS))
-def case(request):
-    """A tiny model, its inputs and eager's output, built once for the module."""
-    model, inputs = tiny_models.build(request.param, SEQ)
-    return request.param, model, inputs, eager(model, inputs)
+@functools.cache
+def built(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor]:
+    """A tiny model, its inputs and eager's output, built once per test run."""
+    model, inputs = tiny_models.build(name, SEQ)
+    return model, inputs, eager(model, inputs)
 
 
-def test_emmy_compile_matches_eager(case) -> None:
-    name, model, inputs, expected = case
-    compiled = emmy.compile(model, *inputs, device=EmuDevice(), db="none")
-    error = relative_error(compiled(*inputs), expected)
+@functools.cache
+def compiled(name: str) -> emmy.api.CompiledModule:
+    """A tiny model compiled by emmy.compile for the emulator, once per test run."""
+    model, inputs, _ = built(name)
+    return emmy.compile(model, *inputs, device=EmuDevice(), db="none")
+
+
+@pytest.mark.parametrize("name", list(tiny_models.MODELS))
+def test_emmy_compile_matches_eager(name: str) -> None:
+    _, inputs, expected = built(name)
+    error = relative_error(compiled(name)(*inputs), expected)
     assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
 
 
-def test_torch_compile_matches_eager(case) -> None:
-    name, model, inputs, expected = case
+@pytest.mark.parametrize("name", list(tiny_models.MODELS))
+def test_torch_compile_matches_eager(name: str) -> None:
+    model, inputs, expected = built(name)
     torch._dynamo.reset()  # each model compiles afresh, not against another's guards
-    compiled = torch.compile(model, backend="emmy")
     with torch.no_grad():
-        actual = compiled(*inputs)
+        actual = torch.compile(model, backend="emmy")(*inputs)
     error = relative_error(actual, expected)
     assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
+    program = compiled(name).program
+    fell_back = [
+        f"{f['target']} ({f['reason']}) at {f['source']}" for f in program.fallbacks.values()
+    ]
+    assert not fell_back, f"{name}: " + "; ".join(fell_back)
+    coverage = program.coverage
+    assert coverage["native_ops"] + coverage["folded_ops"] == coverage["ops"]
+    assert coverage["native_flops"] == coverage["flops"]
 
 
 def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
@@ -78,16 +98,6 @@ def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
     assert actual.dtype == torch.bfloat16
     error = relative_error(actual, eager(model, inputs))
     assert error <= MODEL_TOLERANCES[torch.bfloat16][0], f"relative error {error:.3g}"
-
-
-@pytest.mark.parametrize("name", TRANSFORMERS)
-def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
-    model, inputs = tiny_models.build(name, SEQ)
-    coverage = export(model, inputs).coverage
-    fell_back = [f"{f.op} ({f.reason}) at {f.source}" for f in coverage.fallbacks]
-    assert not fell_back, f"{name}: " + "; ".join(fell_back)
-    assert coverage.native + coverage.folded == coverage.ops
-    assert coverage.native_flops == coverage.flops
 
 
 # -- a model directory -------------------------------------------------------------------
