@@ -186,12 +186,15 @@ class CompiledGraph:
         device: Device,
         options: dict[str, str | bool],
         fallback: bool,
+        programs: list[Program] | None = None,
     ) -> None:
         self.graph_module = graph_module
         self.device = device
         self.options = options
         self.fallback = fallback
         self.specializations: dict[tuple, Specialization] = {}
+        #: where each compiled program is appended, if anywhere (a benchmark's record)
+        self.programs = programs
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
@@ -203,6 +206,8 @@ class CompiledGraph:
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
+        if self.programs is not None:
+            self.programs.append(program)
         with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
             specialization = Specialization(program, model, _weights(model))
         self.specializations[_signature(inputs)] = specialization
@@ -220,11 +225,18 @@ def _signature(inputs: Sequence[object]) -> tuple:
     )
 
 
-def backend(*, device: Device | None = None, fallback: bool = True, **options):
+def backend(
+    *,
+    device: Device | None = None,
+    fallback: bool = True,
+    programs: list[Program] | None = None,
+    **options,
+):
     """A torch.compile backend: `torch.compile(model, backend=emmy.api.backend(fallback=
     False))`; `backend="emmy"` is `backend()`. AOTAutograd hands it functionalised ATen
     (under no_grad, the inference graph), each graph compiled as one emmy program on
-    `device` (a GPU when one is present, else the emulator); `options` as emmy.compile's."""
+    `device` (a GPU when one is present, else the emulator), appended to `programs` if
+    given; `options` as emmy.compile's."""
     # torch's AOTAutograd is loaded by a backend alone, not by emmy.compile
     from torch._decomp import get_decompositions
     from torch._dynamo.backends.common import aot_autograd
@@ -232,7 +244,9 @@ def backend(*, device: Device | None = None, fallback: bool = True, **options):
     settings = {"pins": "", "golden": "", "db": "", "use_cache": True, **options}
 
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
-        compiled = CompiledGraph(graph_module, device or default_device(), settings, fallback)
+        compiled = CompiledGraph(
+            graph_module, device or default_device(), settings, fallback, programs
+        )
         if all(_static(x) or isinstance(x, int) for x in example_inputs):
             compiled.specialize(example_inputs)
         return compiled
