@@ -18,13 +18,17 @@ def site(root: Operation, fusion: Fusion) -> Site:
     """The chain that ends at `root`."""
     group = collect_group(root)
     out_shape = shape_of(root.results[0])
+    dtype = dtype_of(root.results[0])
     key: dict[str, int | str] = {
         "n": max(1, math.prod(out_shape)),
         "cols": out_shape[-1] if out_shape else 1,
-        "T": dtype_of(root.results[0]),
+        "T": dtype,
         "inputs": required_broadcast_kinds(group.inputs, out_shape),
         "fn": group.text,
     }
+    input_dtypes = [dtype_of(value) for value in group.inputs]
+    if any(d != dtype for d in input_dtypes):
+        key["dtypes"] = "/".join(input_dtypes)
     return Site("elementwise", key, group.inputs)
 
 
@@ -51,7 +55,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
 FAMILY = Family(
     "elementwise",
     FamilyKind.KERNEL,
-    ops=(graph.UnaryOp, graph.BinaryOp),
+    ops=(graph.ElementwiseOp,),
     site=site,
     reference=reference,
     check_keys=lambda dtype: [
