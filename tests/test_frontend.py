@@ -493,7 +493,10 @@ UNSUPPORTED = [
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(
-        ToDouble(), (torch.randn(4, 8),), ["torch.float64 is not supported", "node to "], id="to-f64"
+        ToDouble(),
+        (torch.randn(4, 8),),
+        ["torch.float64 is not supported", "node to "],
+        id="to-f64",
     ),
     pytest.param(
         FloorDivide(), (torch.randn(4, 8),), ["aten.div.Tensor_mode", "node div"], id="floor-div"

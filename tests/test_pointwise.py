@@ -100,7 +100,11 @@ INTEGER_SAMPLES = {
     "bitwise_not": lambda i, j, k, m: ~m,
     "where": lambda i, j, k, m: torch.where(m, i, j) + i.masked_fill(m, -7),
     "addcmul": lambda i, j, k, m: torch.addcmul(i, j, i, value=2),
-    "convert": lambda i, j, k, m: (i.to(torch.float32), j.to(torch.int64) * 2**40, i.to(torch.bool)),
+    "convert": lambda i, j, k, m: (
+        i.to(torch.float32),
+        j.to(torch.int64) * 2**40,
+        i.to(torch.bool),
+    ),
 }
 
 
@@ -148,9 +152,7 @@ def test_every_table_op_has_a_sample() -> None:
 )
 def test_float_ops_match_eager(dtype: torch.dtype, rtol: float, atol: float) -> None:
     torch.manual_seed(0)
-    inputs = tuple(
-        torch.randn(shape).to(dtype) for shape in [(2, 3, 4, 8), (8,), (4, 1), ()]
-    )
+    inputs = tuple(torch.randn(shape).to(dtype) for shape in [(2, 3, 4, 8), (8,), (4, 1), ()])
     module = Samples(FLOAT_SAMPLES)
     text = _graph_ops(module, inputs)
     missing = [n for n in FLOAT_SAMPLES if f"graph.{n} " not in text]

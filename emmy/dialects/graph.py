@@ -112,6 +112,11 @@ class UnaryOp(ElementwiseOp):
     def __init__(self, input: SSAValue, result_type: Attribute | None = None):
         super().__init__(operands=[input], result_types=[result_type or input.type])
 
+    def verify_(self) -> None:
+        if self.OP.gives == Gives.SAME and self.input.type != self.result.type:
+            raise VerifyException(f"{self.name} must keep the shape and dtype of its input")
+        super().verify_()
+
 
 class BinaryOp(ElementwiseOp):
     """An elementwise function of two tensors."""
@@ -740,6 +745,7 @@ def elementwise(name: str, operands: Sequence[SSAValue], result_type: Attribute)
     if issubclass(op_class, NaryOp):
         return op_class(operands, result_type)
     return op_class(*operands, result_type)
+
 
 Graph = Dialect(
     "graph",

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from lark import Token, Tree
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32, i1
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from emmy import dtypes

@@ -35,14 +35,22 @@ TABLE_CHAINS = [
         "(((floor(in0) + ceil(in1)) + (round(in2) + trunc(in3))) + clamp(in0, -0.5, 0.5)) "
         "+ ((clamp_min(in1, 0.1) + clamp_max(in2, 0.1)) + addcmul(in0, in1, in3, 0.5))",
     ),
-    ("i8", "T/T/T/T", "logical_or(logical_and(lt(in0, in1), ne(in2, in3)), logical_xor(ge(in0, 0.5), logical_not(isnan(in1))))"),
+    (
+        "i8",
+        "T/T/T/T",
+        "logical_or(logical_and(lt(in0, in1), ne(in2, in3)), logical_xor(ge(in0, 0.5), logical_not(isnan(in1))))",
+    ),
     (
         "i64",
         "i64/i32/i8/T",
         "where(in2, ((in0 * 3) - to_i64(in1)), pow(bitwise_xor(in0, 5), 2)) "
         "+ (clamp(in0, -3, 4) + (to_i64(to_bf16(in3)) + to_i64(bitwise_and(in1, 6))))",
     ),
-    ("T", "i64/i32/i8/T", "(to_f32(in0) / to_f32((abs(in1) + 1))) + where(eq(in2, in2), to_f16(in3), 0.0)"),
+    (
+        "T",
+        "i64/i32/i8/T",
+        "(to_f32(in0) / to_f32((abs(in1) + 1))) + where(eq(in2, in2), to_f16(in3), 0.0)",
+    ),
 ]
 
 
@@ -53,7 +61,12 @@ def _table_keys(dtype: str) -> list[dict]:
     for out, ins, chain in TABLE_CHAINS:
         if (out != "T" or "i" in ins) and dtype != "f32":
             continue
-        key = {"n": 5 * 24, "cols": 24, "T": out.replace("T", dtype), "inputs": "full/row/col/scalar"}
+        key = {
+            "n": 5 * 24,
+            "cols": 24,
+            "T": out.replace("T", dtype),
+            "inputs": "full/row/col/scalar",
+        }
         key["fn"] = chain
         named = ins.replace("T", dtype)
         if set(named.split("/")) != {key["T"]}:

@@ -235,10 +235,18 @@ TABLE: tuple[PointwiseOp, ...] = (
         aten=(Aten(("aten.clamp_max.default", "aten.clamp_max.Tensor"), ("self", "max")),),
     ),
     PointwiseOp(
-        "maximum", "vv", _P.DEFAULT, _D.NUMBER, aten=(_one("aten.maximum.default", "self", "other"),)
+        "maximum",
+        "vv",
+        _P.DEFAULT,
+        _D.NUMBER,
+        aten=(_one("aten.maximum.default", "self", "other"),),
     ),
     PointwiseOp(
-        "minimum", "vv", _P.DEFAULT, _D.NUMBER, aten=(_one("aten.minimum.default", "self", "other"),)
+        "minimum",
+        "vv",
+        _P.DEFAULT,
+        _D.NUMBER,
+        aten=(_one("aten.minimum.default", "self", "other"),),
     ),
     # activations (their parameters are numbers of the op)
     PointwiseOp(
@@ -276,19 +284,35 @@ TABLE: tuple[PointwiseOp, ...] = (
     _unary("isinf", _P.ALWAYS_BOOL, _D.ANY, gives=Gives.BOOL),
     # logical ops read their operands as bools (non-zero): converted to bool first
     PointwiseOp(
-        "logical_and", "cc", _P.ALWAYS_BOOL, _D.BOOL, Gives.BOOL,
+        "logical_and",
+        "cc",
+        _P.ALWAYS_BOOL,
+        _D.BOOL,
+        Gives.BOOL,
         aten=(_one("aten.logical_and.default", "self", "other"),),
     ),
     PointwiseOp(
-        "logical_or", "cc", _P.ALWAYS_BOOL, _D.BOOL, Gives.BOOL,
+        "logical_or",
+        "cc",
+        _P.ALWAYS_BOOL,
+        _D.BOOL,
+        Gives.BOOL,
         aten=(_one("aten.logical_or.default", "self", "other"),),
     ),
     PointwiseOp(
-        "logical_xor", "cc", _P.ALWAYS_BOOL, _D.BOOL, Gives.BOOL,
+        "logical_xor",
+        "cc",
+        _P.ALWAYS_BOOL,
+        _D.BOOL,
+        Gives.BOOL,
         aten=(_one("aten.logical_xor.default", "self", "other"),),
     ),
     PointwiseOp(
-        "logical_not", "c", _P.ALWAYS_BOOL, _D.BOOL, Gives.BOOL,
+        "logical_not",
+        "c",
+        _P.ALWAYS_BOOL,
+        _D.BOOL,
+        Gives.BOOL,
         aten=(_one("aten.logical_not.default"),),
     ),
     _binary("bitwise_and", _P.DEFAULT, _D.INTEGRAL, "__and__"),

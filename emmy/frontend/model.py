@@ -41,6 +41,7 @@ from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kind
+from emmy.families.permute import collapse_dims
 from emmy.families.pointwise_ops import (
     BOOL,
     BY_ATEN,
@@ -51,7 +52,6 @@ from emmy.families.pointwise_ops import (
     PointwiseOp,
     Promotion,
 )
-from emmy.families.permute import collapse_dims
 from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 
 _FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
