@@ -5,7 +5,9 @@
       func.return %y : tensor<4x1000xf32>
     }
 
-Elementwise binary ops broadcast like torch (trailing dimensions, size-1 expands).
+The elementwise ops are built from the pointwise table (emmy.families.pointwise_ops), one
+op per entry (`graph.add`, `graph.softplus`, `graph.where`, `graph.convert`, ...); their
+operands broadcast like torch (trailing dimensions, size-1 expands).
 """
 
 from __future__ import annotations

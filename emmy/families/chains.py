@@ -130,8 +130,8 @@ def collect_group(
     def expression(op: Operation) -> str:
         assert isinstance(op, graph.ElementwiseOp)
         operands = [text(operand) for operand in op.operands]
-        tanh = isinstance(op, graph.GeluOp) and op.approximate is not None
-        if tanh and op.approximate.data == "tanh":
+        approximate = op.approximate if isinstance(op, graph.GeluOp) else None
+        if approximate is not None and approximate.data == "tanh":
             return f"gelu_tanh({operands[0]})"
         return op.OP.spell(operands, dtype_of(op.results[0]))
 

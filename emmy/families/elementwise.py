@@ -49,7 +49,7 @@ TABLE_CHAINS = [
     (
         "T",
         "i64/i32/i8/T",
-        "(to_f32(in0) / to_f32((abs(in1) + 1))) + where(eq(in2, in2), to_f16(in3), 0.0)",
+        "(to_f32(in0) / to_f32((abs(in1) + 1))) + where(eq(in2, gt(in0, 0)), to_f16(in3), 0.0)",
     ),
 ]
 
@@ -61,13 +61,8 @@ def _table_keys(dtype: str) -> list[dict]:
     for out, ins, chain in TABLE_CHAINS:
         if (out != "T" or "i" in ins) and dtype != "f32":
             continue
-        key = {
-            "n": 5 * 24,
-            "cols": 24,
-            "T": out.replace("T", dtype),
-            "inputs": "full/row/col/scalar",
-        }
-        key["fn"] = chain
+        key = {"n": 5 * 24, "cols": 24, "T": out.replace("T", dtype)}
+        key |= {"inputs": "full/row/col/scalar", "fn": chain}
         named = ins.replace("T", dtype)
         if set(named.split("/")) != {key["T"]}:
             key["dtypes"] = named

@@ -75,9 +75,9 @@ class Aten:
 @dataclass(frozen=True)
 class PointwiseOp:
     """One pointwise op. `roles` has a letter per operand (VALUE, CONDITION, PARAM);
-    `symbol` is an infix spelling (`+`); `inline` ops lower to the kernel language's own
-    arithmetic instead of a device function; `partial` names the op to use instead where
-    an optional operand is None (clamp without a max is clamp_min)."""
+    `symbol` is an infix (`+`) or prefix (`-`) spelling; `inline` ops lower to the kernel
+    language's own arithmetic instead of a device function; `partial` names the op to use
+    instead where an optional operand is None (clamp without a max is clamp_min)."""
 
     name: str
     roles: str
@@ -104,10 +104,10 @@ class PointwiseOp:
 
     def spell(self, operands: Sequence[str], result_dtype: str = "") -> str:
         """The op in a chain, its operands already spelled."""
+        if self.symbol is not None and self.arity == 1:
+            return f"({self.symbol}{operands[0]})"
         if self.symbol is not None:
             return f"({operands[0]} {self.symbol} {operands[1]})"
-        if self.name == "neg":
-            return f"(-{operands[0]})"
         return f"{self.call_name(result_dtype)}({', '.join(operands)})"
 
     def call_name(self, result_dtype: str = "") -> str:
@@ -135,8 +135,8 @@ CHAIN_DTYPE = {BOOL: "bool"}
 _P, _D = Promotion, Domain
 
 
-def _one(name: str, *args: str, alpha: str | None = None) -> Aten:
-    return Aten((name,), args or ("self",), alpha)
+def _one(name: str, *args: str) -> Aten:
+    return Aten((name,), args or ("self",))
 
 
 def _unary(name: str, promotion: Promotion, domain: Domain, **extra) -> PointwiseOp:
@@ -178,7 +178,7 @@ TABLE: tuple[PointwiseOp, ...] = (
     _unary("sigmoid", _P.INT_TO_FLOAT, _D.FLOAT, inline=True),
     _unary("silu", _P.DEFAULT, _D.FLOAT, inline=True),
     _unary("relu", _P.DEFAULT, _D.NUMBER, inline=True),
-    _unary("neg", _P.DEFAULT, _D.NUMBER, inline=True),
+    _unary("neg", _P.DEFAULT, _D.NUMBER, inline=True, symbol="-"),
     # gelu's graph op carries `approximate` (graph.GeluOp); the frontend's _gelu converts it
     PointwiseOp("gelu", "v", _P.DEFAULT, _D.FLOAT, inline=True),
     # math
