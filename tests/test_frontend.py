@@ -463,9 +463,9 @@ class Cumsum(nn.Module):
         return torch.cumsum(x, dim=-1)
 
 
-class ToDouble(nn.Module):
+class RoundDecimals(nn.Module):
     def forward(self, x):
-        return (x * 2.0).to(torch.float64)
+        return torch.round(x * 2.0, decimals=2)
 
 
 class FloorDivide(nn.Module):
@@ -492,10 +492,7 @@ UNSUPPORTED = [
     ),
     pytest.param(Cumsum(), (torch.randn(4, 8),), ["aten.cumsum", "node cumsum"], id="cumsum"),
     pytest.param(
-        ToDouble(),
-        (torch.randn(4, 8),),
-        ["torch.float64 is not supported", "node to "],
-        id="to-f64",
+        RoundDecimals(), (torch.randn(4, 8),), ["aten.round.decimals", "node round"], id="round-2"
     ),
     pytest.param(
         FloorDivide(), (torch.randn(4, 8),), ["aten.div.Tensor_mode", "node div"], id="floor-div"
