@@ -86,8 +86,9 @@ ARITHMETIC = {
 }
 
 
-#: the ops of the pointwise table (every overload it names) and glu, a split and a product
-POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default"}
+#: the ops of the pointwise table (every overload it names), glu (a split and a product)
+#: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
+POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
 
 
 def test_the_supported_ops_are_those_converted_before_and_the_pointwise_table():

@@ -714,6 +714,7 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",
     accepts=_copy_refusal,
 )
 def _copy(self: Converter, node: fx.Node) -> View:
