@@ -6,6 +6,8 @@ the table's ops as one kernel. Each program computes many ops (one g++ run each)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,7 @@ from torch import nn
 
 import emmy
 from emmy.compiler import compile_graph
-from emmy.families.pointwise_ops import TABLE
+from emmy.families.pointwise_ops import DEVICE_FUNCTIONS, TABLE
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.model import export
 from emmy.runtime.emu import EmuDevice
@@ -139,6 +141,13 @@ def _check(module: nn.Module, inputs: tuple, rtol: float, atol: float):
 
 def _graph_ops(module: nn.Module, inputs: tuple) -> str:
     return str(export(module, inputs).module)
+
+
+def test_every_device_function_is_in_the_header() -> None:
+    """One header for the GPU and the emulator: each table op's function is in its shared part."""
+    header = (Path(emmy.__file__).parent / "runtime/include/emmy_device.cuh").read_text()
+    shared = header.split("shared by GPU and emulator", 1)[1]
+    assert sorted(f for f in DEVICE_FUNCTIONS if f" {f}(" not in shared) == []
 
 
 def test_every_table_op_has_a_sample() -> None:

@@ -67,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import fork
+from emmy.families.pointwise_ops import DEVICE_FUNCTIONS
 
 DIMENSIONS = ("x", "y", "z")
 
@@ -620,8 +621,11 @@ class DeviceCallOp(IRDLOperation):
         for typ in [*(a.type for a in self.args), self.result.type]:
             if not (isinstance(typ, Float32Type) or isinstance(typ, IntegerType)):
                 raise VerifyException(f"kernel.device_call takes f32 and integers, not {typ}")
-        if not self.callee.data.isidentifier():
-            raise VerifyException(f"kernel.device_call callee {self.callee.data!r} is not a name")
+        if self.callee.data not in DEVICE_FUNCTIONS:
+            raise VerifyException(
+                f"kernel.device_call callee {self.callee.data!r} is not a device function of "
+                "a pointwise op"
+            )
 
 
 REDUCE_KINDS = {"sum": 1, "max": 1, "online_softmax": 2}

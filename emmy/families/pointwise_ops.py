@@ -379,3 +379,7 @@ BY_CALL: dict[str, PointwiseOp] = {
 CONVERT_TARGETS: dict[str, str] = {
     POINTWISE["convert"].call_name(name): name for name in dtypes.DTYPES
 }
+#: the device functions of the table's ops (in namespace emmy of emmy_device.cuh)
+DEVICE_FUNCTIONS: frozenset[str] = frozenset(
+    op.device(call) for call, op in BY_CALL.items() if not op.inline
+)

@@ -220,3 +220,13 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
   kernel.return
 }
 // CHECK: kernel.device_call takes f32 and integers, not f16
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  %v = kernel.load %x[%c] : !kernel.ptr<f32> -> f32
+  %w = kernel.device_call "pw_frobnicate"(%v) : (f32) -> f32
+  kernel.return
+}
+// CHECK: kernel.device_call callee 'pw_frobnicate' is not a device function of a pointwise op
