@@ -257,3 +257,16 @@ def test_a_chain_of_table_ops_and_dtypes_is_one_kernel() -> None:
     (kernel,) = compiled.program.kernels.values()
     assert kernel.family == "elementwise"
     assert "T=bf16" in kernel.key and "dtypes=i8/i64/f32" in kernel.key
+
+
+class SizeArithmetic(nn.Module):
+    def forward(self, x):
+        return x * x.shape[1] + (x > x.size(0))
+
+
+def test_a_size_of_a_dynamic_dim_is_a_number_of_the_chain() -> None:
+    x = torch.randn(4, 6)
+    seq = torch.export.Dim("seq", max=64)
+    compiled = emmy.compile(SizeArithmetic(), x, device=EmuDevice(), dynamic_shapes=({1: seq},))
+    torch.testing.assert_close(compiled(x), SizeArithmetic()(x))
+    assert not compiled.program.fallbacks

@@ -578,17 +578,17 @@ class Converter:
         """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
         a number as a constant, a tensor read in place where its broadcast is one a kernel
         reads (else expanded by a copy), converted where its dtype is another."""
-        if isinstance(arg, (bool, int, float)):
-            return self.insert(graph.ConstantOp(arg, element))
-        view = self.view(self.values[arg])
+        value = self.values[arg] if isinstance(arg, fx.Node) else arg
+        if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
+            return self.insert(graph.ConstantOp(value, element))
+        view = self.view(value)
         if broadcast_kind(tuple(view.meta.shape), tuple(shape)) is None:
             # a broadcast no elementwise kernel reads in place: expanded by a copy
             view = View(view.base, view.meta.expand(tuple(shape)))
-        value = self.contiguous(view)
-        if value.type.element_type == element:
-            return value
-        converted = TensorType(element, value.type.get_shape())
-        return self.insert(graph.ConvertOp(value, converted))
+        read = self.contiguous(view)
+        if read.type.element_type == element:
+            return read
+        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
 
     def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
         """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
@@ -757,7 +757,11 @@ def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:
 
 
 def _example(arg: object) -> object:
-    return arg.meta["val"] if isinstance(arg, fx.Node) else arg
+    """An operand's example: a tensor, or a number (a size the graph computed, specialised)."""
+    if not isinstance(arg, fx.Node):
+        return arg
+    value = arg.meta["val"]
+    return value if isinstance(value, torch.Tensor) else int(value)
 
 
 def _values_dtype(entry: PointwiseOp, operands: list[object], out: torch.Tensor) -> torch.dtype:
@@ -780,8 +784,9 @@ def _pointwise_refusal(node: fx.Node) -> str | None:
         return f"{op_name(node)} does not give a tensor"
     if any(o is None for o in operands):
         return f"{op_name(node)} without all of its operands is not supported"
-    examples = [out, *(_example(o) for o in operands if isinstance(o, fx.Node))]
-    unstored = [t.dtype for t in examples if _storage_name(t.dtype) is None]
+    examples = [out, *(_example(o) for o in operands)]
+    tensors = [t for t in examples if isinstance(t, torch.Tensor)]
+    unstored = [t.dtype for t in tensors if _storage_name(t.dtype) is None]
     if unstored:
         return f"{op_name(node)} of {unstored[0]} is not supported"
     common = _values_dtype(entry, operands, out)
