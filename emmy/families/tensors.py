@@ -74,7 +74,10 @@ def _pointwise(name: str, args: list) -> torch.Tensor:
 
 
 def exact(tensor: torch.Tensor) -> torch.Tensor:
-    """An input of a reference: floats in float64, integers and bools as they are."""
+    """An input of a reference: floats in float64, integers as they are, a bool's byte
+    (i8, as a bench's buffers hold it) as a bool."""
+    if tensor.dtype == torch.int8:
+        return tensor.bool()
     return tensor.double() if tensor.is_floating_point() else tensor
 
 
