@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from emmy.errors import EmmyError
+from emmy.families.pointwise_ops import BY_ATEN
 from emmy.frontend.expression import _WholeOps, trace
 from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
 from emmy.frontend.model import supports as model_supports
@@ -85,8 +86,13 @@ ARITHMETIC = {
 }
 
 
-def test_the_supported_ops_are_those_converted_before():
-    assert supported_ops() == CONVERTED_BY_NAME | ARITHMETIC
+#: the ops of the pointwise table (every overload it names), glu (a split and a product)
+#: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
+POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
+
+
+def test_the_supported_ops_are_those_converted_before_and_the_pointwise_table():
+    assert supported_ops() == CONVERTED_BY_NAME | ARITHMETIC | POINTWISE_OPS
 
 
 def test_each_supported_op_has_its_entry_and_no_other_op_has_one():

@@ -5,12 +5,15 @@
       func.return %y : tensor<4x1000xf32>
     }
 
-Elementwise binary ops broadcast like torch (trailing dimensions, size-1 expands).
+The elementwise ops are built from the pointwise table (emmy.families.pointwise_ops), one
+op per entry (`graph.add`, `graph.softplus`, `graph.where`, `graph.convert`, ...); their
+operands broadcast like torch (trailing dimensions, size-1 expands).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -44,6 +47,15 @@ from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
+from emmy.families.pointwise_ops import (
+    CONDITION,
+    POINTWISE,
+    TABLE,
+    VALUE,
+    Domain,
+    Gives,
+    PointwiseOp,
+)
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -65,114 +77,117 @@ def _float_tensor(value: SSAValue | Attribute, what: str) -> TensorType:
     return typ
 
 
-class UnaryOp(IRDLOperation):
-    """An elementwise function of one tensor; the result has its shape and dtype."""
+class ElementwiseOp(IRDLOperation):
+    """An op of the pointwise table (emmy.families.pointwise_ops), its entry `OP`: its
+    operands broadcast like torch to the result's shape; its values share one dtype of
+    the op's domain, its conditions are bools (i8) and its parameters 0-d constants."""
 
-    input = operand_def(TensorType)
+    OP: ClassVar[PointwiseOp]
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue):
-        super().__init__(operands=[input], result_types=[input.type])
 
     def verify_(self) -> None:
-        if self.input.type != self.result.type:
+        entry = self.OP
+        out = _storage_tensor(self.result, f"{self.name} result")
+        shapes = [_storage_tensor(o, f"{self.name} operand").get_shape() for o in self.operands]
+        _check_broadcast(self.name, shapes, out.get_shape())
+        by_role = list(zip(entry.roles, self.operands, strict=True))
+        values = [o.type.element_type for role, o in by_role if role == VALUE]
+        if any(o.type.element_type != i8 for role, o in by_role if role == CONDITION):
+            raise VerifyException(f"{self.name} conditions must be tensors of i8 (bool)")
+        common = values[0] if values else i8
+        gives = {Gives.SAME: common, Gives.BOOL: i8, Gives.CONVERTED: out.element_type}
+        if any(v != common for v in values) or out.element_type != gives[entry.gives]:
+            raise VerifyException(f"{self.name} operands and result must share one dtype")
+        if not entry.takes(dtypes.dtype_name(common)):
+            raise VerifyException(
+                f"{self.name} operand must be a tensor of {DOMAIN_TEXT[entry.domain]}"
+            )
+
+
+class UnaryOp(ElementwiseOp):
+    """An elementwise function of one tensor."""
+
+    input = operand_def(TensorType)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute | None = None):
+        super().__init__(operands=[input], result_types=[result_type or input.type])
+
+    def verify_(self) -> None:
+        if self.OP.gives == Gives.SAME and self.input.type != self.result.type:
             raise VerifyException(f"{self.name} must keep the shape and dtype of its input")
-        _float_tensor(self.input, f"{self.name} operand")
+        super().verify_()
 
 
-class BinaryOp(IRDLOperation):
-    """An elementwise function of two tensors of one dtype, broadcast like torch."""
+class BinaryOp(ElementwiseOp):
+    """An elementwise function of two tensors."""
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute):
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
+
+class NaryOp(ElementwiseOp):
+    """An elementwise function of three or more tensors."""
+
+    inputs = var_operand_def(TensorType)
+    assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], result_type: Attribute):
+        super().__init__(operands=[inputs], result_types=[result_type])
+
     def verify_(self) -> None:
-        lhs = _float_tensor(self.lhs, f"{self.name} lhs")
-        rhs = _float_tensor(self.rhs, f"{self.name} rhs")
-        out = _float_tensor(self.result, f"{self.name} result")
-        if lhs.element_type != rhs.element_type or lhs.element_type != out.element_type:
-            raise VerifyException(f"{self.name} operands and result must share one dtype")
-        shape = broadcast_shapes(lhs.get_shape(), rhs.get_shape())
-        if shape is None:
-            raise VerifyException(
-                f"{self.name} shapes {list(lhs.get_shape())} and {list(rhs.get_shape())} "
-                "do not broadcast"
-            )
-        if shape != out.get_shape():
-            raise VerifyException(
-                f"{self.name} result shape {list(out.get_shape())} should be {list(shape)}"
-            )
+        if len(self.inputs) != self.OP.arity:
+            raise VerifyException(f"{self.name} takes {self.OP.arity} operands")
+        super().verify_()
 
 
-@irdl_op_definition
-class AddOp(BinaryOp):
-    """`%c = graph.add %a, %b : ...`: a + b."""
-
-    name = "graph.add"
-
-
-@irdl_op_definition
-class SubOp(BinaryOp):
-    """`%c = graph.sub %a, %b : ...`: a - b."""
-
-    name = "graph.sub"
+DOMAIN_TEXT = {
+    Domain.FLOAT: "f32, f16 or bf16",
+    Domain.NUMBER: "f32, f16, bf16, i32 or i64",
+    Domain.INTEGRAL: "i8 (bool), i32 or i64",
+    Domain.BOOL: "i8 (bool)",
+    Domain.ANY: "a storage type",
+}
 
 
-@irdl_op_definition
-class MulOp(BinaryOp):
-    """`%c = graph.mul %a, %b : ...`: a * b."""
-
-    name = "graph.mul"
-
-
-@irdl_op_definition
-class DivOp(BinaryOp):
-    """`%c = graph.div %a, %b : ...`: a / b."""
-
-    name = "graph.div"
+def _storage_tensor(value: SSAValue, what: str) -> TensorType:
+    typ = value.type
+    if not isinstance(typ, TensorType) or not dtypes.is_storage_type(typ.element_type):
+        raise VerifyException(f"{what} must be a tensor of a storage type, not {typ}")
+    return typ
 
 
-@irdl_op_definition
-class ExpOp(UnaryOp):
-    """`%y = graph.exp %x : ...`."""
-
-    name = "graph.exp"
-
-
-@irdl_op_definition
-class TanhOp(UnaryOp):
-    """`%y = graph.tanh %x : ...`."""
-
-    name = "graph.tanh"
+def _check_broadcast(name: str, shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> None:
+    shape: tuple[int, ...] = ()
+    for operand in shapes:
+        merged = broadcast_shapes(shape, operand)
+        if merged is None:
+            listed = " and ".join(str(list(s)) for s in shapes)
+            raise VerifyException(f"{name} shapes {listed} do not broadcast")
+        shape = merged
+    if shape != out:
+        raise VerifyException(f"{name} result shape {list(out)} should be {list(shape)}")
 
 
-@irdl_op_definition
-class SiluOp(UnaryOp):
-    """`%y = graph.silu %x : ...`: x * sigmoid(x)."""
-
-    name = "graph.silu"
-
-
-@irdl_op_definition
-class ReluOp(UnaryOp):
-    """`%y = graph.relu %x : ...`."""
-
-    name = "graph.relu"
-
-
-@irdl_op_definition
-class NegOp(UnaryOp):
-    """`%y = graph.neg %x : ...`."""
-
-    name = "graph.neg"
+def _elementwise_op(entry: PointwiseOp) -> type[ElementwiseOp]:
+    """The graph op of a table entry: `softplus` is SoftplusOp, `graph.softplus`."""
+    base = {1: UnaryOp, 2: BinaryOp}.get(entry.arity, NaryOp)
+    operands = ", ".join(f"%{chr(ord('a') + i)}" for i in range(entry.arity))
+    attributes = {
+        "name": entry.graph_name,
+        "OP": entry,
+        "__annotations__": {"OP": "ClassVar[PointwiseOp]"},
+        "__module__": __name__,
+        "__doc__": f"`%y = {entry.graph_name} {operands} : ...`: torch's {entry.name}, "
+        "elementwise.",
+    }
+    class_name = entry.name.title().replace("_", "") + "Op"
+    return irdl_op_definition(type(class_name, (base,), attributes))
 
 
 @irdl_op_definition
@@ -180,6 +195,7 @@ class GeluOp(UnaryOp):
     """`%y = graph.gelu %x {approximate = "tanh"} : ...`: erf form unless approximate."""
 
     name = "graph.gelu"
+    OP: ClassVar[PointwiseOp] = POINTWISE["gelu"]
     approximate = opt_prop_def(StringAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -198,26 +214,32 @@ class GeluOp(UnaryOp):
 
 @irdl_op_definition
 class ConstantOp(IRDLOperation):
-    """A scalar as a 0-d tensor, e.g. the 0.5 of `x * 0.5`.
+    """A scalar as a 0-d tensor, e.g. the 0.5 of `x * 0.5`: a float (f32) for a tensor of
+    floats, an integer (i64) for one of integers or bools (exact, as i64 math needs).
 
-    %c = graph.constant 5.000000e-01 : tensor<f32>
+    %c = graph.constant 5.000000e-01 : f32 -> tensor<f32>
+    %k = graph.constant 3 : i64 -> tensor<i64>
     """
 
     name = "graph.constant"
-    value = prop_def(FloatAttr)
+    value = prop_def(FloatAttr | IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$value attr-dict `->` type($result)"
 
-    def __init__(self, value: float, dtype: Attribute):
-        super().__init__(
-            properties={"value": FloatAttr(value, Float32Type())},
-            result_types=[TensorType(dtype, [])],
-        )
+    def __init__(self, value: float | int, dtype: Attribute):
+        if dtypes.is_float_type(dtype):
+            attr: FloatAttr | IntegerAttr = FloatAttr(float(value), Float32Type())
+        else:
+            attr = IntegerAttr(int(value), i64)
+        super().__init__(properties={"value": attr}, result_types=[TensorType(dtype, [])])
 
     def verify_(self) -> None:
-        if _float_tensor(self.result, "graph.constant").get_shape() != ():
+        typ = _storage_tensor(self.result, "graph.constant")
+        if typ.get_shape() != ():
             raise VerifyException("graph.constant gives a 0-d tensor")
+        if isinstance(self.value, FloatAttr) != dtypes.is_float_type(typ.element_type):
+            raise VerifyException("graph.constant of floats holds a float, of integers an integer")
 
 
 @irdl_op_definition
@@ -277,13 +299,6 @@ def _numel(shape: tuple[int, ...]) -> int:
     for size in shape:
         count *= size
     return count
-
-
-@irdl_op_definition
-class SigmoidOp(UnaryOp):
-    """`%y = graph.sigmoid %x : ...`: 1 / (1 + exp(-x))."""
-
-    name = "graph.sigmoid"
 
 
 @irdl_op_definition
@@ -716,22 +731,28 @@ class YieldOp(IRDLOperation):
         super().__init__(operands=[values])
 
 
-ELEMENTWISE_UNARY = {
-    "exp": ExpOp,
-    "tanh": TanhOp,
-    "silu": SiluOp,
-    "relu": ReluOp,
-    "neg": NegOp,
-    "gelu": GeluOp,
-    "sigmoid": SigmoidOp,
+#: the graph op of each pointwise op, by its name in the table
+ELEMENTWISE: dict[str, type[ElementwiseOp]] = {
+    entry.name: GeluOp if entry.name == "gelu" else _elementwise_op(entry) for entry in TABLE
 }
-ELEMENTWISE_BINARY = {"add": AddOp, "sub": SubOp, "mul": MulOp, "div": DivOp}
+AddOp, SubOp, MulOp, DivOp = (ELEMENTWISE[name] for name in ("add", "sub", "mul", "div"))
+ExpOp, TanhOp, SigmoidOp = (ELEMENTWISE[name] for name in ("exp", "tanh", "sigmoid"))
+SiluOp, ReluOp, NegOp = (ELEMENTWISE[name] for name in ("silu", "relu", "neg"))
+ConvertOp = ELEMENTWISE["convert"]
+
+
+def elementwise(name: str, operands: Sequence[SSAValue], result_type: Attribute) -> ElementwiseOp:
+    """The graph op of the pointwise op `name` on `operands`."""
+    op_class = ELEMENTWISE[name]
+    if issubclass(op_class, NaryOp):
+        return op_class(operands, result_type)
+    return op_class(*operands, result_type)
+
 
 Graph = Dialect(
     "graph",
     [
-        *ELEMENTWISE_BINARY.values(),
-        *ELEMENTWISE_UNARY.values(),
+        *ELEMENTWISE.values(),
         ConstantOp,
         SoftmaxOp,
         MatmulOp,

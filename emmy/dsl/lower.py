@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     Region,
     f32,
     i1,
+    i8,
     i32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -32,6 +33,7 @@ from emmy import dtypes
 from emmy.dialects import fork, kernel
 from emmy.dsl.evaluate import EvaluationError, holds
 from emmy.dsl.keys import (
+    DTYPES_NAME,
     Chain,
     InputKind,
     active_params,
@@ -40,7 +42,8 @@ from emmy.dsl.keys import (
     param_dtype,
     parse_input_kinds,
 )
-from emmy.dsl.parser import DslError, KernelDecl
+from emmy.dsl.lower_chain import ChainLowering
+from emmy.dsl.parser import DslError, KernelDecl, Param
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
 
@@ -203,16 +206,32 @@ class Lowering:
         for param in active_params(self.decl, self.key):
             element = dtypes.xdsl_type(param_dtype(param, self.key))
             if param.variadic:
-                kinds = self.input_kinds()
-                for i in range(len(kinds)):
+                for i, dtype in enumerate(self.input_dtypes(param)):
                     names.append(f"in{i}")
                     params[f"in{i}"] = param.dims
-                    types.append(kernel.PtrType(element))
+                    types.append(kernel.PtrType(dtypes.xdsl_type(dtype)))
                 continue
             names.append(param.name)
             params[param.name] = param.dims
             types.append(kernel.PtrType(element))
         return params, names, types
+
+    def input_dtypes(self, param: Param) -> list[str]:
+        """The storage type of each input of a variadic parameter: the key's `dtypes`
+        (`f32/i64`) where the inputs' types differ, else the parameter's own."""
+        count = len(self.input_kinds())
+        text = str(self.key.get(DTYPES_NAME) or "")
+        if not text:
+            return [param_dtype(param, self.key)] * count
+        named = text.split("/")
+        if len(named) != count or not all(dtypes.is_storage(d) for d in named):
+            raise DslError(
+                self.decl.path,
+                self.decl.line,
+                1,
+                f"{DTYPES_NAME}={text!r} must name a storage type for each of {count} inputs",
+            )
+        return named
 
     def input_kinds(self) -> tuple[InputKind, ...]:
         try:
@@ -270,8 +289,10 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
-        if value.type != f32:
-            raise self.error(expr, "only floats can be stored")
+        stored = kernel.loaded_type(ptr.type.element)
+        if value.type != stored:
+            what = "floats" if stored == f32 else str(stored)
+            raise self.error(expr, f"only {what} can be stored in {name!s}")
         self.add(kernel.StoreOp(value, ptr, offset))
 
     def stmt_for_stmt(self, node: Tree) -> None:
@@ -835,10 +856,9 @@ class Lowering:
             cols = self.int_expr(arg_nodes[2])
         else:
             cols = self.const_int(int(self.key.get("cols", 1)))
-        saved = self.scope.names
-        inputs: dict[str, Value] = {}
+        names: dict[str, SSAValue] = {}
         for i, kind in enumerate(self.input_kinds()):
-            ptr = saved[f"in{i}"].ssa
+            ptr = self.scope.names[f"in{i}"].ssa
             if kind == InputKind.FULL:
                 offset = index
             elif kind == InputKind.ROW:
@@ -847,14 +867,20 @@ class Lowering:
                 offset = self.add(arith.DivSIOp(index, cols))
             else:
                 offset = self.const_int(0)
-            inputs[f"in{i}"] = Value(ssa=self.add(kernel.LoadOp(ptr, offset)))
+            names[f"in{i}"] = self.chain_input(ptr, offset)
         if len(arg_nodes) == 3:
-            inputs["acc"] = Value(ssa=accumulated)
-        self.scope.names = inputs
-        try:
-            return self.expr(chain)
-        finally:
-            self.scope.names = saved
+            names["acc"] = accumulated
+            return ChainLowering(self, names).value(chain)
+        stored = kernel.loaded_type(dtypes.xdsl_type(str(self.key["T"])))
+        return ChainLowering(self, names).value(chain, stored)
+
+    def chain_input(self, ptr: SSAValue, offset: SSAValue) -> SSAValue:
+        """An input of a chain at `offset`: a bool (stored as a byte) is read as i1."""
+        value = self.add(kernel.LoadOp(ptr, offset))
+        if ptr.type.element != i8:
+            return value
+        zero = self.add(arith.ConstantOp(IntegerAttr(0, i8)))
+        return self.add(arith.CmpiOp(value, zero, "ne"))
 
 
 def _gelu(lowering: Lowering, x: SSAValue) -> SSAValue:

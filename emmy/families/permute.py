@@ -8,7 +8,7 @@ import math
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
-from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.family import FLOATS, Family, FamilyKind, Fusion, Site
 
 
 def collapse_dims(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
@@ -94,4 +94,6 @@ FAMILY = Family(
         for size, d, s, offset in CHECK_VIEWS
     ],
     check_inputs=check_inputs,
+    # a copy moves any storage type: integers (index tensors, expanded for a broadcast) too
+    check_dtypes=(*FLOATS, "i64"),
 )

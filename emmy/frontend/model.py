@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 from torch import fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
@@ -45,6 +46,16 @@ from emmy.dialects import fallback, graph
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kind
 from emmy.families.permute import collapse_dims
+from emmy.families.pointwise_ops import (
+    BOOL,
+    BY_ATEN,
+    CONDITION,
+    POINTWISE,
+    VALUE,
+    Gives,
+    PointwiseOp,
+    Promotion,
+)
 from emmy.frontend.fallback import (
     Coverage,
     Fallback,
@@ -387,12 +398,6 @@ class Converter:
             if list(meta.shape) == list(base.type.get_shape()):
                 return base
             return self.insert(graph.ReshapeOp(base, typ))
-        if meta.dtype in INTEGER_DTYPES or meta.dtype == torch.bool:
-            # the strided-copy family moves floats only
-            raise self.error(
-                f"a strided copy of {meta.dtype} values (a slice or permute of them) is not "
-                "supported: pass them as the model reads them"
-            )
         dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
         if dims > 4:
             raise self.error(
@@ -569,18 +574,21 @@ class Converter:
             example, lambda t: self.result(next(results), t) if _is_tensor(t) else None
         )
 
-    def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
-        if isinstance(arg, (int, float)):
-            return self.insert(graph.ConstantOp(float(arg), typ.element_type))
-        view = self.view(self.values[arg])
-        out_shape = tuple(typ.get_shape())
-        if broadcast_kind(tuple(view.meta.shape), out_shape) is None:
+    def tensor_or_scalar(self, arg: object, element: Attribute, shape: Sequence[int]) -> SSAValue:
+        """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
+        a number as a constant, a tensor read in place where its broadcast is one a kernel
+        reads (else expanded by a copy), converted where its dtype is another."""
+        value = self.values[arg] if isinstance(arg, fx.Node) else arg
+        if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
+            return self.insert(graph.ConstantOp(value, element))
+        view = self.view(value)
+        if broadcast_kind(tuple(view.meta.shape), tuple(shape)) is None:
             # a broadcast no elementwise kernel reads in place: expanded by a copy
-            view = View(view.base, view.meta.expand(out_shape))
-        value = self.contiguous(view)
-        if value.type.element_type != typ.element_type:
-            raise self.error(f"mixed dtypes {value.type.element_type} and {typ.element_type}")
-        return value
+            view = View(view.base, view.meta.expand(tuple(shape)))
+        read = self.contiguous(view)
+        if read.type.element_type == element:
+            return read
+        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
 
     def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
         """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
@@ -694,9 +702,10 @@ def _no_op(self: Converter, node: fx.Node) -> None:
 
 def _copy_refusal(node: fx.Node) -> str | None:
     source, out = node.args[0].meta["val"].dtype, node.meta["val"].dtype
-    if out == source:
-        return None
-    return f"{node.target}: dtype conversion {source} -> {out} is not supported"
+    for dtype in (source, out):
+        if _storage_name(dtype) is None:
+            return f"{node.target}: dtype {dtype} is not supported"
+    return None
 
 
 @ATEN.handles(
@@ -705,63 +714,137 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",
     accepts=_copy_refusal,
 )
 def _copy(self: Converter, node: fx.Node) -> View:
-    return self.result(self.contiguous(self.view(self.values[node.args[0]])), node.meta["val"])
+    """A copy, contiguous, converted to another dtype where it asks for one."""
+    out = node.meta["val"]
+    value = self.contiguous(self.view(self.values[node.args[0]]))
+    typ = self.type_of(out)
+    if value.type.element_type != typ.element_type:
+        value = self.insert(graph.ConvertOp(value, TensorType(typ.element_type, typ.get_shape())))
+    return self.result(value, out)
 
 
 # -- elementwise ------------------------------------------------------------------------
-UNARY_OPS = {
-    "aten.exp.default": graph.ExpOp,
-    "aten.tanh.default": graph.TanhOp,
-    "aten.sigmoid.default": graph.SigmoidOp,
-    "aten.silu.default": graph.SiluOp,
-    "aten.relu.default": graph.ReluOp,
-    "aten.neg.default": graph.NegOp,
-}
+def _storage_name(dtype: torch.dtype) -> str | None:
+    """The storage type of a torch dtype (a bool is i8), None where emmy stores none."""
+    return BOOL if dtype == torch.bool else dtypes.torch_dtype_name(dtype)
 
 
-@ATEN.handles(*UNARY_OPS)
-def _unary(self: Converter, node: fx.Node) -> View:
-    x = self.operand(node.args[0])
-    return self.result(self.insert(UNARY_OPS[op_name(node)](x)), node.meta["val"])
+def _element(dtype: torch.dtype) -> Attribute:
+    name = _storage_name(dtype)
+    assert name is not None, f"{dtype} has no storage type"
+    return dtypes.xdsl_type(name)
 
 
-BINARY_OPS = {
-    "add": graph.AddOp,
-    "sub": graph.SubOp,
-    "mul": graph.MulOp,
-    "div": graph.DivOp,
-}
-ARITHMETIC = (*BINARY_OPS, "rsub")
+def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:
+    """The pointwise op of a node and its operands (fx nodes or numbers), bound by torch's
+    schema; an optional operand left None picks the op without it (clamp → clamp_min)."""
+    entry, form = BY_ATEN[op_name(node)]
+    schema = node.target._schema
+    given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
+    given |= node.kwargs
+    defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    operands = [given.get(name, defaults.get(name)) for name in form.args]
+    for index, name in entry.partial:
+        if operands[index] is None:
+            entry = POINTWISE[name]
+            operands = operands[:index] + operands[index + 1 :]
+            break
+    return entry, operands
 
 
-def _arithmetic(node: fx.Node) -> str:
-    """`add` for aten.add.Tensor: every overload of an arithmetic op converts alike."""
-    return op_name(node).removeprefix("aten.").partition(".")[0]
+def _example(arg: object) -> object:
+    """An operand's example: a tensor, or a number (a size the graph computed, specialised)."""
+    if not isinstance(arg, fx.Node):
+        return arg
+    value = arg.meta["val"]
+    return value if isinstance(value, torch.Tensor) else int(value)
+
+
+def _values_dtype(entry: PointwiseOp, operands: list[object], out: torch.Tensor) -> torch.dtype:
+    """The dtype the op's values compute in: torch's promotion of them by the op's kind
+    (a comparison's by the default kind: its values meet in their common dtype)."""
+    values = [_example(o) for role, o in zip(entry.roles, operands, strict=True) if role == VALUE]
+    if not values:
+        return torch.bool
+    kind = Promotion.DEFAULT if entry.gives == Gives.BOOL else entry.promotion
+    _, promoted = elementwise_dtypes(
+        *values, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND[kind.value]
+    )
+    return promoted
+
+
+def _pointwise_refusal(node: fx.Node) -> str | None:
+    entry, operands = _operands(node)
+    out = node.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return f"{op_name(node)} does not give a tensor"
+    if any(o is None for o in operands):
+        return f"{op_name(node)} without all of its operands is not supported"
+    examples = [out, *(_example(o) for o in operands)]
+    tensors = [t for t in examples if isinstance(t, torch.Tensor)]
+    unstored = [t.dtype for t in tensors if _storage_name(t.dtype) is None]
+    if unstored:
+        return f"{op_name(node)} of {unstored[0]} is not supported"
+    common = _values_dtype(entry, operands, out)
+    if entry.gives == Gives.SAME and common != out.dtype:
+        return f"{op_name(node)}: torch gives {out.dtype}, its promotion {common}"
+    if not entry.takes(_storage_name(common) or ""):
+        return f"{op_name(node)} of {common} is not supported"
+    return None
 
 
 @ATEN.handles_class(
-    lambda node: _arithmetic(node) in ARITHMETIC,
-    members=[f"aten.{op}.{overload}" for op in ARITHMETIC for overload in ("Tensor", "Scalar")],
+    lambda node: op_name(node) in BY_ATEN, members=list(BY_ATEN), accepts=_pointwise_refusal
 )
-def _binary(self: Converter, node: fx.Node) -> View:
+def _pointwise(self: Converter, node: fx.Node) -> View:
+    """An op of the pointwise table: its values promoted to one dtype, its conditions
+    bools, its parameters constants; `alpha` (add, sub) scales its operand first."""
+    entry, operands = _operands(node)
     out = node.meta["val"]
-    arithmetic = _arithmetic(node)
-    lhs_arg, rhs_arg = node.args[0], node.args[1]
-    if arithmetic == "rsub":
-        lhs_arg, rhs_arg, arithmetic = rhs_arg, lhs_arg, "sub"
-    typ = self.type_of(out)
-    lhs = self.tensor_or_scalar(lhs_arg, typ)
-    rhs = self.tensor_or_scalar(rhs_arg, typ)
+    shape = list(out.shape)
+    common = _element(_values_dtype(entry, operands, out))
+    args = [
+        self.tensor_or_scalar(arg, i8 if role == CONDITION else common, shape)
+        for role, arg in zip(entry.roles, operands, strict=True)
+    ]
+    _, form = BY_ATEN[op_name(node)]
     alpha = node.kwargs.get("alpha", 1)
-    if alpha != 1:
-        rhs = self.insert(graph.MulOp(rhs, self.scalar(alpha, rhs), rhs.type))
-    return self.result(self.insert(BINARY_OPS[arithmetic](lhs, rhs, typ)), out)
+    if form.alpha is not None and alpha != 1:
+        scaled = form.args.index(form.alpha)
+        factor = self.insert(graph.ConstantOp(alpha, common))
+        args[scaled] = self.insert(graph.MulOp(args[scaled], factor, args[scaled].type))
+    return self.result(self.insert(graph.elementwise(entry.name, args, self.type_of(out))), out)
 
 
-@ATEN.handles("aten.gelu.default")
+def _glu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"glu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.glu.default", accepts=_glu_refusal)
+def _glu(self: Converter, node: fx.Node) -> View:
+    """glu(x, dim): the first half of x along dim times the sigmoid of the second."""
+    x = self.view(self.values[node.args[0]])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    half = x.meta.shape[dim] // 2
+    a = self.contiguous(View(x.base, x.meta.narrow(dim, 0, half)))
+    b = self.contiguous(View(x.base, x.meta.narrow(dim, half, half)))
+    gate = self.insert(graph.SigmoidOp(b))
+    return self.result(self.insert(graph.MulOp(a, gate, a.type)), node.meta["val"])
+
+
+def _gelu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"gelu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.gelu.default", accepts=_gelu_refusal)
 def _gelu(self: Converter, node: fx.Node) -> View:
     approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
     x = self.operand(node.args[0])

@@ -265,3 +265,51 @@ func.func @fused_yields_another_type(%x : tensor<4xf32>) -> tensor<4xf16> {
   func.return %y : tensor<4xf16>
 }
 // CHECK: graph.fused results must have the types its body yields
+
+// -----
+
+func.func @where_condition(%c : tensor<4xf32>, %x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.where %c, %x, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.where conditions must be tensors of i8 (bool)
+
+// -----
+
+func.func @comparison_result(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.lt %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.lt operands and result must share one dtype
+
+// -----
+
+func.func @bits_of_floats(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.bitwise_xor %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.bitwise_xor operand must be a tensor of i8 (bool), i32 or i64
+
+// -----
+
+func.func @arity(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.lerp %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.lerp takes 3 operands
+
+// -----
+
+func.func @three_way_broadcast(%x : tensor<4x8xf32>, %y : tensor<8xf32>, %z : tensor<3xf32>) -> tensor<4x8xf32> {
+  %a = graph.clamp %x, %y, %z : tensor<4x8xf32>, tensor<8xf32>, tensor<3xf32> -> tensor<4x8xf32>
+  func.return %a : tensor<4x8xf32>
+}
+// CHECK: graph.clamp shapes [4, 8] and [8] and [3] do not broadcast
+
+// -----
+
+func.func @integer_constant() -> tensor<f32> {
+  %c = graph.constant 3 : i64 -> tensor<f32>
+  func.return %c : tensor<f32>
+}
+// CHECK: graph.constant of floats holds a float, of integers an integer
