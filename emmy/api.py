@@ -95,13 +95,34 @@ class CompiledModule:
         chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
         constants = {spec.name: self.weights[spec.name] for spec in chosen.program.constants}
         results = chosen.program.run(self.device, [to_storage(t) for t in inputs], constants)
-        outputs = [
-            from_storage(array, dtype).clone()
-            for array, dtype in zip(results, chosen.model.output_dtypes, strict=True)
-        ]
+        outputs = with_aliases(
+            [
+                from_storage(array, dtype).clone()
+                for array, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
+            ],
+            chosen.model,
+            inputs,
+        )
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
+
+
+def computed_dtypes(model: ModelGraph) -> list[torch.dtype]:
+    """The dtypes of the returned values that kernels compute (the others are aliases)."""
+    return [d for i, d in enumerate(model.output_dtypes) if i not in model.aliases]
+
+
+def with_aliases(
+    computed: list[torch.Tensor], model: ModelGraph, inputs: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """Every returned value in order: those kernels computed, and between them the views
+    of inputs and weights, as torch views of them (no kernel, no copy)."""
+    given = iter(computed)
+    count = len(model.output_dtypes)
+    return [
+        model.aliases[i].of(inputs) if i in model.aliases else next(given) for i in range(count)
+    ]
 
 
 def default_device() -> Device:

@@ -325,6 +325,11 @@ class KernelPrinter:
         if access:
             self.line(f"{access} = {self.value(op.value)};")
             return
+        if isinstance(op.value.type, IntegerType):
+            # integers are stored as they were read: a copy moves them unchanged
+            address = f"{self.value(op.ptr)} + {self.value(op.index)}"
+            self.line(f"*({address}) = {self.value(op.value)};")
+            return
         self.line(
             f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"
         )

@@ -270,8 +270,13 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
-        if value.type != f32:
-            raise self.error(expr, "only floats can be stored")
+        # floats are stored from f32 (rounded to the storage type); anything else only as
+        # what a load of the same storage gives, so a copy moves integers unchanged
+        stored = kernel.loaded_type(ptr.type.element)
+        if value.type != stored:
+            raise self.error(
+                expr, f"{name} stores {_type_name(stored)}, not {_type_name(value.type)}"
+            )
         self.add(kernel.StoreOp(value, ptr, offset))
 
     def stmt_for_stmt(self, node: Tree) -> None:
