@@ -474,15 +474,6 @@ class IntegerArithmetic(nn.Module):
         return ids * ids
 
 
-class SlicedIds(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.table = nn.Embedding(10, 4)
-
-    def forward(self, ids):
-        return self.table(ids[:, 1:])
-
-
 class Attention3d(nn.Module):
     def forward(self, q):
         return F.scaled_dot_product_attention(q, q, q)
@@ -511,7 +502,6 @@ UNSUPPORTED = [
     pytest.param(
         IntegerArithmetic(), (IDS,), ["graph.mul", "i64", "node mul "], id="integer-arithmetic"
     ),
-    pytest.param(SlicedIds(), (IDS,), ["torch.int64 values", "node embedding"], id="sliced-ids"),
     pytest.param(
         Attention3d(),
         (torch.randn(2, 3, 8),),

@@ -49,6 +49,9 @@ class Floats(nn.Module):
             torch.cat([x[:, :2], x], dim=1),
             torch.stack([x, x * 3], 1),
             F.pad(x, (1, 2, 0, -1), value=3.0),
+            x[:, [1, 3]],  # by a constant index
+            torch.slice_scatter(x, x[:, :2] * 2, 1, 2, 4),
+            torch.select_scatter(x, x[:, 0] * 2, 1, -1),
         )
 
 
@@ -80,6 +83,9 @@ class Integers(nn.Module):
             torch.index_select(h, 0, pos),
             torch.cat([h, h.flip(-1)], -1),
             h.t().reshape(-1),
+            F.embedding(pos, t, padding_idx=0),  # rows of an int64 table
+            F.embedding(pos, h, padding_idx=1),
+            F.embedding(pos.reshape(2, 2)[:, 1:], h),  # by sliced ids: a strided copy first
         )
 
 

@@ -76,6 +76,19 @@ CONVERTED_BY_NAME = {
     "aten.silu.default",
     "aten.relu.default",
     "aten.neg.default",
+    # indexing and data movement
+    "aten.index_select.default",
+    "aten.gather.default",
+    "aten.index.Tensor",
+    "aten.flip.default",
+    "aten.roll.default",
+    "aten.triu.default",
+    "aten.tril.default",
+    "aten.repeat.default",
+    "aten.cat.default",
+    "aten.stack.default",
+    "aten.constant_pad_nd.default",
+    "aten.pad.default",
 }
 #: the arithmetic ops, converted by their name before the overload (aten.add.*)
 ARITHMETIC = {

@@ -601,13 +601,32 @@ def _rope(self: Converter, node: fx.Node) -> View:
 def _embedding(self: Converter, node: fx.Node) -> View:
     """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
     gradient: the forward pass reads the padding row like any other."""
+    out = node.meta["val"]
+    if not out.is_floating_point():
+        return _rows(self, node)
     table = self.operand(node.args[0])
     ids = self.operand(node.args[1])
-    out = node.meta["val"]
     return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
 
 
 # -- indexing and data movement ---------------------------------------------------------
+def _nonempty(refusal: Refusal | None = None) -> Refusal:
+    """`refusal`, after refusing an op whose result has no element (no kernel launches
+    for one)."""
+
+    def refuses(node: fx.Node) -> str | None:
+        reason = refusal(node) if refusal is not None else None
+        if reason is not None:
+            return reason
+        shape = _value(node).shape
+        # sizes of dims left dynamic are known once the graph is specialised
+        if all(isinstance(n, int) for n in shape) and 0 in shape:
+            return f"{op_name(node)} giving an empty tensor is not supported"
+        return None
+
+    return refuses
+
+
 @dataclass
 class Pick:
     """An index tensor of a gather: each output element reads it at Σ o_d · strides[d] (of
@@ -653,7 +672,7 @@ def _index_select_refusal(node: fx.Node) -> str | None:
     return _index_dtype_refusal(node, node.args[2])
 
 
-@ATEN.handles("aten.index_select.default", accepts=_index_select_refusal)
+@ATEN.handles("aten.index_select.default", accepts=_nonempty(_index_select_refusal))
 def _index_select(self: Converter, node: fx.Node) -> View:
     source = self.view(self.values[node.args[0]])
     meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
@@ -673,7 +692,7 @@ def _gather_refusal(node: fx.Node) -> str | None:
     return _index_dtype_refusal(node, node.args[2])
 
 
-@ATEN.handles("aten.gather.default", accepts=_gather_refusal)
+@ATEN.handles("aten.gather.default", accepts=_nonempty(_gather_refusal))
 def _gather_along(self: Converter, node: fx.Node) -> View:
     """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim."""
     source = self.view(self.values[node.args[0]])
@@ -697,7 +716,7 @@ def _advanced_index_refusal(node: fx.Node) -> str | None:
     return None
 
 
-@ATEN.handles("aten.index.Tensor", accepts=_advanced_index_refusal)
+@ATEN.handles("aten.index.Tensor", accepts=_nonempty(_advanced_index_refusal))
 def _advanced_index(self: Converter, node: fx.Node) -> View:
     """x[..., a, b, ...] by integer index tensors (None entries take a whole dim): the
     indexed dims become the broadcast shape of the indices, in their place when they are
@@ -724,7 +743,63 @@ def _advanced_index(self: Converter, node: fx.Node) -> View:
     return _gather(self, source, out, strides, meta.storage_offset(), picks)
 
 
-@ATEN.handles("aten.flip.default")
+def _rows(self: Converter, node: fx.Node) -> View:
+    """Rows of a table (args[0]) by ids of any shape (args[1]): an embedding of a table
+    the embedding family does not take."""
+    source = self.view(self.values[node.args[0]])
+    ids = self.view(self.values[node.args[1]])
+    meta, out = source.meta, node.meta["val"]
+    index, index_strides = _index_base(self, ids, ids.meta.shape)
+    strides = [0] * ids.meta.dim() + [meta.stride(1)]
+    pick = Pick(index, [*index_strides, 0], meta.shape[0], meta.stride(0))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _slice_scatter_refusal(node: fx.Node) -> str | None:
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    if step != 1:
+        return f"slice_scatter with step {step} is not supported"
+    return None
+
+
+@ATEN.handles("aten.slice_scatter.default", accepts=_nonempty(_slice_scatter_refusal))
+def _slice_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with a slice along dim replaced by src: a cat of the input before the
+    slice, src, and the input after it."""
+    names = ["dim", "start", "end"]
+    bound = {"dim": 0} | dict(zip(names, node.args[2:], strict=False)) | dict(node.kwargs)
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = bound["dim"] % out.dim()
+    size = out.shape[dim]
+    start, end = slice(bound.get("start"), bound.get("end")).indices(size)[:2]
+    return self.result(_spliced(self, view, dim, start, max(start, end), node.args[1]), out)
+
+
+@ATEN.handles("aten.select_scatter.default", accepts=_nonempty())
+def _select_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with one index along dim replaced by src (without that dim)."""
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = node.args[2] % out.dim()
+    index = node.args[3] % out.shape[dim]
+    src = self.view(self.values[node.args[1]])
+    src = View(src.base, src.meta.unsqueeze(dim))
+    return self.result(_spliced(self, view, dim, index, index + 1, src), out)
+
+
+def _spliced(
+    self: Converter, view: View, dim: int, start: int, end: int, src: fx.Node | View
+) -> SSAValue:
+    """`view` with its elements [start, end) along dim replaced by `src`'s."""
+    size = view.meta.shape[dim]
+    inserted = src if isinstance(src, View) else self.view(self.values[src])
+    parts = [] if start == 0 else [View(view.base, view.meta.narrow(dim, 0, start))]
+    parts.append(inserted)
+    if end < size:
+        parts.append(View(view.base, view.meta.narrow(dim, end, size - end)))
+    return _cat_of(self, [self.contiguous(p) for p in parts if p.meta.numel()], dim)
+
+
+@ATEN.handles("aten.flip.default", accepts=_nonempty())
 def _flip(self: Converter, node: fx.Node) -> View:
     """Reads each flipped dim backwards: a negative stride from its last element."""
     source = self.view(self.values[node.args[0]])
@@ -743,7 +818,7 @@ def _roll_refusal(node: fx.Node) -> str | None:
     return None
 
 
-@ATEN.handles("aten.roll.default", accepts=_roll_refusal)
+@ATEN.handles("aten.roll.default", accepts=_nonempty(_roll_refusal))
 def _roll(self: Converter, node: fx.Node) -> View:
     """Each rolled dim read through a constant index, (j - shift) mod its size: a roll of
     no dims rolls the flattened tensor."""
@@ -782,7 +857,7 @@ def _triangle_refusal(node: fx.Node) -> str | None:
 TRIANGLES = {"aten.triu.default": graph.Triangle.UPPER, "aten.tril.default": graph.Triangle.LOWER}
 
 
-@ATEN.handles(*TRIANGLES, accepts=_triangle_refusal)
+@ATEN.handles(*TRIANGLES, accepts=_nonempty(_triangle_refusal))
 def _triangle(self: Converter, node: fx.Node) -> View:
     x = self.operand(node.args[0])
     diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
@@ -790,7 +865,7 @@ def _triangle(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(op), node.meta["val"])
 
 
-@ATEN.handles("aten.repeat.default")
+@ATEN.handles("aten.repeat.default", accepts=_nonempty())
 def _repeat(self: Converter, node: fx.Node) -> View:
     """A copy of the input broadcast along a new dim before each of its own, one per
     repeat: [r0, n0, r1, n1, ...] read with strides [0, s0, 0, s1, ...]."""
@@ -812,8 +887,6 @@ def _cat_refusal(node: fx.Node) -> str | None:
     mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
     if mixed:
         return f"cat of {', '.join(map(str, sorted(mixed, key=str)))} into {out.dtype} needs a conversion, which is not supported"
-    if out.numel() == 0:
-        return "cat giving an empty tensor is not supported"
     return None
 
 
@@ -832,7 +905,7 @@ def _cat_of(self: Converter, values: list[SSAValue], dim: int) -> SSAValue:
         first, rest = [value, *rest[: CAT_PARTS - 1]], rest[CAT_PARTS - 1 :]
 
 
-@ATEN.handles("aten.cat.default", accepts=_cat_refusal)
+@ATEN.handles("aten.cat.default", accepts=_nonempty(_cat_refusal))
 def _cat(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
     dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
@@ -841,11 +914,7 @@ def _cat(self: Converter, node: fx.Node) -> View:
     return self.result(_cat_of(self, [self.operand(arg) for arg in parts], dim), out)
 
 
-def _stack_refusal(node: fx.Node) -> str | None:
-    return _cat_refusal(node)
-
-
-@ATEN.handles("aten.stack.default", accepts=_stack_refusal)
+@ATEN.handles("aten.stack.default", accepts=_nonempty(_cat_refusal))
 def _stack(self: Converter, node: fx.Node) -> View:
     """A cat of the inputs, each with a new dim of size 1 at `dim`."""
     out = node.meta["val"]
@@ -874,12 +943,10 @@ def _pad_refusal(node: fx.Node) -> str | None:
     mode = _pad_arguments(node)[1]
     if mode != "constant":
         return f"a pad of mode {mode!r} is not supported"
-    if node.meta["val"].numel() == 0:
-        return "a pad giving an empty tensor is not supported"
     return None
 
 
-@ATEN.handles("aten.constant_pad_nd.default", "aten.pad.default", accepts=_pad_refusal)
+@ATEN.handles("aten.constant_pad_nd.default", "aten.pad.default", accepts=_nonempty(_pad_refusal))
 def _constant_pad(self: Converter, node: fx.Node) -> View:
     """Pads (pairs from the last dim back) as cats of constant fills; a negative pad is a
     slice."""
