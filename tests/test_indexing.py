@@ -158,3 +158,29 @@ def test_data_dependent_and_unsupported_indexing_is_refused_with_a_reason() -> N
     assert "indexing by 3 index tensors: at most 2 are supported" in reasons
     assert "roll over 3 dims: at most 2 are supported" in reasons
     assert "aten.triu.default of torch.int64 values is not supported" in reasons
+
+
+class Masks(nn.Module):
+    """A causal and padding mask as Hugging Face models build them, from aranges."""
+
+    def forward(self, x, mask):
+        batch, length = mask.shape
+        position = torch.arange(length)
+        causal = position[None, :] <= position[:, None]
+        padding = mask[torch.arange(batch)[:, None], position[None, :]]
+        ones = torch.zeros_like(x) + torch.ones(x.shape[-1]) + torch.full((1,), 2.0)
+        return causal, padding, ones + x, x.new_zeros(3), torch.cat([x, torch.ones(batch, 1)], 1)
+
+
+def test_creation_ops_fold_to_constants_at_each_shape() -> None:
+    module = Masks()
+    example = (torch.randn(2, 4), torch.ones(2, 4, dtype=torch.long))
+    compiled = emmy.compile(module, *example, device=EmuDevice())
+    for length in (4, 6):  # the second shape compiles again: its constants are its own
+        x, mask = torch.randn(2, length), torch.randint(0, 2, (2, length))
+        for actual, expected in zip(compiled(x, mask), module(x, mask), strict=True):
+            assert actual.dtype == expected.dtype
+            assert torch.equal(actual, expected)
+    # the masks and the constant parts of the sum are folded: no kernel computes them
+    kernels = sorted(k.family for k in compiled.program.kernels.values())
+    assert kernels == ["cat", "elementwise", "gather"]

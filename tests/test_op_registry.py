@@ -50,6 +50,7 @@ CONVERTED_BY_NAME = {
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",
     # handlers
     "aten.addmm.default",
     "aten.native_layer_norm.default",
@@ -89,6 +90,26 @@ CONVERTED_BY_NAME = {
     "aten.stack.default",
     "aten.constant_pad_nd.default",
     "aten.pad.default",
+    "aten.slice_scatter.default",
+    "aten.select_scatter.default",
+    # creation ops and shape-only ops, folded to constants
+    "aten.arange.default",
+    "aten.arange.start",
+    "aten.arange.start_step",
+    "aten.full.default",
+    "aten.zeros.default",
+    "aten.ones.default",
+    "aten.empty.memory_format",
+    "aten.scalar_tensor.default",
+    "aten.eye.default",
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
 }
 #: the arithmetic ops, converted by their name before the overload (aten.add.*)
 ARITHMETIC = {

@@ -19,6 +19,7 @@ Each op converts by one entry of the registry `ATEN` (emmy.frontend.op_registry)
 
 from __future__ import annotations
 
+import hashlib
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -458,6 +459,110 @@ def _item(self: Converter, node: fx.Node) -> object:
     return self.values[node.args[0]][node.args[1]]
 
 
+# -- creation ops and constant folding -------------------------------------------------
+#: ops that make a tensor from sizes and scalars alone
+CREATION_OPS = (
+    "aten.arange.default",
+    "aten.arange.start",
+    "aten.arange.start_step",
+    "aten.full.default",
+    "aten.zeros.default",
+    "aten.ones.default",
+    "aten.empty.memory_format",
+    "aten.scalar_tensor.default",
+    "aten.eye.default",
+)
+#: ops that read only the shape and dtype of their first argument
+SHAPE_ONLY_OPS = (
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
+)
+
+
+@dataclass
+class Folded(Constant):
+    """A tensor that depends on shapes only (an arange, a causal mask built from one),
+    computed once at compile time and read by the program as a constant."""
+
+
+def content_name(prefix: str, tensor: torch.Tensor) -> str:
+    """A constant's name that tells its contents apart: a compiled module keeps the
+    constants of every shape it compiled by name, and a constant computed from shapes
+    differs from one shape to the next."""
+    digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+    digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return f"{prefix}.{digest.hexdigest()[:16]}"
+
+
+def _is_size(node: fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (int, torch.SymInt))
+
+
+def _folds(node: fx.Node) -> bool:
+    """Whether a node's value depends on shapes only: a creation op, a shape-only op, or a
+    deterministic op of such values and sizes (remembered on the node)."""
+    known = node.meta.get("emmy.folds")
+    if known is not None:
+        return known
+    node.meta["emmy.folds"] = folds = _depends_on_shapes_only(node)
+    return folds
+
+
+def _depends_on_shapes_only(node: fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    value = node.meta.get("val")
+    tensors = value if isinstance(value, (list, tuple)) else [value]
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return False
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        if torch.Tag.nondeterministic_seeded in target.tags:
+            return False
+    elif target is not operator.getitem:
+        return False
+    name = op_name(node)
+    shape_only = name in SHAPE_ONLY_OPS
+    inputs = node.all_input_nodes
+    if not (name in CREATION_OPS or shape_only or any(_folds(arg) for arg in inputs)):
+        return False  # an op of sizes alone that makes no tensor, or of no folded value
+    return all(
+        (shape_only and arg is node.args[0]) or _is_size(arg) or _folds(arg) for arg in inputs
+    )
+
+
+@ATEN.handles_class(_folds, members=(*CREATION_OPS, *SHAPE_ONLY_OPS), first=True)
+def _fold(self: Converter, node: fx.Node) -> object:
+    """Runs the op in torch at compile time, on the CPU: its value is a constant."""
+
+    def value(arg: fx.Node) -> object:
+        if op_name(node) in SHAPE_ONLY_OPS and arg is node.args[0]:
+            example = arg.meta["val"]
+            return torch.zeros(example.shape, dtype=example.dtype)
+        held = self.values[arg]
+        if isinstance(held, list):
+            return [t.tensor if isinstance(t, Folded) else t for t in held]
+        return held.tensor if isinstance(held, Folded) else held
+
+    args = fx.node.map_arg(node.args, value)
+    kwargs = dict(fx.node.map_arg(node.kwargs, value))
+    if "device" in kwargs:
+        kwargs["device"] = "cpu"
+    with torch.no_grad():
+        result = node.target(*args, **kwargs)
+    if "empty" in op_name(node):
+        result = result.zero_()  # any contents are right: zeros are reproducible
+    if isinstance(result, (list, tuple)):
+        return [Folded(content_name(f"{node.name}.{i}", t), t) for i, t in enumerate(result)]
+    return Folded(content_name(node.name, result), result)
+
+
 # -- views and copies -------------------------------------------------------------------
 @ATEN.handles(
     "aten.view.default",
@@ -528,6 +633,7 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",  # to the device the program runs on: its tensors are there
     accepts=_copy_refusal,
 )
 def _copy(self: Converter, node: fx.Node) -> View:
@@ -838,7 +944,7 @@ def _roll(self: Converter, node: fx.Node) -> View:
         index = (torch.arange(size) - int(shift)) % max(1, size)
         along = [0] * meta.dim()
         along[dim] = 1
-        base = self.constant_arg(f"{node.name}.index{t}", index)
+        base = self.constant_arg(content_name(f"{node.name}.index{t}", index), index)
         picks.append(Pick(base, along, size, strides[dim]))
         strides[dim] = 0
     rolled = _gather(self, source, meta, strides, meta.storage_offset(), picks)
@@ -968,7 +1074,7 @@ def _constant_pad(self: Converter, node: fx.Node) -> View:
             shape = list(value.type.get_shape())
             shape[dim] = width
             filled = torch.full(shape, fill, dtype=out.dtype)
-            constant = self.constant_arg(f"{node.name}.{side}{dim}", filled)
+            constant = self.constant_arg(content_name(f"{node.name}.{side}{dim}", filled), filled)
             parts.insert(0 if side == "before" else len(parts), constant)
         value = _cat_of(self, parts, dim)
     return self.result(value, out)
