@@ -119,6 +119,12 @@ def test_returned_inputs_weights_and_their_views_are_views_with_no_kernel() -> N
         assert actual.data_ptr() == expected.data_ptr()  # the input's or weight's own memory
     assert torch.equal(got[5], want[5])
     assert [k.family for k in compiled.program.kernels.values()] == ["elementwise"]
+    # a non-contiguous input: the same values (read as the program reads it, contiguous)
+    strided = torch.randn(3, 4).t()
+    for actual, expected in zip(
+        compiled(strided), Returns.forward(compiled.module, strided), strict=True
+    ):
+        assert torch.equal(actual, expected)
 
 
 def test_a_crashing_kernel_is_reported_with_its_site_family_and_key() -> None:

@@ -386,8 +386,8 @@ class Lowering:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
         name, dtype, count_node = node.children
         element_name = str(self.key.get(str(dtype), dtype))
-        if not dtypes.is_float(element_name):
-            raise self.error(dtype, "shared arrays hold f32, or the storage type of a key name")
+        if not dtypes.is_storage(element_name):
+            raise self.error(dtype, "shared arrays hold a storage type, or that of a key name")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "shared arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)

@@ -85,6 +85,9 @@ class Alias:
 
     def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         base = inputs[self.input] if self.weight is None else self.weight
+        if not base.is_contiguous():
+            # the view was followed over a contiguous tensor, as the program reads its inputs
+            base = base.contiguous()
         return base.as_strided(self.shape, self.stride, base.storage_offset() + self.offset)
 
 
