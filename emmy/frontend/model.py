@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -38,12 +42,20 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
-from emmy.dialects import graph
+from emmy.dialects import fallback, graph
 from emmy.errors import EmmyError
 from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
 from emmy.families.gather import INDICES
 from emmy.families.permute import collapse_dims
+from emmy.frontend.fallback import (
+    Coverage,
+    Fallback,
+    encode,
+    foldable,
+    returns_view,
+    tensor_outputs,
+)
 from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 
 _FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
@@ -67,15 +79,17 @@ class ModelGraph:
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     output_dtypes: list[torch.dtype] = field(default_factory=list)
     out_spec: object = None  # the pytree spec that rebuilds the module's return value
+    #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
+    coverage: Coverage = field(default_factory=Coverage)
     #: the returned values that view an input or a constant, by their place in the return
     aliases: dict[int, Alias] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Alias:
-    """A returned value that views an input (`input`, its position) or a weight (`weight`)
-    with these sizes, strides and offset: returned as a torch view of it, as eager returns
-    it, with no kernel."""
+    """A returned value that views an input (`input`, its position, with these sizes,
+    strides and offset) or is a weight or a view of one (`weight`, that view): returned as
+    a torch view, as eager returns it, with no kernel."""
 
     input: int | None
     weight: torch.Tensor | None
@@ -84,7 +98,9 @@ class Alias:
     offset: int
 
     def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-        base = inputs[self.input] if self.weight is None else self.weight
+        if self.weight is not None:
+            return self.weight
+        base = inputs[self.input]
         if not base.is_contiguous():
             # the view was followed over a contiguous tensor, as the program reads its inputs
             base = base.contiguous()
@@ -106,6 +122,22 @@ class Constant:
 
     name: str
     tensor: torch.Tensor
+
+
+#: a value `Converter.known` cannot give at compile time
+UNKNOWN = object()
+
+
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _leaves(value: object) -> list:
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, dict):
+        return _leaves(list(value.values()))
+    return [value]
 
 
 def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
@@ -133,14 +165,21 @@ def export_program(
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
 
 
-def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModelGraph:
+def export(
+    module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], fallback: bool = True
+) -> ModelGraph:
     """Exports `module` at its example inputs and converts it."""
-    return convert(export_program(module, example_inputs), example_inputs)
+    return convert(export_program(module, example_inputs), example_inputs, fallback)
 
 
-def convert(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor]) -> ModelGraph:
+def convert(
+    exported: torch.export.ExportedProgram,
+    inputs: Sequence[torch.Tensor],
+    fallback: bool = True,
+) -> ModelGraph:
     """The graph of an exported program at the shapes of `inputs`: a program exported with
-    dynamic dims is specialised to them without exporting again."""
+    dynamic dims is specialised to them without exporting again. Ops emmy has no kernel
+    for run through torch, or with `fallback` False are an error naming the op."""
     state = {**exported.state_dict, **exported.constants}
     constants = {
         spec.arg.name: (spec.target, state[spec.target])
@@ -148,9 +187,21 @@ def convert(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tenso
         if spec.kind != torch.export.graph_signature.InputKind.USER_INPUT
     }
     fx_graph = exported.graph
+    _refuse_data_dependent_shapes(fx_graph)
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
-    return Converter(fx_graph, constants, exported.call_spec.out_spec).convert()
+    return Converter(fx_graph, constants, exported.call_spec.out_spec, fallback).convert()
+
+
+def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:
+    """An op whose output shape depends on the data (nonzero, a boolean mask's selection) is
+    one line naming it, before any kernel: neither emmy nor torch can plan its buffers."""
+    for node in fx_graph.nodes:
+        if node.op == "call_function" and free_unbacked_symbols(node.meta.get("val")):
+            raise EmmyError(
+                f"{op_name(node)} has a data-dependent output shape, which a compiled program "
+                f"cannot hold (node {node.name}{_where(node)})"
+            )
 
 
 def dynamic_dims(exported: torch.export.ExportedProgram) -> dict[str, tuple[int, int]]:
@@ -229,24 +280,67 @@ def specialised_graph(
     return copy
 
 
+def _symbolic(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return any(not isinstance(d, int) for d in value.shape)
+    return isinstance(value, torch.SymInt)
+
+
+def specialised_fx_graph(module: fx.GraphModule, inputs: Sequence[object]) -> fx.Graph:
+    """The graph of `module` (one AOTAutograd hands a backend) with example values at the
+    shapes of `inputs`, its tensors and the sizes of its dynamic dims: the graph itself
+    where it is static."""
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    if not any(_symbolic(n.meta.get("val")) for n in placeholders):
+        return module.graph
+    copy = fx.Graph()
+    copy.output(copy.graph_copy(module.graph, {}))
+    args = [
+        torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+        for x in inputs
+    ]
+    with torch.no_grad():
+        _Propagate(fx.GraphModule(module, copy)).run(*args)
+    return copy
+
+
 def _where(node: fx.Node) -> str:
     """The model source line a node came from, as torch.export recorded it."""
+    source = source_line(node)
+    return f" at {source}" if source else ""
+
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+def source_line(node: fx.Node) -> str:
+    """`file:line (function)` of the model's call that made `node`, or ""."""
     trace = node.meta.get("stack_trace") or ""
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File")]
-    return f" at {lines[-1]}" if lines else ""
+    if not lines:
+        return ""
+    # the model's own line, not the torch.nn module's that it called
+    outside = [line for line in lines if _TORCH_DIR not in line]
+    line = (outside or lines)[-1]
+    match = re.match(r'File "(.*)", line (\d+), in (.*)', line)
+    return f"{match[1]}:{match[2]} ({match[3]})" if match else line
 
 
 class Converter:
     """Converts an fx graph of ATen ops: its placeholders are the user's inputs, except
-    those `constants` names (placeholder name → state name and value)."""
+    those `constants` names (placeholder name → state name and value). An op no entry
+    converts runs through torch (`fallback.call`), or is an error with `fallback` False."""
 
     def __init__(
         self,
         fx_graph: fx.Graph,
         constants: dict[str, tuple[str, torch.Tensor]],
         out_spec: object = None,
+        fallback: bool = True,
     ) -> None:
         self.fx_graph = fx_graph
+        self.fallback = fallback
+        self.coverage = Coverage()
         self.placeholder_constants = constants
         self.out_spec = out_spec
         self.block = Block()
@@ -263,7 +357,9 @@ class Converter:
     def error(self, message: str) -> EmmyError:
         node = self.node
         where = f" (node {node.name}{_where(node)})" if node is not None else ""
-        return EmmyError(f"{message}{where}")
+        error = EmmyError(f"{message}{where}")
+        error.reason = message  # what a fallback records: its op and place are its own
+        return error
 
     def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue:
         if name not in self.constant_args:
@@ -271,6 +367,21 @@ class Converter:
             self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
             self.constants[name] = tensor.detach().contiguous()
         return self.constant_args[name]
+
+    def known(self, value: object) -> object:
+        """The tensor a value is at compile time (a constant, a view of one), the value
+        itself where it is a number, or UNKNOWN where it is known only when the model runs."""
+        if isinstance(value, Constant):
+            return value.tensor
+        if isinstance(value, View):
+            name = next((n for n, arg in self.constant_args.items() if arg is value.base), None)
+            if name is None:
+                return UNKNOWN
+            meta = value.meta
+            return self.constants[name].as_strided(meta.shape, meta.stride(), meta.storage_offset())
+        if isinstance(value, (list, tuple)):
+            return [self.known(item) for item in value]
+        return value
 
     def type_of(self, tensor: torch.Tensor) -> TensorType:
         if tensor.dtype == torch.bool:
@@ -331,13 +442,22 @@ class Converter:
 
     # -- the walk ------------------------------------------------------------------------
     def convert(self) -> ModelGraph:
+        # AOTAutograd hands a backend its graph under its fake mode: constants, folded
+        # values and the meta tensors views are followed on are real tensors
+        with unset_fake_temporarily():
+            return self._convert()
+
+    def _convert(self) -> ModelGraph:
         for node in self.fx_graph.nodes:
             self.node = node
             if node.op == "placeholder":
                 constant = self.placeholder_constants.get(node.name)
-                if constant is None:
+                example = node.meta["val"]
+                if not isinstance(example, torch.Tensor):
+                    # a size AOTAutograd passes beside the tensors, specialised to a number
+                    self.values[node] = int(example)
+                elif constant is None:
                     # user inputs come first: constants become arguments on first use
-                    example = node.meta["val"]
                     arg = self.block.insert_arg(self.type_of(example), len(self.block.args))
                     self.values[node] = View(arg, contiguous_meta(arg.type, example.dtype))
                     self.input_names.append(node.name)
@@ -365,12 +485,14 @@ class Converter:
             ([a.type for a in self.block.args], [v.type for v in ret.arguments]),
             Region(self.block),
         )
+        main.attributes["coverage"] = self.coverage.to_attr()
         return ModelGraph(
             ModuleOp([main]),
             self.input_names,
             self.constants,
             self.output_dtypes,
             self.out_spec,
+            self.coverage,
             self.aliases,
         )
 
@@ -379,22 +501,116 @@ class Converter:
         None for a value a kernel computes."""
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
         if isinstance(value, Constant):
-            weight = value.tensor.detach()
-            return Alias(None, weight, tuple(weight.shape), weight.stride(), 0)
+            return Alias(None, value.tensor.detach(), (), (), 0)
         if not isinstance(value, View) or value.base not in self.block.args:
             return None
         meta, where = value.meta, list(self.block.args).index(value.base)
-        view = (tuple(meta.shape), tuple(meta.stride()), meta.storage_offset())
         if where < len(self.input_names):
+            view = (tuple(meta.shape), tuple(meta.stride()), meta.storage_offset())
             return Alias(where, None, *view)
-        weight = self.constants[list(self.constant_args)[where - len(self.input_names)]]
-        return Alias(None, weight, *view)
+        return Alias(None, self.known(value), (), (), 0)  # a view of the weight's tensor
 
     def call(self, node: fx.Node) -> object:
+        """The node's value: computed at compile time where it depends on constants and
+        shapes alone, else by its registry entry, else through torch."""
+        counted = isinstance(node.target, torch._ops.OpOverload) and not returns_view(node)
+        folded = self.fold(node)
+        if folded is not None:
+            if counted:
+                self.coverage.count(node, "folded")
+            return folded
         support = ATEN.supports(node)
-        if not support:
-            raise self.error(support.reason)
-        return ATEN.entry_for(node).handler(self, node)
+        reason = support.reason
+        if support:
+            last = self.block.last_op
+            try:
+                value = ATEN.entry_for(node).handler(self, node)
+            except EmmyError as error:
+                if not self.fallback or not hasattr(error, "reason"):
+                    raise
+                self.erase_after(last)
+                reason = error.reason
+            else:
+                if counted:
+                    self.coverage.count(node, "native")
+                return value
+        if not self.fallback:
+            raise self.error(reason)
+        self.coverage.count(node, "fallback")
+        return self.fall_back(node, reason)
+
+    def erase_after(self, last: object) -> None:
+        """Erases the ops a handler inserted before it refused its node."""
+        while self.block.last_op is not last:
+            self.block.last_op.erase()
+
+    def fold(self, node: fx.Node) -> object:
+        """The node's value as constants, where every call would compute the same: an
+        empty result, or an op of constants and sizes alone (arange, full, a mask of
+        shapes); None otherwise."""
+        if not foldable(node):
+            return None
+        example = node.meta["val"]
+        if all(t.numel() == 0 for t in tensor_outputs(example)):
+            value = fx.node.map_aggregate(
+                example, lambda t: torch.empty(t.shape, dtype=t.dtype) if _is_tensor(t) else t
+            )
+        else:
+            known = fx.node.map_arg((node.args, node.kwargs), lambda n: self.known(self.values[n]))
+            if any(item is UNKNOWN for item in _leaves(known)):
+                return None
+            with torch.no_grad():
+                value = node.target(*known[0], **known[1])
+        return fx.node.map_aggregate(
+            value,
+            lambda t: Constant(content_name(f"folded.{node.name}", t), t) if _is_tensor(t) else t,
+        )
+
+    def fall_back(self, node: fx.Node, reason: str) -> object:
+        """The node as a `fallback.call`: torch runs it on the device's buffers, its
+        tensor arguments read in place as views."""
+        example = node.meta.get("val")
+        outputs = tensor_outputs(example)
+        for tensor in outputs:
+            if any(not isinstance(d, int) for d in tensor.shape):
+                raise self.error(f"{op_name(node)} has a data-dependent output shape")
+        operands: list[SSAValue] = []
+
+        def argument(value: object) -> Attribute:
+            if not isinstance(value, (View, Constant)):
+                return encode(value, lambda n: argument(self.values[n]))
+            view = self.view(value)
+            if view.base not in operands:
+                operands.append(view.base)
+            meta = view.meta
+            return fallback.TensorArgAttr(
+                operands.index(view.base),
+                meta.shape,
+                meta.stride(),
+                meta.storage_offset(),
+                str(meta.dtype).removeprefix("torch."),
+            )
+
+        try:
+            arguments = [argument(a) for a in node.args]
+            kwargs = {name: argument(a) for name, a in node.kwargs.items()}
+        except EmmyError as error:
+            raise self.error(f"{op_name(node)} cannot fall back to torch: {error}") from None
+        types = []
+        for tensor in outputs:
+            if tensor.dtype != torch.bool and dtypes.torch_dtype_name(tensor.dtype) is None:
+                raise self.error(
+                    f"{op_name(node)} gives {tensor.dtype}, which emmy has no storage type for"
+                )
+            types.append(self.type_of(tensor))
+        source = source_line(node)
+        op = fallback.CallOp(op_name(node), operands, arguments, kwargs, types, reason, source)
+        self.insert(op)
+        self.coverage.fallbacks.append(Fallback(op_name(node), reason, source))
+        results = iter(op.outputs)
+        return fx.node.map_aggregate(
+            example, lambda t: self.result(next(results), t) if _is_tensor(t) else None
+        )
 
     def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
         if isinstance(arg, (int, float)):
@@ -462,19 +678,7 @@ def _item(self: Converter, node: fx.Node) -> object:
     return self.values[node.args[0]][node.args[1]]
 
 
-# -- creation ops and constant folding -------------------------------------------------
-#: ops that make a tensor from sizes and scalars alone
-CREATION_OPS = (
-    "aten.arange.default",
-    "aten.arange.start",
-    "aten.arange.start_step",
-    "aten.full.default",
-    "aten.zeros.default",
-    "aten.ones.default",
-    "aten.empty.memory_format",
-    "aten.scalar_tensor.default",
-    "aten.eye.default",
-)
+# -- shape-only ops ---------------------------------------------------------------------
 #: ops that read only the shape and dtype of their first argument
 SHAPE_ONLY_OPS = (
     "aten.zeros_like.default",
@@ -488,82 +692,41 @@ SHAPE_ONLY_OPS = (
 )
 
 
-@dataclass
-class Folded(Constant):
-    """A tensor that depends on shapes only (an arange, a causal mask built from one),
-    computed once at compile time and read by the program as a constant."""
-
-
 def content_name(prefix: str, tensor: torch.Tensor) -> str:
     """A constant's name that tells its contents apart: a compiled module keeps the
     constants of every shape it compiled by name, and a constant computed from shapes
     differs from one shape to the next."""
     digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-    digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    if tensor.device.type != "meta":  # a meta tensor (a compile without weights) has no data
+        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        digest.update(data.cpu().numpy().tobytes())
     return f"{prefix}.{digest.hexdigest()[:16]}"
+
+
+def _shape_only_refusal(node: fx.Node) -> str | None:
+    if any(isinstance(arg, fx.Node) for arg in node.all_input_nodes[1:] if not _is_size(arg)):
+        return f"{op_name(node)} of a tensor fill is not supported"
+    return None
 
 
 def _is_size(node: fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (int, torch.SymInt))
 
 
-def _folds(node: fx.Node) -> bool:
-    """Whether a node's value depends on shapes only: a creation op, a shape-only op, or a
-    deterministic op of such values and sizes (remembered on the node)."""
-    known = node.meta.get("emmy.folds")
-    if known is not None:
-        return known
-    node.meta["emmy.folds"] = folds = _depends_on_shapes_only(node)
-    return folds
-
-
-def _depends_on_shapes_only(node: fx.Node) -> bool:
-    if node.op != "call_function":
-        return False
-    value = node.meta.get("val")
-    tensors = value if isinstance(value, (list, tuple)) else [value]
-    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
-        return False
-    target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        if torch.Tag.nondeterministic_seeded in target.tags:
-            return False
-    elif target is not operator.getitem:
-        return False
-    name = op_name(node)
-    shape_only = name in SHAPE_ONLY_OPS
-    inputs = node.all_input_nodes
-    if not (name in CREATION_OPS or shape_only or any(_folds(arg) for arg in inputs)):
-        return False  # an op of sizes alone that makes no tensor, or of no folded value
-    return all(
-        (shape_only and arg is node.args[0]) or _is_size(arg) or _folds(arg) for arg in inputs
-    )
-
-
-@ATEN.handles_class(_folds, members=(*CREATION_OPS, *SHAPE_ONLY_OPS), first=True)
-def _fold(self: Converter, node: fx.Node) -> object:
-    """Runs the op in torch at compile time, on the CPU: its value is a constant."""
-
-    def value(arg: fx.Node) -> object:
-        if op_name(node) in SHAPE_ONLY_OPS and arg is node.args[0]:
-            example = arg.meta["val"]
-            return torch.zeros(example.shape, dtype=example.dtype)
-        held = self.values[arg]
-        if isinstance(held, list):
-            return [t.tensor if isinstance(t, Folded) else t for t in held]
-        return held.tensor if isinstance(held, Folded) else held
-
-    args = fx.node.map_arg(node.args, value)
-    kwargs = dict(fx.node.map_arg(node.kwargs, value))
+@ATEN.handles(*SHAPE_ONLY_OPS, accepts=_shape_only_refusal)
+def _shape_only(self: Converter, node: fx.Node) -> Constant:
+    """zeros_like(x), x.new_full(size, v), ...: of x's shape and dtype alone, so computed
+    at compile time, on the CPU (any contents are right for an empty one: zeros)."""
+    example = node.args[0].meta["val"]
+    rest = fx.node.map_arg((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
+    args, kwargs = rest
     if "device" in kwargs:
         kwargs["device"] = "cpu"
     with torch.no_grad():
-        result = node.target(*args, **kwargs)
+        value = node.target(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
     if "empty" in op_name(node):
-        result = result.zero_()  # any contents are right: zeros are reproducible
-    if isinstance(result, (list, tuple)):
-        return [Folded(content_name(f"{node.name}.{i}", t), t) for i, t in enumerate(result)]
-    return Folded(content_name(node.name, result), result)
+        value = value.zero_()
+    return Constant(content_name(node.name, value), value)
 
 
 # -- views and copies -------------------------------------------------------------------

@@ -5,9 +5,7 @@ whether it takes a node at all, asked without converting it (as a partitioner as
 An exact entry claims op names (`aten.softmax.int`); a class entry claims the nodes a
 predicate picks (every op of a pointwise table, every node whose value is a size). Exact
 entries come first, then class entries in the order they were registered, so that a
-single op registered by name overrides the class it also belongs to; a class entry
-registered `first` (constant folding: whatever the op, a node of constants folds) comes
-before them all.
+single op registered by name overrides the class it also belongs to.
 
     OPS = OpRegistry()
 
@@ -73,7 +71,6 @@ class OpRegistry:
     def __init__(self) -> None:
         self._exact: dict[str, OpEntry] = {}
         self._classes: list[OpEntry] = []
-        self._first: list[OpEntry] = []
 
     def handles(self, *names: str, accepts: Refusal = accept_all) -> Callable[[Handler], Handler]:
         """Registers the decorated handler for the ops `names`."""
@@ -89,20 +86,13 @@ class OpRegistry:
         return register
 
     def handles_class(
-        self,
-        claims: Claim,
-        *,
-        members: Iterable[str] = (),
-        accepts: Refusal = accept_all,
-        first: bool = False,
+        self, claims: Claim, *, members: Iterable[str] = (), accepts: Refusal = accept_all
     ) -> Callable[[Handler], Handler]:
         """Registers the decorated handler for the nodes `claims` picks that no exact entry
-        or earlier class entry claims (with `first`, before every exact entry); `members`
-        are the op names it lists as supported."""
+        or earlier class entry claims; `members` are the op names it lists as supported."""
 
         def register(handler: Handler) -> Handler:
-            entry = OpEntry(handler, frozenset(members), claims, accepts)
-            (self._first if first else self._classes).append(entry)
+            self._classes.append(OpEntry(handler, frozenset(members), claims, accepts))
             return handler
 
         return register
@@ -110,9 +100,6 @@ class OpRegistry:
     def entry_for(self, node: fx.Node) -> OpEntry | None:
         """The entry that converts `node`: the one registered by its op's name, else the
         first class entry that claims it."""
-        first = next((entry for entry in self._first if entry.claims(node)), None)
-        if first is not None:
-            return first
         exact = self._exact.get(op_name(node))
         if exact is not None:
             return exact
@@ -123,13 +110,11 @@ class OpRegistry:
         exact = self._exact.get(name)
         if exact is not None:
             return exact
-        classes = [*self._first, *self._classes]
-        return next((entry for entry in classes if name in entry.names), None)
+        return next((entry for entry in self._classes if name in entry.names), None)
 
     def supported_ops(self) -> frozenset[str]:
         """The names of the ops some entry converts."""
-        classes = [*self._first, *self._classes]
-        return frozenset(self._exact).union(*(entry.names for entry in classes))
+        return frozenset(self._exact).union(*(entry.names for entry in self._classes))
 
     def supports(self, node: fx.Node) -> Support:
         """Whether a call_function node converts, decided without converting it: a
