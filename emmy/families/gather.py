@@ -12,7 +12,7 @@ from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
-from emmy.families.family import FLOATS, Family, FamilyKind, Fusion, Site
+from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 #: the output dims a key has, once the dims that read as one merge
 DIMS = 4
@@ -203,6 +203,6 @@ FAMILY = Family(
     reference=reference,
     check_keys=check_keys,
     check_inputs=check_inputs,
-    # i32 and i8 move as f32 and i64 do, by their bytes
-    check_dtypes=(*FLOATS, "i64"),
+    # a kernel moves elements by their bytes: 4 (f32), 2 (bf16, as f16) and 8 (i64)
+    check_dtypes=("f32", "bf16", "i64"),
 )
