@@ -111,11 +111,19 @@ class CompiledModule:
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
-        for name, array in _weights(model).items():
-            self.weights.setdefault(name, array)
-        specialization = Specialization(program, model)
+        specialization = Specialization(program, model, self.shared(_weights(model)))
         self.specializations[self.signature(inputs)] = specialization
         return specialization
+
+    def shared(self, constants: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A shape's constants, each the array an earlier shape keeps where it holds the
+        same elements (a weight), else its own (a constant computed from its shapes)."""
+        for name, array in constants.items():
+            known = self.weights.setdefault(name, array)
+            if known.shape == array.shape and known.dtype == array.dtype:
+                if np.array_equal(known, array):
+                    constants[name] = known
+        return constants
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
@@ -123,7 +131,7 @@ class CompiledModule:
                 f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
             )
         chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
-        constants = {spec.name: self.weights[spec.name] for spec in chosen.program.constants}
+        constants = {spec.name: chosen.constants[spec.name] for spec in chosen.program.constants}
         outputs = _run(chosen, self.device, inputs, constants)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)

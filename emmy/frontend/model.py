@@ -19,7 +19,6 @@ Each op converts by one entry of the registry `ATEN` (emmy.frontend.op_registry)
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -562,8 +561,7 @@ class Converter:
             with torch.no_grad():
                 value = node.target(*known[0], **known[1])
         return fx.node.map_aggregate(
-            value,
-            lambda t: Constant(content_name(f"folded.{node.name}", t), t) if _is_tensor(t) else t,
+            value, lambda t: Constant(f"folded.{node.name}", t) if _is_tensor(t) else t
         )
 
     def fall_back(self, node: fx.Node, reason: str) -> object:
@@ -692,17 +690,6 @@ SHAPE_ONLY_OPS = (
 )
 
 
-def content_name(prefix: str, tensor: torch.Tensor) -> str:
-    """A constant's name that tells its contents apart: a compiled module keeps the
-    constants of every shape it compiled by name, and a constant computed from shapes
-    differs from one shape to the next."""
-    digest = hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-    if tensor.device.type != "meta":  # a meta tensor (a compile without weights) has no data
-        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        digest.update(data.cpu().numpy().tobytes())
-    return f"{prefix}.{digest.hexdigest()[:16]}"
-
-
 def _shape_only_refusal(node: fx.Node) -> str | None:
     if any(isinstance(arg, fx.Node) for arg in node.all_input_nodes[1:] if not _is_size(arg)):
         return f"{op_name(node)} of a tensor fill is not supported"
@@ -726,7 +713,7 @@ def _shape_only(self: Converter, node: fx.Node) -> Constant:
         value = node.target(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
     if "empty" in op_name(node):
         value = value.zero_()
-    return Constant(content_name(node.name, value), value)
+    return Constant(f"{node.name}.value", value)
 
 
 # -- views and copies -------------------------------------------------------------------
@@ -1110,7 +1097,7 @@ def _roll(self: Converter, node: fx.Node) -> View:
         index = (torch.arange(size) - int(shift)) % max(1, size)
         along = [0] * meta.dim()
         along[dim] = 1
-        base = self.constant_arg(content_name(f"{node.name}.index{t}", index), index)
+        base = self.constant_arg(f"{node.name}.index{t}", index)
         picks.append(Pick(base, along, size, strides[dim]))
         strides[dim] = 0
     rolled = _gather(self, source, meta, strides, meta.storage_offset(), picks)
@@ -1240,7 +1227,7 @@ def _constant_pad(self: Converter, node: fx.Node) -> View:
             shape = list(value.type.get_shape())
             shape[dim] = width
             filled = torch.full(shape, fill, dtype=out.dtype)
-            constant = self.constant_arg(content_name(f"{node.name}.{side}{dim}", filled), filled)
+            constant = self.constant_arg(f"{node.name}.{side}{dim}", filled)
             parts.insert(0 if side == "before" else len(parts), constant)
         value = _cat_of(self, parts, dim)
     return self.result(value, out)
