@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import emmy
+import emmy.api
 from emmy.errors import KernelLaunchError
 from emmy.frontend.model import export_program, supports
 from emmy.runtime.emu import EmuDevice
@@ -190,3 +191,28 @@ def test_creation_ops_fold_to_constants_at_each_shape() -> None:
     # the masks and the constant parts of the sum are folded: no kernel computes them
     kernels = sorted(k.family for k in compiled.program.kernels.values())
     assert kernels == ["cat", "elementwise", "gather"]
+
+
+class Compiled(nn.Module):
+    def forward(self, x, ids, m):
+        return (
+            torch.index_select(x, 1, ids),
+            x[ids],
+            torch.flip(x, [0]),
+            torch.roll(x, 1, 2),
+            torch.triu(m, 1),
+            torch.cat([x, x * 2], -1),
+            torch.stack([x, x], 0),
+            F.pad(x, (1, 1)),
+            torch.zeros_like(x) + x,
+        )
+
+
+def test_torch_compile_runs_the_indexing_ops_in_emmy_kernels() -> None:
+    """AOTAutograd's graph of them converts with no fallback (one would be an error)."""
+    module = Compiled()
+    compiled = torch.compile(module, backend=emmy.api.backend(device=EmuDevice(), fallback=False))
+    x, ids, m = torch.randn(3, 4, 5), torch.tensor([2, 0, 1]), torch.randn(4, 4)
+    with torch.no_grad():
+        for actual, expected in zip(compiled(x, ids, m), module(x, ids, m), strict=True):
+            assert torch.equal(actual, expected)
