@@ -216,3 +216,13 @@ def test_torch_compile_runs_the_indexing_ops_in_emmy_kernels() -> None:
     with torch.no_grad():
         for actual, expected in zip(compiled(x, ids, m), module(x, ids, m), strict=True):
             assert torch.equal(actual, expected)
+
+
+def test_emmy_run_of_an_expression_binds_its_constants(capsys) -> None:
+    """A roll reads a constant index and a pad its fills: `emmy run -c` passes them."""
+    from emmy.cli import main
+
+    expression = "torch.nn.functional.pad(torch.randn(4, 8), (1, 2), value=1.5).roll(1, 0)"
+    code = main(["run", "-c", expression, "--device", "emu", "--check"])
+    out = capsys.readouterr().out
+    assert code == 0 and "OK: matches torch eager (max abs error 0" in out, out
