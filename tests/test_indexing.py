@@ -148,7 +148,13 @@ def test_a_crashing_kernel_is_reported_with_its_site_family_and_key() -> None:
 
 class Refused(nn.Module):
     def forward(self, x, mask, a, b, c):
-        return x[mask], x[a, b, c], torch.roll(x, (1, 1, 1), (0, 1, 2)), torch.triu(a[:, None] * a)
+        return (
+            x[mask],
+            x[a, b, c],
+            torch.roll(x, (1, 1, 1), (0, 1, 2)),
+            torch.triu(a[:, None] * a),
+            torch.cat([x.reshape(-1), a]),  # promoted to float: a conversion
+        )
 
 
 def test_data_dependent_and_unsupported_indexing_is_refused_with_a_reason() -> None:
@@ -165,6 +171,9 @@ def test_data_dependent_and_unsupported_indexing_is_refused_with_a_reason() -> N
     assert "indexing by 3 index tensors: at most 2 are supported" in reasons
     assert "roll over 3 dims: at most 2 are supported" in reasons
     assert "aten.triu.default of torch.int64 values is not supported" in reasons
+    assert "cat of torch.int64 into torch.float32 needs a conversion, which is not supported" in (
+        reasons
+    )
 
 
 class Masks(nn.Module):

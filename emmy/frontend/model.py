@@ -91,10 +91,10 @@ class Alias:
     a torch view, as eager returns it, with no kernel."""
 
     input: int | None
-    weight: torch.Tensor | None
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
+    weight: torch.Tensor | None = None
+    shape: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    offset: int = 0
 
     def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         if self.weight is not None:
@@ -144,7 +144,7 @@ def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
 
 
 INTEGER_DTYPES = {torch.int64, torch.int32}
-#: the index tensors one gather reads, and the inputs one cat takes (emmy/families/)
+#: the index tensors one gather reads (emmy/families/gather.py)
 INDEX_TENSORS = INDICES
 
 
@@ -500,14 +500,15 @@ class Converter:
         None for a value a kernel computes."""
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
         if isinstance(value, Constant):
-            return Alias(None, value.tensor.detach(), (), (), 0)
+            return Alias(None, value.tensor.detach())
         if not isinstance(value, View) or value.base not in self.block.args:
             return None
         meta, where = value.meta, list(self.block.args).index(value.base)
         if where < len(self.input_names):
-            view = (tuple(meta.shape), tuple(meta.stride()), meta.storage_offset())
-            return Alias(where, None, *view)
-        return Alias(None, self.known(value), (), (), 0)  # a view of the weight's tensor
+            return Alias(
+                where, None, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()
+            )
+        return Alias(None, self.known(value))  # a view of the weight's own tensor
 
     def call(self, node: fx.Node) -> object:
         """The node's value: computed at compile time where it depends on constants and
@@ -691,7 +692,7 @@ SHAPE_ONLY_OPS = (
 
 
 def _shape_only_refusal(node: fx.Node) -> str | None:
-    if any(isinstance(arg, fx.Node) for arg in node.all_input_nodes[1:] if not _is_size(arg)):
+    if any(not _is_size(arg) for arg in node.all_input_nodes[1:]):
         return f"{op_name(node)} of a tensor fill is not supported"
     return None
 
@@ -1144,9 +1145,10 @@ def _repeat(self: Converter, node: fx.Node) -> View:
 def _cat_refusal(node: fx.Node) -> str | None:
     out = node.meta["val"]
     mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
-    if mixed:
-        return f"cat of {', '.join(map(str, sorted(mixed, key=str)))} into {out.dtype} needs a conversion, which is not supported"
-    return None
+    if not mixed:
+        return None
+    names = ", ".join(sorted(map(str, mixed)))
+    return f"cat of {names} into {out.dtype} needs a conversion, which is not supported"
 
 
 def _cat_of(self: Converter, values: list[SSAValue], dim: int) -> SSAValue:
