@@ -51,6 +51,7 @@ CONVERTED_BY_NAME = {
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",
     # handlers
     "aten.addmm.default",
     "aten.native_layer_norm.default",
@@ -77,6 +78,30 @@ CONVERTED_BY_NAME = {
     "aten.silu.default",
     "aten.relu.default",
     "aten.neg.default",
+    # indexing and data movement
+    "aten.index_select.default",
+    "aten.gather.default",
+    "aten.index.Tensor",
+    "aten.flip.default",
+    "aten.roll.default",
+    "aten.triu.default",
+    "aten.tril.default",
+    "aten.repeat.default",
+    "aten.cat.default",
+    "aten.stack.default",
+    "aten.constant_pad_nd.default",
+    "aten.pad.default",
+    "aten.slice_scatter.default",
+    "aten.select_scatter.default",
+    # shape-only ops, computed at compile time
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
 }
 #: the arithmetic ops, converted by their name before the overload (aten.add.*)
 ARITHMETIC = {

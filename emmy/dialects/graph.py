@@ -13,6 +13,7 @@ operands broadcast like torch (trailing dimensions, size-1 expands).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -28,10 +29,12 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -674,6 +677,191 @@ class AsStridedOp(IRDLOperation):
             raise VerifyException(f"graph.as_strided reads element {last} of {x}")
 
 
+def _ints(attr: ArrayAttr) -> list[int]:
+    return [a.value.data for a in attr.data]
+
+
+def _int_array(values: Sequence[int]) -> ArrayAttr:
+    return ArrayAttr([IntegerAttr(v, i64) for v in values])
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """Result element [o0, o1, ...] is element offset + Σ o_d · strides[d] + Σ_t k_t ·
+    index_steps[t] of x's row-major elements, where k_t is element Σ o_d · index_strides[t][d]
+    of index tensor t, counted from the end of its dim of index_sizes[t] elements where it is
+    negative. Strides may be negative (a flip) or 0 (a broadcast). index_select, gather,
+    advanced indexing, flip and roll become this.
+
+    %y = graph.gather %x[%ids] {strides = [0, 1], offset = 0 : i64, index_strides = [[1, 0]],
+           index_sizes = [100], index_steps = [64]}
+           : tensor<100x64xf32>, tensor<7xi64> -> tensor<7x64xf32>
+    """
+
+    name = "graph.gather"
+    input = operand_def(TensorType)
+    indices = var_operand_def(TensorType)
+    strides = prop_def(ArrayAttr[IntegerAttr])
+    offset = prop_def(IntegerAttr)
+    index_strides = prop_def(ArrayAttr[ArrayAttr[IntegerAttr]])
+    index_sizes = prop_def(ArrayAttr[IntegerAttr])
+    index_steps = prop_def(ArrayAttr[IntegerAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `[` $indices `]` attr-dict `:` type($input) (`,` type($indices)^)? "
+        "`->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue,
+        result_type: Attribute,
+        strides: Sequence[int],
+        offset: int,
+        indices: Sequence[tuple[SSAValue, Sequence[int], int, int]] = (),
+    ):
+        """`indices`: per index tensor, (its value, its strides per result dim, the size
+        of the dim it picks in, that dim's stride in x)."""
+        super().__init__(
+            operands=[input, [i[0] for i in indices]],
+            result_types=[result_type],
+            properties={
+                "strides": _int_array(strides),
+                "offset": IntegerAttr(offset, i64),
+                "index_strides": ArrayAttr([_int_array(i[1]) for i in indices]),
+                "index_sizes": _int_array([i[2] for i in indices]),
+                "index_steps": _int_array([i[3] for i in indices]),
+            },
+        )
+
+    def verify_(self) -> None:
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        if x.element_type != out.element_type:
+            raise VerifyException("graph.gather keeps the dtype")
+        shape, strides = out.get_shape(), _ints(self.strides)
+        count = len(self.indices)
+        if len(strides) != len(shape):
+            raise VerifyException("graph.gather needs one stride per result dim")
+        if not len(self.index_strides) == len(self.index_sizes) == len(self.index_steps) == count:
+            raise VerifyException("graph.gather needs strides, a size and a step per index")
+        low = high = self.offset.value.data
+        for size, stride in zip(shape, strides, strict=True):
+            low, high = low + min(0, (size - 1) * stride), high + max(0, (size - 1) * stride)
+        for index, index_strides, size, step in zip(
+            self.indices,
+            self.index_strides.data,
+            _ints(self.index_sizes),
+            _ints(self.index_steps),
+            strict=True,
+        ):
+            typ = index.type
+            if not isinstance(typ, TensorType) or typ.element_type not in (i32, i64):
+                raise VerifyException(f"graph.gather indices must be i32 or i64, not {typ}")
+            reach = sum((n - 1) * q for n, q in zip(shape, _ints(index_strides), strict=True))
+            if len(index_strides) != len(shape) or min(_ints(index_strides), default=0) < 0:
+                raise VerifyException("graph.gather needs a non-negative index stride per dim")
+            if _numel(shape) and reach >= _numel(typ.get_shape()):
+                raise VerifyException(f"graph.gather reads element {reach} of {typ}")
+            if size < 1 or step < 0:
+                raise VerifyException("graph.gather picks in dims of positive size")
+            high += (size - 1) * step
+        if _numel(shape) and (low < 0 or high >= _numel(x.get_shape())):
+            raise VerifyException(f"graph.gather reads elements {low}..{high} of {x}")
+
+
+class Triangle(StrEnum):
+    """The part of a matrix graph.triangle keeps."""
+
+    #: col - row >= diagonal (torch.triu)
+    UPPER = "upper"
+    #: col - row <= diagonal (torch.tril)
+    LOWER = "lower"
+
+
+@irdl_attr_definition
+class TriangleAttr(EnumAttribute[Triangle], SpacedOpaqueSyntaxAttribute):
+    """`#graph<triangle upper>`"""
+
+    name = "graph.triangle"
+
+
+@irdl_op_definition
+class TriangleOp(IRDLOperation):
+    """The upper (torch.triu) or lower (torch.tril) triangle of each matrix of the last two
+    dims, from its `diagonal` on; zeros elsewhere.
+
+    %y = graph.triangle %x {part = #graph<triangle upper>, diagonal = 1 : i64}
+           : tensor<2x8x8xf32> -> tensor<2x8x8xf32>
+    """
+
+    name = "graph.triangle"
+    input = operand_def(TensorType)
+    part = prop_def(TriangleAttr)
+    diagonal = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, part: Triangle, diagonal: int):
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            properties={"part": TriangleAttr(part), "diagonal": IntegerAttr(diagonal, i64)},
+        )
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.triangle input")
+        if len(x.get_shape()) < 2 or self.result.type != x:
+            raise VerifyException("graph.triangle takes a matrix or a batch of them, as it gives")
+
+
+@irdl_op_definition
+class CatOp(IRDLOperation):
+    """Its inputs one after another along `dim`: they have one dtype and the same sizes in
+    every other dim.
+
+    %y = graph.cat %a, %b {dim = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>
+    """
+
+    name = "graph.cat"
+    inputs = var_operand_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], dim: int, result_type: Attribute):
+        super().__init__(
+            operands=[inputs], result_types=[result_type], properties={"dim": IntegerAttr(dim, i64)}
+        )
+
+    def verify_(self) -> None:
+        out = self.result.type
+        assert isinstance(out, TensorType)
+        shape, dim = out.get_shape(), self.dim.value.data
+        if not self.inputs or not 0 <= dim < len(shape):
+            raise VerifyException("graph.cat takes inputs along one of the result's dims")
+        total = 0
+        for value in self.inputs:
+            typ = value.type
+            assert isinstance(typ, TensorType)
+            sizes = typ.get_shape()
+            if typ.element_type != out.element_type or len(sizes) != len(shape):
+                raise VerifyException(f"graph.cat input {typ} does not fit {out}")
+            if any(a != b for d, (a, b) in enumerate(zip(sizes, shape, strict=True)) if d != dim):
+                raise VerifyException(f"graph.cat input {typ} does not fit {out}")
+            total += sizes[dim]
+        if total != shape[dim]:
+            raise VerifyException(
+                f"graph.cat inputs give {total} along dim {dim}, not {shape[dim]}"
+            )
+
+
 @irdl_op_definition
 class FusedOp(IRDLOperation):
     """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
@@ -765,8 +953,11 @@ Graph = Dialect(
         ReshapeOp,
         MaskBiasOp,
         AsStridedOp,
+        GatherOp,
+        TriangleOp,
+        CatOp,
         FusedOp,
         YieldOp,
     ],
-    [],
+    [TriangleAttr],
 )

@@ -289,10 +289,13 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
+        # floats are stored from f32 (rounded to the storage type); anything else only as
+        # what a load of the same storage gives, so a copy moves integers unchanged
         stored = kernel.loaded_type(ptr.type.element)
         if value.type != stored:
-            what = "floats" if stored == f32 else str(stored)
-            raise self.error(expr, f"only {what} can be stored in {name!s}")
+            raise self.error(
+                expr, f"{name} stores {_type_name(stored)}, not {_type_name(value.type)}"
+            )
         self.add(kernel.StoreOp(value, ptr, offset))
 
     def stmt_for_stmt(self, node: Tree) -> None:
@@ -402,8 +405,8 @@ class Lowering:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
         name, dtype, count_node = node.children
         element_name = str(self.key.get(str(dtype), dtype))
-        if not dtypes.is_float(element_name):
-            raise self.error(dtype, "shared arrays hold f32, or the storage type of a key name")
+        if not dtypes.is_storage(element_name):
+            raise self.error(dtype, "shared arrays hold a storage type, or that of a key name")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "shared arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)

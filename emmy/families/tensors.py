@@ -143,6 +143,17 @@ def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shi
     return values.to(dtypes.torch_dtype(dtype))
 
 
+def randint(shape, dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """Random integers of an integer storage type: 0 or 1 for i8 (a mask); for i32 over its
+    range and for i64 over ±2⁵⁰ (past 32 bits, so that a copy that narrows them shows, and
+    exact in the float64 a check compares in)."""
+    torch_dtype = dtypes.torch_dtype(dtype)
+    if dtype == "i8":
+        return torch.randint(0, 2, shape, generator=generator, dtype=torch_dtype)
+    bound = 2**50 if dtype == "i64" else 2**31 - 1
+    return torch.randint(-bound, bound, shape, generator=generator, dtype=torch_dtype)
+
+
 def random_epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:
     """Random extra inputs of a matmul's epilogue, each with the shape its kind reads."""
     rows, cols = key["batch"] * key["m"], key["n"]

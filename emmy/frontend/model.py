@@ -44,7 +44,9 @@ from xdsl.utils.exceptions import VerifyException
 from emmy import dtypes
 from emmy.dialects import fallback, graph
 from emmy.errors import EmmyError
+from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
+from emmy.families.gather import INDICES
 from emmy.families.permute import collapse_dims
 from emmy.families.pointwise_ops import (
     BOOL,
@@ -89,6 +91,30 @@ class ModelGraph:
     out_spec: object = None  # the pytree spec that rebuilds the module's return value
     #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
     coverage: Coverage = field(default_factory=Coverage)
+    #: the returned values that view an input or a constant, by their place in the return
+    aliases: dict[int, Alias] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A returned value that views an input (`input`, its position, with these sizes,
+    strides and offset) or is a weight or a view of one (`weight`, that view): returned as
+    a torch view, as eager returns it, with no kernel."""
+
+    input: int | None
+    weight: torch.Tensor | None = None
+    shape: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    offset: int = 0
+
+    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.weight is not None:
+            return self.weight
+        base = inputs[self.input]
+        if not base.is_contiguous():
+            # the view was followed over a contiguous tensor, as the program reads its inputs
+            base = base.contiguous()
+        return base.as_strided(self.shape, self.stride, base.storage_offset() + self.offset)
 
 
 @dataclass
@@ -129,6 +155,8 @@ def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
 
 
 INTEGER_DTYPES = {torch.int64, torch.int32}
+#: the index tensors one gather reads (emmy/families/gather.py)
+INDEX_TENSORS = INDICES
 
 
 def export_program(
@@ -333,6 +361,7 @@ class Converter:
         self.input_names: list[str] = []
         self.output_dtypes: list[torch.dtype] = []
         self.node: fx.Node | None = None
+        self.aliases: dict[int, Alias] = {}
 
     # -- values ------------------------------------------------------------------------
     def error(self, message: str) -> EmmyError:
@@ -448,10 +477,13 @@ class Converter:
                 self.values[node] = self.call(node)
             elif node.op == "output":
                 self.output_dtypes = [arg.meta["val"].dtype for arg in node.args[0]]
-                returned = [self.operand(arg) for arg in node.args[0]]
-                for value in returned:
-                    if value in self.block.args:
-                        raise self.error("the model returns an input or a weight unchanged")
+                returned = []
+                for index, arg in enumerate(node.args[0]):
+                    alias = self.alias(arg)
+                    if alias is None:
+                        returned.append(self.operand(arg))
+                    else:
+                        self.aliases[index] = alias
                 self.builder.insert(func.ReturnOp(*returned))
             else:
                 raise self.error(f"unsupported graph node kind {node.op}")
@@ -471,7 +503,23 @@ class Converter:
             self.output_dtypes,
             self.out_spec,
             self.coverage,
+            self.aliases,
         )
+
+    def alias(self, arg: object) -> Alias | None:
+        """How a returned value views an input or a weight (no kernel computes it), or
+        None for a value a kernel computes."""
+        value = self.values.get(arg) if isinstance(arg, fx.Node) else None
+        if isinstance(value, Constant):
+            return Alias(None, value.tensor.detach())
+        if not isinstance(value, View) or value.base not in self.block.args:
+            return None
+        meta, where = value.meta, list(self.block.args).index(value.base)
+        if where < len(self.input_names):
+            return Alias(
+                where, None, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()
+            )
+        return Alias(None, self.known(value))  # a view of the weight's own tensor
 
     def call(self, node: fx.Node) -> object:
         """The node's value: computed at compile time where it depends on constants and
@@ -643,6 +691,46 @@ def _item(self: Converter, node: fx.Node) -> object:
     return self.values[node.args[0]][node.args[1]]
 
 
+# -- shape-only ops ---------------------------------------------------------------------
+#: ops that read only the shape and dtype of their first argument
+SHAPE_ONLY_OPS = (
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
+)
+
+
+def _shape_only_refusal(node: fx.Node) -> str | None:
+    if any(not _is_size(arg) for arg in node.all_input_nodes[1:]):
+        return f"{op_name(node)} of a tensor fill is not supported"
+    return None
+
+
+def _is_size(node: fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (int, torch.SymInt))
+
+
+@ATEN.handles(*SHAPE_ONLY_OPS, accepts=_shape_only_refusal)
+def _shape_only(self: Converter, node: fx.Node) -> Constant:
+    """zeros_like(x), x.new_full(size, v), ...: of x's shape and dtype alone, so computed
+    at compile time, on the CPU (any contents are right for an empty one: zeros)."""
+    example = node.args[0].meta["val"]
+    rest = fx.node.map_arg((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
+    args, kwargs = rest
+    if "device" in kwargs:
+        kwargs["device"] = "cpu"
+    with torch.no_grad():
+        value = node.target(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
+    if "empty" in op_name(node):
+        value = value.zero_()
+    return Constant(f"{node.name}.value", value)
+
+
 # -- views and copies -------------------------------------------------------------------
 @ATEN.handles(
     "aten.view.default",
@@ -714,7 +802,7 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
-    "aten.to.device",
+    "aten.to.device",  # to the device the program runs on: its tensors are there
     accepts=_copy_refusal,
 )
 def _copy(self: Converter, node: fx.Node) -> View:
@@ -859,10 +947,380 @@ def _rope(self: Converter, node: fx.Node) -> View:
 
 @ATEN.handles("aten.embedding.default")
 def _embedding(self: Converter, node: fx.Node) -> View:
+    """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
+    gradient: the forward pass reads the padding row like any other."""
+    out = node.meta["val"]
+    if not out.is_floating_point():
+        return _rows(self, node)
     table = self.operand(node.args[0])
     ids = self.operand(node.args[1])
-    out = node.meta["val"]
     return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
+
+
+# -- indexing and data movement ---------------------------------------------------------
+def _nonempty(refusal: Refusal | None = None) -> Refusal:
+    """`refusal`, after refusing an op whose result has no element (no kernel launches
+    for one)."""
+
+    def refuses(node: fx.Node) -> str | None:
+        reason = refusal(node) if refusal is not None else None
+        if reason is not None:
+            return reason
+        shape = _value(node).shape
+        # sizes of dims left dynamic are known once the graph is specialised
+        if all(isinstance(n, int) for n in shape) and 0 in shape:
+            return f"{op_name(node)} giving an empty tensor is not supported"
+        return None
+
+    return refuses
+
+
+@dataclass
+class Pick:
+    """An index tensor of a gather: each output element reads it at Σ o_d · strides[d] (of
+    `base`'s elements) and picks that element of a dim of `size` elements, `step` apart."""
+
+    base: SSAValue
+    strides: list[int]
+    size: int
+    step: int
+
+
+def _gather(
+    self: Converter, source: View, out: torch.Tensor, strides: list[int], offset: int, picks=()
+) -> View:
+    """A gather of `out`'s shape from `source`'s base: strides and offset over its elements."""
+    indices = [(p.base, p.strides, p.size, p.step) for p in picks]
+    op = graph.GatherOp(source.base, self.type_of(out), strides, offset, indices)
+    return self.result(self.insert(op), out)
+
+
+def _index_base(self: Converter, view: View, shape: Sequence[int]) -> tuple[SSAValue, list[int]]:
+    """An index tensor broadcast to `shape`, as a graph value and its strides over it."""
+    meta = view.meta.reshape((1,) * (len(shape) - view.meta.dim()) + tuple(view.meta.shape))
+    if meta.storage_offset() != 0:
+        base = self.contiguous(view)
+        meta = contiguous_meta(base.type, view.meta.dtype).reshape(meta.shape)
+        return base, list(meta.expand(*shape).stride())
+    return view.base, list(meta.expand(*shape).stride())
+
+
+def _index_dtype_refusal(node: fx.Node, index: fx.Node) -> str | None:
+    dtype = index.meta["val"].dtype
+    if dtype in (torch.bool, torch.uint8):
+        return f"{op_name(node)} by a boolean mask: its output shape depends on the data"
+    if dtype not in INTEGER_DTYPES:
+        return f"{op_name(node)} by {dtype} indices is not supported"
+    return None
+
+
+def _index_select_refusal(node: fx.Node) -> str | None:
+    if node.args[0].meta["val"].dim() == 0:
+        return "index_select of a 0-dim tensor is not supported"
+    return _index_dtype_refusal(node, node.args[2])
+
+
+@ATEN.handles("aten.index_select.default", accepts=_nonempty(_index_select_refusal))
+def _index_select(self: Converter, node: fx.Node) -> View:
+    source = self.view(self.values[node.args[0]])
+    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    out = node.meta["val"]
+    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), [-1])
+    strides = list(meta.stride())
+    strides[dim] = 0
+    along = [0] * meta.dim()
+    along[dim] = index_strides[0]
+    pick = Pick(index, along, meta.shape[dim], meta.stride(dim))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _gather_refusal(node: fx.Node) -> str | None:
+    if node.args[0].meta["val"].dim() == 0:
+        return "gather of a 0-dim tensor is not supported"
+    return _index_dtype_refusal(node, node.args[2])
+
+
+@ATEN.handles("aten.gather.default", accepts=_nonempty(_gather_refusal))
+def _gather_along(self: Converter, node: fx.Node) -> View:
+    """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim."""
+    source = self.view(self.values[node.args[0]])
+    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    out = node.meta["val"]
+    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), out.shape)
+    strides = list(meta.stride())
+    strides[dim] = 0
+    pick = Pick(index, index_strides, meta.shape[dim], meta.stride(dim))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _advanced_index_refusal(node: fx.Node) -> str | None:
+    indices = [i for i in node.args[1] if i is not None]
+    for index in indices:
+        refusal = _index_dtype_refusal(node, index)
+        if refusal is not None:
+            return refusal
+    if len(indices) > INDEX_TENSORS:
+        return f"indexing by {len(indices)} index tensors: at most {INDEX_TENSORS} are supported"
+    return None
+
+
+@ATEN.handles("aten.index.Tensor", accepts=_nonempty(_advanced_index_refusal))
+def _advanced_index(self: Converter, node: fx.Node) -> View:
+    """x[..., a, b, ...] by integer index tensors (None entries take a whole dim): the
+    indexed dims become the broadcast shape of the indices, in their place when they are
+    adjacent and first otherwise, as torch does it."""
+    source = self.view(self.values[node.args[0]])
+    meta, out = source.meta, node.meta["val"]
+    entries = list(node.args[1]) + [None] * (meta.dim() - len(node.args[1]))
+    indexed = [d for d, entry in enumerate(entries) if entry is not None]
+    views = [self.view(self.values[entries[d]]) for d in indexed]
+    broadcast = list(torch.broadcast_shapes(*(v.meta.shape for v in views)))
+    kept = [d for d in range(meta.dim()) if d not in indexed]
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    # each output dim: ("x", a dim of x) or ("index", a dim of the broadcast indices)
+    at = indexed[0] if adjacent else 0
+    layout = [("x", d) for d in kept[:at] if adjacent]
+    layout += [("index", b) for b in range(len(broadcast))]
+    layout += [("x", d) for d in (kept[at:] if adjacent else kept)]
+    strides = [meta.stride(d) if kind == "x" else 0 for kind, d in layout]
+    picks = []
+    for d, view in zip(indexed, views, strict=True):
+        base, index_strides = _index_base(self, view, broadcast)
+        along = [index_strides[b] if kind == "index" else 0 for kind, b in layout]
+        picks.append(Pick(base, along, meta.shape[d], meta.stride(d)))
+    return _gather(self, source, out, strides, meta.storage_offset(), picks)
+
+
+def _rows(self: Converter, node: fx.Node) -> View:
+    """Rows of a table (args[0]) by ids of any shape (args[1]): an embedding of a table
+    the embedding family does not take."""
+    source = self.view(self.values[node.args[0]])
+    ids = self.view(self.values[node.args[1]])
+    meta, out = source.meta, node.meta["val"]
+    index, index_strides = _index_base(self, ids, ids.meta.shape)
+    strides = [0] * ids.meta.dim() + [meta.stride(1)]
+    pick = Pick(index, [*index_strides, 0], meta.shape[0], meta.stride(0))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _slice_scatter_refusal(node: fx.Node) -> str | None:
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    if step != 1:
+        return f"slice_scatter with step {step} is not supported"
+    return None
+
+
+@ATEN.handles("aten.slice_scatter.default", accepts=_nonempty(_slice_scatter_refusal))
+def _slice_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with a slice along dim replaced by src: a cat of the input before the
+    slice, src, and the input after it."""
+    names = ["dim", "start", "end"]
+    bound = {"dim": 0} | dict(zip(names, node.args[2:], strict=False)) | dict(node.kwargs)
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = bound["dim"] % out.dim()
+    size = out.shape[dim]
+    start, end = slice(bound.get("start"), bound.get("end")).indices(size)[:2]
+    return self.result(_spliced(self, view, dim, start, max(start, end), node.args[1]), out)
+
+
+@ATEN.handles("aten.select_scatter.default", accepts=_nonempty())
+def _select_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with one index along dim replaced by src (without that dim)."""
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = node.args[2] % out.dim()
+    index = node.args[3] % out.shape[dim]
+    src = self.view(self.values[node.args[1]])
+    src = View(src.base, src.meta.unsqueeze(dim))
+    return self.result(_spliced(self, view, dim, index, index + 1, src), out)
+
+
+def _spliced(
+    self: Converter, view: View, dim: int, start: int, end: int, src: fx.Node | View
+) -> SSAValue:
+    """`view` with its elements [start, end) along dim replaced by `src`'s."""
+    size = view.meta.shape[dim]
+    inserted = src if isinstance(src, View) else self.view(self.values[src])
+    parts = [] if start == 0 else [View(view.base, view.meta.narrow(dim, 0, start))]
+    parts.append(inserted)
+    if end < size:
+        parts.append(View(view.base, view.meta.narrow(dim, end, size - end)))
+    return _cat_of(self, [self.contiguous(p) for p in parts if p.meta.numel()], dim)
+
+
+@ATEN.handles("aten.flip.default", accepts=_nonempty())
+def _flip(self: Converter, node: fx.Node) -> View:
+    """Reads each flipped dim backwards: a negative stride from its last element."""
+    source = self.view(self.values[node.args[0]])
+    meta = source.meta
+    strides, offset = list(meta.stride()), meta.storage_offset()
+    for dim in {int(d) % max(1, meta.dim()) for d in node.args[1]}:
+        offset += (meta.shape[dim] - 1) * strides[dim]
+        strides[dim] = -strides[dim]
+    return _gather(self, source, node.meta["val"], strides, offset)
+
+
+def _roll_refusal(node: fx.Node) -> str | None:
+    shifts = node.args[1]
+    if len(shifts) > INDEX_TENSORS:
+        return f"roll over {len(shifts)} dims: at most {INDEX_TENSORS} are supported"
+    return None
+
+
+@ATEN.handles("aten.roll.default", accepts=_nonempty(_roll_refusal))
+def _roll(self: Converter, node: fx.Node) -> View:
+    """Each rolled dim read through a constant index, (j - shift) mod its size: a roll of
+    no dims rolls the flattened tensor."""
+    source = self.view(self.values[node.args[0]])
+    shifts = list(node.args[1])
+    dims = list(node.args[2]) if len(node.args) > 2 else list(node.kwargs.get("dims", []))
+    out = node.meta["val"]
+    if not dims:
+        flat = self.contiguous(source)
+        flat = self.insert(graph.ReshapeOp(flat, TensorType(flat.type.element_type, [out.numel()])))
+        source, dims = View(flat, torch.empty(out.numel(), dtype=out.dtype, device="meta")), [0]
+    meta = source.meta
+    strides, picks = list(meta.stride()), []
+    for t, (shift, dim) in enumerate(zip(shifts, dims, strict=True)):
+        dim %= meta.dim()
+        size = meta.shape[dim]
+        index = (torch.arange(size) - int(shift)) % max(1, size)
+        along = [0] * meta.dim()
+        along[dim] = 1
+        base = self.constant_arg(f"{node.name}.index{t}", index)
+        picks.append(Pick(base, along, size, strides[dim]))
+        strides[dim] = 0
+    rolled = _gather(self, source, meta, strides, meta.storage_offset(), picks)
+    if list(meta.shape) == list(out.shape):
+        return self.result(rolled.base, out)
+    return self.result(self.insert(graph.ReshapeOp(rolled.base, self.type_of(out))), out)
+
+
+def _triangle_refusal(node: fx.Node) -> str | None:
+    value = node.args[0].meta["val"]
+    if not dtypes.is_float(dtypes.torch_dtype_name(value.dtype)):
+        return f"{op_name(node)} of {value.dtype} values is not supported"
+    return None
+
+
+TRIANGLES = {"aten.triu.default": graph.Triangle.UPPER, "aten.tril.default": graph.Triangle.LOWER}
+
+
+@ATEN.handles(*TRIANGLES, accepts=_nonempty(_triangle_refusal))
+def _triangle(self: Converter, node: fx.Node) -> View:
+    x = self.operand(node.args[0])
+    diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    op = graph.TriangleOp(x, TRIANGLES[op_name(node)], int(diagonal))
+    return self.result(self.insert(op), node.meta["val"])
+
+
+@ATEN.handles("aten.repeat.default", accepts=_nonempty())
+def _repeat(self: Converter, node: fx.Node) -> View:
+    """A copy of the input broadcast along a new dim before each of its own, one per
+    repeat: [r0, n0, r1, n1, ...] read with strides [0, s0, 0, s1, ...]."""
+    source = self.view(self.values[node.args[0]])
+    repeats = list(node.args[1])
+    meta, out = source.meta, node.meta["val"]
+    lead = len(repeats) - meta.dim()
+    sizes = [1] * lead + list(meta.shape)
+    steps = [0] * lead + list(meta.stride())
+    shape = [n for r, size in zip(repeats, sizes, strict=True) for n in (r, size)]
+    strides = [s for step in steps for s in (0, step)]
+    tiled = meta.as_strided(shape, strides, meta.storage_offset())
+    value = self.contiguous(View(source.base, tiled))
+    return self.result(self.insert(graph.ReshapeOp(value, self.type_of(out))), out)
+
+
+def _cat_refusal(node: fx.Node) -> str | None:
+    out = node.meta["val"]
+    mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
+    if not mixed:
+        return None
+    names = ", ".join(sorted(map(str, mixed)))
+    return f"cat of {names} into {out.dtype} needs a conversion, which is not supported"
+
+
+def _cat_of(self: Converter, values: list[SSAValue], dim: int) -> SSAValue:
+    """graph.cat of `values` along dim, in steps of at most PARTS inputs."""
+    if len(values) == 1:
+        return values[0]
+    first, rest = values[:CAT_PARTS], values[CAT_PARTS:]
+    while True:
+        shape = list(first[0].type.get_shape())
+        shape[dim] = sum(v.type.get_shape()[dim] for v in first)
+        typ = TensorType(first[0].type.element_type, shape)
+        value = self.insert(graph.CatOp(first, dim, typ))
+        if not rest:
+            return value
+        first, rest = [value, *rest[: CAT_PARTS - 1]], rest[CAT_PARTS - 1 :]
+
+
+@ATEN.handles("aten.cat.default", accepts=_nonempty(_cat_refusal))
+def _cat(self: Converter, node: fx.Node) -> View:
+    out = node.meta["val"]
+    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    # torch lets an empty 1-d tensor stand in any cat: it adds nothing
+    parts = [arg for arg in node.args[0] if arg.meta["val"].numel()]
+    return self.result(_cat_of(self, [self.operand(arg) for arg in parts], dim), out)
+
+
+@ATEN.handles("aten.stack.default", accepts=_nonempty(_cat_refusal))
+def _stack(self: Converter, node: fx.Node) -> View:
+    """A cat of the inputs, each with a new dim of size 1 at `dim`."""
+    out = node.meta["val"]
+    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    parts = []
+    for arg in node.args[0]:
+        view = self.view(self.values[arg])
+        parts.append(self.contiguous(View(view.base, view.meta.unsqueeze(dim))))
+    return self.result(_cat_of(self, parts, dim), out)
+
+
+def _pad_arguments(node: fx.Node) -> tuple[list[int], str, float]:
+    """(pad, mode, fill) of aten.constant_pad_nd (input, pad, value) or aten.pad (input,
+    pad, mode, value)."""
+    names = (
+        ["pad", "value"]
+        if op_name(node) == "aten.constant_pad_nd.default"
+        else ["pad", "mode", "value"]
+    )
+    bound = dict(zip(names, node.args[1:], strict=False)) | dict(node.kwargs)
+    fill = bound.get("value")
+    return list(bound["pad"]), bound.get("mode", "constant"), 0 if fill is None else fill
+
+
+def _pad_refusal(node: fx.Node) -> str | None:
+    mode = _pad_arguments(node)[1]
+    if mode != "constant":
+        return f"a pad of mode {mode!r} is not supported"
+    return None
+
+
+@ATEN.handles("aten.constant_pad_nd.default", "aten.pad.default", accepts=_nonempty(_pad_refusal))
+def _constant_pad(self: Converter, node: fx.Node) -> View:
+    """Pads (pairs from the last dim back) as cats of constant fills; a negative pad is a
+    slice."""
+    view = self.view(self.values[node.args[0]])
+    pad, _, fill = _pad_arguments(node)
+    out = node.meta["val"]
+    meta = view.meta
+    for pair in range(len(pad) // 2):
+        dim, before, after = meta.dim() - 1 - pair, pad[2 * pair], pad[2 * pair + 1]
+        start, stop = max(0, -before), meta.shape[dim] - max(0, -after)
+        meta = meta.narrow(dim, start, stop - start)
+    value = self.contiguous(View(view.base, meta))
+    for pair in range(len(pad) // 2):
+        dim, before, after = meta.dim() - 1 - pair, pad[2 * pair], pad[2 * pair + 1]
+        parts = [value]
+        for side, width in (("before", before), ("after", after)):
+            if width <= 0:
+                continue
+            shape = list(value.type.get_shape())
+            shape[dim] = width
+            filled = torch.full(shape, fill, dtype=out.dtype)
+            constant = self.constant_arg(f"{node.name}.{side}{dim}", filled)
+            parts.insert(0 if side == "before" else len(parts), constant)
+        value = _cat_of(self, parts, dim)
+    return self.result(value, out)
 
 
 # -- reductions -------------------------------------------------------------------------
