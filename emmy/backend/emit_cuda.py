@@ -84,7 +84,12 @@ COORDINATES = {
     kernel.BlockDimOp: "blockDim",
     kernel.GridDimOp: "gridDim",
 }
-REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
+REDUCE_OPS = {
+    "sum": "emmy::op_sum{}",
+    "max": "emmy::op_max{}",
+    "min": "emmy::op_min{}",
+    "prod": "emmy::op_prod{}",
+}
 
 
 @dataclass
@@ -304,6 +309,10 @@ class KernelPrinter:
         self.define(op.result, f"(float){self.value(op.input)}")
 
     @emit.register
+    def _fptosi(self, op: arith.FPToSIOp) -> None:
+        self.define(op.result, f"(int){self.value(op.input)}")
+
+    @emit.register
     def _integer_cast(self, op: arith.TruncIOp | arith.ExtSIOp) -> None:
         self.define(op.result, f"({c_type(op.result.type)}){self.value(op.input)}")
 
@@ -324,6 +333,10 @@ class KernelPrinter:
         access = self.lane_access.get(op)
         if access:
             self.line(f"{access} = {self.value(op.value)};")
+            return
+        if isinstance(op.value.type, IntegerType):
+            # integers are written as they are stored (emmy::store converts a float)
+            self.line(f"*({self.value(op.ptr)} + {self.value(op.index)}) = {self.value(op.value)};")
             return
         self.line(
             f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"

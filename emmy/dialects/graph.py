@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -397,11 +398,39 @@ class RmsNormOp(NormOp):
         )
 
 
+#: graph.reduce's kinds: the inputs each takes (`float`: f32, f16, bf16; `int`: also i8
+#: (bool), i32, i64) and its result's dtype, as torch gives it (`same`; `wide`: the same
+#: for a float, i64 for an integer; `i64`: an index; `i8`: a bool)
+REDUCE_KINDS: dict[str, tuple[str, str]] = {
+    "sum": ("int", "wide"),
+    "prod": ("int", "wide"),
+    "max": ("int", "same"),
+    "min": ("int", "same"),
+    "mean": ("float", "same"),
+    "logsumexp": ("float", "same"),
+    "argmax": ("float", "i64"),
+    "argmin": ("float", "i64"),
+    "any": ("int", "i8"),
+    "all": ("int", "i8"),
+}
+
+
+def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
+    """The element type of graph.reduce's result of `kind` over `element`."""
+    rule = REDUCE_KINDS[kind][1]
+    if rule == "same" or (rule == "wide" and dtypes.is_float_type(element)):
+        return element
+    return i8 if rule == "i8" else i64
+
+
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
-    """A sum, mean or max over the last dim; the result keeps that dim as 1 or drops it.
+    """A reduction over the last dim; the result keeps that dim as 1 or drops it. Its
+    kinds and their dtypes are `REDUCE_KINDS`' (sum, prod, max, min, mean, logsumexp,
+    argmax, argmin, any, all); an integer sum or prod accumulates exactly, in i64.
 
     %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
+    %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
     """
 
     name = "graph.reduce"
@@ -418,16 +447,62 @@ class ReduceOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        x = _float_tensor(self.input, "graph.reduce input")
-        out = _float_tensor(self.result, "graph.reduce result")
-        if self.kind.data not in ("sum", "mean", "max"):
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        kind = self.kind.data
+        if kind not in REDUCE_KINDS:
             raise VerifyException(
-                f"graph.reduce kind must be sum, mean or max, not {self.kind.data!r}"
+                f"graph.reduce kind must be one of {', '.join(REDUCE_KINDS)}, not {kind!r}"
+            )
+        takes = REDUCE_KINDS[kind][0]
+        element = x.element_type
+        if takes == "float" or not isinstance(element, IntegerType):
+            _float_tensor(x, f"graph.reduce {kind} input")
+        elif element not in (i8, i32, i64):
+            raise VerifyException(f"graph.reduce {kind} input must not be {element}")
+        expected = reduce_result_dtype(kind, element)
+        if out.element_type != expected:
+            raise VerifyException(
+                f"graph.reduce {kind} of {element} gives {expected}, not {out.element_type}"
             )
         shape = x.get_shape()
         if not shape or out.get_shape() not in (shape[:-1], (*shape[:-1], 1)):
             raise VerifyException(
                 f"graph.reduce of {list(shape)} over the last dim cannot give {list(out.get_shape())}"
+            )
+
+
+@irdl_op_definition
+class CumsumOp(IRDLOperation):
+    """Inclusive prefix sums over the last dim: y[..., j] = x[..., 0] + ... + x[..., j].
+    A float keeps its dtype (f32 accumulation); an integer (i8 for bool, i32, i64) gives
+    i64, summed exactly, as torch's cumsum does.
+
+    %y = graph.cumsum %x : tensor<2x16xi64> -> tensor<2x16xi64>
+    """
+
+    name = "graph.cumsum"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute):
+        super().__init__(operands=[input], result_types=[result_type])
+
+    def verify_(self) -> None:
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        element = x.element_type
+        if isinstance(element, IntegerType):
+            if element not in (i8, i32, i64):
+                raise VerifyException(f"graph.cumsum input must not be {element}")
+        else:
+            _float_tensor(x, "graph.cumsum input")
+        expected = reduce_result_dtype("sum", element)
+        if not x.get_shape() or out != TensorType(expected, x.get_shape()):
+            raise VerifyException(
+                f"graph.cumsum of {x} gives {TensorType(expected, x.get_shape())}, not {out}"
             )
 
 
@@ -738,6 +813,7 @@ Graph = Dialect(
         LayerNormOp,
         RmsNormOp,
         ReduceOp,
+        CumsumOp,
         EmbeddingOp,
         AttentionOp,
         RopeOp,

@@ -594,7 +594,7 @@ class BarrierOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
-REDUCE_KINDS = {"sum": 1, "max": 1, "online_softmax": 2}
+REDUCE_KINDS = {"sum": 1, "max": 1, "min": 1, "prod": 1, "online_softmax": 2}
 
 
 @irdl_op_definition

@@ -1,23 +1,42 @@
-"""The sum, mean or max of each row (the last dim)."""
+"""Reductions of each row (the last dim) of floats: sum, mean, max, min, prod, logsumexp.
+graph.reduce's other kinds go to the sibling families its table names: an index (argmax,
+argmin: `arg_rows`) and integer or boolean rows (`reduce_rows_int`)."""
 
 from __future__ import annotations
 
 import math
 
+from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+#: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
+FLOAT_FAMILIES = {
+    **dict.fromkeys(("sum", "mean", "max", "min", "prod", "logsumexp"), "reduce_rows"),
+    **dict.fromkeys(("argmax", "argmin"), "arg_rows"),
+}
 
 
 def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
     shape = shape_of(op.input)
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
-    return Site("reduce_rows", {**key, "op": op.kind.data}, list(op.operands))
+    if not dtypes.is_float(key["T"]):
+        key["Y"] = dtype_of(op.result)
+        return Site("reduce_rows_int", {**key, "op": op.kind.data}, list(op.operands))
+    return Site(FLOAT_FAMILIES[op.kind.data], {**key, "op": op.kind.data}, list(op.operands))
 
 
 def reference(key: dict, inputs: list):
     x = inputs[0].double()
-    ops = {"sum": lambda: x.sum(-1), "mean": lambda: x.mean(-1), "max": lambda: x.amax(-1)}
+    ops = {
+        "sum": lambda: x.sum(-1),
+        "mean": lambda: x.mean(-1),
+        "max": lambda: x.amax(-1),
+        "min": lambda: x.amin(-1),
+        "prod": lambda: x.prod(-1),
+        "logsumexp": lambda: x.logsumexp(-1),
+    }
     return ops[str(key["op"])]()
 
 
@@ -25,7 +44,17 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import randn
 
+    if key["op"] == "prod":
+        # factors near ±1, so that a long row's product neither vanishes nor overflows
+        signs = randn((key["rows"], key["cols"]), "f32", generator).sign()
+        near_one = randn((key["rows"], key["cols"]), "f32", generator, 0.05, 1.0)
+        return [(signs * near_one).to(randn((1,), dtype, generator).dtype)]
     return [randn((key["rows"], key["cols"]), dtype, generator)]
+
+
+def atol(key: dict) -> float:
+    # f32 accumulation: a sum whose terms cancel keeps their absolute error
+    return 4e-6 * math.sqrt(int(key["cols"]))
 
 
 FAMILY = Family(
@@ -37,10 +66,11 @@ FAMILY = Family(
     check_keys=lambda dtype: [
         {"rows": r, "cols": c, "T": dtype, "op": op}
         for (r, c), op in zip(
-            [(3, 1), (5, 97), (2, 1000), (4, 64)], ["sum", "mean", "max", "sum"], strict=True
+            [(3, 1), (5, 97), (2, 1000), (4, 64), (3, 33), (2, 100), (4, 130)],
+            ["sum", "mean", "max", "sum", "min", "prod", "logsumexp"],
+            strict=True,
         )
     ],
     check_inputs=check_inputs,
-    # f32 accumulation: a sum whose terms cancel keeps their absolute error
-    extra_atol=lambda key: 4e-6 * math.sqrt(int(key["cols"])),
+    extra_atol=atol,
 )

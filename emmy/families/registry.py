@@ -9,9 +9,11 @@ from xdsl.ir import Operation
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
 from emmy.families import (
+    arg_rows,
     attention,
     attention_path,
     attention_tc,
+    cumsum,
     elementwise,
     embedding,
     layer_norm,
@@ -21,6 +23,7 @@ from emmy.families import (
     matmul_tc,
     permute,
     reduce_rows,
+    reduce_rows_int,
     rms_norm,
     rope,
     softmax,
@@ -38,6 +41,9 @@ FAMILIES: dict[str, Family] = {
         rms_norm,
         elementwise,
         reduce_rows,
+        reduce_rows_int,
+        arg_rows,
+        cumsum,
         transpose,
         permute,
         embedding,
