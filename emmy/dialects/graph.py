@@ -398,6 +398,8 @@ class RmsNormOp(NormOp):
         )
 
 
+#: the kinds of graph.reduce that divide by the count less a `correction` (Bessel's: 1)
+CORRECTED_KINDS = ("var", "std")
 #: graph.reduce's kinds: the inputs each takes (`float`: f32, f16, bf16; `int`: also i8
 #: (bool), i32, i64) and its result's dtype, as torch gives it (`same`; `wide`: the same
 #: for a float, i64 for an integer; `i64`: an index; `i8`: a bool)
@@ -408,6 +410,8 @@ REDUCE_KINDS: dict[str, tuple[str, str]] = {
     "min": ("int", "same"),
     "mean": ("float", "same"),
     "logsumexp": ("float", "same"),
+    "var": ("float", "same"),
+    "std": ("float", "same"),
     "argmax": ("float", "i64"),
     "argmin": ("float", "i64"),
     "any": ("int", "i8"),
@@ -427,24 +431,30 @@ def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
 class ReduceOp(IRDLOperation):
     """A reduction over the last dim; the result keeps that dim as 1 or drops it. Its
     kinds and their dtypes are `REDUCE_KINDS`' (sum, prod, max, min, mean, logsumexp,
-    argmax, argmin, any, all); an integer sum or prod accumulates exactly, in i64.
+    argmax, argmin, any, all, var, std); an integer sum or prod accumulates exactly, in
+    i64; var and std divide by the count less `correction`.
 
     %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
     %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
+    %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
     """
 
     name = "graph.reduce"
     input = operand_def(TensorType)
     kind = prop_def(StringAttr)
+    correction = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input: SSAValue, kind: str, result_type: Attribute):
-        super().__init__(
-            operands=[input], result_types=[result_type], properties={"kind": StringAttr(kind)}
-        )
+    def __init__(
+        self, input: SSAValue, kind: str, result_type: Attribute, correction: int | None = None
+    ):
+        properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if correction is not None:
+            properties["correction"] = IntegerAttr(correction, i64)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
         x, out = self.input.type, self.result.type
@@ -453,6 +463,10 @@ class ReduceOp(IRDLOperation):
         if kind not in REDUCE_KINDS:
             raise VerifyException(
                 f"graph.reduce kind must be one of {', '.join(REDUCE_KINDS)}, not {kind!r}"
+            )
+        if (self.correction is not None) != (kind in CORRECTED_KINDS):
+            raise VerifyException(
+                f"graph.reduce takes a correction with kinds {', '.join(CORRECTED_KINDS)} only"
             )
         takes = REDUCE_KINDS[kind][0]
         element = x.element_type

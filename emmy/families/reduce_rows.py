@@ -1,4 +1,5 @@
-"""Reductions of each row (the last dim) of floats: sum, mean, max, min, prod, logsumexp.
+"""Reductions of each row (the last dim) of floats: sum, mean, max, min, prod, logsumexp,
+var and std.
 graph.reduce's other kinds go to the sibling families its table names: an index (argmax,
 argmin: `arg_rows`) and integer or boolean rows (`reduce_rows_int`)."""
 
@@ -13,7 +14,9 @@ from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 #: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
 FLOAT_FAMILIES = {
-    **dict.fromkeys(("sum", "mean", "max", "min", "prod", "logsumexp"), "reduce_rows"),
+    **dict.fromkeys(
+        ("sum", "mean", "max", "min", "prod", "logsumexp", "var", "std"), "reduce_rows"
+    ),
     **dict.fromkeys(("argmax", "argmin"), "arg_rows"),
 }
 
@@ -24,7 +27,10 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
     if not dtypes.is_float(key["T"]):
         key["Y"] = dtype_of(op.result)
         return Site("reduce_rows_int", {**key, "op": op.kind.data}, list(op.operands))
-    return Site(FLOAT_FAMILIES[op.kind.data], {**key, "op": op.kind.data}, list(op.operands))
+    key["op"] = op.kind.data
+    if op.correction is not None:
+        key["correction"] = op.correction.value.data
+    return Site(FLOAT_FAMILIES[op.kind.data], key, list(op.operands))
 
 
 def reference(key: dict, inputs: list):
@@ -36,6 +42,8 @@ def reference(key: dict, inputs: list):
         "min": lambda: x.amin(-1),
         "prod": lambda: x.prod(-1),
         "logsumexp": lambda: x.logsumexp(-1),
+        "var": lambda: x.var(-1, correction=int(key.get("correction", 0))),
+        "std": lambda: x.std(-1, correction=int(key.get("correction", 0))),
     }
     return ops[str(key["op"])]()
 
@@ -70,6 +78,11 @@ FAMILY = Family(
             ["sum", "mean", "max", "sum", "min", "prod", "logsumexp"],
             strict=True,
         )
+    ]
+    + [
+        {"rows": 3, "cols": 50, "T": dtype, "op": "var", "correction": 1},
+        {"rows": 2, "cols": 300, "T": dtype, "op": "std", "correction": 0},
+        {"rows": 4, "cols": 9, "T": dtype, "op": "std", "correction": 1},
     ],
     check_inputs=check_inputs,
     extra_atol=atol,

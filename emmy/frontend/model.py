@@ -568,42 +568,161 @@ def _embedding(self: Converter, node: fx.Node) -> View:
 
 
 # -- reductions -------------------------------------------------------------------------
-REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+#: each reduction's graph.reduce kind; over the dims `dim` names (all of them where it is
+#: None or [], as torch reads it), or all dims for the overloads that take none
+REDUCTIONS = {
+    **dict.fromkeys(("aten.sum.dim_IntList", "aten.sum.default"), "sum"),
+    **dict.fromkeys(("aten.mean.dim", "aten.mean.default"), "mean"),
+    **dict.fromkeys(("aten.amax.default", "aten.max.default"), "max"),
+    **dict.fromkeys(("aten.amin.default", "aten.min.default"), "min"),
+    **dict.fromkeys(("aten.prod.dim_int", "aten.prod.default"), "prod"),
+    "aten.logsumexp.default": "logsumexp",
+    "aten.argmax.default": "argmax",
+    "aten.argmin.default": "argmin",
+    **dict.fromkeys(("aten.any.default", "aten.any.dim", "aten.any.dims"), "any"),
+    **dict.fromkeys(("aten.all.default", "aten.all.dim", "aten.all.dims"), "all"),
+    **dict.fromkeys(("aten.var.correction", "aten.var.dim", "aten.var.default"), "var"),
+    **dict.fromkeys(("aten.std.correction", "aten.std.dim", "aten.std.default"), "std"),
+}
+#: reductions that give a value and its index: two reductions of the same rows
+PAIRED_REDUCTIONS = {"aten.max.dim": ("max", "argmax"), "aten.min.dim": ("min", "argmin")}
+#: the longest row argmax and argmin index exactly (their indices reduce as f32)
+ARG_COLS_MAX = 2**24
 
 
-def _reduced_dims(node: fx.Node) -> object:
-    return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+def _arguments(node: fx.Node) -> dict:
+    """The node's arguments by the names of its op's schema, defaults filled in."""
+    schema = node.target._schema
+    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    bound |= dict(zip((a.name for a in schema.arguments), node.args, strict=False))
+    return bound | dict(node.kwargs)
+
+
+def _reduction_kinds(node: fx.Node) -> tuple[str, ...]:
+    return PAIRED_REDUCTIONS.get(op_name(node)) or (REDUCTIONS[op_name(node)],)
+
+
+def _reduced(bound: dict, rank: int) -> list[int]:
+    """The dims a reduction reduces, ascending: all of them where it names none."""
+    dims = bound.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not dims or rank == 0:
+        return list(range(rank))
+    return sorted({int(d) % rank for d in dims})
+
+
+def _correction(bound: dict) -> object:
+    """var's and std's divisor is the count less this (unbiased: 1)."""
+    if "correction" in bound:
+        return 1 if bound["correction"] is None else bound["correction"]
+    return 1 if bound.get("unbiased", True) else 0
 
 
 def _reduction_refusal(node: fx.Node) -> str | None:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    if dims is None or len(dims) != 1:
-        return f"{kind} over {dims!r}: only one dim at a time is supported"
-    if node.kwargs.get("dtype") is not None:
-        return f"{kind} with a dtype conversion is not supported"
+    bound = _arguments(node)
+    x = node.args[0].meta["val"]
+    floating = x.dtype.is_floating_point
+    if x.numel() == 0:
+        return "a reduction of an empty tensor is not supported"
+    rows = _reduced(bound, x.dim())
+    cols = 1
+    for d in rows:
+        cols *= x.shape[d]
+    for kind in _reduction_kinds(node):
+        if graph.REDUCE_KINDS[kind][0] == "float" and not floating:
+            return f"{kind} of {x.dtype} is not supported"
+        if kind in ("any", "all") and floating:
+            return f"{kind} of {x.dtype} is not supported: compare it with 0 first"
+        if kind in ("argmax", "argmin") and cols >= ARG_COLS_MAX:
+            return f"{kind} over {cols} elements: at most {ARG_COLS_MAX - 1} are supported"
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"{op_name(node)} of {x.dtype} is not supported"
+    examples = node.meta["val"]
+    examples = examples if isinstance(examples, (list, tuple)) else [examples]
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        if _element_type(example.dtype) != graph.reduce_result_dtype(kind, element):
+            # a `dtype=` that is not the one torch gives anyway
+            return f"{op_name(node)} to {example.dtype} (a dtype conversion) is not supported"
+    if "var" in _reduction_kinds(node) or "std" in _reduction_kinds(node):
+        if int(_correction(bound)) != _correction(bound):
+            return f"{op_name(node)} with a correction of {_correction(bound)} is not supported"
     return None
 
 
-@ATEN.handles(*REDUCTIONS, accepts=_reduction_refusal)
-def _reduce(self: Converter, node: fx.Node) -> View:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-    example = node.meta["val"]
+@ATEN.handles(*REDUCTIONS, *PAIRED_REDUCTIONS, accepts=_reduction_refusal)
+def _reduce(self: Converter, node: fx.Node) -> object:
+    """A reduction over any dims: the kept dims in order, then the reduced ones merged into
+    one last dim (a copy where they are not last already), reduced as rows; the result is
+    reshaped to torch's (keepdim's dims of size 1 move no element)."""
+    bound = _arguments(node)
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
-    dim = int(dims[0]) % rank
-    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
-    # back to its place by a reshape, which moves no element
-    order = [d for d in range(rank) if d != dim] + [dim]
-    x = self.contiguous(View(source.base, source.meta.permute(order)))
-    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
-    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
-    out = self.type_of(example)
-    if value.type != out:
-        value = self.insert(graph.ReshapeOp(value, out))
-    return self.result(value, example)
+    reduced = _reduced(bound, rank)
+    kept = [d for d in range(rank) if d not in reduced]
+    meta = source.meta.permute(kept + reduced) if rank else source.meta
+    x = self.contiguous(View(source.base, meta))
+    kept_shape = [int(source.meta.shape[d]) for d in kept]
+    cols = x.type.element_count() // max(1, _numel(kept_shape))
+    rows_type = TensorType(x.type.element_type, [*kept_shape, cols])
+    if x.type != rows_type:
+        x = self.insert(graph.ReshapeOp(x, rows_type))
+    examples = node.meta["val"]
+    examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
+    results = []
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        out = self.type_of(example)
+        shape = list(out.get_shape())
+        reduced_shape = shape if shape in (kept_shape, [*kept_shape, 1]) else kept_shape
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        correction = int(_correction(bound)) if kind in graph.CORRECTED_KINDS else None
+        op = graph.ReduceOp(x, kind, TensorType(element, reduced_shape), correction)
+        value = self.insert(op)
+        if value.type != out:
+            value = self.insert(graph.ReshapeOp(value, out))
+        results.append(self.result(value, example))
+    return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+
+
+def _cumsum_refusal(node: fx.Node) -> str | None:
+    x, out = node.args[0].meta["val"], node.meta["val"]
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"cumsum of {x.dtype} is not supported"
+    if x.numel() == 0:
+        return "a cumsum of an empty tensor is not supported"
+    if _element_type(out.dtype) != graph.reduce_result_dtype("sum", element):
+        return f"cumsum to {out.dtype} (a dtype conversion) is not supported"
+    return None
+
+
+@ATEN.handles("aten.cumsum.default", accepts=_cumsum_refusal)
+def _cumsum(self: Converter, node: fx.Node) -> View:
+    """A prefix sum over any dim: the dim moved last (a transposed copy unless it is)."""
+    example = node.meta["val"]
+
+    def build(x: SSAValue) -> SSAValue:
+        element = graph.reduce_result_dtype("sum", x.type.element_type)
+        return self.insert(graph.CumsumOp(x, TensorType(element, x.type.get_shape())))
+
+    if example.dim() == 0:
+        return self.result(build(self.operand(node.args[0])), example)
+    return self.over_last_dim(node, int(node.args[1]), build)
+
+
+def _element_type(dtype: torch.dtype) -> Attribute | None:
+    """The graph's element type of a torch dtype (a bool is i8), None for one it lacks."""
+    if dtype == torch.bool:
+        return i8
+    name = dtypes.torch_dtype_name(dtype)
+    return dtypes.xdsl_type(name) if name is not None and name != "i8" else None
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _softmax_refusal(node: fx.Node) -> str | None:

@@ -56,7 +56,10 @@ def to_storage(tensor: torch.Tensor) -> np.ndarray:
 
 
 def from_storage(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    # ascontiguousarray makes a 0-d array 1-d: the shape is put back
+    tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
+    if dtype == torch.bool:
+        return tensor != 0  # a boolean stored as i8, 0 or 1
     return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
 
 
