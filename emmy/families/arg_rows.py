@@ -3,6 +3,8 @@ sites over floats (`reduce_rows` builds them)."""
 
 from __future__ import annotations
 
+import math
+
 from emmy.families.family import Family, FamilyKind
 
 
@@ -13,8 +15,6 @@ def reference(key: dict, inputs: list):
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
-    import math
-
     from emmy.families.tensors import randn
 
     # few distinct values, so that ties (the first one wins) and NaN (the extreme) occur

@@ -71,19 +71,21 @@ FAMILY = Family(
     ops=(graph.ReduceOp,),
     site=site,
     reference=reference,
-    check_keys=lambda dtype: [
-        {"rows": r, "cols": c, "T": dtype, "op": op}
-        for (r, c), op in zip(
-            [(3, 1), (5, 97), (2, 1000), (4, 64), (3, 33), (2, 100), (4, 130)],
-            ["sum", "mean", "max", "sum", "min", "prod", "logsumexp"],
-            strict=True,
-        )
-    ]
-    + [
-        {"rows": 3, "cols": 50, "T": dtype, "op": "var", "correction": 1},
-        {"rows": 2, "cols": 300, "T": dtype, "op": "std", "correction": 0},
-        {"rows": 4, "cols": 9, "T": dtype, "op": "std", "correction": 1},
-    ],
+    check_keys=lambda dtype: (
+        [
+            {"rows": r, "cols": c, "T": dtype, "op": op}
+            for (r, c), op in zip(
+                [(3, 1), (5, 97), (2, 1000), (4, 64), (3, 33), (2, 100), (4, 130)],
+                ["sum", "mean", "max", "sum", "min", "prod", "logsumexp"],
+                strict=True,
+            )
+        ]
+        + [
+            {"rows": 3, "cols": 50, "T": dtype, "op": "var", "correction": 1},
+            {"rows": 2, "cols": 300, "T": dtype, "op": "std", "correction": 0},
+            {"rows": 4, "cols": 9, "T": dtype, "op": "std", "correction": 1},
+        ]
+    ),
     check_inputs=check_inputs,
     extra_atol=atol,
 )
