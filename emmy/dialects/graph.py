@@ -429,19 +429,21 @@ def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
 
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
-    """A reduction over the last dim; the result keeps that dim as 1 or drops it. Its
-    kinds and their dtypes are `REDUCE_KINDS`' (sum, prod, max, min, mean, logsumexp,
-    argmax, argmin, any, all, var, std); an integer sum or prod accumulates exactly, in
-    i64; var and std divide by the count less `correction`.
+    """A reduction over one dim, the last unless `dim` names another; the result keeps
+    that dim as 1 or drops it. Its kinds and their dtypes are `REDUCE_KINDS`' (sum, prod,
+    max, min, mean, logsumexp, argmax, argmin, any, all, var, std); an integer sum or prod
+    accumulates exactly, in i64; var and std divide by the count less `correction`.
 
     %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
     %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
     %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
+    %s = graph.reduce %m {kind = "sum", dim = 0 : i64} : tensor<4x10xi64> -> tensor<10xi64>
     """
 
     name = "graph.reduce"
     input = operand_def(TensorType)
     kind = prop_def(StringAttr)
+    dim = opt_prop_def(IntegerAttr)
     correction = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
@@ -449,12 +451,24 @@ class ReduceOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(
-        self, input: SSAValue, kind: str, result_type: Attribute, correction: int | None = None
+        self,
+        input: SSAValue,
+        kind: str,
+        result_type: Attribute,
+        correction: int | None = None,
+        dim: int | None = None,
     ):
         properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if dim is not None:
+            properties["dim"] = IntegerAttr(dim, i64)
         if correction is not None:
             properties["correction"] = IntegerAttr(correction, i64)
         super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def reduced_dim(self) -> int:
+        """The reduced dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
 
     def verify_(self) -> None:
         x, out = self.input.type, self.result.type
@@ -480,31 +494,56 @@ class ReduceOp(IRDLOperation):
                 f"graph.reduce {kind} of {element} gives {expected}, not {out.element_type}"
             )
         shape = x.get_shape()
-        if not shape or out.get_shape() not in (shape[:-1], (*shape[:-1], 1)):
+        dim = self.reduced_dim
+        kept = (shape[:dim] + shape[dim + 1 :], shape[:dim] + (1,) + shape[dim + 1 :])
+        if out.get_shape() not in kept:
+            where = "the last dim" if self.dim is None else f"dim {dim}"
             raise VerifyException(
-                f"graph.reduce of {list(shape)} over the last dim cannot give {list(out.get_shape())}"
+                f"graph.reduce of {list(shape)} over {where} cannot give {list(out.get_shape())}"
             )
+
+
+def _reduced_dim(op: IRDLOperation, dim: IntegerAttr | None) -> int:
+    """The dim a reduction or scan runs over, from the first: the last unless `dim`."""
+    rank = len(_shape_of(op.operands[0]))
+    if rank == 0:
+        raise VerifyException(f"{op.name} needs a tensor of rank 1 or more")
+    value = rank - 1 if dim is None else dim.value.data
+    if not -rank <= value < rank:
+        raise VerifyException(f"{op.name} dim {value} is out of range for rank {rank}")
+    return value % rank
 
 
 @irdl_op_definition
 class CumsumOp(IRDLOperation):
-    """Inclusive prefix sums over the last dim: y[..., j] = x[..., 0] + ... + x[..., j].
-    A float keeps its dtype (f32 accumulation); an integer (i8 for bool, i32, i64) gives
-    i64, summed exactly, as torch's cumsum does.
+    """Inclusive prefix sums over one dim, the last unless `dim` names another:
+    y[..., j, ...] = x[..., 0, ...] + ... + x[..., j, ...]. A float keeps its dtype (f32
+    accumulation); an integer (i8 for bool, i32, i64) gives i64, summed exactly, as torch's
+    cumsum does.
 
     %y = graph.cumsum %x : tensor<2x16xi64> -> tensor<2x16xi64>
+    %z = graph.cumsum %x {dim = 0 : i64} : tensor<2x16xi64> -> tensor<2x16xi64>
     """
 
     name = "graph.cumsum"
     input = operand_def(TensorType)
+    dim = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input: SSAValue, result_type: Attribute):
-        super().__init__(operands=[input], result_types=[result_type])
+    def __init__(self, input: SSAValue, result_type: Attribute, dim: int | None = None):
+        properties = {"dim": IntegerAttr(dim, i64)} if dim is not None else {}
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def scanned_dim(self) -> int:
+        """The scanned dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
 
     def verify_(self) -> None:
+        self.scanned_dim  # noqa: B018 - raises where the dim is out of range
         x, out = self.input.type, self.result.type
         assert isinstance(x, TensorType) and isinstance(out, TensorType)
         element = x.element_type
@@ -514,7 +553,7 @@ class CumsumOp(IRDLOperation):
         else:
             _float_tensor(x, "graph.cumsum input")
         expected = reduce_result_dtype("sum", element)
-        if not x.get_shape() or out != TensorType(expected, x.get_shape()):
+        if out != TensorType(expected, x.get_shape()):
             raise VerifyException(
                 f"graph.cumsum of {x} gives {TensorType(expected, x.get_shape())}, not {out}"
             )

@@ -1,5 +1,5 @@
-"""Inclusive prefix sums over the last dim (graph.cumsum): floats accumulated in f32, integers
-and booleans in i64."""
+"""Inclusive prefix sums (graph.cumsum) over the middle dim of [rows, cols, inner]: floats
+accumulated in f32, integers and booleans in i64."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 def site(op: graph.CumsumOp, fusion: Fusion) -> Site:
     shape = shape_of(op.input)
+    dim = op.scanned_dim
     dtype = dtype_of(op.input)
     key = {
-        "rows": math.prod(shape[:-1]),
-        "cols": shape[-1],
+        "rows": math.prod(shape[:dim]),
+        "cols": shape[dim],
+        "inner": math.prod(shape[dim + 1 :]),
         "T": dtype,
         "Y": dtype_of(op.result),
         "acc": "f32" if dtypes.is_float(dtype) else "i64",
@@ -27,8 +29,8 @@ def site(op: graph.CumsumOp, fusion: Fusion) -> Site:
 def reference(key: dict, inputs: list):
     x = inputs[0]
     if key["acc"] == "i64":
-        return x.long().cumsum(-1)
-    return x.double().cumsum(-1)
+        return x.long().cumsum(1)
+    return x.double().cumsum(1)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
@@ -37,7 +39,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
 
     from emmy.families.tensors import randn
 
-    shape = (key["rows"], key["cols"])
+    shape = (key["rows"], key["cols"], key["inner"])
     if dtypes.is_float(dtype):
         return [randn(shape, dtype, generator)]
     high = {"i8": 2, "i32": 2**30, "i64": 2**40}[dtype]
@@ -49,8 +51,8 @@ def check_keys(dtype: str) -> list[dict]:
     acc = "f32" if dtypes.is_float(dtype) else "i64"
     out = dtype if acc == "f32" else "i64"
     return [
-        {"rows": r, "cols": c, "T": dtype, "Y": out, "acc": acc}
-        for r, c in [(3, 1), (2, 16), (5, 97), (2, 1000)]
+        {"rows": r, "cols": c, "inner": i, "T": dtype, "Y": out, "acc": acc}
+        for r, c, i in [(3, 1, 1), (2, 16, 1), (5, 97, 1), (2, 1000, 1), (2, 9, 5), (1, 6, 33)]
     ]
 
 

@@ -9,6 +9,7 @@ import math
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
@@ -23,10 +24,23 @@ FLOAT_FAMILIES = {
 
 def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
     shape = shape_of(op.input)
+    dim = op.reduced_dim
+    if not dtypes.is_float(dtype_of(op.input)):
+        key = {
+            "rows": math.prod(shape[:dim]),
+            "cols": shape[dim],
+            "inner": math.prod(shape[dim + 1 :]),
+            "T": dtype_of(op.input),
+            "Y": dtype_of(op.result),
+            "op": op.kind.data,
+        }
+        return Site("reduce_rows_int", key, list(op.operands))
+    if dim != len(shape) - 1:
+        raise EmmyError(
+            f"graph.reduce of floats over dim {dim} of {list(shape)}: the row kernels read "
+            "the last dim (move it last first)"
+        )
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
-    if not dtypes.is_float(key["T"]):
-        key["Y"] = dtype_of(op.result)
-        return Site("reduce_rows_int", {**key, "op": op.kind.data}, list(op.operands))
     key["op"] = op.kind.data
     if op.correction is not None:
         key["correction"] = op.correction.value.data

@@ -659,6 +659,8 @@ def _reduce(self: Converter, node: fx.Node) -> object:
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
     reduced = _reduced(bound, rank)
+    if not source.meta.dtype.is_floating_point:
+        return _reduce_integers(self, node, source, reduced)
     kept = [d for d in range(rank) if d not in reduced]
     meta = source.meta.permute(kept + reduced) if rank else source.meta
     x = self.contiguous(View(source.base, meta))
@@ -684,6 +686,31 @@ def _reduce(self: Converter, node: fx.Node) -> object:
     return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
 
 
+def _reduce_integers(self: Converter, node: fx.Node, source: View, reduced: list[int]) -> View:
+    """An integer reduction, read in place (integer tensors have no strided copy): each run
+    of adjacent reduced dims, the last first, is the middle dim of [before, run, after]
+    (every integer kind reduces in steps: a sum of sums, an any of anys)."""
+    (kind,) = _reduction_kinds(node)
+    x = self.contiguous(source)
+    shape = [int(size) for size in source.meta.shape]
+    runs: list[list[int]] = []
+    for d in reduced:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    for run in reversed(runs):
+        first, end = run[0], run[-1] + 1
+        before, after = _numel(shape[:first]), _numel(shape[end:])
+        lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
+        if x.type != lines:
+            x = self.insert(graph.ReshapeOp(x, lines))
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before, after]), dim=1))
+        shape = shape[:first] + shape[end:]
+    return _shaped_as(self, x, node.meta["val"])
+
+
 def _cumsum_refusal(node: fx.Node) -> str | None:
     x, out = node.args[0].meta["val"], node.meta["val"]
     element = _element_type(x.dtype)
@@ -698,16 +725,17 @@ def _cumsum_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles("aten.cumsum.default", accepts=_cumsum_refusal)
 def _cumsum(self: Converter, node: fx.Node) -> View:
-    """A prefix sum over any dim: the dim moved last (a transposed copy unless it is)."""
+    """A prefix sum over any dim, read in place."""
     example = node.meta["val"]
-
-    def build(x: SSAValue) -> SSAValue:
-        element = graph.reduce_result_dtype("sum", x.type.element_type)
-        return self.insert(graph.CumsumOp(x, TensorType(element, x.type.get_shape())))
-
-    if example.dim() == 0:
-        return self.result(build(self.operand(node.args[0])), example)
-    return self.over_last_dim(node, int(node.args[1]), build)
+    x = self.operand(node.args[0])
+    if not x.type.get_shape():
+        x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
+    rank = len(x.type.get_shape())
+    dim = int(node.args[1]) % rank
+    element = graph.reduce_result_dtype("sum", x.type.element_type)
+    typ = TensorType(element, x.type.get_shape())
+    scan = graph.CumsumOp(x, typ, None if dim == rank - 1 else dim)
+    return _shaped_as(self, self.insert(scan), example)
 
 
 def _element_type(dtype: torch.dtype) -> Attribute | None:
@@ -716,6 +744,14 @@ def _element_type(dtype: torch.dtype) -> Attribute | None:
         return i8
     name = dtypes.torch_dtype_name(dtype)
     return dtypes.xdsl_type(name) if name is not None and name != "i8" else None
+
+
+def _shaped_as(self: Converter, value: SSAValue, example: torch.Tensor) -> View:
+    """`value` reshaped to the example's shape (the elements in the same order)."""
+    out = self.type_of(example)
+    if value.type != out:
+        value = self.insert(graph.ReshapeOp(value, out))
+    return self.result(value, example)
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -904,13 +940,6 @@ def _norm_param(
     param = self.operand(arg)
     flat = TensorType(param.type.element_type, [size])
     return param if param.type == flat else self.insert(graph.ReshapeOp(param, flat))
-
-
-def _shaped_as(self: Converter, value: SSAValue, example: torch.Tensor) -> View:
-    out = self.type_of(example)
-    if value.type != out:
-        value = self.insert(graph.ReshapeOp(value, out))
-    return self.result(value, example)
 
 
 @ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
