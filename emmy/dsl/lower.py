@@ -770,7 +770,7 @@ class Lowering:
             return self.add(arith.SelectOp(cond, a, b))
         if fname == "float":
             arity(1)
-            if args[0].type != i32:
+            if _integer_width(args[0].type) not in (8, 32, 64):
                 raise self.error(node, "float() converts an integer")
             return self.add(arith.SIToFPOp(args[0], f32))
         if fname == "long":
