@@ -79,6 +79,8 @@ class FloatReductions(nn.Module):
         results += [op(x, **dims) for op in (torch.argmax, torch.argmin) for dims in ONE_DIM]
         results += [*torch.max(x, dim=1), *torch.min(x, dim=-1, keepdim=True)]
         results += [x.var(dim=1, unbiased=False), x.sum(dim=[])]
+        results += [*torch.var_mean(x, dim=(0, 2)), *torch.std_mean(x, 1, correction=0)]
+        results += [*torch.aminmax(x, dim=-1, keepdim=True)]
         return results
 
 

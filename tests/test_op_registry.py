@@ -93,6 +93,8 @@ REDUCTIONS_AND_PRODUCTS = {
     *(f"aten.{op}.{overload}" for op in ("var", "std") for overload in ("dim", "correction")),
     "aten.max.dim",
     "aten.min.dim",
+    "aten.aminmax.default",
+    *(f"aten.{op}_mean.{overload}" for op in ("var", "std") for overload in ("dim", "correction")),
     "aten._log_softmax.default",
     "aten.log_softmax.int",
     "aten._fused_rms_norm.default",

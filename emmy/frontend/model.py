@@ -584,8 +584,15 @@ REDUCTIONS = {
     **dict.fromkeys(("aten.var.correction", "aten.var.dim", "aten.var.default"), "var"),
     **dict.fromkeys(("aten.std.correction", "aten.std.dim", "aten.std.default"), "std"),
 }
-#: reductions that give a value and its index: two reductions of the same rows
-PAIRED_REDUCTIONS = {"aten.max.dim": ("max", "argmax"), "aten.min.dim": ("min", "argmin")}
+#: reductions that give two results (a value and its index, a variance and a mean): two
+#: reductions of the same rows
+PAIRED_REDUCTIONS = {
+    "aten.max.dim": ("max", "argmax"),
+    "aten.min.dim": ("min", "argmin"),
+    "aten.aminmax.default": ("min", "max"),
+    **dict.fromkeys(("aten.var_mean.dim", "aten.var_mean.correction"), ("var", "mean")),
+    **dict.fromkeys(("aten.std_mean.dim", "aten.std_mean.correction"), ("std", "mean")),
+}
 #: the longest row argmax and argmin index exactly (their indices reduce as f32)
 ARG_COLS_MAX = 2**24
 
