@@ -412,8 +412,8 @@ REDUCE_KINDS: dict[str, tuple[str, str]] = {
     "logsumexp": ("float", "same"),
     "var": ("float", "same"),
     "std": ("float", "same"),
-    "argmax": ("float", "i64"),
-    "argmin": ("float", "i64"),
+    "argmax": ("int", "i64"),
+    "argmin": ("int", "i64"),
     "any": ("int", "i8"),
     "all": ("int", "i8"),
 }

@@ -1,5 +1,5 @@
 """Reductions of integer and boolean rows with exact integer results (sum, prod, max, min,
-any, all) over the middle dim of [rows, cols, inner], of graph.reduce sites over i8, i32
+any, all, argmax, argmin) over the middle dim of [rows, cols, inner], of graph.reduce sites over i8, i32
 and i64 (`reduce_rows` builds them)."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ def reference(key: dict, inputs: list):
         "min": lambda: x.amin(1),
         "any": lambda: (x != 0).any(1),
         "all": lambda: (x != 0).all(1),
+        "argmax": lambda: x.argmax(1),
+        "argmin": lambda: x.argmin(1),
     }
     return ops[str(key["op"])]().to(dtypes.torch_dtype(str(key["Y"])))
 
@@ -28,8 +30,8 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     import torch
 
     low, high = {"i8": (0, 2), "i32": (-(2**30), 2**30), "i64": (-(2**40), 2**40)}[dtype]
-    if key["op"] == "prod":
-        low, high = -3, 4
+    if key["op"] in ("prod", "argmax", "argmin"):
+        low, high = -3, 4  # small factors; few distinct values, so that ties occur
     if key["op"] in ("any", "all"):
         low, high = 0, 2  # mostly mixed rows; row 0 all set, row 1 none
     x = torch.randint(low, high, (key["rows"], key["cols"], key["inner"]), generator=generator)
@@ -53,6 +55,8 @@ def check_keys(dtype: str) -> list[dict]:
             (2, 7, 13, "sum", wide),
             (1, 5, 40, "min", dtype),
             (3, 6, 3, "all", "i8"),
+            (4, 300, 1, "argmax", "i64"),
+            (3, 11, 4, "argmin", "i64"),
         ]
     ]
 

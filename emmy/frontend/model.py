@@ -593,7 +593,7 @@ PAIRED_REDUCTIONS = {
     **dict.fromkeys(("aten.var_mean.dim", "aten.var_mean.correction"), ("var", "mean")),
     **dict.fromkeys(("aten.std_mean.dim", "aten.std_mean.correction"), ("std", "mean")),
 }
-#: the longest row argmax and argmin index exactly (their indices reduce as f32)
+#: the longest float row argmax and argmin index exactly (their indices reduce as f32)
 ARG_COLS_MAX = 2**24
 
 
@@ -640,7 +640,7 @@ def _reduction_refusal(node: fx.Node) -> str | None:
             return f"{kind} of {x.dtype} is not supported"
         if kind in ("any", "all") and floating:
             return f"{kind} of {x.dtype} is not supported: compare it with 0 first"
-        if kind in ("argmax", "argmin") and cols >= ARG_COLS_MAX:
+        if kind in ("argmax", "argmin") and floating and cols >= ARG_COLS_MAX:
             return f"{kind} over {cols} elements: at most {ARG_COLS_MAX - 1} are supported"
     element = _element_type(x.dtype)
     if element is None:
@@ -666,8 +666,12 @@ def _reduce(self: Converter, node: fx.Node) -> object:
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
     reduced = _reduced(bound, rank)
+    examples = node.meta["val"]
+    examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
     if not source.meta.dtype.is_floating_point:
-        return _reduce_integers(self, node, source, reduced)
+        kinds = zip(_reduction_kinds(node), examples, strict=True)
+        results = [_reduce_integers(self, source, reduced, k, e) for k, e in kinds]
+        return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
     kept = [d for d in range(rank) if d not in reduced]
     meta = source.meta.permute(kept + reduced) if rank else source.meta
     x = self.contiguous(View(source.base, meta))
@@ -676,8 +680,6 @@ def _reduce(self: Converter, node: fx.Node) -> object:
     rows_type = TensorType(x.type.element_type, [*kept_shape, cols])
     if x.type != rows_type:
         x = self.insert(graph.ReshapeOp(x, rows_type))
-    examples = node.meta["val"]
-    examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
     results = []
     for kind, example in zip(_reduction_kinds(node), examples, strict=True):
         out = self.type_of(example)
@@ -693,11 +695,13 @@ def _reduce(self: Converter, node: fx.Node) -> object:
     return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
 
 
-def _reduce_integers(self: Converter, node: fx.Node, source: View, reduced: list[int]) -> View:
+def _reduce_integers(
+    self: Converter, source: View, reduced: list[int], kind: str, example: torch.Tensor
+) -> View:
     """An integer reduction, read in place (integer tensors have no strided copy): each run
     of adjacent reduced dims, the last first, is the middle dim of [before, run, after]
-    (every integer kind reduces in steps: a sum of sums, an any of anys)."""
-    (kind,) = _reduction_kinds(node)
+    (a kind over several runs reduces in steps: a sum of sums, an any of anys; argmax and
+    argmin reduce one dim, or all of them, one run)."""
     x = self.contiguous(source)
     shape = [int(size) for size in source.meta.shape]
     runs: list[list[int]] = []
@@ -715,7 +719,7 @@ def _reduce_integers(self: Converter, node: fx.Node, source: View, reduced: list
         element = graph.reduce_result_dtype(kind, x.type.element_type)
         x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before, after]), dim=1))
         shape = shape[:first] + shape[end:]
-    return _shaped_as(self, x, node.meta["val"])
+    return _shaped_as(self, x, example)
 
 
 def _cumsum_refusal(node: fx.Node) -> str | None:
