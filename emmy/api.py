@@ -1,25 +1,40 @@
 """The Python API: `emmy.compile(module, *example_inputs)` gives a callable that runs the
-module's kernels on a device, and `torch.compile(model, backend="emmy")` does the same
-through dynamo (the backend is registered under torch's `torch_dynamo_backends` entry
-points). Both compile through the program cache (emmy.build)."""
+module's kernels on a device (through torch.export), and `torch.compile(model,
+backend="emmy")` does the same through dynamo and AOTAutograd (the backend is registered
+under torch's `torch_dynamo_backends` entry points; `backend(...)` takes options). Both
+compile through the program cache (emmy.build), run the ops emmy has no kernel for through
+torch, and log one INFO line per compiled graph on the `emmy` logger."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree
 
 from emmy.build import build_program
 from emmy.errors import EmmyError
-from emmy.frontend.model import ModelGraph, convert, export, export_program
-from emmy.program import Program
+from emmy.frontend.model import (
+    Converter,
+    ModelGraph,
+    convert,
+    export,
+    export_program,
+    specialised_fx_graph,
+)
+from emmy.program import Program, compile_summary
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import Device
 from emmy.runtime.emu import EmuDevice
+
+#: one INFO line per compiled graph: its ops by where they run, its compile's stages
+log = logging.getLogger("emmy")
 
 
 @dataclass
@@ -28,6 +43,18 @@ class Specialization:
 
     program: Program
     model: ModelGraph
+    #: the constants the graph computed at compile time (a mask of shapes), as buffers
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _weights(model: ModelGraph) -> dict[str, np.ndarray]:
+    """The model's constants as read-only buffers, so that a GPU keeps them resident."""
+    weights = {}
+    for name, tensor in model.constants.items():
+        array = to_storage(tensor)
+        array.flags.writeable = False
+        weights[name] = array
+    return weights
 
 
 class CompiledModule:
@@ -47,10 +74,12 @@ class CompiledModule:
         device: Device,
         options: dict[str, str | bool],
         dynamic_shapes: object = None,
+        fallback: bool = True,
     ) -> None:
         self.module = module
         self.device = device
         self.options = options
+        self.fallback = fallback
         self.exported = None
         if dynamic_shapes is not None:
             self.exported = export_program(module, example_inputs, dynamic_shapes)
@@ -68,21 +97,22 @@ class CompiledModule:
         return tuple((tuple(t.shape), t.dtype) for t in inputs)
 
     def specialize(self, inputs: Sequence[torch.Tensor]) -> Specialization:
+        start = time.perf_counter()
         if self.exported is not None:
-            model = convert(self.exported, inputs)
+            model = convert(self.exported, inputs, self.fallback)
         else:
-            model = export(self.module, inputs)
+            model = export(self.module, inputs, self.fallback)
+        frontend = time.perf_counter() - start
         program = build_program(
             model.module,
             self.device.identity,
             constants=list(model.constants),
             **self.options,
         )
-        for name, tensor in model.constants.items():
-            if name not in self.weights:
-                array = to_storage(tensor)
-                array.flags.writeable = False  # so a GPU keeps them resident across calls
-                self.weights[name] = array
+        program.timings = {"frontend": frontend, **program.timings}
+        log.info("%s", compile_summary(program))
+        for name, array in _weights(model).items():
+            self.weights.setdefault(name, array)
         specialization = Specialization(program, model)
         self.specializations[self.signature(inputs)] = specialization
         return specialization
@@ -94,14 +124,24 @@ class CompiledModule:
             )
         chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
         constants = {spec.name: self.weights[spec.name] for spec in chosen.program.constants}
-        results = chosen.program.run(self.device, [to_storage(t) for t in inputs], constants)
-        outputs = [
-            from_storage(array, dtype).clone()
-            for array, dtype in zip(results, chosen.model.output_dtypes, strict=True)
-        ]
+        outputs = _run(chosen, self.device, [to_storage(t) for t in inputs], constants)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
+
+
+def _run(
+    chosen: Specialization,
+    device: Device,
+    inputs: list[np.ndarray],
+    constants: dict[str, np.ndarray],
+) -> list[torch.Tensor]:
+    """Runs a specialization's program; its outputs as torch tensors of the model's dtypes."""
+    results = chosen.program.run(device, inputs, constants)
+    return [
+        from_storage(array, dtype).clone()
+        for array, dtype in zip(results, chosen.model.output_dtypes, strict=True)
+    ]
 
 
 def default_device() -> Device:
@@ -117,31 +157,89 @@ def compile(  # noqa: A001 - mirrors torch.compile
     db: str = "",
     dynamic_shapes: object = None,
     use_cache: bool = True,
+    fallback: bool = True,
 ) -> CompiledModule:
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
     present, else the emulator), each fork decided by the oracle stack. `dynamic_shapes`
     (as torch.export takes it) declares the dims that may vary between calls. A shape
     compiled before with the same stores is read from the program cache unless
-    `use_cache` is False."""
+    `use_cache` is False. Ops emmy has no kernel for run through torch between its kernels;
+    with `fallback` False, the first such op is an error naming it and its source line."""
     device = device or default_device()
     options = {"pins": pins, "golden": golden, "db": db, "use_cache": use_cache}
-    return CompiledModule(module, example_inputs, device, options, dynamic_shapes)
+    return CompiledModule(module, example_inputs, device, options, dynamic_shapes, fallback)
 
 
-class _SizesBound(torch.nn.Module):
-    """A dynamo graph that also takes sizes (the SymInts of its dynamic dims) as a module of
-    its tensors alone, the sizes bound to those of one call."""
+#: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those
+#: whose parts emmy compiles and the op itself not (decomposing more costs compile time)
+DECOMPOSITIONS: list = []
 
-    def __init__(self, graph_module: torch.fx.GraphModule, inputs: Sequence[object]):
-        super().__init__()
+
+class CompiledGraph:
+    """One graph AOTAutograd hands the backend (functionalised ATen; parameters are inputs),
+    compiled once per set of input shapes: a graph dynamo made shape-dynamic takes sizes
+    beside its tensors, and each call's sizes compile once, emmy's kernels being static."""
+
+    def __init__(
+        self,
+        graph_module: torch.fx.GraphModule,
+        device: Device,
+        options: dict[str, str | bool],
+        fallback: bool,
+    ) -> None:
         self.graph_module = graph_module
-        self.sizes = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-        self.count = len(inputs)
+        self.device = device
+        self.options = options
+        self.fallback = fallback
+        self.specializations: dict[tuple, Specialization] = {}
 
-    def forward(self, *tensors: torch.Tensor):
-        given = iter(tensors)
-        inputs = [self.sizes[i] if i in self.sizes else next(given) for i in range(self.count)]
-        return self.graph_module(*inputs)
+    def specialize(self, inputs: Sequence[object]) -> Specialization:
+        start = time.perf_counter()
+        graph = specialised_fx_graph(self.graph_module, inputs)
+        model = Converter(graph, {}, None, self.fallback).convert()
+        frontend = time.perf_counter() - start
+        program = build_program(
+            model.module, self.device.identity, constants=list(model.constants), **self.options
+        )
+        program.timings = {"frontend": frontend, **program.timings}
+        log.info("%s", compile_summary(program))
+        with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
+            specialization = Specialization(program, model, _weights(model))
+        self.specializations[_signature(inputs)] = specialization
+        return specialization
+
+    def __call__(self, *inputs: object) -> list[torch.Tensor]:
+        chosen = self.specializations.get(_signature(inputs)) or self.specialize(inputs)
+        tensors = [to_storage(t) for t in inputs if isinstance(t, torch.Tensor)]
+        return _run(chosen, self.device, tensors, chosen.constants)
+
+
+def _signature(inputs: Sequence[object]) -> tuple:
+    return tuple(
+        (tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else int(x) for x in inputs
+    )
+
+
+def backend(*, device: Device | None = None, fallback: bool = True, **options):
+    """A torch.compile backend: `torch.compile(model, backend=emmy.api.backend(fallback=
+    False))`; `backend="emmy"` is `backend()`. AOTAutograd hands it functionalised ATen
+    (under no_grad, the inference graph), each graph compiled as one emmy program on
+    `device` (a GPU when one is present, else the emulator); `options` as emmy.compile's."""
+    # torch's AOTAutograd is loaded by a backend alone, not by emmy.compile
+    from torch._decomp import get_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+
+    settings = {"pins": "", "golden": "", "db": "", "use_cache": True, **options}
+
+    def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
+        compiled = CompiledGraph(graph_module, device or default_device(), settings, fallback)
+        if all(_static(x) or isinstance(x, int) for x in example_inputs):
+            compiled.specialize(example_inputs)
+        return compiled
+
+    return aot_autograd(
+        fw_compiler=compile_graph, decompositions=get_decompositions(DECOMPOSITIONS)
+    )
 
 
 def _static(value: object) -> bool:
@@ -149,23 +247,6 @@ def _static(value: object) -> bool:
 
 
 def dynamo_backend(graph_module: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]):
-    """torch.compile's backend="emmy": the captured graph compiled as one emmy program. A
-    graph dynamo made shape-dynamic (it does so at a model's second input shape) is compiled
-    at each call's concrete sizes, once per set of sizes: emmy's kernels are static."""
-
-    def as_tuple(result):
-        return result if isinstance(result, (tuple, list)) else (result,)
-
-    if all(_static(x) for x in example_inputs):
-        compiled = compile(graph_module, *example_inputs)
-        return lambda *inputs: as_tuple(compiled(*inputs))
-    by_sizes: dict[tuple, CompiledModule] = {}
-
-    def run(*inputs):
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        key = tuple(x if not isinstance(x, torch.Tensor) else tuple(x.shape) for x in inputs)
-        if key not in by_sizes:
-            by_sizes[key] = compile(_SizesBound(graph_module, inputs), *tensors)
-        return as_tuple(by_sizes[key](*tensors))
-
-    return run
+    """torch.compile's backend="emmy" (registered under torch's `torch_dynamo_backends`
+    entry points): `backend()` with its defaults."""
+    return backend()(graph_module, example_inputs)

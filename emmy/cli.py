@@ -20,8 +20,9 @@ from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
-from emmy.frontend.cache import traced_graph_text
+from emmy.frontend.cache import parse_graph, traced_graph_text
 from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
+from emmy.program import coverage_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
 from emmy.search.db import TuningDB, default_db_path
@@ -172,7 +173,17 @@ def _add_golden_command(commands: argparse._SubParsersAction) -> None:
 def _add_source(parser: argparse.ArgumentParser) -> None:
     """The options that say what to compile and how its forks are decided."""
     _add_model_options(parser)
+    _add_fallback_option(parser)
     _add_decision_options(parser)
+
+
+def _add_fallback_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="fail on the first op emmy has no kernel for, naming it and its source line "
+        "(default: such ops run through torch between emmy's kernels, and are reported)",
+    )
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -328,8 +339,22 @@ def source_text(
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
         text, constants = recipe_graph_text(case, timings)
-        return text, constants, f"<recipe {case.name}>"
-    return traced_graph_text(args.expression), [], f"<{args.expression}>"
+        where = f"<recipe {case.name}>"
+    else:
+        text, constants, where = traced_graph_text(args.expression), [], f"<{args.expression}>"
+    if args.no_fallback and "fallback.call" in text:
+        refuse_fallbacks(parse_graph(text, where))
+    return text, constants, where
+
+
+def refuse_fallbacks(module) -> None:
+    """Under --no-fallback, a graph with an op emmy has no kernel for is an error."""
+    # a graph with a fallback is parsed to name it: one without never loads xDSL here
+    from emmy.dialects.fallback import first_fallback_error
+
+    error = first_fallback_error(module)
+    if error is not None:
+        raise EmmyError(error)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -382,6 +407,7 @@ def _compile(args: argparse.Namespace) -> int:
     timings = ", ".join(
         f"{k} {v * 1000:.0f} ms" for k, v in program.timings.items() if k != "nvrtc_cache_hit"
     )
+    print(f"ops: {coverage_line(program)}")
     print(f"compiled for {target}: {timings}")
     return 0
 
@@ -390,9 +416,10 @@ VENDOR_EVIDENCE = "the vendor library through torch (cuBLAS on a GPU, the CPU's 
 
 
 def explain_lines(program) -> list[str]:
-    """What the compile's golden step did, then one row per site: family, key, config
-    (pinned forks marked), source, evidence; and one per host call the device runs (the
-    vendor library's matmul)."""
+    """What the compile's golden step did, where the graph's ops run, then one row per
+    site: family, key, config (pinned forks marked), source, evidence; one per host call
+    the device runs (the vendor library's matmul); one per op torch runs (a fallback), with
+    why and where the model calls it."""
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
@@ -407,8 +434,11 @@ def explain_lines(program) -> list[str]:
         )
     for name, call in program.host_calls.items():
         rows.append((name, call["family"], call["key"], "-", "host call", VENDOR_EVIDENCE))
+    for name, call in program.fallbacks.items():
+        where = f" at {call['source']}" if call["source"] else ""
+        rows.append((name, "torch", call["target"], "-", "fallback", f"{call['reason']}{where}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return program.golden_imports + [
+    return [*program.golden_imports, f"ops: {coverage_line(program)}"] + [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
         + "  "
         + row[-1]
@@ -460,7 +490,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from emmy.frontend.expression import trace
     from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
 
-    traced = trace(args.expression, meta=False)
+    traced = trace(args.expression, meta=False, fallback=not args.no_fallback)
     device = make_device(args.device)
     program = compile_program(traced.module, device.identity, args)
     options = {"schedule": args.schedule} if args.device == "emu" else {}
@@ -509,7 +539,7 @@ def run_recipe(args: argparse.Namespace) -> int:
     case = recipe_case(args, _run_config(args))
     print(f"model {case.describe()}", file=sys.stderr)
     model, inputs = build(case)
-    graph = export(model, inputs)
+    graph = export(model, inputs, fallback=not args.no_fallback)
     device = make_device(args.device)
     program = compile_program(graph.module, device.identity, args, constants=graph.constants)
     constants = {name: to_storage(t) for name, t in graph.constants.items()}

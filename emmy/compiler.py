@@ -18,18 +18,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
-from emmy.dialects import fork, graph, kernel
+from emmy.dialects import fallback, fork, graph, kernel
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
@@ -62,6 +62,8 @@ class HostPlan:
     outputs: list[TensorSpec]
     temporaries: list[TensorSpec]
     calls: list[Call]
+    #: the calls torch runs (emmy.dialects.fallback.call_entry), by their call's name
+    fallbacks: dict[str, dict] = field(default_factory=dict)
 
 
 def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
@@ -87,6 +89,13 @@ def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
                 plan.temporaries.append(_spec(names[result], result.type))
             buffers = tuple(names[v] for v in [*op.inputs, *op.outputs])
             plan.calls.append(Call(op.site.root_reference.data, buffers))
+        elif isinstance(op, fallback.CallOp):
+            name = f"fallback_{len(plan.fallbacks)}"
+            for result in op.outputs:
+                names[result] = f"t{len(plan.temporaries)}"
+                plan.temporaries.append(_spec(names[result], result.type))
+            plan.calls.append(Call(name, tuple(names[v] for v in [*op.inputs, *op.outputs])))
+            plan.fallbacks[name] = fallback.call_entry(op)
         elif isinstance(op, graph.ReshapeOp):
             names[op.result] = names[op.input]
         elif isinstance(op, func.ReturnOp):
@@ -200,6 +209,16 @@ def _host_calls(module: ModuleOp) -> dict[str, dict]:
     }
 
 
+def _coverage(module: ModuleOp) -> dict[str, int]:
+    """The counts the frontend recorded of where the graph's ops run (emmy.frontend.fallback
+    .Coverage), or {} for a graph that came as text."""
+    main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
+    counts = main.attributes.get("coverage") if main is not None else None
+    if not isinstance(counts, DictionaryAttr):
+        return {}
+    return {name: value.value.data for name, value in counts.data.items()}
+
+
 def verify_each_pass() -> bool:
     """Whether compiles verify the module after every pass unless told: EMMY_VERIFY_EACH=1
     (the test suite sets it)."""
@@ -283,6 +302,8 @@ def _program(
         provenance=_provenance(module),
         choices=_choices(module),
         host_calls=_host_calls(module),
+        fallbacks=plan.fallbacks,
+        coverage=_coverage(module),
         constants=plan.constants,
         arena=offsets,
         arena_bytes=arena_bytes,

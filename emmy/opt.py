@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
+from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
 from emmy.dialects.kernel import Kernel
@@ -55,7 +56,7 @@ def _cuda_target(module: ModuleOp, output: IO[str]) -> None:
 class EmmyOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        for dialect in (Graph, Fork, Kernel):
+        for dialect in (Graph, Fallback, Fork, Kernel):
             self.ctx.register_dialect(dialect.name, lambda d=dialect: d)
 
     def register_all_passes(self) -> None:

@@ -71,6 +71,11 @@ class Program:
     choices: dict[str, dict] = field(default_factory=dict)
     #: sites the device runs as host calls (the vendor library's matmul): site -> family, key
     host_calls: dict[str, dict] = field(default_factory=dict)
+    #: the ops torch runs, emmy having no kernel for them: call name -> op, arguments (as
+    #: emmy.dialects.fallback.to_json writes them), why, and where the model calls it
+    fallbacks: dict[str, dict] = field(default_factory=dict)
+    #: where the graph's ops run (emmy.frontend.fallback.Coverage's counts), {} if unknown
+    coverage: dict[str, int] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
     arena: dict[str, int] = field(default_factory=dict)
     arena_bytes: int = 0
@@ -89,6 +94,9 @@ class Program:
             if call.kernel in self.host_calls:
                 launches.append(self.host_call(call))
                 continue
+            if call.kernel in self.fallbacks:
+                launches.append(self.fallback_call(call))
+                continue
             info = self.kernels[call.kernel]
             launches.append(
                 Launch(
@@ -105,6 +113,23 @@ class Program:
         """The vendor library's product c = a · b (or a · bᵀ) at the shapes of its key."""
         key = self.host_calls[call.kernel]["key"]
         return vendor_matmul_call(key, tuple(self.buffer_arg(b) for b in call.buffers))
+
+    def fallback_call(self, call: Call) -> HostCall:
+        """A torch op on the call's buffers: its inputs, then its outputs."""
+        entry = self.fallbacks[call.kernel]
+        specs = {
+            s.name: s for s in [*self.inputs, *self.constants, *self.temporaries, *self.outputs]
+        }
+        buffers = [specs[name] for name in call.buffers]
+        spec = json.dumps({k: entry[k] for k in ("target", "arguments", "kwargs", "inputs")})
+        return HostCall(
+            "torch",
+            tuple(self.buffer_arg(b) for b in call.buffers),
+            tuple(b.shape for b in buffers),
+            "",
+            dtypes=tuple(b.dtype for b in buffers),
+            spec=spec,
+        )
 
     def buffer_arg(self, name: str) -> BufferArg:
         if name in self.arena:
@@ -187,6 +212,8 @@ class Program:
             "calls": [asdict(c) for c in self.calls],
             "choices": self.choices,
             "host_calls": self.host_calls,
+            "fallbacks": self.fallbacks,
+            "coverage": self.coverage,
             "memory_bytes": self.memory(),
             "timings_s": self.timings,
         }
@@ -202,6 +229,34 @@ class Program:
             (directory / "kernels.ptx").write_text(self.ptx or "")
             written += [directory / "kernels.cubin", directory / "kernels.ptx"]
         return written
+
+
+def compile_summary(program: Program) -> str:
+    """One line of a compiled graph: its ops by where they run, its compile's stages."""
+    stages = ", ".join(
+        f"{k} {v * 1000:.0f} ms" for k, v in program.timings.items() if k != "nvrtc_cache_hit"
+    )
+    return f"compiled a graph for {program.target}: {coverage_line(program)}; {stages}"
+
+
+def coverage_line(program: Program) -> str:
+    """How many ops and what share of the FLOPs ran in emmy's kernels, and which fell back."""
+    counts = program.coverage
+    if not counts:
+        return f"{len(program.kernels)} kernels, {len(program.fallbacks)} ops through torch"
+    flops, native = counts["flops"], counts["native_flops"]
+    share = 100.0 * native / flops if flops else 100.0
+    line = (
+        f"{counts['native_ops']} of {counts['ops']} ops in emmy kernels ({share:.1f}% of "
+        f"{flops:,} FLOPs), {counts['folded_ops']} computed at compile time, "
+        f"{len(program.fallbacks)} through torch"
+    )
+    fell_back: dict[str, int] = {}
+    for entry in program.fallbacks.values():
+        fell_back[entry["target"]] = fell_back.get(entry["target"], 0) + 1
+    if fell_back:
+        line += " (" + ", ".join(f"{op} x{n}" for op, n in sorted(fell_back.items())) + ")"
+    return line
 
 
 def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:

@@ -4,6 +4,8 @@ several ops into one module."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -22,8 +24,8 @@ def _seed():
     torch.manual_seed(0)
 
 
-def compile_emu(module: nn.Module, *inputs: torch.Tensor):
-    return emmy.compile(module, *inputs, device=EmuDevice())
+def compile_emu(module: nn.Module, *inputs: torch.Tensor, **options):
+    return emmy.compile(module, *inputs, device=EmuDevice(), **options)
 
 
 def check(module: nn.Module, *inputs: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4):
@@ -40,6 +42,8 @@ def check(module: nn.Module, *inputs: torch.Tensor, atol: float = 1e-4, rtol: fl
 
 
 def fresh_like(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.dtype == torch.bool:
+        return torch.rand(tensor.shape) > 0.5
     if tensor.dtype in (torch.int64, torch.int32):
         return tensor.flip(-1).clone()
     return torch.randn_like(tensor)
@@ -408,27 +412,22 @@ def test_bf16_mlp_on_tensor_cores():
 # -- the torch.compile backend ----------------------------------------------------------
 
 
-def test_torch_compile_backend(monkeypatch):
-    import emmy.api
-
-    compiled_graphs = []
-    real_compile = emmy.api.compile
-
-    def recording_compile(graph_module, *inputs, **kwargs):
-        compiled_graphs.append(graph_module)
-        return real_compile(graph_module, *inputs, device=EmuDevice())
-
-    monkeypatch.setattr(emmy.api, "compile", recording_compile)
+def test_torch_compile_backend(caplog):
+    """backend="emmy" compiles each graph AOTAutograd hands it (the emulator being this
+    machine's device), and logs one line per compiled graph."""
     torch._dynamo.reset()
     model = Mlp(16, 32).eval()
     compiled = torch.compile(model, backend="emmy")
     # the second shape makes dynamo capture the graph again with a dynamic batch dim, and
     # hand emmy sizes as well as tensors: each call's sizes compile once
-    for batch in (4, 6, 9, 6):
-        x = torch.randn(batch, 16)
-        with torch.no_grad():
-            torch.testing.assert_close(compiled(x), model(x), **F32)
-    assert len(compiled_graphs) == 3
+    with caplog.at_level(logging.INFO, logger="emmy"):
+        for batch in (4, 6, 9, 6):
+            x = torch.randn(batch, 16)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), model(x), **F32)
+    lines = [r.getMessage() for r in caplog.records if r.name == "emmy"]
+    assert len(lines) == 3, lines
+    assert all("compiled a graph for emu" in line and "0 through torch" in line for line in lines)
     torch._dynamo.reset()
 
 
@@ -525,17 +524,25 @@ UNSUPPORTED = [
 
 
 @pytest.mark.parametrize(("module", "inputs", "words"), UNSUPPORTED)
-def test_unsupported_fails_before_any_kernel(monkeypatch, module, inputs, words):
+def test_unsupported_without_fallback_fails_before_any_kernel(monkeypatch, module, inputs, words):
     def no_kernels(*args, **kwargs):
         raise AssertionError("a kernel was built for an unsupported model")
 
     monkeypatch.setattr("emmy.compiler.compile_graph", no_kernels)
     with pytest.raises(EmmyError) as error:
-        compile_emu(module, *inputs)
+        compile_emu(module, *inputs, fallback=False)
     message = str(error.value)
     assert "\n" not in message, message
     for word in words:
         assert word in message, message
+
+
+@pytest.mark.parametrize(("module", "inputs", "words"), UNSUPPORTED)
+def test_unsupported_ops_run_through_torch(module, inputs, words):
+    """What emmy has no kernel for runs as torch ops between its kernels, and matches."""
+    program = check(module, *inputs).program
+    assert program.fallbacks, "nothing fell back"
+    assert program.coverage["ops"] >= len(program.fallbacks)
 
 
 def test_other_input_shapes_compile_once_each_and_share_the_weights():

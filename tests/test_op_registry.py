@@ -178,13 +178,13 @@ class Median(nn.Module):
 
 def test_an_unsupported_op_fails_in_one_line_naming_it_and_where():
     with pytest.raises(EmmyError) as traced:
-        trace("torch.median(torch.randn(4, 10))", meta=True)
+        trace("torch.median(torch.randn(4, 10))", meta=True, fallback=False)
     assert str(traced.value) == "unsupported op aten.median.default (node median_default)"
     with pytest.raises(EmmyError) as exported:
-        export(Median(), (torch.randn(4, 8),))
+        export(Median(), (torch.randn(4, 8),), fallback=False)
     message = str(exported.value)
-    assert message.startswith("unsupported op aten.median.default (node median at File "), message
-    assert message.endswith(", in forward)") and "test_op_registry.py" in message, message
+    assert message.startswith("unsupported op aten.median.default (node median at "), message
+    assert message.endswith(" (forward))") and "test_op_registry.py:" in message, message
     assert "\n" not in message
 
 
@@ -231,7 +231,7 @@ def test_supports_refuses_ahead_what_converting_refuses(module, inputs, words):
     reason = model_supports(refused[0]).reason
     assert words in reason, reason
     with pytest.raises(EmmyError) as error:
-        convert(exported, inputs)
+        convert(exported, inputs, fallback=False)
     assert str(error.value).startswith(f"{reason} (node {refused[0].name}"), str(error.value)
 
 

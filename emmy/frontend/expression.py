@@ -119,8 +119,9 @@ def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     return result, recorder
 
 
-def trace(expression: str, *, meta: bool = False) -> Traced:
-    """Runs `expression` and records it as `func.func @main` over emmy.graph ops."""
+def trace(expression: str, *, meta: bool = False, fallback: bool = True) -> Traced:
+    """Runs `expression` and records it as `func.func @main` over emmy.graph ops (what emmy
+    has no kernel for as torch ops, or an error without `fallback`)."""
     result, recorder = evaluate(expression, meta)
     fx_graph = fx.Graph()
     nodes: dict[int, fx.Node] = {}
@@ -176,5 +177,5 @@ def trace(expression: str, *, meta: bool = False) -> Traced:
     if id(result) not in nodes:
         raise EmmyError("the expression's result was not computed by any supported op")
     fx_graph.output((nodes[id(result)],))
-    model = Converter(fx_graph, {}).convert()
+    model = Converter(fx_graph, {}, fallback=fallback).convert()
     return Traced(model.module, inputs, result, names)

@@ -20,11 +20,15 @@ Each op converts by one entry of the registry `ATEN` (emmy.frontend.op_registry)
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -37,10 +41,18 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
-from emmy.dialects import graph
+from emmy.dialects import fallback, graph
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kind
 from emmy.families.permute import collapse_dims
+from emmy.frontend.fallback import (
+    Coverage,
+    Fallback,
+    encode,
+    foldable,
+    returns_view,
+    tensor_outputs,
+)
 from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 
 _FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
@@ -64,6 +76,8 @@ class ModelGraph:
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     output_dtypes: list[torch.dtype] = field(default_factory=list)
     out_spec: object = None  # the pytree spec that rebuilds the module's return value
+    #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
+    coverage: Coverage = field(default_factory=Coverage)
 
 
 @dataclass
@@ -81,6 +95,22 @@ class Constant:
 
     name: str
     tensor: torch.Tensor
+
+
+#: a value `Converter.known` cannot give at compile time
+UNKNOWN = object()
+
+
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _leaves(value: object) -> list:
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, dict):
+        return _leaves(list(value.values()))
+    return [value]
 
 
 def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
@@ -106,14 +136,21 @@ def export_program(
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
 
 
-def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModelGraph:
+def export(
+    module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], fallback: bool = True
+) -> ModelGraph:
     """Exports `module` at its example inputs and converts it."""
-    return convert(export_program(module, example_inputs), example_inputs)
+    return convert(export_program(module, example_inputs), example_inputs, fallback)
 
 
-def convert(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor]) -> ModelGraph:
+def convert(
+    exported: torch.export.ExportedProgram,
+    inputs: Sequence[torch.Tensor],
+    fallback: bool = True,
+) -> ModelGraph:
     """The graph of an exported program at the shapes of `inputs`: a program exported with
-    dynamic dims is specialised to them without exporting again."""
+    dynamic dims is specialised to them without exporting again. Ops emmy has no kernel
+    for run through torch, or with `fallback` False are an error naming the op."""
     state = {**exported.state_dict, **exported.constants}
     constants = {
         spec.arg.name: (spec.target, state[spec.target])
@@ -121,9 +158,21 @@ def convert(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tenso
         if spec.kind != torch.export.graph_signature.InputKind.USER_INPUT
     }
     fx_graph = exported.graph
+    _refuse_data_dependent_shapes(fx_graph)
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
-    return Converter(fx_graph, constants, exported.call_spec.out_spec).convert()
+    return Converter(fx_graph, constants, exported.call_spec.out_spec, fallback).convert()
+
+
+def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:
+    """An op whose output shape depends on the data (nonzero, a boolean mask's selection) is
+    one line naming it, before any kernel: neither emmy nor torch can plan its buffers."""
+    for node in fx_graph.nodes:
+        if node.op == "call_function" and free_unbacked_symbols(node.meta.get("val")):
+            raise EmmyError(
+                f"{op_name(node)} has a data-dependent output shape, which a compiled program "
+                f"cannot hold (node {node.name}{_where(node)})"
+            )
 
 
 def dynamic_dims(exported: torch.export.ExportedProgram) -> dict[str, tuple[int, int]]:
@@ -202,24 +251,67 @@ def specialised_graph(
     return copy
 
 
+def _symbolic(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return any(not isinstance(d, int) for d in value.shape)
+    return isinstance(value, torch.SymInt)
+
+
+def specialised_fx_graph(module: fx.GraphModule, inputs: Sequence[object]) -> fx.Graph:
+    """The graph of `module` (one AOTAutograd hands a backend) with example values at the
+    shapes of `inputs`, its tensors and the sizes of its dynamic dims: the graph itself
+    where it is static."""
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    if not any(_symbolic(n.meta.get("val")) for n in placeholders):
+        return module.graph
+    copy = fx.Graph()
+    copy.output(copy.graph_copy(module.graph, {}))
+    args = [
+        torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+        for x in inputs
+    ]
+    with torch.no_grad():
+        _Propagate(fx.GraphModule(module, copy)).run(*args)
+    return copy
+
+
 def _where(node: fx.Node) -> str:
     """The model source line a node came from, as torch.export recorded it."""
+    source = source_line(node)
+    return f" at {source}" if source else ""
+
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+def source_line(node: fx.Node) -> str:
+    """`file:line (function)` of the model's call that made `node`, or ""."""
     trace = node.meta.get("stack_trace") or ""
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File")]
-    return f" at {lines[-1]}" if lines else ""
+    if not lines:
+        return ""
+    # the model's own line, not the torch.nn module's that it called
+    outside = [line for line in lines if _TORCH_DIR not in line]
+    line = (outside or lines)[-1]
+    match = re.match(r'File "(.*)", line (\d+), in (.*)', line)
+    return f"{match[1]}:{match[2]} ({match[3]})" if match else line
 
 
 class Converter:
     """Converts an fx graph of ATen ops: its placeholders are the user's inputs, except
-    those `constants` names (placeholder name → state name and value)."""
+    those `constants` names (placeholder name → state name and value). An op no entry
+    converts runs through torch (`fallback.call`), or is an error with `fallback` False."""
 
     def __init__(
         self,
         fx_graph: fx.Graph,
         constants: dict[str, tuple[str, torch.Tensor]],
         out_spec: object = None,
+        fallback: bool = True,
     ) -> None:
         self.fx_graph = fx_graph
+        self.fallback = fallback
+        self.coverage = Coverage()
         self.placeholder_constants = constants
         self.out_spec = out_spec
         self.block = Block()
@@ -235,7 +327,9 @@ class Converter:
     def error(self, message: str) -> EmmyError:
         node = self.node
         where = f" (node {node.name}{_where(node)})" if node is not None else ""
-        return EmmyError(f"{message}{where}")
+        error = EmmyError(f"{message}{where}")
+        error.reason = message  # what a fallback records: its op and place are its own
+        return error
 
     def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue:
         if name not in self.constant_args:
@@ -243,6 +337,21 @@ class Converter:
             self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
             self.constants[name] = tensor.detach().contiguous()
         return self.constant_args[name]
+
+    def known(self, value: object) -> object:
+        """The tensor a value is at compile time (a constant, a view of one), the value
+        itself where it is a number, or UNKNOWN where it is known only when the model runs."""
+        if isinstance(value, Constant):
+            return value.tensor
+        if isinstance(value, View):
+            name = next((n for n, arg in self.constant_args.items() if arg is value.base), None)
+            if name is None:
+                return UNKNOWN
+            meta = value.meta
+            return self.constants[name].as_strided(meta.shape, meta.stride(), meta.storage_offset())
+        if isinstance(value, (list, tuple)):
+            return [self.known(item) for item in value]
+        return value
 
     def type_of(self, tensor: torch.Tensor) -> TensorType:
         if tensor.dtype == torch.bool:
@@ -309,13 +418,22 @@ class Converter:
 
     # -- the walk ------------------------------------------------------------------------
     def convert(self) -> ModelGraph:
+        # AOTAutograd hands a backend its graph under its fake mode: constants, folded
+        # values and the meta tensors views are followed on are real tensors
+        with unset_fake_temporarily():
+            return self._convert()
+
+    def _convert(self) -> ModelGraph:
         for node in self.fx_graph.nodes:
             self.node = node
             if node.op == "placeholder":
                 constant = self.placeholder_constants.get(node.name)
-                if constant is None:
+                example = node.meta["val"]
+                if not isinstance(example, torch.Tensor):
+                    # a size AOTAutograd passes beside the tensors, specialised to a number
+                    self.values[node] = int(example)
+                elif constant is None:
                     # user inputs come first: constants become arguments on first use
-                    example = node.meta["val"]
                     arg = self.block.insert_arg(self.type_of(example), len(self.block.args))
                     self.values[node] = View(arg, contiguous_meta(arg.type, example.dtype))
                     self.input_names.append(node.name)
@@ -340,19 +458,116 @@ class Converter:
             ([a.type for a in self.block.args], [v.type for v in ret.arguments]),
             Region(self.block),
         )
+        main.attributes["coverage"] = self.coverage.to_attr()
         return ModelGraph(
             ModuleOp([main]),
             self.input_names,
             self.constants,
             self.output_dtypes,
             self.out_spec,
+            self.coverage,
         )
 
     def call(self, node: fx.Node) -> object:
+        """The node's value: computed at compile time where it depends on constants and
+        shapes alone, else by its registry entry, else through torch."""
+        counted = isinstance(node.target, torch._ops.OpOverload) and not returns_view(node)
+        folded = self.fold(node)
+        if folded is not None:
+            if counted:
+                self.coverage.count(node, "folded")
+            return folded
         support = ATEN.supports(node)
-        if not support:
-            raise self.error(support.reason)
-        return ATEN.entry_for(node).handler(self, node)
+        reason = support.reason
+        if support:
+            last = self.block.last_op
+            try:
+                value = ATEN.entry_for(node).handler(self, node)
+            except EmmyError as error:
+                if not self.fallback or not hasattr(error, "reason"):
+                    raise
+                self.erase_after(last)
+                reason = error.reason
+            else:
+                if counted:
+                    self.coverage.count(node, "native")
+                return value
+        if not self.fallback:
+            raise self.error(reason)
+        self.coverage.count(node, "fallback")
+        return self.fall_back(node, reason)
+
+    def erase_after(self, last: object) -> None:
+        """Erases the ops a handler inserted before it refused its node."""
+        while self.block.last_op is not last:
+            self.block.last_op.erase()
+
+    def fold(self, node: fx.Node) -> object:
+        """The node's value as constants, where every call would compute the same: an
+        empty result, or an op of constants and sizes alone (arange, full, a mask of
+        shapes); None otherwise."""
+        if not foldable(node):
+            return None
+        example = node.meta["val"]
+        if all(t.numel() == 0 for t in tensor_outputs(example)):
+            value = fx.node.map_aggregate(
+                example, lambda t: torch.empty(t.shape, dtype=t.dtype) if _is_tensor(t) else t
+            )
+        else:
+            known = fx.node.map_arg((node.args, node.kwargs), lambda n: self.known(self.values[n]))
+            if any(item is UNKNOWN for item in _leaves(known)):
+                return None
+            with torch.no_grad():
+                value = node.target(*known[0], **known[1])
+        return fx.node.map_aggregate(
+            value, lambda t: Constant(f"folded.{node.name}", t) if _is_tensor(t) else t
+        )
+
+    def fall_back(self, node: fx.Node, reason: str) -> object:
+        """The node as a `fallback.call`: torch runs it on the device's buffers, its
+        tensor arguments read in place as views."""
+        example = node.meta.get("val")
+        outputs = tensor_outputs(example)
+        for tensor in outputs:
+            if any(not isinstance(d, int) for d in tensor.shape):
+                raise self.error(f"{op_name(node)} has a data-dependent output shape")
+        operands: list[SSAValue] = []
+
+        def argument(value: object) -> Attribute:
+            if not isinstance(value, (View, Constant)):
+                return encode(value, lambda n: argument(self.values[n]))
+            view = self.view(value)
+            if view.base not in operands:
+                operands.append(view.base)
+            meta = view.meta
+            return fallback.TensorArgAttr(
+                operands.index(view.base),
+                meta.shape,
+                meta.stride(),
+                meta.storage_offset(),
+                str(meta.dtype).removeprefix("torch."),
+            )
+
+        try:
+            arguments = [argument(a) for a in node.args]
+            kwargs = {name: argument(a) for name, a in node.kwargs.items()}
+        except EmmyError as error:
+            raise self.error(f"{op_name(node)} cannot fall back to torch: {error}") from None
+        types = []
+        for tensor in outputs:
+            if tensor.dtype != torch.bool and dtypes.torch_dtype_name(tensor.dtype) is None:
+                raise self.error(
+                    f"{op_name(node)} gives {tensor.dtype}, which emmy has no storage type for"
+                )
+            types.append(self.type_of(tensor))
+        source = source_line(node)
+        op = fallback.CallOp(op_name(node), operands, arguments, kwargs, types, reason, source)
+        self.insert(op)
+        self.coverage.fallbacks.append(Fallback(op_name(node), reason, source))
+        results = iter(op.outputs)
+        return fx.node.map_aggregate(
+            example, lambda t: self.result(next(results), t) if _is_tensor(t) else None
+        )
 
     def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
         if isinstance(arg, (int, float)):

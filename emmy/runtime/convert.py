@@ -58,9 +58,9 @@ def to_storage(tensor: torch.Tensor) -> np.ndarray:
 def from_storage(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     # ascontiguousarray makes a 0-d array 1-d: the shape is put back
     tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
-    if dtype == torch.bool:
-        return tensor != 0  # a boolean stored as i8, 0 or 1
-    return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
+    if dtype in (torch.bfloat16, torch.bool):  # bf16's bits; a mask's bytes, 0 or 1
+        return tensor.view(dtype)
+    return tensor
 
 
 @dataclass(frozen=True)

@@ -325,22 +325,20 @@ class CudaDevice(Device):
         from emmy.runtime.vendor import run_host_call
 
         if not torch.cuda.is_available():
-            raise KernelLaunchError(
-                f"{call.kernel} runs cuBLAS through torch: this torch has no CUDA"
-            )
+            raise KernelLaunchError(f"{call.kernel} runs through torch: this torch has no CUDA")
 
-        def view(arg: BufferArg, shape: tuple[int, ...]) -> torch.Tensor:
+        def view(arg: BufferArg, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
             if arg.name not in pointers:
                 raise KernelLaunchError(f"{call.kernel} names unknown buffer {arg.name!r}")
             address = int(pointers[arg.name]) + arg.offset
-            tensor = torch.as_tensor(_DeviceArray(address, shape, call.dtype), device="cuda")
-            return tensor.view(dtypes.torch_dtype(call.dtype))
+            tensor = torch.as_tensor(_DeviceArray(address, shape, dtype), device="cuda")
+            return tensor.view(dtypes.torch_dtype(dtype))
 
         with (
             torch.cuda.device(self.ordinal),
             torch.cuda.stream(torch.cuda.ExternalStream(int(self._stream))),
         ):
-            run_host_call(call, view)
+            run_host_call(call, view, "cuda")
 
     def _launch(self, function: Any, launch: Launch, pointers: dict[str, int]) -> None:
         values = []

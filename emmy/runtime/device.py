@@ -6,6 +6,7 @@ a cubin for `cuda`, g++ against the emulation header for `emu`), caching the res
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,19 +48,31 @@ class Launch:
 @dataclass(frozen=True)
 class HostCall:
     """A step of a launch plan that the device runs through torch rather than as an emitted
-    kernel: the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the emulator),
-    c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it has one
-    matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type."""
+    kernel (emmy.runtime.vendor):
+    - op "matmul": the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the
+      emulator), c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it
+      has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type.
+    - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
+      (emmy.program.Program.fallback_call), `args` its input buffers then its output
+      buffers, `shapes` and `dtypes` theirs."""
 
     op: str
     args: tuple[BufferArg, ...]
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
     transpose_b: bool = False
+    dtypes: tuple[str, ...] = ()
+    spec: str = ""
 
     @property
     def kernel(self) -> str:
+        if self.op == "torch":
+            return f"torch {json.loads(self.spec)['target']}"
         return f"vendor {self.op}"
+
+    def dtype_of(self, index: int) -> str:
+        """The storage type of buffer `index`."""
+        return self.dtypes[index] if self.dtypes else self.dtype
 
 
 Step = Launch | HostCall

@@ -172,12 +172,12 @@ def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
     # the vendor library runs through torch, loaded by a program's first host call alone
     from emmy.runtime.vendor import numpy_view, run_host_call
 
-    def view(arg: BufferArg, shape: tuple[int, ...]):
+    def view(arg: BufferArg, shape: tuple[int, ...], dtype: str):
         if arg.name not in buffers:
             raise KernelLaunchError(f"{call.kernel} uses unknown buffer {arg.name!r}")
-        return numpy_view(buffers[arg.name], arg, shape, call.dtype)
+        return numpy_view(buffers[arg.name], arg, shape, dtype)
 
-    run_host_call(call, view)
+    run_host_call(call, view, "cpu")
 
 
 def _time_host_calls(

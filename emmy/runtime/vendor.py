@@ -5,7 +5,6 @@ emulator's numpy buffers. One function per HostCall op, the same code on both de
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -13,13 +12,20 @@ import torch
 from emmy import dtypes
 from emmy.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, HostCall
+from emmy.runtime.fallback import View, run_fallback
 
 
-def run_host_call(call: HostCall, view: Callable[[BufferArg, tuple[int, ...]], torch.Tensor]):
-    """Runs one host call; `view(arg, shape)` is the device's tensor over a buffer."""
+def run_host_call(call: HostCall, view: View, device: str) -> None:
+    """Runs one host call on `device` ("cpu", "cuda"); `view(arg, shape, dtype)` is the
+    device's tensor over a buffer."""
+    if call.op == "torch":
+        run_fallback(call, view, device)
+        return
     if call.op != "matmul":
         raise KernelLaunchError(f"unknown host call {call.op!r}")
-    a, b, c = (view(arg, shape) for arg, shape in zip(call.args, call.shapes, strict=True))
+    a, b, c = (
+        view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)
+    )
     torch.matmul(a, b.transpose(-2, -1) if call.transpose_b else b, out=c)
 
 
