@@ -235,8 +235,12 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("module", "inputs", "words"), REFUSED)
-def test_what_has_no_kernel_is_refused_in_one_line(module, inputs, words):
+def test_what_has_no_kernel_falls_back_with_its_reason(module, inputs, words):
     with pytest.raises(EmmyError) as error:
-        emmy.compile(module, *inputs, device=EmuDevice())
+        emmy.compile(module, *inputs, device=EmuDevice(), fallback=False)
     message = str(error.value)
     assert words in message and "\n" not in message, message
+    compiled = emmy.compile(module, *inputs, device=EmuDevice())
+    torch.testing.assert_close(compiled(*inputs), module(*inputs))
+    reasons = [entry["reason"] for entry in compiled.program.fallbacks.values()]
+    assert any(words in reason for reason in reasons), reasons
