@@ -846,10 +846,7 @@ def _reduction_refusal(node: fx.Node) -> str | None:
     floating = x.dtype.is_floating_point
     if x.numel() == 0:
         return "a reduction of an empty tensor is not supported"
-    rows = _reduced(bound, x.dim())
-    cols = 1
-    for d in rows:
-        cols *= x.shape[d]
+    cols = _numel([int(x.shape[d]) for d in _reduced(bound, x.dim())])
     for kind in _reduction_kinds(node):
         if graph.REDUCE_KINDS[kind][0] == "float" and not floating:
             return f"{kind} of {x.dtype} is not supported"
@@ -866,9 +863,9 @@ def _reduction_refusal(node: fx.Node) -> str | None:
         if _element_type(example.dtype) != graph.reduce_result_dtype(kind, element):
             # a `dtype=` that is not the one torch gives anyway
             return f"{op_name(node)} to {example.dtype} (a dtype conversion) is not supported"
-    if "var" in _reduction_kinds(node) or "std" in _reduction_kinds(node):
-        if int(_correction(bound)) != _correction(bound):
-            return f"{op_name(node)} with a correction of {_correction(bound)} is not supported"
+    corrected = set(_reduction_kinds(node)) & set(graph.CORRECTED_KINDS)
+    if corrected and int(_correction(bound)) != _correction(bound):
+        return f"{op_name(node)} with a correction of {_correction(bound)} is not supported"
     return None
 
 
