@@ -84,7 +84,12 @@ COORDINATES = {
     kernel.BlockDimOp: "blockDim",
     kernel.GridDimOp: "gridDim",
 }
-REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
+REDUCE_OPS = {
+    "sum": "emmy::op_sum{}",
+    "max": "emmy::op_max{}",
+    "min": "emmy::op_min{}",
+    "prod": "emmy::op_prod{}",
+}
 
 
 @dataclass

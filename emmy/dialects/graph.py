@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -415,37 +416,164 @@ class RmsNormOp(NormOp):
         )
 
 
+#: the kinds of graph.reduce that divide by the count less a `correction` (Bessel's: 1)
+CORRECTED_KINDS = ("var", "std")
+#: graph.reduce's kinds: the inputs each takes (`float`: f32, f16, bf16; `int`: also i8
+#: (bool), i32, i64) and its result's dtype, as torch gives it (`same`; `wide`: the same
+#: for a float, i64 for an integer; `i64`: an index; `i8`: a bool)
+REDUCE_KINDS: dict[str, tuple[str, str]] = {
+    "sum": ("int", "wide"),
+    "prod": ("int", "wide"),
+    "max": ("int", "same"),
+    "min": ("int", "same"),
+    "mean": ("float", "same"),
+    "logsumexp": ("float", "same"),
+    "var": ("float", "same"),
+    "std": ("float", "same"),
+    "argmax": ("int", "i64"),
+    "argmin": ("int", "i64"),
+    "any": ("int", "i8"),
+    "all": ("int", "i8"),
+}
+
+
+def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
+    """The element type of graph.reduce's result of `kind` over `element`."""
+    rule = REDUCE_KINDS[kind][1]
+    if rule == "same" or (rule == "wide" and dtypes.is_float_type(element)):
+        return element
+    return i8 if rule == "i8" else i64
+
+
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
-    """A sum, mean or max over the last dim; the result keeps that dim as 1 or drops it.
+    """A reduction over one dim, the last unless `dim` names another; the result keeps
+    that dim as 1 or drops it. Its kinds and their dtypes are `REDUCE_KINDS`' (sum, prod,
+    max, min, mean, logsumexp, argmax, argmin, any, all, var, std); an integer sum or prod
+    accumulates exactly, in i64; var and std divide by the count less `correction`.
 
     %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
+    %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
+    %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
+    %s = graph.reduce %m {kind = "sum", dim = 0 : i64} : tensor<4x10xi64> -> tensor<10xi64>
     """
 
     name = "graph.reduce"
     input = operand_def(TensorType)
     kind = prop_def(StringAttr)
+    dim = opt_prop_def(IntegerAttr)
+    correction = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input: SSAValue, kind: str, result_type: Attribute):
-        super().__init__(
-            operands=[input], result_types=[result_type], properties={"kind": StringAttr(kind)}
-        )
+    def __init__(
+        self,
+        input: SSAValue,
+        kind: str,
+        result_type: Attribute,
+        correction: int | None = None,
+        dim: int | None = None,
+    ):
+        properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if dim is not None:
+            properties["dim"] = IntegerAttr(dim, i64)
+        if correction is not None:
+            properties["correction"] = IntegerAttr(correction, i64)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def reduced_dim(self) -> int:
+        """The reduced dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
 
     def verify_(self) -> None:
-        x = _float_tensor(self.input, "graph.reduce input")
-        out = _float_tensor(self.result, "graph.reduce result")
-        if self.kind.data not in ("sum", "mean", "max"):
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        kind = self.kind.data
+        if kind not in REDUCE_KINDS:
             raise VerifyException(
-                f"graph.reduce kind must be sum, mean or max, not {self.kind.data!r}"
+                f"graph.reduce kind must be one of {', '.join(REDUCE_KINDS)}, not {kind!r}"
+            )
+        if (self.correction is not None) != (kind in CORRECTED_KINDS):
+            raise VerifyException(
+                f"graph.reduce takes a correction with kinds {', '.join(CORRECTED_KINDS)} only"
+            )
+        takes = REDUCE_KINDS[kind][0]
+        element = x.element_type
+        if takes == "float" or not isinstance(element, IntegerType):
+            _float_tensor(x, f"graph.reduce {kind} input")
+        elif element not in (i8, i32, i64):
+            raise VerifyException(f"graph.reduce {kind} input must not be {element}")
+        expected = reduce_result_dtype(kind, element)
+        if out.element_type != expected:
+            raise VerifyException(
+                f"graph.reduce {kind} of {element} gives {expected}, not {out.element_type}"
             )
         shape = x.get_shape()
-        if not shape or out.get_shape() not in (shape[:-1], (*shape[:-1], 1)):
+        dim = self.reduced_dim
+        kept = (shape[:dim] + shape[dim + 1 :], shape[:dim] + (1,) + shape[dim + 1 :])
+        if out.get_shape() not in kept:
+            where = "the last dim" if self.dim is None else f"dim {dim}"
             raise VerifyException(
-                f"graph.reduce of {list(shape)} over the last dim cannot give {list(out.get_shape())}"
+                f"graph.reduce of {list(shape)} over {where} cannot give {list(out.get_shape())}"
+            )
+
+
+def _reduced_dim(op: IRDLOperation, dim: IntegerAttr | None) -> int:
+    """The dim a reduction or scan runs over, from the first: the last unless `dim`."""
+    rank = len(_shape_of(op.operands[0]))
+    if rank == 0:
+        raise VerifyException(f"{op.name} needs a tensor of rank 1 or more")
+    value = rank - 1 if dim is None else dim.value.data
+    if not -rank <= value < rank:
+        raise VerifyException(f"{op.name} dim {value} is out of range for rank {rank}")
+    return value % rank
+
+
+@irdl_op_definition
+class CumsumOp(IRDLOperation):
+    """Inclusive prefix sums over one dim, the last unless `dim` names another:
+    y[..., j, ...] = x[..., 0, ...] + ... + x[..., j, ...]. A float keeps its dtype (f32
+    accumulation); an integer (i8 for bool, i32, i64) gives i64, summed exactly, as torch's
+    cumsum does.
+
+    %y = graph.cumsum %x : tensor<2x16xi64> -> tensor<2x16xi64>
+    %z = graph.cumsum %x {dim = 0 : i64} : tensor<2x16xi64> -> tensor<2x16xi64>
+    """
+
+    name = "graph.cumsum"
+    input = operand_def(TensorType)
+    dim = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute, dim: int | None = None):
+        properties = {"dim": IntegerAttr(dim, i64)} if dim is not None else {}
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def scanned_dim(self) -> int:
+        """The scanned dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
+
+    def verify_(self) -> None:
+        self.scanned_dim  # noqa: B018 - raises where the dim is out of range
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        element = x.element_type
+        if isinstance(element, IntegerType):
+            if element not in (i8, i32, i64):
+                raise VerifyException(f"graph.cumsum input must not be {element}")
+        else:
+            _float_tensor(x, "graph.cumsum input")
+        expected = reduce_result_dtype("sum", element)
+        if out != TensorType(expected, x.get_shape()):
+            raise VerifyException(
+                f"graph.cumsum of {x} gives {TensorType(expected, x.get_shape())}, not {out}"
             )
 
 
@@ -947,6 +1075,7 @@ Graph = Dialect(
         LayerNormOp,
         RmsNormOp,
         ReduceOp,
+        CumsumOp,
         EmbeddingOp,
         AttentionOp,
         RopeOp,

@@ -628,7 +628,7 @@ class DeviceCallOp(IRDLOperation):
             )
 
 
-REDUCE_KINDS = {"sum": 1, "max": 1, "online_softmax": 2}
+REDUCE_KINDS = {"sum": 1, "max": 1, "min": 1, "prod": 1, "online_softmax": 2}
 
 
 @irdl_op_definition

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     i1,
     i8,
     i32,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -289,14 +290,20 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
-        # floats are stored from f32 (rounded to the storage type); anything else only as
-        # what a load of the same storage gives, so a copy moves integers unchanged
-        stored = kernel.loaded_type(ptr.type.element)
-        if value.type != stored:
-            raise self.error(
-                expr, f"{name} stores {_type_name(stored)}, not {_type_name(value.type)}"
-            )
+        target = kernel.loaded_type(ptr.type.element)
+        if value.type != target:
+            value = self.stored_integer(expr, value, target)
         self.add(kernel.StoreOp(value, ptr, offset))
+
+    def stored_integer(self, node: Tree, value: SSAValue, target: Attribute) -> SSAValue:
+        """An integer converted to an integer tensor's element type (a sum accumulated in
+        i64 stored to i32, a flag to i8); floats go to float tensors only."""
+        width, target_width = _integer_width(value.type), _integer_width(target)
+        if width in (0, 1) or target_width == 0:
+            raise self.error(node, f"cannot store {_type_name(value.type)} to a tensor of {target}")
+        if width > target_width:
+            return self.add(arith.TruncIOp(value, target))
+        return self.add(arith.ExtSIOp(value, target))
 
     def stmt_for_stmt(self, node: Tree) -> None:
         index_name, lo_node, hi_node, step_node, *rest = node.children
@@ -618,7 +625,7 @@ class Lowering:
             raise self.error(
                 node, f"{_type_name(lhs.type)} {op} {_type_name(rhs.type)}: convert with float()"
             )
-        table = INT_BINARY if lhs.type == i32 else FLOAT_BINARY
+        table = FLOAT_BINARY if lhs.type == f32 else INT_BINARY
         if op not in table:
             raise self.error(node, f"operator {op} is not defined on {_type_name(lhs.type)}")
         return self.add(table[op](lhs, rhs))
@@ -780,19 +787,27 @@ class Lowering:
             return self.add(arith.SelectOp(cond, a, b))
         if fname == "float":
             arity(1)
-            if args[0].type != i32:
+            if _integer_width(args[0].type) not in (8, 32, 64):
                 raise self.error(node, "float() converts an integer")
             return self.add(arith.SIToFPOp(args[0], f32))
+        if fname == "long":
+            arity(1)
+            width = _integer_width(args[0].type)
+            if width not in (8, 32, 64):
+                raise self.error(node, "long() widens an integer to 64 bits")
+            return args[0] if width == 64 else self.add(arith.ExtSIOp(args[0], i64))
         if fname == "int":
             arity(1)
             if args[0].type == i32:
                 return args[0]
+            if args[0].type == f32:
+                return self.add(arith.FPToSIOp(args[0], i32))  # toward zero, as C casts
             width = args[0].type.width.data if isinstance(args[0].type, IntegerType) else 0
             if width not in (8, 64):
                 raise self.error(
                     node,
-                    "int() converts an 8-bit or 64-bit integer (a mask's or an index tensor's "
-                    "element)",
+                    "int() converts a float, or an 8-bit or 64-bit integer (a mask's or an "
+                    "index tensor's element)",
                 )
             if width == 8:
                 return self.add(arith.ExtSIOp(args[0], i32))
@@ -971,6 +986,11 @@ def _names_in(node: Tree | Token) -> set[str]:
         if node.children
         else set()
     )
+
+
+def _integer_width(typ: Attribute) -> int:
+    """The bits of an integer type (1 for a condition), 0 for a float."""
+    return typ.width.data if isinstance(typ, IntegerType) else 0
 
 
 def _type_name(typ: Attribute) -> str:

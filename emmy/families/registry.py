@@ -9,10 +9,12 @@ from xdsl.ir import Operation
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
 from emmy.families import (
+    arg_rows,
     attention,
     attention_path,
     attention_tc,
     cat,
+    cumsum,
     elementwise,
     embedding,
     gather,
@@ -23,6 +25,7 @@ from emmy.families import (
     matmul_tc,
     permute,
     reduce_rows,
+    reduce_rows_int,
     rms_norm,
     rope,
     softmax,
@@ -40,6 +43,9 @@ FAMILIES: dict[str, Family] = {
         rms_norm,
         elementwise,
         reduce_rows,
+        reduce_rows_int,
+        arg_rows,
+        cumsum,
         transpose,
         permute,
         gather,

@@ -1324,48 +1324,214 @@ def _constant_pad(self: Converter, node: fx.Node) -> View:
 
 
 # -- reductions -------------------------------------------------------------------------
-REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+#: each reduction's graph.reduce kind; over the dims `dim` names (all of them where it is
+#: None or [], as torch reads it), or all dims for the overloads that take none
+REDUCTIONS = {
+    **dict.fromkeys(("aten.sum.dim_IntList", "aten.sum.default"), "sum"),
+    **dict.fromkeys(("aten.mean.dim", "aten.mean.default"), "mean"),
+    **dict.fromkeys(("aten.amax.default", "aten.max.default"), "max"),
+    **dict.fromkeys(("aten.amin.default", "aten.min.default"), "min"),
+    **dict.fromkeys(("aten.prod.dim_int", "aten.prod.default"), "prod"),
+    "aten.logsumexp.default": "logsumexp",
+    "aten.argmax.default": "argmax",
+    "aten.argmin.default": "argmin",
+    **dict.fromkeys(("aten.any.default", "aten.any.dim", "aten.any.dims"), "any"),
+    **dict.fromkeys(("aten.all.default", "aten.all.dim", "aten.all.dims"), "all"),
+    **dict.fromkeys(("aten.var.correction", "aten.var.dim", "aten.var.default"), "var"),
+    **dict.fromkeys(("aten.std.correction", "aten.std.dim", "aten.std.default"), "std"),
+}
+#: reductions that give two results (a value and its index, a variance and a mean): two
+#: reductions of the same rows
+PAIRED_REDUCTIONS = {
+    "aten.max.dim": ("max", "argmax"),
+    "aten.min.dim": ("min", "argmin"),
+    "aten.aminmax.default": ("min", "max"),
+    **dict.fromkeys(("aten.var_mean.dim", "aten.var_mean.correction"), ("var", "mean")),
+    **dict.fromkeys(("aten.std_mean.dim", "aten.std_mean.correction"), ("std", "mean")),
+}
+#: the longest float row argmax and argmin index exactly (their indices reduce as f32)
+ARG_COLS_MAX = 2**24
 
 
-def _reduced_dims(node: fx.Node) -> object:
-    return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+def _arguments(node: fx.Node) -> dict:
+    """The node's arguments by the names of its op's schema, defaults filled in."""
+    schema = node.target._schema
+    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    bound |= dict(zip((a.name for a in schema.arguments), node.args, strict=False))
+    return bound | dict(node.kwargs)
+
+
+def _reduction_kinds(node: fx.Node) -> tuple[str, ...]:
+    return PAIRED_REDUCTIONS.get(op_name(node)) or (REDUCTIONS[op_name(node)],)
+
+
+def _reduced(bound: dict, rank: int) -> list[int]:
+    """The dims a reduction reduces, ascending: all of them where it names none."""
+    dims = bound.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not dims or rank == 0:
+        return list(range(rank))
+    return sorted({int(d) % rank for d in dims})
+
+
+def _correction(bound: dict) -> object:
+    """var's and std's divisor is the count less this (unbiased: 1)."""
+    if "correction" in bound:
+        return 1 if bound["correction"] is None else bound["correction"]
+    return 1 if bound.get("unbiased", True) else 0
 
 
 def _reduction_refusal(node: fx.Node) -> str | None:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    if dims is None or len(dims) != 1:
-        return f"{kind} over {dims!r}: only one dim at a time is supported"
-    if node.kwargs.get("dtype") is not None:
-        return f"{kind} with a dtype conversion is not supported"
+    bound = _arguments(node)
+    x = node.args[0].meta["val"]
+    floating = x.dtype.is_floating_point
+    if x.numel() == 0:
+        return "a reduction of an empty tensor is not supported"
+    cols = _numel([int(x.shape[d]) for d in _reduced(bound, x.dim())])
+    for kind in _reduction_kinds(node):
+        if graph.REDUCE_KINDS[kind][0] == "float" and not floating:
+            return f"{kind} of {x.dtype} is not supported"
+        if kind in ("any", "all") and floating:
+            return f"{kind} of {x.dtype} is not supported: compare it with 0 first"
+        if kind in ("argmax", "argmin") and floating and cols >= ARG_COLS_MAX:
+            return f"{kind} over {cols} elements: at most {ARG_COLS_MAX - 1} are supported"
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"{op_name(node)} of {x.dtype} is not supported"
+    examples = node.meta["val"]
+    examples = examples if isinstance(examples, (list, tuple)) else [examples]
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        if _element_type(example.dtype) != graph.reduce_result_dtype(kind, element):
+            # a `dtype=` that is not the one torch gives anyway
+            return f"{op_name(node)} to {example.dtype} (a dtype conversion) is not supported"
+    corrected = set(_reduction_kinds(node)) & set(graph.CORRECTED_KINDS)
+    if corrected and int(_correction(bound)) != _correction(bound):
+        return f"{op_name(node)} with a correction of {_correction(bound)} is not supported"
     return None
 
 
-@ATEN.handles(*REDUCTIONS, accepts=_reduction_refusal)
-def _reduce(self: Converter, node: fx.Node) -> View:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-    example = node.meta["val"]
+@ATEN.handles(*REDUCTIONS, *PAIRED_REDUCTIONS, accepts=_reduction_refusal)
+def _reduce(self: Converter, node: fx.Node) -> object:
+    """A reduction over any dims: the kept dims in order, then the reduced ones merged into
+    one last dim (a copy where they are not last already), reduced as rows; the result is
+    reshaped to torch's (keepdim's dims of size 1 move no element)."""
+    bound = _arguments(node)
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
-    dim = int(dims[0]) % rank
-    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
-    # back to its place by a reshape, which moves no element
-    order = [d for d in range(rank) if d != dim] + [dim]
-    x = self.contiguous(View(source.base, source.meta.permute(order)))
-    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
-    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
+    reduced = _reduced(bound, rank)
+    examples = node.meta["val"]
+    examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
+    if not source.meta.dtype.is_floating_point:
+        kinds = zip(_reduction_kinds(node), examples, strict=True)
+        results = [_reduce_integers(self, source, reduced, k, e) for k, e in kinds]
+        return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+    kept = [d for d in range(rank) if d not in reduced]
+    meta = source.meta.permute(kept + reduced) if rank else source.meta
+    x = self.contiguous(View(source.base, meta))
+    kept_shape = [int(source.meta.shape[d]) for d in kept]
+    cols = x.type.element_count() // max(1, _numel(kept_shape))
+    rows_type = TensorType(x.type.element_type, [*kept_shape, cols])
+    if x.type != rows_type:
+        x = self.insert(graph.ReshapeOp(x, rows_type))
+    results = []
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        out = self.type_of(example)
+        shape = list(out.get_shape())
+        reduced_shape = shape if shape in (kept_shape, [*kept_shape, 1]) else kept_shape
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        correction = int(_correction(bound)) if kind in graph.CORRECTED_KINDS else None
+        op = graph.ReduceOp(x, kind, TensorType(element, reduced_shape), correction)
+        value = self.insert(op)
+        if value.type != out:
+            value = self.insert(graph.ReshapeOp(value, out))
+        results.append(self.result(value, example))
+    return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+
+
+def _reduce_integers(
+    self: Converter, source: View, reduced: list[int], kind: str, example: torch.Tensor
+) -> View:
+    """An integer reduction, read in place (integer tensors have no strided copy): each run
+    of adjacent reduced dims, the last first, is the middle dim of [before, run, after]
+    (a kind over several runs reduces in steps: a sum of sums, an any of anys; argmax and
+    argmin reduce one dim, or all of them, one run)."""
+    x = self.contiguous(source)
+    shape = [int(size) for size in source.meta.shape]
+    runs: list[list[int]] = []
+    for d in reduced:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    for run in reversed(runs):
+        first, end = run[0], run[-1] + 1
+        before, after = _numel(shape[:first]), _numel(shape[end:])
+        lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
+        if x.type != lines:
+            x = self.insert(graph.ReshapeOp(x, lines))
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before, after]), dim=1))
+        shape = shape[:first] + shape[end:]
+    return _shaped_as(self, x, example)
+
+
+def _cumsum_refusal(node: fx.Node) -> str | None:
+    x, out = node.args[0].meta["val"], node.meta["val"]
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"cumsum of {x.dtype} is not supported"
+    if x.numel() == 0:
+        return "a cumsum of an empty tensor is not supported"
+    if _element_type(out.dtype) != graph.reduce_result_dtype("sum", element):
+        return f"cumsum to {out.dtype} (a dtype conversion) is not supported"
+    return None
+
+
+@ATEN.handles("aten.cumsum.default", accepts=_cumsum_refusal)
+def _cumsum(self: Converter, node: fx.Node) -> View:
+    """A prefix sum over any dim, read in place."""
+    example = node.meta["val"]
+    x = self.operand(node.args[0])
+    if not x.type.get_shape():
+        x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
+    rank = len(x.type.get_shape())
+    dim = int(node.args[1]) % rank
+    element = graph.reduce_result_dtype("sum", x.type.element_type)
+    typ = TensorType(element, x.type.get_shape())
+    scan = graph.CumsumOp(x, typ, None if dim == rank - 1 else dim)
+    return _shaped_as(self, self.insert(scan), example)
+
+
+def _element_type(dtype: torch.dtype) -> Attribute | None:
+    """The graph's element type of a torch dtype (a bool is i8), None for one it lacks."""
+    if dtype == torch.bool:
+        return i8
+    name = dtypes.torch_dtype_name(dtype)
+    return dtypes.xdsl_type(name) if name is not None and name != "i8" else None
+
+
+def _shaped_as(self: Converter, value: SSAValue, example: torch.Tensor) -> View:
+    """`value` reshaped to the example's shape (the elements in the same order)."""
     out = self.type_of(example)
     if value.type != out:
         value = self.insert(graph.ReshapeOp(value, out))
     return self.result(value, example)
 
 
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
 def _softmax_refusal(node: fx.Node) -> str | None:
-    if node.meta["val"].dtype == node.args[0].meta["val"].dtype:
+    x = node.args[0].meta["val"]
+    if x.dim() == 0 or x.numel() == 0:
+        return f"{op_name(node)} of a tensor of shape {list(x.shape)} is not supported"
+    if node.meta["val"].dtype == x.dtype:
         return None
-    return "softmax with a dtype conversion is not supported"
+    return f"{op_name(node)} with a dtype conversion is not supported"
 
 
 @ATEN.handles("aten.softmax.int", "aten._softmax.default", accepts=_softmax_refusal)
@@ -1376,122 +1542,267 @@ def _softmax(self: Converter, node: fx.Node) -> View:
     return self.over_last_dim(node, int(node.args[1]), build)
 
 
+@ATEN.handles("aten._log_softmax.default", "aten.log_softmax.int", accepts=_softmax_refusal)
+def _log_softmax(self: Converter, node: fx.Node) -> View:
+    """x - logsumexp(x) over a dim: a row reduction, then a subtraction of its column."""
+
+    def build(x: SSAValue) -> SSAValue:
+        shape = list(x.type.get_shape())
+        lse_type = TensorType(x.type.element_type, [*shape[:-1], 1])
+        lse = self.insert(graph.ReduceOp(x, "logsumexp", lse_type))
+        return self.insert(graph.SubOp(x, lse, x.type))
+
+    return self.over_last_dim(node, int(node.args[1]), build)
+
+
 # -- matmuls ----------------------------------------------------------------------------
-@ATEN.handles("aten.linear.default")
+def _linear_refusal(node: fx.Node) -> str | None:
+    x, w = node.args[0].meta["val"], node.args[1].meta["val"]
+    if w.dim() != 2:
+        return f"linear with a weight of shape {list(w.shape)} is not supported"
+    return _operands_refusal(x, w)
+
+
+@ATEN.handles("aten.linear.default", accepts=_linear_refusal)
 def _linear(self: Converter, node: fx.Node) -> View:
+    """x · wᵀ (+ bias); a vector x is a matrix of one row."""
     x_arg, w_arg = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     out = node.meta["val"]
     x = self.operand(x_arg)
+    if len(x.type.get_shape()) == 1:
+        x = self.insert(
+            graph.ReshapeOp(x, TensorType(x.type.element_type, [1, *x.type.get_shape()]))
+        )
+    n = int(node.args[1].meta["val"].shape[0])
+    typ = TensorType(x.type.element_type, [*x.type.get_shape()[:-1], n])
     weight = self.values[w_arg]
     if isinstance(weight, Constant):
         w = self.constant_arg(f"{weight.name}.T", weight.tensor.t())
-        product = graph.MatmulOp(x, w, self.type_of(out), transpose_b=False)
+        product = graph.MatmulOp(x, w, typ, transpose_b=False)
     else:
-        product = graph.MatmulOp(x, self.operand(w_arg), self.type_of(out), transpose_b=True)
+        product = graph.MatmulOp(x, self.operand(w_arg), typ, transpose_b=True)
     value = self.insert(product)
     if bias is not None:
         value = self.insert(graph.AddOp(value, self.operand(bias), value.type))
+    if value.type != self.type_of(out):
+        value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return self.result(value, out)
 
 
-def _matmul_refusal_of(lhs_arg: fx.Node, rhs_arg: fx.Node) -> str | None:
-    a, b = lhs_arg.meta["val"], rhs_arg.meta["val"]
-    if a.dim() < 2 or b.dim() < 2:
-        return "matmul of a vector is not supported"
-    if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
-        return f"matmul batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} differ"
-    if a.dim() == 2 and b.dim() > 2:
-        return "matmul of a matrix by a batch of matrices is not supported"
+def _operands_refusal(*operands: torch.Tensor) -> str | None:
+    for tensor in operands:
+        if not tensor.dtype.is_floating_point:
+            return f"a product of {tensor.dtype} tensors is not supported"
+        if tensor.dim() == 0 or tensor.numel() == 0:
+            return f"a product of a tensor of shape {list(tensor.shape)} is not supported"
     return None
 
 
 def _matmul_refusal(node: fx.Node) -> str | None:
-    return _matmul_refusal_of(node.args[0], node.args[1])
+    return _operands_refusal(node.args[0].meta["val"], node.args[1].meta["val"])
 
 
-@ATEN.handles("aten.matmul.default", "aten.mm.default", "aten.bmm.default", accepts=_matmul_refusal)
+@ATEN.handles(
+    "aten.matmul.default",
+    "aten.mm.default",
+    "aten.bmm.default",
+    "aten.mv.default",
+    "aten.dot.default",
+    accepts=_matmul_refusal,
+)
 def _matmul(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
     return self.result(_matmul_of(self, node.args[0], node.args[1], out), out)
 
 
 def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.Tensor) -> SSAValue:
-    """lhs · rhs, of operands `_matmul_refusal_of` accepts."""
+    """lhs · rhs as torch.matmul takes them: a vector lhs is a matrix of one row and a
+    vector rhs one of one column, dropped from the result; the batch dims broadcast (a
+    broadcast lhs is expanded by a copy, an rhs whose batch dims are all 1 is one matrix
+    shared by the batch)."""
+    lhs_view, rhs_view = self.view(self.values[lhs_arg]), self.view(self.values[rhs_arg])
+    a, b = lhs_view.meta, rhs_view.meta
+    a = a.unsqueeze(0) if a.dim() == 1 else a
+    b = b.unsqueeze(-1) if b.dim() == 1 else b
+    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = a.expand(*batch, *a.shape[-2:])
+    if all(size == 1 for size in b.shape[:-2]):
+        b = b.reshape(b.shape[-2:]) if b.dim() > 2 else b
+    else:
+        b = b.expand(*batch, *b.shape[-2:])
     # a transposed rhs (k.transpose(-2, -1)) is read in place as A · Bᵀ
-    rhs_view = self.view(self.values[rhs_arg])
-    transposed = View(rhs_view.base, rhs_view.meta.transpose(-2, -1))
-    if transposed.meta.is_contiguous() and not rhs_view.meta.is_contiguous():
+    transposed = View(rhs_view.base, b.transpose(-2, -1))
+    if transposed.meta.is_contiguous() and not b.is_contiguous():
         rhs, transpose_b = self.contiguous(transposed), True
     else:
-        rhs, transpose_b = self.contiguous(rhs_view), False
-    lhs = self.operand(lhs_arg)
-    return self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b))
+        rhs, transpose_b = self.contiguous(View(rhs_view.base, b)), False
+    lhs = self.contiguous(View(lhs_view.base, a))
+    typ = TensorType(lhs.type.element_type, [*batch, a.shape[-2], b.shape[-1]])
+    value = self.insert(graph.MatmulOp(lhs, rhs, typ, transpose_b))
+    if value.type != self.type_of(out):
+        value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
+    return value
 
 
-def _addmm_refusal(node: fx.Node) -> str | None:
-    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
-        return "addmm with alpha or beta is not supported"
-    return _matmul_refusal_of(node.args[1], node.args[2])
+def _scaled_sum_refusal(node: fx.Node) -> str | None:
+    """addmm, addmv, baddbmm: beta · self + alpha · (a · b), of float operands."""
+    return _operands_refusal(*(arg.meta["val"] for arg in node.args[:3]))
 
 
-@ATEN.handles("aten.addmm.default", accepts=_addmm_refusal)
+@ATEN.handles(
+    "aten.addmm.default",
+    "aten.addmv.default",
+    "aten.baddbmm.default",
+    accepts=_scaled_sum_refusal,
+)
 def _addmm(self: Converter, node: fx.Node) -> View:
-    """bias + x · w (what F.linear of a 2-d input is below autograd)."""
+    """beta · self + alpha · (a · b) (what F.linear of a 2-d input is below autograd); the
+    scales are elementwise ops the product's epilogue takes, and beta = 0 ignores self (NaN
+    included) as torch does."""
     bias, x_arg, w_arg = node.args[:3]
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
     out = node.meta["val"]
     product = _matmul_of(self, x_arg, w_arg, out)
-    return self.result(self.insert(graph.AddOp(product, self.operand(bias), product.type)), out)
+    if alpha != 1:
+        product = self.insert(graph.MulOp(product, self.scalar(alpha, product), product.type))
+    if beta == 0:
+        return self.result(product, out)
+    addend = self.tensor_or_scalar(bias, product.type)
+    if beta != 1:
+        addend = self.insert(graph.MulOp(addend, self.scalar(beta, addend), addend.type))
+    return self.result(self.insert(graph.AddOp(product, addend, product.type)), out)
 
 
 # -- norms ------------------------------------------------------------------------------
-def _last_dim_only(norm: str) -> Refusal:
-    """Refuses a norm over more than the last dim (its normalized_shape, args[1])."""
+def _norm_refusal(norm: str) -> Refusal:
+    """Refuses a norm over no dims (its normalized_shape, args[1]) or of an empty tensor."""
 
     def refusal(node: fx.Node) -> str | None:
-        if len(node.args[1]) == 1:
-            return None
-        return f"{norm} over more than the last dim is not supported"
+        x = node.args[0].meta["val"]
+        if not node.args[1] or x.numel() == 0:
+            return f"{norm} of {list(x.shape)} over {list(node.args[1])} is not supported"
+        return None
 
     return refusal
 
 
-@ATEN.handles("aten.layer_norm.default", accepts=_last_dim_only("layer_norm"))
+def _norm_rows(self: Converter, x_arg: fx.Node, dims: int) -> SSAValue:
+    """x with its `dims` normalised trailing dims merged into one (no element moves)."""
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [*shape[: len(shape) - dims], _numel(shape[-dims:])])
+    return x if x.type == rows else self.insert(graph.ReshapeOp(x, rows))
+
+
+def _norm_param(
+    self: Converter, node: fx.Node, arg: object, size: int, like: torch.Tensor, fill: float
+) -> SSAValue:
+    """A norm's weight or bias flattened to [size]; an absent one is ones or zeros."""
+    if arg is None:
+        return _filled(self, node, size, like, fill)
+    param = self.operand(arg)
+    flat = TensorType(param.type.element_type, [size])
+    return param if param.type == flat else self.insert(graph.ReshapeOp(param, flat))
+
+
+@ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _layer_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     bias = node.args[3] if len(node.args) > 3 else None
     eps = node.args[4] if len(node.args) > 4 else 1e-5
-    x = self.operand(x_arg)
+    x = _norm_rows(self, x_arg, len(shape))
     example = _value(node)
-    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
-    b = self.operand(bias) if bias is not None else _filled(self, node, shape[0], example, 0.0)
-    return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
+    size = x.type.get_shape()[-1]
+    w = _norm_param(self, node, weight, size, example, 1.0)
+    b = _norm_param(self, node, bias, size, example, 0.0)
+    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
 
 
-@ATEN.handles("aten.native_layer_norm.default", accepts=_last_dim_only("layer_norm"))
+@ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _native_layer_norm(self: Converter, node: fx.Node) -> list:
     """LayerNorm's output; its saved mean and rstd have no user in inference."""
     return [_layer_norm(self, node), None, None]
 
 
-@ATEN.handles("aten.rms_norm.default", accepts=_last_dim_only("rms_norm"))
+@ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
 def _rms_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     eps = node.args[3] if len(node.args) > 3 else None
-    example = node.meta["val"]
+    example = _value(node)
     if eps is None:
         eps = torch.finfo(example.dtype).eps
-    x = self.operand(x_arg)
-    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
-    return self.result(self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+    x = _norm_rows(self, x_arg, len(shape))
+    w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+
+
+@ATEN.handles("aten._fused_rms_norm.default", accepts=_norm_refusal("rms_norm"))
+def _fused_rms_norm(self: Converter, node: fx.Node) -> list:
+    """RMSNorm's output (what rms_norm is below autograd); its saved rstd has no user."""
+    return [_rms_norm(self, node), None]
 
 
 def _filled(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill: float) -> SSAValue:
     """A norm's absent weight (ones) or bias (zeros), as a constant."""
     tensor = torch.full((size,), fill, dtype=like.dtype)
     return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
+
+
+#: inference batch norms: (the index of `training` in the arguments or None, of eps)
+BATCH_NORMS = {
+    "aten.batch_norm.default": (5, 7),
+    "aten.native_batch_norm.default": (5, 7),
+    "aten._native_batch_norm_legit_no_training.default": (None, 6),
+}
+
+
+def _batch_norm_refusal(node: fx.Node) -> str | None:
+    training, _ = BATCH_NORMS[op_name(node)]
+    x = node.args[0].meta["val"]
+    if training is not None and node.args[training]:
+        return "batch_norm in training mode (batch statistics) is not supported"
+    if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
+        return f"batch_norm of {x.dtype}{list(x.shape)} is not supported"
+    for arg in node.args[1:5]:
+        if arg is not None and not isinstance(arg.meta.get("val"), torch.Tensor):
+            return "batch_norm with a parameter that is not a tensor is not supported"
+    return None
+
+
+@ATEN.handles(*BATCH_NORMS, accepts=_batch_norm_refusal)
+def _batch_norm(self: Converter, node: fx.Node) -> object:
+    """(x - mean) · rsqrt(var + eps) · w + b with the running statistics, as x · scale +
+    shift per channel (dim 1), folded at compile time from the weights: x is read as rows
+    [batch · channels, the rest], the scale and shift as a column of one value per row."""
+    _, eps_index = BATCH_NORMS[op_name(node)]
+    x_arg, weight, bias, mean, var = node.args[:5]
+    eps = float(node.args[eps_index])
+    stats = [self.values[a] if a is not None else None for a in (weight, bias, mean, var)]
+    if any(s is not None and not isinstance(s, Constant) for s in stats):
+        raise self.error("batch_norm with statistics or parameters that are not weights")
+    w, b, m, v = (s.tensor.double() if s is not None else None for s in stats)
+    channels = int(node.args[0].meta["val"].shape[1])
+    scale = torch.rsqrt(v + eps) if v is not None else torch.ones(channels, dtype=torch.float64)
+    scale = scale * w if w is not None else scale
+    shift = -m * scale if m is not None else torch.zeros(channels, dtype=torch.float64)
+    shift = shift + b if b is not None else shift
+    example = _value(node)
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [shape[0] * channels, _numel(shape[2:])])
+    x = self.insert(graph.ReshapeOp(x, rows))
+    columns = [
+        self.constant_arg(
+            f"{node.name}.{name}", t.repeat(shape[0]).reshape(-1, 1).to(example.dtype)
+        )
+        for name, t in (("scale", scale), ("shift", shift))
+    ]
+    y = self.insert(graph.MulOp(x, columns[0], rows))
+    y = _shaped_as(self, self.insert(graph.AddOp(y, columns[1], rows)), example)
+    return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
 
 
 # -- attention --------------------------------------------------------------------------

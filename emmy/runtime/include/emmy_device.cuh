@@ -453,6 +453,14 @@ struct op_max {
   __device__ __forceinline__ static float identity() { return -inf(); }
   __device__ __forceinline__ float operator()(float a, float b) const { return fmax(a, b); }
 };
+struct op_min {
+  __device__ __forceinline__ static float identity() { return inf(); }
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmin(a, b); }
+};
+struct op_prod {
+  __device__ __forceinline__ static float identity() { return 1.0f; }
+  __device__ __forceinline__ float operator()(float a, float b) const { return a * b; }
+};
 
 // Reduces v over each aligned group of GROUP consecutive threads (by linear index) and returns
 // the group's result to all its threads. Call from every thread of the block. Whenever scratch

@@ -137,10 +137,50 @@ func.func @rms_norm_dtype(%x : tensor<4x8xf32>, %w : tensor<8xf16>) -> tensor<4x
 // -----
 
 func.func @reduce_kind(%x : tensor<4x8xf32>) -> tensor<4xf32> {
-  %y = graph.reduce %x {kind = "prod"} : tensor<4x8xf32> -> tensor<4xf32>
+  %y = graph.reduce %x {kind = "median"} : tensor<4x8xf32> -> tensor<4xf32>
   func.return %y : tensor<4xf32>
 }
-// CHECK: graph.reduce kind must be sum, mean or max, not 'prod'
+// CHECK: graph.reduce kind must be one of sum, prod, max, min, mean, logsumexp, var, std, argmax, argmin, any, all, not 'median'
+
+// -----
+
+func.func @reduce_argmax_dtype(%x : tensor<4x8xf32>) -> tensor<4xf32> {
+  %y = graph.reduce %x {kind = "argmax"} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: graph.reduce argmax of f32 gives i64, not f32
+
+// -----
+
+func.func @reduce_integer_sum(%x : tensor<4x8xi32>) -> tensor<4xi32> {
+  %y = graph.reduce %x {kind = "sum"} : tensor<4x8xi32> -> tensor<4xi32>
+  func.return %y : tensor<4xi32>
+}
+// CHECK: graph.reduce sum of i32 gives i64, not i32
+
+// -----
+
+func.func @reduce_integer_mean(%x : tensor<4x8xi64>) -> tensor<4xi64> {
+  %y = graph.reduce %x {kind = "mean"} : tensor<4x8xi64> -> tensor<4xi64>
+  func.return %y : tensor<4xi64>
+}
+// CHECK: graph.reduce mean input must be a tensor of f32, f16 or bf16, not tensor<4x8xi64>
+
+// -----
+
+func.func @reduce_correction(%x : tensor<4x8xf32>) -> tensor<4xf32> {
+  %y = graph.reduce %x {kind = "sum", correction = 1 : i64} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: graph.reduce takes a correction with kinds var, std only
+
+// -----
+
+func.func @cumsum_dtype(%x : tensor<4x8xi32>) -> tensor<4x8xi32> {
+  %y = graph.cumsum %x : tensor<4x8xi32> -> tensor<4x8xi32>
+  func.return %y : tensor<4x8xi32>
+}
+// CHECK: graph.cumsum of tensor<4x8xi32> gives tensor<4x8xi64>, not tensor<4x8xi32>
 
 // -----
 

@@ -51,6 +51,14 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
   %rd = graph.reduce %rn {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
   // CHECK-NEXT: graph.reduce %{{.*}} {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ra = graph.reduce %rn {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  %rv = graph.reduce %rn {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ri = graph.reduce %ids {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
+  %cs = graph.cumsum %ids : tensor<2x8xi64> -> tensor<2x8xi64>
+  // CHECK-NEXT: graph.cumsum %{{.*}} : tensor<2x8xi64> -> tensor<2x8xi64>
   %e = graph.embedding %table, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
   // CHECK-NEXT: graph.embedding %{{.*}}, %{{.*}} : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
   %e32 = graph.embedding %table, %ids32 : tensor<100x64xf32>, tensor<5xi32> -> tensor<5x64xf32>

@@ -30,10 +30,10 @@ kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "x2") {
 kernel.func @k(%x : !kernel.ptr<f32> "x") {
   %c = arith.constant 0 : i32
   %f = arith.constant 0.0 : f32
-  %r = kernel.group_reduce "prod" (%f) group %c strategy %c ["shuffle"]
+  %r = kernel.group_reduce "xor" (%f) group %c strategy %c ["shuffle"]
   kernel.return
 }
-// CHECK: unknown reduction kind 'prod'
+// CHECK: unknown reduction kind 'xor'
 
 // -----
 
