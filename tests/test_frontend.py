@@ -583,3 +583,20 @@ def test_declared_dynamic_dims_export_once_and_specialise_per_shape(monkeypatch)
         compiled(torch.randn(2, 41, 16))
     with pytest.raises(EmmyError, match="input x dim 0 is 3; it is static at 2"):
         compiled(torch.randn(3, 12, 16))
+
+
+class MaskedAttention(nn.Module):
+    def forward(self, q, mask):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["simt", "tensor-cores"])
+def test_a_query_whose_every_key_is_masked_reads_zero_as_torch_does(dtype):
+    """Left padding hides every key from a padded query: torch gives 0 there, not NaN."""
+    q = torch.randn(2, 2, 8, 16, dtype=dtype)
+    mask = torch.ones(2, 1, 8, 8, dtype=torch.bool)
+    mask[1, :, :3] = False  # the second sequence's first three queries see no key
+    tolerance = F32 if dtype == torch.float32 else {"atol": 3e-2, "rtol": 3e-2}
+    actual = compile_emu(MaskedAttention(), q, mask)(q, mask)
+    assert not actual.isnan().any()
+    torch.testing.assert_close(actual, MaskedAttention()(q, mask), **tolerance)
