@@ -679,10 +679,17 @@ def _value(node: fx.Node) -> torch.Tensor:
 
 
 # -- fx plumbing ------------------------------------------------------------------------
-@ATEN.handles_class(lambda node: isinstance(node.meta.get("val"), (int, torch.SymInt)))
-def _size(self: Converter, node: fx.Node) -> int:
-    """A size (of a dynamic dim, specialised), read by views."""
-    return int(node.meta["val"])
+_NUMBERS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+@ATEN.handles_class(lambda node: isinstance(node.meta.get("val"), _NUMBERS))
+def _size(self: Converter, node: fx.Node) -> int | float:
+    """A size (of a dynamic dim, specialised), or a number computed from sizes (`x.shape[1]
+    / 8`), read by views and as scalars: known when the graph is converted."""
+    value = node.meta["val"]
+    if isinstance(value, (float, torch.SymFloat)):
+        return float(value)
+    return int(value)
 
 
 @ATEN.handles_class(lambda node: node.target is operator.getitem)
