@@ -3,8 +3,9 @@
 A sweep takes a few samples of each op (`opinfo.sample_inputs("cpu", dtype)`, evenly
 spread over the op's list, the same every run), calls them all from the forward of one
 module and compiles that module once: one export and one g++ call for every kernel of the
-group. Each sample's outputs are compared with eager torch's. When the group's compile
-fails, or it falls back where it must not, every sample is compiled alone, so that the
+group. Each sample's outputs are compared with eager torch's (integers exactly, floats at
+emmy.runtime.convert's TOLERANCES). When the group's compile or run fails, or it falls back
+where it must not, it is run again in halves, down to the samples at fault, so that each
 failure names its sample.
 """
 
@@ -20,6 +21,8 @@ from torch import nn
 from torch.utils import _pytree
 
 import emmy
+from emmy import dtypes
+from emmy.frontend.model import INTEGER_DTYPES
 from emmy.runtime.convert import TOLERANCES, compare
 from emmy.runtime.emu import EmuDevice
 
@@ -124,17 +127,27 @@ def dtype_of(op: str, kind: Kind) -> torch.dtype | None:
     return next((dtype for dtype in KIND_DTYPES[kind] if dtype in takes), None)
 
 
+def storable(tensor: torch.Tensor) -> bool:
+    """Whether emmy has a storage type for the tensor's dtype (a float, i64, i32 or bool,
+    as the frontend's Converter.type_of takes them): a uint8 or float64 tensor is refused
+    whatever its op, so no sample of one is swept."""
+    if tensor.dtype == torch.bool or tensor.dtype in INTEGER_DTYPES:
+        return True
+    return dtypes.is_float(dtypes.torch_dtype_name(tensor.dtype))
+
+
 def samples(op: str, dtype: torch.dtype, count: int = SAMPLES_PER_OP) -> list[Sample]:
     """`count` samples of OpInfo `op` in `dtype`, evenly spread over its list (the first,
-    often a 0-dim tensor, among them), the same every run."""
+    often a 0-dim tensor, among them), the same every run; those with a tensor of a dtype
+    emmy has no storage for (a uint8 index) are left out."""
     info = op_db()[op]
     torch.manual_seed(0)
-    every = list(info.sample_inputs("cpu", dtype))
-    step = (len(every) - 1) / max(count - 1, 1)
-    indices = (
-        sorted({round(i * step) for i in range(count)}) if len(every) > count else range(len(every))
-    )
-    return [Sample.of(op, i, info.op, every[i]) for i in indices]
+    every = [Sample.of(op, i, info.op, s) for i, s in enumerate(info.sample_inputs("cpu", dtype))]
+    every = [sample for sample in every if all(storable(t) for t in sample.tensors)]
+    if len(every) <= count:
+        return every
+    step = (len(every) - 1) / (count - 1)
+    return [every[i] for i in sorted({round(i * step) for i in range(count)})]
 
 
 def samples_of(ops: Sequence[str], kind: Kind) -> list[Sample]:
@@ -194,9 +207,11 @@ class Outcome:
     fallbacks: list[str] = field(default_factory=list)
 
 
-def run_module(module: nn.Module, inputs: Sequence[torch.Tensor], parts: dict[str, int]) -> Outcome:
+def run_module(
+    module: nn.Module, inputs: Sequence[torch.Tensor], parts: Sequence[tuple[str, int]]
+) -> Outcome:
     """Compiles `module` on the emulator, runs it on `inputs` and compares its outputs
-    with eager's: `parts` names its outputs, in order, by how many each part gives."""
+    with eager's: `parts` names its outputs, in order, and how many each part gives."""
     with torch.no_grad():
         expected = module(*inputs)
     try:
@@ -207,7 +222,7 @@ def run_module(module: nn.Module, inputs: Sequence[torch.Tensor], parts: dict[st
         return Outcome(_first_line(error))
     actual, expected = (_pytree.tree_leaves(v) for v in (actual, expected))
     outcome, start = Outcome(), 0
-    for name, count in parts.items():
+    for name, count in parts:
         got, wanted = actual[start : start + count], expected[start : start + count]
         start += count
         outcome.mismatches += [f"{name}: {p}" for p in _compare(got, wanted)]
@@ -222,7 +237,7 @@ def native_failures(module: nn.Module, *inputs: torch.Tensor) -> list[str]:
     that fell back to torch, or the one error that stopped the compile or the run."""
     with torch.no_grad():
         count = len(_pytree.tree_leaves(module(*inputs)))
-    outcome = run_module(module, inputs, {type(module).__name__: count})
+    outcome = run_module(module, inputs, [(type(module).__name__, count)])
     if outcome.error is not None:
         return [outcome.error]
     return [f"fell back to torch: {f}" for f in outcome.fallbacks] + outcome.mismatches
@@ -232,7 +247,7 @@ def run_group(group: Sequence[Sample]) -> Outcome:
     """Runs the group's samples as one module."""
     inputs = [t for sample in group for t in sample.tensors]
     with torch.no_grad():
-        parts = {sample.describe(): len(sample(sample.tensors)) for sample in group}
+        parts = [(sample.describe(), len(sample(sample.tensors))) for sample in group]
     return run_module(Samples(group), inputs, parts)
 
 
