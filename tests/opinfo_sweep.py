@@ -232,15 +232,17 @@ def run_module(
     return outcome
 
 
-def native_failures(module: nn.Module, *inputs: torch.Tensor) -> list[str]:
-    """Runs `module` through emmy: one line per output that differs from eager and per op
-    that fell back to torch, or the one error that stopped the compile or the run."""
+def native_failures(module: nn.Module, *inputs: torch.Tensor, native: bool = True) -> list[str]:
+    """Runs `module` through emmy: one line per output that differs from eager and, if it
+    must be `native`, per op that fell back to torch; or the one error that stopped the
+    compile or the run."""
     with torch.no_grad():
         count = len(_pytree.tree_leaves(module(*inputs)))
     outcome = run_module(module, inputs, [(type(module).__name__, count)])
     if outcome.error is not None:
         return [outcome.error]
-    return [f"fell back to torch: {f}" for f in outcome.fallbacks] + outcome.mismatches
+    fell_back = outcome.fallbacks if native else []
+    return [f"fell back to torch: {f}" for f in fell_back] + outcome.mismatches
 
 
 def run_group(group: Sequence[Sample]) -> Outcome:

@@ -278,14 +278,27 @@ def test_zero_dim_inputs():
 
 
 class Empty(nn.Module):
-    """Tensors with a dim of 0: empty results, and a sum over an empty dim (zeros)."""
+    """Tensors with a dim of 0: empty results launch nothing."""
 
     def forward(self, x, y):
-        return torch.exp(x), x + y, x.sum(-1), torch.softmax(x, dim=0)
+        return torch.exp(x), x + y, torch.softmax(x, dim=0), x.sum(0)
+
+
+class OverEmpty(nn.Module):
+    """Reductions over a dim of 0: the sum's zeros, the mean's NaN."""
+
+    def forward(self, x):
+        return x.sum(-1), x.mean(-1)
 
 
 def test_empty_inputs():
     problems = native_failures(Empty(), torch.randn(3, 0), torch.randn(1, 0))
+    fail_on(problems)
+
+
+def test_reductions_over_an_empty_dim_match_eager():
+    # zeros (a sum) and NaN (a mean): emmy may run them through torch, but must match
+    problems = native_failures(OverEmpty(), torch.randn(3, 0), native=False)
     fail_on(problems)
 
 
@@ -304,7 +317,7 @@ def test_non_contiguous_inputs():
 
 def test_non_contiguous_tensors_passed_in():
     x = torch.randn(6, 4).t()  # [4, 6], its elements in column order
-    y = torch.randn(8, 4)[::2]  # [6, 4], every other row
+    y = torch.randn(12, 4)[::2]  # [6, 4], every other row
     problems = native_failures(NonContiguous(), x, y)
     fail_on(problems)
 
@@ -327,7 +340,7 @@ class ReturnedViews(nn.Module):
 
     def forward(self, x):
         y = torch.exp(x)
-        return x, x.t(), x[1], y, y.view(-1), y.transpose(0, 1)
+        return x, x.t(), x[1], y, y.flatten(), y.transpose(0, 1)
 
 
 def test_returned_views():
