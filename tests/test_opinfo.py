@@ -211,13 +211,15 @@ PENDING = (
     ),
 )
 
-#: ops emmy has no kernel for: they run through torch
+#: ops emmy has no kernel for: they run through torch (one op an entry, so that an op that
+#: becomes native is named)
 FALLBACK = (
-    Refused("convolutions", ("nn.functional.conv2d",), FLOATS, "no kernel"),
-    Refused(
-        "pooling", ("nn.functional.max_pool2d", "nn.functional.avg_pool2d"), FLOATS, "no kernel"
-    ),
-    Refused("sorting", ("sort", "argsort", "topk"), ALL, "no kernel"),
+    Refused("conv2d", ("nn.functional.conv2d",), FLOATS, "no kernel"),
+    Refused("max_pool2d", ("nn.functional.max_pool2d",), FLOATS, "no kernel"),
+    Refused("avg_pool2d", ("nn.functional.avg_pool2d",), FLOATS, "no kernel"),
+    Refused("sort", ("sort",), ALL, "no kernel"),
+    Refused("argsort", ("argsort",), ALL, "no kernel"),
+    Refused("topk", ("topk",), ALL, "no kernel"),
     Refused("interpolate", ("nn.functional.interpolate.nearest",), FLOATS, "no kernel"),
     Refused("cumprod", ("cumprod",), ALL, "no kernel"),
     Refused("integer-products", NATIVE[5].ops, (INT,), "no kernel: products of integers"),
