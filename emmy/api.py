@@ -111,11 +111,19 @@ class CompiledModule:
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
-        for name, array in _weights(model).items():
-            self.weights.setdefault(name, array)
-        specialization = Specialization(program, model)
+        specialization = Specialization(program, model, self.shared(_weights(model)))
         self.specializations[self.signature(inputs)] = specialization
         return specialization
+
+    def shared(self, constants: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A shape's constants, each the array an earlier shape keeps where it holds the
+        same elements (a weight), else its own (a constant computed from its shapes)."""
+        for name, array in constants.items():
+            known = self.weights.setdefault(name, array)
+            if known.shape == array.shape and known.dtype == array.dtype:
+                if np.array_equal(known, array):
+                    constants[name] = known
+        return constants
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
@@ -123,8 +131,8 @@ class CompiledModule:
                 f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
             )
         chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
-        constants = {spec.name: self.weights[spec.name] for spec in chosen.program.constants}
-        outputs = _run(chosen, self.device, [to_storage(t) for t in inputs], constants)
+        constants = {spec.name: chosen.constants[spec.name] for spec in chosen.program.constants}
+        outputs = _run(chosen, self.device, inputs, constants)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
@@ -133,14 +141,33 @@ class CompiledModule:
 def _run(
     chosen: Specialization,
     device: Device,
-    inputs: list[np.ndarray],
+    inputs: Sequence[torch.Tensor],
     constants: dict[str, np.ndarray],
 ) -> list[torch.Tensor]:
-    """Runs a specialization's program; its outputs as torch tensors of the model's dtypes."""
-    results = chosen.program.run(device, inputs, constants)
-    return [
+    """Runs a specialization's program; its outputs as torch tensors of the model's dtypes,
+    the views of inputs and weights among them as torch views (no kernel computes them)."""
+    results = chosen.program.run(device, [to_storage(t) for t in inputs], constants)
+    computed = [
         from_storage(array, dtype).clone()
-        for array, dtype in zip(results, chosen.model.output_dtypes, strict=True)
+        for array, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
+    ]
+    return with_aliases(computed, chosen.model, inputs)
+
+
+def computed_dtypes(model: ModelGraph) -> list[torch.dtype]:
+    """The dtypes of the returned values that kernels compute (the others are aliases)."""
+    return [d for i, d in enumerate(model.output_dtypes) if i not in model.aliases]
+
+
+def with_aliases(
+    computed: list[torch.Tensor], model: ModelGraph, inputs: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """Every returned value in order: those kernels computed, and between them the views
+    of inputs and weights, as torch views of them (no kernel, no copy)."""
+    given = iter(computed)
+    count = len(model.output_dtypes)
+    return [
+        model.aliases[i].of(inputs) if i in model.aliases else next(given) for i in range(count)
     ]
 
 
@@ -186,12 +213,15 @@ class CompiledGraph:
         device: Device,
         options: dict[str, str | bool],
         fallback: bool,
+        programs: list[Program] | None = None,
     ) -> None:
         self.graph_module = graph_module
         self.device = device
         self.options = options
         self.fallback = fallback
         self.specializations: dict[tuple, Specialization] = {}
+        #: where each compiled program is appended, if anywhere (a benchmark's record)
+        self.programs = programs
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
@@ -203,6 +233,8 @@ class CompiledGraph:
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
+        if self.programs is not None:
+            self.programs.append(program)
         with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
             specialization = Specialization(program, model, _weights(model))
         self.specializations[_signature(inputs)] = specialization
@@ -210,7 +242,7 @@ class CompiledGraph:
 
     def __call__(self, *inputs: object) -> list[torch.Tensor]:
         chosen = self.specializations.get(_signature(inputs)) or self.specialize(inputs)
-        tensors = [to_storage(t) for t in inputs if isinstance(t, torch.Tensor)]
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         return _run(chosen, self.device, tensors, chosen.constants)
 
 
@@ -220,11 +252,18 @@ def _signature(inputs: Sequence[object]) -> tuple:
     )
 
 
-def backend(*, device: Device | None = None, fallback: bool = True, **options):
+def backend(
+    *,
+    device: Device | None = None,
+    fallback: bool = True,
+    programs: list[Program] | None = None,
+    **options,
+):
     """A torch.compile backend: `torch.compile(model, backend=emmy.api.backend(fallback=
     False))`; `backend="emmy"` is `backend()`. AOTAutograd hands it functionalised ATen
     (under no_grad, the inference graph), each graph compiled as one emmy program on
-    `device` (a GPU when one is present, else the emulator); `options` as emmy.compile's."""
+    `device` (a GPU when one is present, else the emulator), appended to `programs` if
+    given; `options` as emmy.compile's."""
     # torch's AOTAutograd is loaded by a backend alone, not by emmy.compile
     from torch._decomp import get_decompositions
     from torch._dynamo.backends.common import aot_autograd
@@ -232,7 +271,9 @@ def backend(*, device: Device | None = None, fallback: bool = True, **options):
     settings = {"pins": "", "golden": "", "db": "", "use_cache": True, **options}
 
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
-        compiled = CompiledGraph(graph_module, device or default_device(), settings, fallback)
+        compiled = CompiledGraph(
+            graph_module, device or default_device(), settings, fallback, programs
+        )
         if all(_static(x) or isinstance(x, int) for x in example_inputs):
             compiled.specialize(example_inputs)
         return compiled

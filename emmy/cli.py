@@ -492,10 +492,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     traced = trace(args.expression, meta=False, fallback=not args.no_fallback)
     device = make_device(args.device)
-    program = compile_program(traced.module, device.identity, args)
+    program = compile_program(traced.module, device.identity, args, constants=traced.constants)
     options = {"schedule": args.schedule} if args.device == "emu" else {}
+    constants = {name: to_storage(t) for name, t in traced.constants.items()}
     start = time.perf_counter()
-    (result,) = program.run(device, [to_storage(t) for t in traced.inputs], **options)
+    inputs = [to_storage(t) for t in traced.inputs]
+    (result,) = program.run(device, inputs, constants, **options)
     elapsed = time.perf_counter() - start
     output = from_storage(result, traced.output.dtype)
     print(

@@ -87,6 +87,8 @@ def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
             for result in op.outputs:
                 names[result] = f"t{len(plan.temporaries)}"
                 plan.temporaries.append(_spec(names[result], result.type))
+            if all(0 in r.type.get_shape() for r in op.outputs):
+                continue  # its results are empty: there is nothing to compute, no launch
             buffers = tuple(names[v] for v in [*op.inputs, *op.outputs])
             plan.calls.append(Call(op.site.root_reference.data, buffers))
         elif isinstance(op, fallback.CallOp):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from emmy import dtypes
-from emmy.errors import EmmyError
+from emmy.errors import EmmyError, KernelLaunchError
 from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
 
 
@@ -177,8 +177,21 @@ class Program:
         **options,
     ) -> list[np.ndarray]:
         buffers = self.buffers(inputs, constants)
-        device.run(self.source, self.launches(), buffers, **options)
+        try:
+            device.run(self.source, self.launches(), buffers, **options)
+        except KernelLaunchError as error:
+            raise KernelLaunchError(self.naming_sites(str(error))) from None
         return [buffers[spec.name].reshape(spec.shape) for spec in self.outputs]
+
+    def naming_sites(self, message: str) -> str:
+        """A device's failure message with the family and key of each kernel it names
+        (`kernel 'gather_3'`, as the emulator names the kernel that crashed)."""
+        named = [
+            f"{name} is {info.family} at {info.key}"
+            for name, info in self.kernels.items()
+            if f"'{name}'" in message
+        ]
+        return f"{message} ({'; '.join(named)})" if named else message
 
     def memory(self) -> dict[str, int]:
         """Device bytes of the plan: the arena that holds every temporary at its offset,

@@ -105,6 +105,9 @@ def test_parse_errors_name_file_line_column(source: str, position: str, message:
         ),
         ("  match threads { a => { } }\n", "match needs a symbolic fork"),
         ("  y[0] = exp(1);\n", "exp() takes floats"),
+        ("  y[0] = 1;\n", "cannot store an integer to a tensor of f32"),
+        ("  y[0] = float(1.0);\n", "float() converts an integer"),
+        ("  y[0] = long(x[0]);\n", "long() widens an integer to 64 bits"),
     ],
 )
 def test_semantic_errors_name_the_line(body: str, message: str) -> None:

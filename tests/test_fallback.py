@@ -82,7 +82,7 @@ class Views(nn.Module):
 
     def forward(self, x, ids, mask):
         values, indices = torch.topk(x.transpose(0, 1), 2, dim=-1)  # [8, 2] of a [4, 8]
-        counts = torch.cumsum(ids, dim=-1)  # int64
+        counts = torch.cumprod(ids, dim=-1)  # int64
         kept = torch.masked_fill(x, mask, 0.0).sum(-1)
         return values * 2.0, indices, counts, kept
 

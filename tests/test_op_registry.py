@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from emmy.errors import EmmyError
+from emmy.families.pointwise_ops import BY_ATEN
 from emmy.frontend.expression import _WholeOps, trace
 from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
 from emmy.frontend.model import supports as model_supports
@@ -50,6 +51,7 @@ CONVERTED_BY_NAME = {
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",
     # handlers
     "aten.addmm.default",
     "aten.native_layer_norm.default",
@@ -76,6 +78,30 @@ CONVERTED_BY_NAME = {
     "aten.silu.default",
     "aten.relu.default",
     "aten.neg.default",
+    # indexing and data movement
+    "aten.index_select.default",
+    "aten.gather.default",
+    "aten.index.Tensor",
+    "aten.flip.default",
+    "aten.roll.default",
+    "aten.triu.default",
+    "aten.tril.default",
+    "aten.repeat.default",
+    "aten.cat.default",
+    "aten.stack.default",
+    "aten.constant_pad_nd.default",
+    "aten.pad.default",
+    "aten.slice_scatter.default",
+    "aten.select_scatter.default",
+    # shape-only ops, computed at compile time
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
 }
 #: the arithmetic ops, converted by their name before the overload (aten.add.*)
 ARITHMETIC = {
@@ -84,15 +110,45 @@ ARITHMETIC = {
     for overload in ("Tensor", "Scalar")
 }
 
+#: the reductions, scans, norms and products added since (issue 15)
+REDUCTIONS_AND_PRODUCTS = {
+    *(f"aten.{op}.default" for op in ("sum", "mean", "max", "amin", "min", "prod", "any", "all")),
+    *(f"aten.{op}.default" for op in ("argmax", "argmin", "logsumexp", "var", "std", "cumsum")),
+    "aten.prod.dim_int",
+    *(f"aten.{op}.{overload}" for op in ("any", "all") for overload in ("dim", "dims")),
+    *(f"aten.{op}.{overload}" for op in ("var", "std") for overload in ("dim", "correction")),
+    "aten.max.dim",
+    "aten.min.dim",
+    "aten.aminmax.default",
+    *(f"aten.{op}_mean.{overload}" for op in ("var", "std") for overload in ("dim", "correction")),
+    "aten._log_softmax.default",
+    "aten.log_softmax.int",
+    "aten._fused_rms_norm.default",
+    "aten.batch_norm.default",
+    "aten.native_batch_norm.default",
+    "aten._native_batch_norm_legit_no_training.default",
+    "aten.mv.default",
+    "aten.dot.default",
+    "aten.addmv.default",
+    "aten.baddbmm.default",
+}
 
-def test_the_supported_ops_are_those_converted_before():
-    assert supported_ops() == CONVERTED_BY_NAME | ARITHMETIC
+
+#: the ops of the pointwise table (every overload it names), glu (a split and a product)
+#: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
+POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
+
+
+def test_the_supported_ops_are_those_converted_before_the_pointwise_table_and_reductions():
+    assert (
+        supported_ops() == CONVERTED_BY_NAME | ARITHMETIC | POINTWISE_OPS | REDUCTIONS_AND_PRODUCTS
+    )
 
 
 def test_each_supported_op_has_its_entry_and_no_other_op_has_one():
     for name in supported_ops():
         assert handler_for(name) is not None, name
-    assert handler_for("aten.cumsum.default") is None
+    assert handler_for("aten.sort.default") is None
     assert handler_for("aten.linear.default").claims is None
     assert handler_for("aten.add.Tensor").claims is not None
     assert handler_for("aten.softmax.int") is handler_for("aten._softmax.default")
@@ -148,26 +204,26 @@ def test_sizes_and_items_are_supported_though_not_ops():
     assert "aten.sym_size.int" not in supported_ops()
 
 
-class Cumsum(nn.Module):
+class Median(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, 0)
+        return torch.median(x)
 
 
 def test_an_unsupported_op_fails_in_one_line_naming_it_and_where():
     with pytest.raises(EmmyError) as traced:
-        trace("torch.cumsum(torch.randn(4, 10), 0)", meta=True, fallback=False)
-    assert str(traced.value) == "unsupported op aten.cumsum.default (node cumsum_default)"
+        trace("torch.median(torch.randn(4, 10))", meta=True, fallback=False)
+    assert str(traced.value) == "unsupported op aten.median.default (node median_default)"
     with pytest.raises(EmmyError) as exported:
-        export(Cumsum(), (torch.randn(4, 8),), fallback=False)
+        export(Median(), (torch.randn(4, 8),), fallback=False)
     message = str(exported.value)
-    assert message.startswith("unsupported op aten.cumsum.default (node cumsum at "), message
+    assert message.startswith("unsupported op aten.median.default (node median at "), message
     assert message.endswith(" (forward))") and "test_op_registry.py:" in message, message
     assert "\n" not in message
 
 
-class SumOfTwoDims(nn.Module):
+class SumToHalf(nn.Module):
     def forward(self, x):
-        return torch.relu(x).sum((0, 1))
+        return torch.relu(x).sum((0, 1), dtype=torch.float16)
 
 
 class HalfSoftmax(nn.Module):
@@ -180,21 +236,21 @@ class DropoutAttention(nn.Module):
         return F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
 
 
-class AddmmWithBeta(nn.Module):
-    def forward(self, bias, x, w):
-        return torch.addmm(bias, x, w, beta=2.0)
+class IntegerMatmul(nn.Module):
+    def forward(self, x):
+        return x @ x
 
 
 REFUSED = [
-    pytest.param(SumOfTwoDims(), (torch.randn(2, 3, 4),), "sum over [0, 1]", id="sum"),
-    pytest.param(Cumsum(), (torch.randn(4, 8),), "unsupported op aten.cumsum", id="cumsum"),
+    pytest.param(SumToHalf(), (torch.randn(2, 3, 4),), "to torch.float16", id="sum-dtype"),
+    pytest.param(Median(), (torch.randn(4, 8),), "unsupported op aten.median", id="median"),
     pytest.param(HalfSoftmax(), (torch.randn(4, 8),), "dtype conversion", id="softmax-dtype"),
     pytest.param(DropoutAttention(), (torch.randn(1, 2, 4, 8),), "with dropout", id="sdpa-dropout"),
     pytest.param(
-        AddmmWithBeta(),
-        (torch.randn(4), torch.randn(3, 8), torch.randn(8, 4)),
-        "addmm with alpha or beta",
-        id="addmm-beta",
+        IntegerMatmul(),
+        (torch.ones(4, 4, dtype=torch.int64),),
+        "a product of torch.int64 tensors",
+        id="integer-matmul",
     ),
 ]
 

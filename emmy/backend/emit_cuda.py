@@ -84,7 +84,12 @@ COORDINATES = {
     kernel.BlockDimOp: "blockDim",
     kernel.GridDimOp: "gridDim",
 }
-REDUCE_OPS = {"sum": "emmy::op_sum{}", "max": "emmy::op_max{}"}
+REDUCE_OPS = {
+    "sum": "emmy::op_sum{}",
+    "max": "emmy::op_max{}",
+    "min": "emmy::op_min{}",
+    "prod": "emmy::op_prod{}",
+}
 
 
 @dataclass
@@ -207,6 +212,9 @@ class KernelPrinter:
             return float_literal(float(value))
         if isinstance(typ, IntegerType) and typ.width.data == 1:
             return "true" if value else "false"
+        if isinstance(typ, IntegerType) and typ.width.data == 64:
+            # a long long, so that a device function's overload sees one type
+            return f"({int(value) + 1}LL - 1)" if value == -(2**63) else f"{int(value)}LL"
         return str(int(value))
 
     def define(self, ssa: SSAValue, expression: str) -> None:
@@ -304,8 +312,15 @@ class KernelPrinter:
         self.define(op.result, f"(float){self.value(op.input)}")
 
     @emit.register
-    def _integer_cast(self, op: arith.TruncIOp | arith.ExtSIOp) -> None:
+    def _integer_cast(
+        self, op: arith.TruncIOp | arith.ExtSIOp | arith.ExtUIOp | arith.FPToSIOp | arith.UIToFPOp
+    ) -> None:
         self.define(op.result, f"({c_type(op.result.type)}){self.value(op.input)}")
+
+    @emit.register
+    def _device_call(self, op: kernel.DeviceCallOp) -> None:
+        args = ", ".join(self.value(a) for a in op.args)
+        self.define(op.result, f"emmy::{op.callee.data}({args})")
 
     @emit.register(_any_of(COORDINATES))
     def _coordinate(self, op: Operation) -> None:
@@ -324,6 +339,9 @@ class KernelPrinter:
         access = self.lane_access.get(op)
         if access:
             self.line(f"{access} = {self.value(op.value)};")
+            return
+        if isinstance(op.value.type, IntegerType):  # integers are stored as they are
+            self.line(f"*({self.value(op.ptr)} + {self.value(op.index)}) = {self.value(op.value)};")
             return
         self.line(
             f"emmy::store({self.value(op.ptr)} + {self.value(op.index)}, {self.value(op.value)});"

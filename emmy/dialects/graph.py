@@ -5,12 +5,16 @@
       func.return %y : tensor<4x1000xf32>
     }
 
-Elementwise binary ops broadcast like torch (trailing dimensions, size-1 expands).
+The elementwise ops are built from the pointwise table (emmy.families.pointwise_ops), one
+op per entry (`graph.add`, `graph.softplus`, `graph.where`, `graph.convert`, ...); their
+operands broadcast like torch (trailing dimensions, size-1 expands).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -18,6 +22,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -25,10 +30,12 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -44,6 +51,15 @@ from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
+from emmy.families.pointwise_ops import (
+    CONDITION,
+    POINTWISE,
+    TABLE,
+    VALUE,
+    Domain,
+    Gives,
+    PointwiseOp,
+)
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -65,114 +81,117 @@ def _float_tensor(value: SSAValue | Attribute, what: str) -> TensorType:
     return typ
 
 
-class UnaryOp(IRDLOperation):
-    """An elementwise function of one tensor; the result has its shape and dtype."""
+class ElementwiseOp(IRDLOperation):
+    """An op of the pointwise table (emmy.families.pointwise_ops), its entry `OP`: its
+    operands broadcast like torch to the result's shape; its values share one dtype of
+    the op's domain, its conditions are bools (i8) and its parameters 0-d constants."""
 
-    input = operand_def(TensorType)
+    OP: ClassVar[PointwiseOp]
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue):
-        super().__init__(operands=[input], result_types=[input.type])
 
     def verify_(self) -> None:
-        if self.input.type != self.result.type:
+        entry = self.OP
+        out = _storage_tensor(self.result, f"{self.name} result")
+        shapes = [_storage_tensor(o, f"{self.name} operand").get_shape() for o in self.operands]
+        _check_broadcast(self.name, shapes, out.get_shape())
+        by_role = list(zip(entry.roles, self.operands, strict=True))
+        values = [o.type.element_type for role, o in by_role if role == VALUE]
+        if any(o.type.element_type != i8 for role, o in by_role if role == CONDITION):
+            raise VerifyException(f"{self.name} conditions must be tensors of i8 (bool)")
+        common = values[0] if values else i8
+        gives = {Gives.SAME: common, Gives.BOOL: i8, Gives.CONVERTED: out.element_type}
+        if any(v != common for v in values) or out.element_type != gives[entry.gives]:
+            raise VerifyException(f"{self.name} operands and result must share one dtype")
+        if not entry.takes(dtypes.dtype_name(common)):
+            raise VerifyException(
+                f"{self.name} operand must be a tensor of {DOMAIN_TEXT[entry.domain]}"
+            )
+
+
+class UnaryOp(ElementwiseOp):
+    """An elementwise function of one tensor."""
+
+    input = operand_def(TensorType)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute | None = None):
+        super().__init__(operands=[input], result_types=[result_type or input.type])
+
+    def verify_(self) -> None:
+        if self.OP.gives == Gives.SAME and self.input.type != self.result.type:
             raise VerifyException(f"{self.name} must keep the shape and dtype of its input")
-        _float_tensor(self.input, f"{self.name} operand")
+        super().verify_()
 
 
-class BinaryOp(IRDLOperation):
-    """An elementwise function of two tensors of one dtype, broadcast like torch."""
+class BinaryOp(ElementwiseOp):
+    """An elementwise function of two tensors."""
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute):
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
+
+class NaryOp(ElementwiseOp):
+    """An elementwise function of three or more tensors."""
+
+    inputs = var_operand_def(TensorType)
+    assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], result_type: Attribute):
+        super().__init__(operands=[inputs], result_types=[result_type])
+
     def verify_(self) -> None:
-        lhs = _float_tensor(self.lhs, f"{self.name} lhs")
-        rhs = _float_tensor(self.rhs, f"{self.name} rhs")
-        out = _float_tensor(self.result, f"{self.name} result")
-        if lhs.element_type != rhs.element_type or lhs.element_type != out.element_type:
-            raise VerifyException(f"{self.name} operands and result must share one dtype")
-        shape = broadcast_shapes(lhs.get_shape(), rhs.get_shape())
-        if shape is None:
-            raise VerifyException(
-                f"{self.name} shapes {list(lhs.get_shape())} and {list(rhs.get_shape())} "
-                "do not broadcast"
-            )
-        if shape != out.get_shape():
-            raise VerifyException(
-                f"{self.name} result shape {list(out.get_shape())} should be {list(shape)}"
-            )
+        if len(self.inputs) != self.OP.arity:
+            raise VerifyException(f"{self.name} takes {self.OP.arity} operands")
+        super().verify_()
 
 
-@irdl_op_definition
-class AddOp(BinaryOp):
-    """`%c = graph.add %a, %b : ...`: a + b."""
-
-    name = "graph.add"
-
-
-@irdl_op_definition
-class SubOp(BinaryOp):
-    """`%c = graph.sub %a, %b : ...`: a - b."""
-
-    name = "graph.sub"
+DOMAIN_TEXT = {
+    Domain.FLOAT: "f32, f16 or bf16",
+    Domain.NUMBER: "f32, f16, bf16, i32 or i64",
+    Domain.INTEGRAL: "i8 (bool), i32 or i64",
+    Domain.BOOL: "i8 (bool)",
+    Domain.ANY: "a storage type",
+}
 
 
-@irdl_op_definition
-class MulOp(BinaryOp):
-    """`%c = graph.mul %a, %b : ...`: a * b."""
-
-    name = "graph.mul"
-
-
-@irdl_op_definition
-class DivOp(BinaryOp):
-    """`%c = graph.div %a, %b : ...`: a / b."""
-
-    name = "graph.div"
+def _storage_tensor(value: SSAValue, what: str) -> TensorType:
+    typ = value.type
+    if not isinstance(typ, TensorType) or not dtypes.is_storage_type(typ.element_type):
+        raise VerifyException(f"{what} must be a tensor of a storage type, not {typ}")
+    return typ
 
 
-@irdl_op_definition
-class ExpOp(UnaryOp):
-    """`%y = graph.exp %x : ...`."""
-
-    name = "graph.exp"
-
-
-@irdl_op_definition
-class TanhOp(UnaryOp):
-    """`%y = graph.tanh %x : ...`."""
-
-    name = "graph.tanh"
+def _check_broadcast(name: str, shapes: Sequence[tuple[int, ...]], out: tuple[int, ...]) -> None:
+    shape: tuple[int, ...] = ()
+    for operand in shapes:
+        merged = broadcast_shapes(shape, operand)
+        if merged is None:
+            listed = " and ".join(str(list(s)) for s in shapes)
+            raise VerifyException(f"{name} shapes {listed} do not broadcast")
+        shape = merged
+    if shape != out:
+        raise VerifyException(f"{name} result shape {list(out)} should be {list(shape)}")
 
 
-@irdl_op_definition
-class SiluOp(UnaryOp):
-    """`%y = graph.silu %x : ...`: x * sigmoid(x)."""
-
-    name = "graph.silu"
-
-
-@irdl_op_definition
-class ReluOp(UnaryOp):
-    """`%y = graph.relu %x : ...`."""
-
-    name = "graph.relu"
-
-
-@irdl_op_definition
-class NegOp(UnaryOp):
-    """`%y = graph.neg %x : ...`."""
-
-    name = "graph.neg"
+def _elementwise_op(entry: PointwiseOp) -> type[ElementwiseOp]:
+    """The graph op of a table entry: `softplus` is SoftplusOp, `graph.softplus`."""
+    base = {1: UnaryOp, 2: BinaryOp}.get(entry.arity, NaryOp)
+    operands = ", ".join(f"%{chr(ord('a') + i)}" for i in range(entry.arity))
+    attributes = {
+        "name": entry.graph_name,
+        "OP": entry,
+        "__annotations__": {"OP": "ClassVar[PointwiseOp]"},
+        "__module__": __name__,
+        "__doc__": f"`%y = {entry.graph_name} {operands} : ...`: torch's {entry.name}, "
+        "elementwise.",
+    }
+    class_name = entry.name.title().replace("_", "") + "Op"
+    return irdl_op_definition(type(class_name, (base,), attributes))
 
 
 @irdl_op_definition
@@ -180,6 +199,7 @@ class GeluOp(UnaryOp):
     """`%y = graph.gelu %x {approximate = "tanh"} : ...`: erf form unless approximate."""
 
     name = "graph.gelu"
+    OP: ClassVar[PointwiseOp] = POINTWISE["gelu"]
     approximate = opt_prop_def(StringAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -198,26 +218,32 @@ class GeluOp(UnaryOp):
 
 @irdl_op_definition
 class ConstantOp(IRDLOperation):
-    """A scalar as a 0-d tensor, e.g. the 0.5 of `x * 0.5`.
+    """A scalar as a 0-d tensor, e.g. the 0.5 of `x * 0.5`: a float (f32) for a tensor of
+    floats, an integer (i64) for one of integers or bools (exact, as i64 math needs).
 
-    %c = graph.constant 5.000000e-01 : tensor<f32>
+    %c = graph.constant 5.000000e-01 : f32 -> tensor<f32>
+    %k = graph.constant 3 : i64 -> tensor<i64>
     """
 
     name = "graph.constant"
-    value = prop_def(FloatAttr)
+    value = prop_def(FloatAttr | IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$value attr-dict `->` type($result)"
 
-    def __init__(self, value: float, dtype: Attribute):
-        super().__init__(
-            properties={"value": FloatAttr(value, Float32Type())},
-            result_types=[TensorType(dtype, [])],
-        )
+    def __init__(self, value: float | int, dtype: Attribute):
+        if dtypes.is_float_type(dtype):
+            attr: FloatAttr | IntegerAttr = FloatAttr(float(value), Float32Type())
+        else:
+            attr = IntegerAttr(int(value), i64)
+        super().__init__(properties={"value": attr}, result_types=[TensorType(dtype, [])])
 
     def verify_(self) -> None:
-        if _float_tensor(self.result, "graph.constant").get_shape() != ():
+        typ = _storage_tensor(self.result, "graph.constant")
+        if typ.get_shape() != ():
             raise VerifyException("graph.constant gives a 0-d tensor")
+        if isinstance(self.value, FloatAttr) != dtypes.is_float_type(typ.element_type):
+            raise VerifyException("graph.constant of floats holds a float, of integers an integer")
 
 
 @irdl_op_definition
@@ -277,13 +303,6 @@ def _numel(shape: tuple[int, ...]) -> int:
     for size in shape:
         count *= size
     return count
-
-
-@irdl_op_definition
-class SigmoidOp(UnaryOp):
-    """`%y = graph.sigmoid %x : ...`: 1 / (1 + exp(-x))."""
-
-    name = "graph.sigmoid"
 
 
 @irdl_op_definition
@@ -397,37 +416,164 @@ class RmsNormOp(NormOp):
         )
 
 
+#: the kinds of graph.reduce that divide by the count less a `correction` (Bessel's: 1)
+CORRECTED_KINDS = ("var", "std")
+#: graph.reduce's kinds: the inputs each takes (`float`: f32, f16, bf16; `int`: also i8
+#: (bool), i32, i64) and its result's dtype, as torch gives it (`same`; `wide`: the same
+#: for a float, i64 for an integer; `i64`: an index; `i8`: a bool)
+REDUCE_KINDS: dict[str, tuple[str, str]] = {
+    "sum": ("int", "wide"),
+    "prod": ("int", "wide"),
+    "max": ("int", "same"),
+    "min": ("int", "same"),
+    "mean": ("float", "same"),
+    "logsumexp": ("float", "same"),
+    "var": ("float", "same"),
+    "std": ("float", "same"),
+    "argmax": ("int", "i64"),
+    "argmin": ("int", "i64"),
+    "any": ("int", "i8"),
+    "all": ("int", "i8"),
+}
+
+
+def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
+    """The element type of graph.reduce's result of `kind` over `element`."""
+    rule = REDUCE_KINDS[kind][1]
+    if rule == "same" or (rule == "wide" and dtypes.is_float_type(element)):
+        return element
+    return i8 if rule == "i8" else i64
+
+
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
-    """A sum, mean or max over the last dim; the result keeps that dim as 1 or drops it.
+    """A reduction over one dim, the last unless `dim` names another; the result keeps
+    that dim as 1 or drops it. Its kinds and their dtypes are `REDUCE_KINDS`' (sum, prod,
+    max, min, mean, logsumexp, argmax, argmin, any, all, var, std); an integer sum or prod
+    accumulates exactly, in i64; var and std divide by the count less `correction`.
 
     %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
+    %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
+    %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
+    %s = graph.reduce %m {kind = "sum", dim = 0 : i64} : tensor<4x10xi64> -> tensor<10xi64>
     """
 
     name = "graph.reduce"
     input = operand_def(TensorType)
     kind = prop_def(StringAttr)
+    dim = opt_prop_def(IntegerAttr)
+    correction = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, input: SSAValue, kind: str, result_type: Attribute):
-        super().__init__(
-            operands=[input], result_types=[result_type], properties={"kind": StringAttr(kind)}
-        )
+    def __init__(
+        self,
+        input: SSAValue,
+        kind: str,
+        result_type: Attribute,
+        correction: int | None = None,
+        dim: int | None = None,
+    ):
+        properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if dim is not None:
+            properties["dim"] = IntegerAttr(dim, i64)
+        if correction is not None:
+            properties["correction"] = IntegerAttr(correction, i64)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def reduced_dim(self) -> int:
+        """The reduced dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
 
     def verify_(self) -> None:
-        x = _float_tensor(self.input, "graph.reduce input")
-        out = _float_tensor(self.result, "graph.reduce result")
-        if self.kind.data not in ("sum", "mean", "max"):
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        kind = self.kind.data
+        if kind not in REDUCE_KINDS:
             raise VerifyException(
-                f"graph.reduce kind must be sum, mean or max, not {self.kind.data!r}"
+                f"graph.reduce kind must be one of {', '.join(REDUCE_KINDS)}, not {kind!r}"
+            )
+        if (self.correction is not None) != (kind in CORRECTED_KINDS):
+            raise VerifyException(
+                f"graph.reduce takes a correction with kinds {', '.join(CORRECTED_KINDS)} only"
+            )
+        takes = REDUCE_KINDS[kind][0]
+        element = x.element_type
+        if takes == "float" or not isinstance(element, IntegerType):
+            _float_tensor(x, f"graph.reduce {kind} input")
+        elif element not in (i8, i32, i64):
+            raise VerifyException(f"graph.reduce {kind} input must not be {element}")
+        expected = reduce_result_dtype(kind, element)
+        if out.element_type != expected:
+            raise VerifyException(
+                f"graph.reduce {kind} of {element} gives {expected}, not {out.element_type}"
             )
         shape = x.get_shape()
-        if not shape or out.get_shape() not in (shape[:-1], (*shape[:-1], 1)):
+        dim = self.reduced_dim
+        kept = (shape[:dim] + shape[dim + 1 :], shape[:dim] + (1,) + shape[dim + 1 :])
+        if out.get_shape() not in kept:
+            where = "the last dim" if self.dim is None else f"dim {dim}"
             raise VerifyException(
-                f"graph.reduce of {list(shape)} over the last dim cannot give {list(out.get_shape())}"
+                f"graph.reduce of {list(shape)} over {where} cannot give {list(out.get_shape())}"
+            )
+
+
+def _reduced_dim(op: IRDLOperation, dim: IntegerAttr | None) -> int:
+    """The dim a reduction or scan runs over, from the first: the last unless `dim`."""
+    rank = len(_shape_of(op.operands[0]))
+    if rank == 0:
+        raise VerifyException(f"{op.name} needs a tensor of rank 1 or more")
+    value = rank - 1 if dim is None else dim.value.data
+    if not -rank <= value < rank:
+        raise VerifyException(f"{op.name} dim {value} is out of range for rank {rank}")
+    return value % rank
+
+
+@irdl_op_definition
+class CumsumOp(IRDLOperation):
+    """Inclusive prefix sums over one dim, the last unless `dim` names another:
+    y[..., j, ...] = x[..., 0, ...] + ... + x[..., j, ...]. A float keeps its dtype (f32
+    accumulation); an integer (i8 for bool, i32, i64) gives i64, summed exactly, as torch's
+    cumsum does.
+
+    %y = graph.cumsum %x : tensor<2x16xi64> -> tensor<2x16xi64>
+    %z = graph.cumsum %x {dim = 0 : i64} : tensor<2x16xi64> -> tensor<2x16xi64>
+    """
+
+    name = "graph.cumsum"
+    input = operand_def(TensorType)
+    dim = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, result_type: Attribute, dim: int | None = None):
+        properties = {"dim": IntegerAttr(dim, i64)} if dim is not None else {}
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    @property
+    def scanned_dim(self) -> int:
+        """The scanned dim, counted from the first."""
+        return _reduced_dim(self, self.dim)
+
+    def verify_(self) -> None:
+        self.scanned_dim  # noqa: B018 - raises where the dim is out of range
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        element = x.element_type
+        if isinstance(element, IntegerType):
+            if element not in (i8, i32, i64):
+                raise VerifyException(f"graph.cumsum input must not be {element}")
+        else:
+            _float_tensor(x, "graph.cumsum input")
+        expected = reduce_result_dtype("sum", element)
+        if out != TensorType(expected, x.get_shape()):
+            raise VerifyException(
+                f"graph.cumsum of {x} gives {TensorType(expected, x.get_shape())}, not {out}"
             )
 
 
@@ -659,6 +805,191 @@ class AsStridedOp(IRDLOperation):
             raise VerifyException(f"graph.as_strided reads element {last} of {x}")
 
 
+def _ints(attr: ArrayAttr) -> list[int]:
+    return [a.value.data for a in attr.data]
+
+
+def _int_array(values: Sequence[int]) -> ArrayAttr:
+    return ArrayAttr([IntegerAttr(v, i64) for v in values])
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """Result element [o0, o1, ...] is element offset + Σ o_d · strides[d] + Σ_t k_t ·
+    index_steps[t] of x's row-major elements, where k_t is element Σ o_d · index_strides[t][d]
+    of index tensor t, counted from the end of its dim of index_sizes[t] elements where it is
+    negative. Strides may be negative (a flip) or 0 (a broadcast). index_select, gather,
+    advanced indexing, flip and roll become this.
+
+    %y = graph.gather %x[%ids] {strides = [0, 1], offset = 0 : i64, index_strides = [[1, 0]],
+           index_sizes = [100], index_steps = [64]}
+           : tensor<100x64xf32>, tensor<7xi64> -> tensor<7x64xf32>
+    """
+
+    name = "graph.gather"
+    input = operand_def(TensorType)
+    indices = var_operand_def(TensorType)
+    strides = prop_def(ArrayAttr[IntegerAttr])
+    offset = prop_def(IntegerAttr)
+    index_strides = prop_def(ArrayAttr[ArrayAttr[IntegerAttr]])
+    index_sizes = prop_def(ArrayAttr[IntegerAttr])
+    index_steps = prop_def(ArrayAttr[IntegerAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `[` $indices `]` attr-dict `:` type($input) (`,` type($indices)^)? "
+        "`->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue,
+        result_type: Attribute,
+        strides: Sequence[int],
+        offset: int,
+        indices: Sequence[tuple[SSAValue, Sequence[int], int, int]] = (),
+    ):
+        """`indices`: per index tensor, (its value, its strides per result dim, the size
+        of the dim it picks in, that dim's stride in x)."""
+        super().__init__(
+            operands=[input, [i[0] for i in indices]],
+            result_types=[result_type],
+            properties={
+                "strides": _int_array(strides),
+                "offset": IntegerAttr(offset, i64),
+                "index_strides": ArrayAttr([_int_array(i[1]) for i in indices]),
+                "index_sizes": _int_array([i[2] for i in indices]),
+                "index_steps": _int_array([i[3] for i in indices]),
+            },
+        )
+
+    def verify_(self) -> None:
+        x, out = self.input.type, self.result.type
+        assert isinstance(x, TensorType) and isinstance(out, TensorType)
+        if x.element_type != out.element_type:
+            raise VerifyException("graph.gather keeps the dtype")
+        shape, strides = out.get_shape(), _ints(self.strides)
+        count = len(self.indices)
+        if len(strides) != len(shape):
+            raise VerifyException("graph.gather needs one stride per result dim")
+        if not len(self.index_strides) == len(self.index_sizes) == len(self.index_steps) == count:
+            raise VerifyException("graph.gather needs strides, a size and a step per index")
+        low = high = self.offset.value.data
+        for size, stride in zip(shape, strides, strict=True):
+            low, high = low + min(0, (size - 1) * stride), high + max(0, (size - 1) * stride)
+        for index, index_strides, size, step in zip(
+            self.indices,
+            self.index_strides.data,
+            _ints(self.index_sizes),
+            _ints(self.index_steps),
+            strict=True,
+        ):
+            typ = index.type
+            if not isinstance(typ, TensorType) or typ.element_type not in (i32, i64):
+                raise VerifyException(f"graph.gather indices must be i32 or i64, not {typ}")
+            reach = sum((n - 1) * q for n, q in zip(shape, _ints(index_strides), strict=True))
+            if len(index_strides) != len(shape) or min(_ints(index_strides), default=0) < 0:
+                raise VerifyException("graph.gather needs a non-negative index stride per dim")
+            if _numel(shape) and reach >= _numel(typ.get_shape()):
+                raise VerifyException(f"graph.gather reads element {reach} of {typ}")
+            if size < 1 or step < 0:
+                raise VerifyException("graph.gather picks in dims of positive size")
+            high += (size - 1) * step
+        if _numel(shape) and (low < 0 or high >= _numel(x.get_shape())):
+            raise VerifyException(f"graph.gather reads elements {low}..{high} of {x}")
+
+
+class Triangle(StrEnum):
+    """The part of a matrix graph.triangle keeps."""
+
+    #: col - row >= diagonal (torch.triu)
+    UPPER = "upper"
+    #: col - row <= diagonal (torch.tril)
+    LOWER = "lower"
+
+
+@irdl_attr_definition
+class TriangleAttr(EnumAttribute[Triangle], SpacedOpaqueSyntaxAttribute):
+    """`#graph<triangle upper>`"""
+
+    name = "graph.triangle"
+
+
+@irdl_op_definition
+class TriangleOp(IRDLOperation):
+    """The upper (torch.triu) or lower (torch.tril) triangle of each matrix of the last two
+    dims, from its `diagonal` on; zeros elsewhere.
+
+    %y = graph.triangle %x {part = #graph<triangle upper>, diagonal = 1 : i64}
+           : tensor<2x8x8xf32> -> tensor<2x8x8xf32>
+    """
+
+    name = "graph.triangle"
+    input = operand_def(TensorType)
+    part = prop_def(TriangleAttr)
+    diagonal = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, part: Triangle, diagonal: int):
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            properties={"part": TriangleAttr(part), "diagonal": IntegerAttr(diagonal, i64)},
+        )
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.triangle input")
+        if len(x.get_shape()) < 2 or self.result.type != x:
+            raise VerifyException("graph.triangle takes a matrix or a batch of them, as it gives")
+
+
+@irdl_op_definition
+class CatOp(IRDLOperation):
+    """Its inputs one after another along `dim`: they have one dtype and the same sizes in
+    every other dim.
+
+    %y = graph.cat %a, %b {dim = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>
+    """
+
+    name = "graph.cat"
+    inputs = var_operand_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], dim: int, result_type: Attribute):
+        super().__init__(
+            operands=[inputs], result_types=[result_type], properties={"dim": IntegerAttr(dim, i64)}
+        )
+
+    def verify_(self) -> None:
+        out = self.result.type
+        assert isinstance(out, TensorType)
+        shape, dim = out.get_shape(), self.dim.value.data
+        if not self.inputs or not 0 <= dim < len(shape):
+            raise VerifyException("graph.cat takes inputs along one of the result's dims")
+        total = 0
+        for value in self.inputs:
+            typ = value.type
+            assert isinstance(typ, TensorType)
+            sizes = typ.get_shape()
+            if typ.element_type != out.element_type or len(sizes) != len(shape):
+                raise VerifyException(f"graph.cat input {typ} does not fit {out}")
+            if any(a != b for d, (a, b) in enumerate(zip(sizes, shape, strict=True)) if d != dim):
+                raise VerifyException(f"graph.cat input {typ} does not fit {out}")
+            total += sizes[dim]
+        if total != shape[dim]:
+            raise VerifyException(
+                f"graph.cat inputs give {total} along dim {dim}, not {shape[dim]}"
+            )
+
+
 @irdl_op_definition
 class FusedOp(IRDLOperation):
     """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
@@ -716,36 +1047,46 @@ class YieldOp(IRDLOperation):
         super().__init__(operands=[values])
 
 
-ELEMENTWISE_UNARY = {
-    "exp": ExpOp,
-    "tanh": TanhOp,
-    "silu": SiluOp,
-    "relu": ReluOp,
-    "neg": NegOp,
-    "gelu": GeluOp,
-    "sigmoid": SigmoidOp,
+#: the graph op of each pointwise op, by its name in the table
+ELEMENTWISE: dict[str, type[ElementwiseOp]] = {
+    entry.name: GeluOp if entry.name == "gelu" else _elementwise_op(entry) for entry in TABLE
 }
-ELEMENTWISE_BINARY = {"add": AddOp, "sub": SubOp, "mul": MulOp, "div": DivOp}
+AddOp, SubOp, MulOp, DivOp = (ELEMENTWISE[name] for name in ("add", "sub", "mul", "div"))
+ExpOp, TanhOp, SigmoidOp = (ELEMENTWISE[name] for name in ("exp", "tanh", "sigmoid"))
+SiluOp, ReluOp, NegOp = (ELEMENTWISE[name] for name in ("silu", "relu", "neg"))
+ConvertOp = ELEMENTWISE["convert"]
+
+
+def elementwise(name: str, operands: Sequence[SSAValue], result_type: Attribute) -> ElementwiseOp:
+    """The graph op of the pointwise op `name` on `operands`."""
+    op_class = ELEMENTWISE[name]
+    if issubclass(op_class, NaryOp):
+        return op_class(operands, result_type)
+    return op_class(*operands, result_type)
+
 
 Graph = Dialect(
     "graph",
     [
-        *ELEMENTWISE_BINARY.values(),
-        *ELEMENTWISE_UNARY.values(),
+        *ELEMENTWISE.values(),
         ConstantOp,
         SoftmaxOp,
         MatmulOp,
         LayerNormOp,
         RmsNormOp,
         ReduceOp,
+        CumsumOp,
         EmbeddingOp,
         AttentionOp,
         RopeOp,
         ReshapeOp,
         MaskBiasOp,
         AsStridedOp,
+        GatherOp,
+        TriangleOp,
+        CatOp,
         FusedOp,
         YieldOp,
     ],
-    [],
+    [TriangleAttr],
 )

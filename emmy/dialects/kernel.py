@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     FunctionType,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     SymbolRefAttr,
     TensorType,
@@ -66,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import fork
+from emmy.families.pointwise_ops import DEVICE_FUNCTIONS
 
 DIMENSIONS = ("x", "y", "z")
 
@@ -594,7 +596,39 @@ class BarrierOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
-REDUCE_KINDS = {"sum": 1, "max": 1, "online_softmax": 2}
+@irdl_op_definition
+class DeviceCallOp(IRDLOperation):
+    """A scalar function of emmy's device header, `emmy::<callee>(args...)`: the device
+    expression of a pointwise op (emmy.families.pointwise_ops) on f32, integers or i1.
+
+    %y = kernel.device_call "pw_softplus"(%x, %beta, %t) : (f32, f32, f32) -> f32
+    """
+
+    name = "kernel.device_call"
+    callee = prop_def(StringAttr)
+    args = var_operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$callee `(` $args `)` attr-dict `:` functional-type($args, $result)"
+
+    def __init__(self, callee: str, args: Sequence[SSAValue], result_type: Attribute):
+        super().__init__(
+            operands=[args], result_types=[result_type], properties={"callee": StringAttr(callee)}
+        )
+
+    def verify_(self) -> None:
+        for typ in [*(a.type for a in self.args), self.result.type]:
+            if not (isinstance(typ, Float32Type) or isinstance(typ, IntegerType)):
+                raise VerifyException(f"kernel.device_call takes f32 and integers, not {typ}")
+        if self.callee.data not in DEVICE_FUNCTIONS:
+            raise VerifyException(
+                f"kernel.device_call callee {self.callee.data!r} is not a device function of "
+                "a pointwise op"
+            )
+
+
+REDUCE_KINDS = {"sum": 1, "max": 1, "min": 1, "prod": 1, "online_softmax": 2}
 
 
 @irdl_op_definition
@@ -772,6 +806,7 @@ Kernel = Dialect(
         CopyAsyncOp,
         CopyAsyncWaitOp,
         GroupReduceOp,
+        DeviceCallOp,
         LaunchOp,
         CallOp,
     ],

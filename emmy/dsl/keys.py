@@ -36,6 +36,9 @@ from emmy.errors import EmmyError
 CHAIN_NAMES = ("fn", "epilogue")
 #: the key name whose value is the input kinds of a chain, `/`-separated
 INPUTS_NAME = "inputs"
+#: the key name whose value is the storage type of each input of a chain, `/`-separated,
+#: where they are not all the kernel's T (absent otherwise: older keys keep their text)
+DTYPES_NAME = "dtypes"
 FLAG_TEXT = {True: "yes", False: "no"}
 _INPUT_NAME = re.compile(r"in(0|[1-9][0-9]*)")
 

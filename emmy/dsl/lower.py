@@ -24,7 +24,9 @@ from xdsl.dialects.builtin import (
     Region,
     f32,
     i1,
+    i8,
     i32,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -32,6 +34,7 @@ from emmy import dtypes
 from emmy.dialects import fork, kernel
 from emmy.dsl.evaluate import EvaluationError, holds
 from emmy.dsl.keys import (
+    DTYPES_NAME,
     Chain,
     InputKind,
     active_params,
@@ -40,7 +43,8 @@ from emmy.dsl.keys import (
     param_dtype,
     parse_input_kinds,
 )
-from emmy.dsl.parser import DslError, KernelDecl
+from emmy.dsl.lower_chain import ChainLowering
+from emmy.dsl.parser import DslError, KernelDecl, Param
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
 
@@ -203,16 +207,32 @@ class Lowering:
         for param in active_params(self.decl, self.key):
             element = dtypes.xdsl_type(param_dtype(param, self.key))
             if param.variadic:
-                kinds = self.input_kinds()
-                for i in range(len(kinds)):
+                for i, dtype in enumerate(self.input_dtypes(param)):
                     names.append(f"in{i}")
                     params[f"in{i}"] = param.dims
-                    types.append(kernel.PtrType(element))
+                    types.append(kernel.PtrType(dtypes.xdsl_type(dtype)))
                 continue
             names.append(param.name)
             params[param.name] = param.dims
             types.append(kernel.PtrType(element))
         return params, names, types
+
+    def input_dtypes(self, param: Param) -> list[str]:
+        """The storage type of each input of a variadic parameter: the key's `dtypes`
+        (`f32/i64`) where the inputs' types differ, else the parameter's own."""
+        count = len(self.input_kinds())
+        text = str(self.key.get(DTYPES_NAME) or "")
+        if not text:
+            return [param_dtype(param, self.key)] * count
+        named = text.split("/")
+        if len(named) != count or not all(dtypes.is_storage(d) for d in named):
+            raise DslError(
+                self.decl.path,
+                self.decl.line,
+                1,
+                f"{DTYPES_NAME}={text!r} must name a storage type for each of {count} inputs",
+            )
+        return named
 
     def input_kinds(self) -> tuple[InputKind, ...]:
         try:
@@ -270,9 +290,20 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
-        if value.type != f32:
-            raise self.error(expr, "only floats can be stored")
+        target = kernel.loaded_type(ptr.type.element)
+        if value.type != target:
+            value = self.stored_integer(expr, value, target)
         self.add(kernel.StoreOp(value, ptr, offset))
+
+    def stored_integer(self, node: Tree, value: SSAValue, target: Attribute) -> SSAValue:
+        """An integer converted to an integer tensor's element type (a sum accumulated in
+        i64 stored to i32, a flag to i8); floats go to float tensors only."""
+        width, target_width = _integer_width(value.type), _integer_width(target)
+        if width in (0, 1) or target_width == 0:
+            raise self.error(node, f"cannot store {_type_name(value.type)} to a tensor of {target}")
+        if width > target_width:
+            return self.add(arith.TruncIOp(value, target))
+        return self.add(arith.ExtSIOp(value, target))
 
     def stmt_for_stmt(self, node: Tree) -> None:
         index_name, lo_node, hi_node, step_node, *rest = node.children
@@ -381,8 +412,8 @@ class Lowering:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
         name, dtype, count_node = node.children
         element_name = str(self.key.get(str(dtype), dtype))
-        if not dtypes.is_float(element_name):
-            raise self.error(dtype, "shared arrays hold f32, or the storage type of a key name")
+        if not dtypes.is_storage(element_name):
+            raise self.error(dtype, "shared arrays hold a storage type, or that of a key name")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "shared arrays are declared at the top level of a kernel")
         count = self.int_expr(count_node)
@@ -594,7 +625,7 @@ class Lowering:
             raise self.error(
                 node, f"{_type_name(lhs.type)} {op} {_type_name(rhs.type)}: convert with float()"
             )
-        table = INT_BINARY if lhs.type == i32 else FLOAT_BINARY
+        table = FLOAT_BINARY if lhs.type == f32 else INT_BINARY
         if op not in table:
             raise self.error(node, f"operator {op} is not defined on {_type_name(lhs.type)}")
         return self.add(table[op](lhs, rhs))
@@ -756,19 +787,27 @@ class Lowering:
             return self.add(arith.SelectOp(cond, a, b))
         if fname == "float":
             arity(1)
-            if args[0].type != i32:
+            if _integer_width(args[0].type) not in (8, 32, 64):
                 raise self.error(node, "float() converts an integer")
             return self.add(arith.SIToFPOp(args[0], f32))
+        if fname == "long":
+            arity(1)
+            width = _integer_width(args[0].type)
+            if width not in (8, 32, 64):
+                raise self.error(node, "long() widens an integer to 64 bits")
+            return args[0] if width == 64 else self.add(arith.ExtSIOp(args[0], i64))
         if fname == "int":
             arity(1)
             if args[0].type == i32:
                 return args[0]
+            if args[0].type == f32:
+                return self.add(arith.FPToSIOp(args[0], i32))  # toward zero, as C casts
             width = args[0].type.width.data if isinstance(args[0].type, IntegerType) else 0
             if width not in (8, 64):
                 raise self.error(
                     node,
-                    "int() converts an 8-bit or 64-bit integer (a mask's or an index tensor's "
-                    "element)",
+                    "int() converts a float, or an 8-bit or 64-bit integer (a mask's or an "
+                    "index tensor's element)",
                 )
             if width == 8:
                 return self.add(arith.ExtSIOp(args[0], i32))
@@ -835,10 +874,9 @@ class Lowering:
             cols = self.int_expr(arg_nodes[2])
         else:
             cols = self.const_int(int(self.key.get("cols", 1)))
-        saved = self.scope.names
-        inputs: dict[str, Value] = {}
+        names: dict[str, SSAValue] = {}
         for i, kind in enumerate(self.input_kinds()):
-            ptr = saved[f"in{i}"].ssa
+            ptr = self.scope.names[f"in{i}"].ssa
             if kind == InputKind.FULL:
                 offset = index
             elif kind == InputKind.ROW:
@@ -847,14 +885,20 @@ class Lowering:
                 offset = self.add(arith.DivSIOp(index, cols))
             else:
                 offset = self.const_int(0)
-            inputs[f"in{i}"] = Value(ssa=self.add(kernel.LoadOp(ptr, offset)))
+            names[f"in{i}"] = self.chain_input(ptr, offset)
         if len(arg_nodes) == 3:
-            inputs["acc"] = Value(ssa=accumulated)
-        self.scope.names = inputs
-        try:
-            return self.expr(chain)
-        finally:
-            self.scope.names = saved
+            names["acc"] = accumulated
+            return ChainLowering(self, names).value(chain)
+        stored = kernel.loaded_type(dtypes.xdsl_type(str(self.key["T"])))
+        return ChainLowering(self, names).value(chain, stored)
+
+    def chain_input(self, ptr: SSAValue, offset: SSAValue) -> SSAValue:
+        """An input of a chain at `offset`: a bool (stored as a byte) is read as i1."""
+        value = self.add(kernel.LoadOp(ptr, offset))
+        if ptr.type.element != i8:
+            return value
+        zero = self.add(arith.ConstantOp(IntegerAttr(0, i8)))
+        return self.add(arith.CmpiOp(value, zero, "ne"))
 
 
 def _gelu(lowering: Lowering, x: SSAValue) -> SSAValue:
@@ -942,6 +986,11 @@ def _names_in(node: Tree | Token) -> set[str]:
         if node.children
         else set()
     )
+
+
+def _integer_width(typ: Attribute) -> int:
+    """The bits of an integer type (1 for a condition), 0 for a float."""
+    return typ.width.data if isinstance(typ, IntegerType) else 0
 
 
 def _type_name(typ: Attribute) -> str:

@@ -12,18 +12,10 @@ from xdsl.ir import Operation, SSAValue
 
 from emmy.dialects import graph
 from emmy.dsl.keys import InputKind, format_input_kinds
-from emmy.dtypes import dtype_name
+from emmy.dtypes import dtype_name, is_float
 from emmy.errors import EmmyError
 
-ELEMENTWISE = (graph.UnaryOp, graph.BinaryOp, graph.ConstantOp)
-BINARY_SYMBOLS = {graph.AddOp: "+", graph.SubOp: "-", graph.MulOp: "*", graph.DivOp: "/"}
-UNARY_FUNCTIONS = {
-    graph.ExpOp: "exp",
-    graph.TanhOp: "tanh",
-    graph.SiluOp: "silu",
-    graph.ReluOp: "relu",
-    graph.SigmoidOp: "sigmoid",
-}
+ELEMENTWISE = (graph.ElementwiseOp, graph.ConstantOp)
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:
@@ -80,6 +72,25 @@ def required_broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, .
     return format_input_kinds(kinds)
 
 
+def constant_text(op: graph.ConstantOp) -> str:
+    """A constant as a chain's literal: integers exact, `inf`, `(-inf)` and `nan` by name."""
+    value = op.value.value.data
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "(-inf)"
+    return repr(float(value))
+
+
+def of_one_float_dtype(group: ElementwiseGroup, dtype: str) -> bool:
+    """Whether every input and op of a chain is of the float `dtype`: what a kernel that
+    fuses the chain around its own op (of one storage type T) reads."""
+    values = [*group.inputs, *(op.results[0] for op in group.ops)]
+    return is_float(dtype) and all(dtype_of(value) == dtype for value in values)
+
+
 def is_elementwise(op: Operation | None) -> bool:
     return isinstance(op, ELEMENTWISE)
 
@@ -106,7 +117,7 @@ def collect_group(
             return "acc"
         producer = value.owner
         if isinstance(producer, graph.ConstantOp):
-            return repr(float(producer.value.value.data))
+            return constant_text(producer)
         inner = is_elementwise(producer) and producer is not root and value.has_one_use()
         if producer is root or inner:
             assert isinstance(producer, Operation)
@@ -117,17 +128,12 @@ def collect_group(
         return f"in{inputs.index(value)}"
 
     def expression(op: Operation) -> str:
-        if isinstance(op, graph.BinaryOp):
-            lhs, rhs = text(op.lhs), text(op.rhs)
-            return f"({lhs} {BINARY_SYMBOLS[type(op)]} {rhs})"
-        assert isinstance(op, graph.UnaryOp)
-        operand = text(op.input)
-        if isinstance(op, graph.NegOp):
-            return f"(-{operand})"
-        if isinstance(op, graph.GeluOp):
-            tanh = op.approximate is not None and op.approximate.data == "tanh"
-            return f"{'gelu_tanh' if tanh else 'gelu'}({operand})"
-        return f"{UNARY_FUNCTIONS[type(op)]}({operand})"
+        assert isinstance(op, graph.ElementwiseOp)
+        operands = [text(operand) for operand in op.operands]
+        approximate = op.approximate if isinstance(op, graph.GeluOp) else None
+        if approximate is not None and approximate.data == "tanh":
+            return f"gelu_tanh({operands[0]})"
+        return op.OP.spell(operands, dtype_of(op.results[0]))
 
     chain = text(root.results[0])
     return ElementwiseGroup(root, ops, inputs, chain)

@@ -12,51 +12,111 @@ from emmy.families.chains import collect_group, dtype_of, required_broadcast_kin
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
+#: chains of the pointwise table's ops, each a check key of its own: (storage type of the
+#: output, of each input (full, row, col, scalar; "T" for the float type checked), chain)
+TABLE_CHAINS = [
+    (
+        "T",
+        "T/T/T/T",
+        "addcdiv(lerp(softplus(in0, 1.0, 20.0), mish(in1), hardsigmoid(in2)), "
+        "where(gt(in0, in1), elu(in0, 1.0, 1.0, 1.0), leaky_relu(in1, 0.2)), "
+        "(abs(in3) + 1.0), 0.5)",
+    ),
+    (
+        "T",
+        "T/T/T/T",
+        "((maximum(sqrt(abs(in0)), rsqrt((abs(in1) + 0.5))) + minimum(log(abs(in2)), "
+        "log1p(abs(in3)))) + ((expm1(in0) * sin(in1)) - (cos(in2) * erf(in3)))) "
+        "+ (pow(in0, 2.0) + (reciprocal((abs(in1) + 1.0)) + (sign(in2) + hardswish(in3))))",
+    ),
+    (
+        "T",
+        "T/T/T/T",
+        "(((floor(in0) + ceil(in1)) + (round(in2) + trunc(in3))) + clamp(in0, -0.5, 0.5)) "
+        "+ ((clamp_min(in1, 0.1) + clamp_max(in2, 0.1)) + addcmul(in0, in1, in3, 0.5))",
+    ),
+    (
+        "i8",
+        "T/T/T/T",
+        "logical_or(logical_and(lt(in0, in1), ne(in2, in3)), logical_xor(ge(in0, 0.5), logical_not(isnan(in1))))",
+    ),
+    (
+        "i64",
+        "i64/i32/i8/T",
+        "where(in2, ((in0 * 3) - to_i64(in1)), pow(bitwise_xor(in0, 5), 2)) "
+        "+ (clamp(in0, -3, 4) + (to_i64(to_bf16(in3)) + to_i64(bitwise_and(in1, 6))))",
+    ),
+    (
+        "T",
+        "i64/i32/i8/T",
+        "(to_f32(in0) / to_f32((abs(in1) + 1))) + where(eq(in2, gt(in0, 0)), to_f16(in3), 0.0)",
+    ),
+]
+
+
+def _table_keys(dtype: str) -> list[dict]:
+    """The table chains' keys, in the float `dtype`; those with integer or bool types only
+    in f32 (they are the same in every float type)."""
+    keys = []
+    for out, ins, chain in TABLE_CHAINS:
+        if (out != "T" or "i" in ins) and dtype != "f32":
+            continue
+        key = {"n": 5 * 24, "cols": 24, "T": out.replace("T", dtype)}
+        key |= {"inputs": "full/row/col/scalar", "fn": chain}
+        named = ins.replace("T", dtype)
+        if set(named.split("/")) != {key["T"]}:
+            key["dtypes"] = named
+        keys.append(key)
+    return keys
 
 
 def site(root: Operation, fusion: Fusion) -> Site:
     """The chain that ends at `root`."""
     group = collect_group(root)
     out_shape = shape_of(root.results[0])
+    dtype = dtype_of(root.results[0])
     key: dict[str, int | str] = {
         "n": max(1, math.prod(out_shape)),
         "cols": out_shape[-1] if out_shape else 1,
-        "T": dtype_of(root.results[0]),
+        "T": dtype,
         "inputs": required_broadcast_kinds(group.inputs, out_shape),
         "fn": group.text,
     }
+    input_dtypes = [dtype_of(value) for value in group.inputs]
+    if any(d != dtype for d in input_dtypes):
+        key["dtypes"] = "/".join(input_dtypes)
     return Site("elementwise", key, group.inputs)
 
 
 def reference(key: dict, inputs: list):
     # torch stays off the compile path: only benches and checks call references
-    from emmy.families.tensors import evaluate_chain
+    from emmy.families.tensors import evaluate_chain, exact
 
-    return evaluate_chain(str(key["fn"]), {f"in{i}": t.double() for i, t in enumerate(inputs)})
+    return evaluate_chain(str(key["fn"]), {f"in{i}": exact(t) for i, t in enumerate(inputs)})
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
-    from emmy.families.tensors import randn
+    from emmy.families.tensors import random_of
 
     rows, cols = key["n"] // key["cols"], key["cols"]
-    return [
-        randn((rows, cols), dtype, generator),
-        randn((cols,), dtype, generator),
-        randn((rows, 1), dtype, generator),
-        randn((1,), dtype, generator),
-    ]
+    shapes = [(rows, cols), (cols,), (rows, 1), (1,)]
+    named = str(key.get("dtypes") or "/".join([key["T"]] * len(shapes))).split("/")
+    return [random_of(shape, d, generator) for shape, d in zip(shapes, named, strict=True)]
 
 
 FAMILY = Family(
     "elementwise",
     FamilyKind.KERNEL,
-    ops=(graph.UnaryOp, graph.BinaryOp),
+    ops=(graph.ElementwiseOp,),
     site=site,
     reference=reference,
     check_keys=lambda dtype: [
-        {"n": r * c, "cols": c, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
-        for r, c in [(1, 1), (7, 13), (3, 64), (5, 120)]
+        *[
+            {"n": r * c, "cols": c, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
+            for r, c in [(1, 1), (7, 13), (3, 64), (5, 120)]
+        ],
+        *_table_keys(dtype),
     ],
     check_inputs=check_inputs,
 )

@@ -1,14 +1,16 @@
 """A copy of a strided view (any view of up to 4 dims once dims that read as one merge):
-permutes, slices and broadcasts a kernel cannot read in place."""
+permutes, slices and broadcasts a kernel cannot read in place. It moves elements without
+converting them, so it takes every storage type: floats, index tensors and masks."""
 
 from __future__ import annotations
 
 import math
 
+from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
-from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.family import FLOATS, Family, FamilyKind, Fusion, Site
 
 
 def collapse_dims(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
@@ -47,7 +49,9 @@ def reference(key: dict, inputs: list):
 
     dims = [int(key[f"d{i}"]) for i in range(4)]
     strides = [int(key[f"s{i}"]) for i in range(4)]
-    flat = inputs[0].double().reshape(-1)
+    flat = inputs[0].reshape(-1)
+    if flat.is_floating_point():
+        flat = flat.double()
     return torch.as_strided(flat, dims, strides, int(key["offset"])).contiguous()
 
 
@@ -78,9 +82,11 @@ CHECK_VIEWS = [
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
-    from emmy.families.tensors import randn
+    from emmy.families.tensors import randint, randn
 
-    return [randn((key["size"],), dtype, generator)]
+    if dtypes.is_float(dtype):
+        return [randn((key["size"],), dtype, generator)]
+    return [randint((key["size"],), dtype, generator)]
 
 
 FAMILY = Family(
@@ -94,4 +100,6 @@ FAMILY = Family(
         for size, d, s, offset in CHECK_VIEWS
     ],
     check_inputs=check_inputs,
+    # i32 moves as f32 does (4 bytes); i64 and i8 check the other element sizes
+    check_dtypes=(*FLOATS, "i64", "i8"),
 )

@@ -1,23 +1,64 @@
-"""The sum, mean or max of each row (the last dim)."""
+"""Reductions of each row (the last dim) of floats: sum, mean, max, min, prod, logsumexp,
+var and std.
+graph.reduce's other kinds go to the sibling families its table names: an index (argmax,
+argmin: `arg_rows`) and integer or boolean rows (`reduce_rows_int`)."""
 
 from __future__ import annotations
 
 import math
 
+from emmy import dtypes
 from emmy.dialects import graph
+from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+#: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
+FLOAT_FAMILIES = {
+    **dict.fromkeys(
+        ("sum", "mean", "max", "min", "prod", "logsumexp", "var", "std"), "reduce_rows"
+    ),
+    **dict.fromkeys(("argmax", "argmin"), "arg_rows"),
+}
 
 
 def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
     shape = shape_of(op.input)
+    dim = op.reduced_dim
+    if not dtypes.is_float(dtype_of(op.input)):
+        key = {
+            "rows": math.prod(shape[:dim]),
+            "cols": shape[dim],
+            "inner": math.prod(shape[dim + 1 :]),
+            "T": dtype_of(op.input),
+            "Y": dtype_of(op.result),
+            "op": op.kind.data,
+        }
+        return Site("reduce_rows_int", key, list(op.operands))
+    if dim != len(shape) - 1:
+        raise EmmyError(
+            f"graph.reduce of floats over dim {dim} of {list(shape)}: the row kernels read "
+            "the last dim (move it last first)"
+        )
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
-    return Site("reduce_rows", {**key, "op": op.kind.data}, list(op.operands))
+    key["op"] = op.kind.data
+    if op.correction is not None:
+        key["correction"] = op.correction.value.data
+    return Site(FLOAT_FAMILIES[op.kind.data], key, list(op.operands))
 
 
 def reference(key: dict, inputs: list):
     x = inputs[0].double()
-    ops = {"sum": lambda: x.sum(-1), "mean": lambda: x.mean(-1), "max": lambda: x.amax(-1)}
+    ops = {
+        "sum": lambda: x.sum(-1),
+        "mean": lambda: x.mean(-1),
+        "max": lambda: x.amax(-1),
+        "min": lambda: x.amin(-1),
+        "prod": lambda: x.prod(-1),
+        "logsumexp": lambda: x.logsumexp(-1),
+        "var": lambda: x.var(-1, correction=int(key.get("correction", 0))),
+        "std": lambda: x.std(-1, correction=int(key.get("correction", 0))),
+    }
     return ops[str(key["op"])]()
 
 
@@ -25,7 +66,20 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import randn
 
-    return [randn((key["rows"], key["cols"]), dtype, generator)]
+    if key["op"] == "prod":
+        # factors near ±1, so that a long row's product neither vanishes nor overflows
+        signs = randn((key["rows"], key["cols"]), "f32", generator).sign()
+        near_one = randn((key["rows"], key["cols"]), "f32", generator, 0.05, 1.0)
+        return [(signs * near_one).to(randn((1,), dtype, generator).dtype)]
+    x = randn((key["rows"], key["cols"]), dtype, generator)
+    if key["op"] in ("max", "min") and key["cols"] > 3:
+        x[0, 3] = float("nan")  # max and min propagate NaN, as torch's
+    return [x]
+
+
+def atol(key: dict) -> float:
+    # f32 accumulation: a sum whose terms cancel keeps their absolute error
+    return 4e-6 * math.sqrt(int(key["cols"]))
 
 
 FAMILY = Family(
@@ -34,13 +88,21 @@ FAMILY = Family(
     ops=(graph.ReduceOp,),
     site=site,
     reference=reference,
-    check_keys=lambda dtype: [
-        {"rows": r, "cols": c, "T": dtype, "op": op}
-        for (r, c), op in zip(
-            [(3, 1), (5, 97), (2, 1000), (4, 64)], ["sum", "mean", "max", "sum"], strict=True
-        )
-    ],
+    check_keys=lambda dtype: (
+        [
+            {"rows": r, "cols": c, "T": dtype, "op": op}
+            for (r, c), op in zip(
+                [(3, 1), (5, 97), (2, 1000), (4, 64), (3, 33), (2, 100), (4, 130)],
+                ["sum", "mean", "max", "sum", "min", "prod", "logsumexp"],
+                strict=True,
+            )
+        ]
+        + [
+            {"rows": 3, "cols": 50, "T": dtype, "op": "var", "correction": 1},
+            {"rows": 2, "cols": 300, "T": dtype, "op": "std", "correction": 0},
+            {"rows": 4, "cols": 9, "T": dtype, "op": "std", "correction": 1},
+        ]
+    ),
     check_inputs=check_inputs,
-    # f32 accumulation: a sum whose terms cancel keeps their absolute error
-    extra_atol=lambda key: 4e-6 * math.sqrt(int(key["cols"])),
+    extra_atol=atol,
 )

@@ -4,6 +4,7 @@ checks import this module (when called), so torch stays off the compile path."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -11,6 +12,8 @@ from lark import Token, Tree
 
 from emmy import dtypes
 from emmy.dsl.keys import Chain, parse_input_kinds
+from emmy.dtypes import torch_dtype
+from emmy.families.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,
@@ -22,27 +25,75 @@ _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
 }
 _BINARY = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
+_NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}
 
 
 def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
     kind = node.data
-    if kind == "float_lit" or kind == "int_lit":
+    if kind == "float_lit":
         return float(node.children[0])
+    if kind == "int_lit":
+        return int(node.children[0])
     if kind == "name":
-        return inputs[str(node.children[0])]
+        name = str(node.children[0])
+        return _NAMED_FLOATS[name] if name in _NAMED_FLOATS else inputs[name]
     if kind == "neg":
         return -_chain(node.children[0], inputs)
     if kind == "call":
-        (arg,) = node.children[1].children
-        return _FUNCTIONS[str(node.children[0])](as_tensor(_chain(arg, inputs)))
+        name = str(node.children[0])
+        args = [_chain(arg, inputs) for arg in node.children[1].children]
+        if name in _FUNCTIONS:
+            return _FUNCTIONS[name](as_tensor(args[0]))
+        return _pointwise(name, args)
     value = _chain(node.children[0], inputs)
     for op, rhs in zip(node.children[1::2], node.children[2::2], strict=True):
         value = _BINARY[str(op)](as_tensor(value), _chain(rhs, inputs))
     return value
 
 
+def _pointwise(name: str, args: list) -> torch.Tensor:
+    """An op of the pointwise table by its ATen op, on float64 (or integer, or bool) values;
+    a conversion rounds to its target and is float64 again where that is a float."""
+    target = CONVERT_TARGETS.get(name)
+    if target is not None:
+        converted = as_tensor(args[0]).to(torch.bool if target == BOOL else torch_dtype(target))
+        return converted.double() if converted.is_floating_point() else converted
+    entry = BY_CALL[name]
+    form = entry.aten[0]
+    _, op, overload = form.names[0].split(".")
+    packet = getattr(torch.ops.aten, op)
+    schema = getattr(packet, overload)._schema
+    keyword = {a.name for a in schema.arguments if a.kwarg_only}
+    values = [
+        arg if role == PARAM or isinstance(arg, torch.Tensor) else as_tensor(arg)
+        for role, arg in zip(entry.roles, args, strict=True)
+    ]
+    named = dict(zip(form.args, values, strict=True))
+    positional = [v for n, v in named.items() if n not in keyword]
+    return packet(*positional, **{n: v for n, v in named.items() if n in keyword})
+
+
+def exact(tensor: torch.Tensor) -> torch.Tensor:
+    """An input of a reference: floats in float64, integers as they are, a bool's byte
+    (i8, as a bench's buffers hold it) as a bool."""
+    if tensor.dtype == torch.int8:
+        return tensor.bool()
+    return tensor.double() if tensor.is_floating_point() else tensor
+
+
+def random_of(shape, dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """Random values of a storage type: normal floats, small integers, even bools (i8)."""
+    if dtypes.is_float(dtype):
+        return randn(shape, dtype, generator)
+    if dtype == BOOL:
+        return torch.rand(shape, generator=generator) < 0.5
+    return torch.randint(-8, 9, shape, generator=generator, dtype=torch_dtype(dtype))
+
+
 def as_tensor(value) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=torch.float64)
+    if isinstance(value, torch.Tensor):
+        return value
+    return torch.tensor(value, dtype=torch.int64 if isinstance(value, int) else torch.float64)
 
 
 def evaluate_chain(text: str, named: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -90,6 +141,17 @@ def fused_rows(key: dict, inputs: list[torch.Tensor], params: int, normalise: Ca
 def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):
     values = torch.randn(shape, generator=generator, dtype=torch.float64) * scale + shift
     return values.to(dtypes.torch_dtype(dtype))
+
+
+def randint(shape, dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """Random integers of an integer storage type: 0 or 1 for i8 (a mask); for i32 over its
+    range and for i64 over ±2⁵⁰ (past 32 bits, so that a copy that narrows them shows, and
+    exact in the float64 a check compares in)."""
+    torch_dtype = dtypes.torch_dtype(dtype)
+    if dtype == "i8":
+        return torch.randint(0, 2, shape, generator=generator, dtype=torch_dtype)
+    bound = 2**50 if dtype == "i64" else 2**31 - 1
+    return torch.randint(-bound, bound, shape, generator=generator, dtype=torch_dtype)
 
 
 def random_epilogue_inputs(key: dict, dtype: str, generator: torch.Generator) -> list[torch.Tensor]:

@@ -45,12 +45,14 @@ FACTORIES = {
 
 @dataclass
 class Traced:
-    """A traced expression: its graph, its inputs (real or meta) and its eager result."""
+    """A traced expression: its graph, its inputs (real or meta), its eager result and the
+    constants its graph's trailing arguments are bound to (an index a roll reads)."""
 
     module: ModuleOp
     inputs: list[torch.Tensor]
     output: torch.Tensor
     ops: list[str] = field(default_factory=list)
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class _Recorder(TorchDispatchMode):
@@ -178,4 +180,4 @@ def trace(expression: str, *, meta: bool = False, fallback: bool = True) -> Trac
         raise EmmyError("the expression's result was not computed by any supported op")
     fx_graph.output((nodes[id(result)],))
     model = Converter(fx_graph, {}, fallback=fallback).convert()
-    return Traced(model.module, inputs, result, names)
+    return Traced(model.module, inputs, result, names, model.constants)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 from torch import fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
@@ -43,8 +44,20 @@ from xdsl.utils.exceptions import VerifyException
 from emmy import dtypes
 from emmy.dialects import fallback, graph
 from emmy.errors import EmmyError
+from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
+from emmy.families.gather import INDICES
 from emmy.families.permute import collapse_dims
+from emmy.families.pointwise_ops import (
+    BOOL,
+    BY_ATEN,
+    CONDITION,
+    POINTWISE,
+    VALUE,
+    Gives,
+    PointwiseOp,
+    Promotion,
+)
 from emmy.frontend.fallback import (
     Coverage,
     Fallback,
@@ -78,6 +91,30 @@ class ModelGraph:
     out_spec: object = None  # the pytree spec that rebuilds the module's return value
     #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
     coverage: Coverage = field(default_factory=Coverage)
+    #: the returned values that view an input or a constant, by their place in the return
+    aliases: dict[int, Alias] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A returned value that views an input (`input`, its position, with these sizes,
+    strides and offset) or is a weight or a view of one (`weight`, that view): returned as
+    a torch view, as eager returns it, with no kernel."""
+
+    input: int | None
+    weight: torch.Tensor | None = None
+    shape: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    offset: int = 0
+
+    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.weight is not None:
+            return self.weight
+        base = inputs[self.input]
+        if not base.is_contiguous():
+            # the view was followed over a contiguous tensor, as the program reads its inputs
+            base = base.contiguous()
+        return base.as_strided(self.shape, self.stride, base.storage_offset() + self.offset)
 
 
 @dataclass
@@ -118,6 +155,8 @@ def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
 
 
 INTEGER_DTYPES = {torch.int64, torch.int32}
+#: the index tensors one gather reads (emmy/families/gather.py)
+INDEX_TENSORS = INDICES
 
 
 def export_program(
@@ -322,6 +361,7 @@ class Converter:
         self.input_names: list[str] = []
         self.output_dtypes: list[torch.dtype] = []
         self.node: fx.Node | None = None
+        self.aliases: dict[int, Alias] = {}
 
     # -- values ------------------------------------------------------------------------
     def error(self, message: str) -> EmmyError:
@@ -387,12 +427,6 @@ class Converter:
             if list(meta.shape) == list(base.type.get_shape()):
                 return base
             return self.insert(graph.ReshapeOp(base, typ))
-        if meta.dtype in INTEGER_DTYPES or meta.dtype == torch.bool:
-            # the strided-copy family moves floats only
-            raise self.error(
-                f"a strided copy of {meta.dtype} values (a slice or permute of them) is not "
-                "supported: pass them as the model reads them"
-            )
         dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
         if dims > 4:
             raise self.error(
@@ -443,10 +477,13 @@ class Converter:
                 self.values[node] = self.call(node)
             elif node.op == "output":
                 self.output_dtypes = [arg.meta["val"].dtype for arg in node.args[0]]
-                returned = [self.operand(arg) for arg in node.args[0]]
-                for value in returned:
-                    if value in self.block.args:
-                        raise self.error("the model returns an input or a weight unchanged")
+                returned = []
+                for index, arg in enumerate(node.args[0]):
+                    alias = self.alias(arg)
+                    if alias is None:
+                        returned.append(self.operand(arg))
+                    else:
+                        self.aliases[index] = alias
                 self.builder.insert(func.ReturnOp(*returned))
             else:
                 raise self.error(f"unsupported graph node kind {node.op}")
@@ -466,7 +503,23 @@ class Converter:
             self.output_dtypes,
             self.out_spec,
             self.coverage,
+            self.aliases,
         )
+
+    def alias(self, arg: object) -> Alias | None:
+        """How a returned value views an input or a weight (no kernel computes it), or
+        None for a value a kernel computes."""
+        value = self.values.get(arg) if isinstance(arg, fx.Node) else None
+        if isinstance(value, Constant):
+            return Alias(None, value.tensor.detach())
+        if not isinstance(value, View) or value.base not in self.block.args:
+            return None
+        meta, where = value.meta, list(self.block.args).index(value.base)
+        if where < len(self.input_names):
+            return Alias(
+                where, None, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()
+            )
+        return Alias(None, self.known(value))  # a view of the weight's own tensor
 
     def call(self, node: fx.Node) -> object:
         """The node's value: computed at compile time where it depends on constants and
@@ -569,18 +622,21 @@ class Converter:
             example, lambda t: self.result(next(results), t) if _is_tensor(t) else None
         )
 
-    def tensor_or_scalar(self, arg: object, typ: TensorType) -> SSAValue:
-        if isinstance(arg, (int, float)):
-            return self.insert(graph.ConstantOp(float(arg), typ.element_type))
-        view = self.view(self.values[arg])
-        out_shape = tuple(typ.get_shape())
-        if broadcast_kind(tuple(view.meta.shape), out_shape) is None:
+    def tensor_or_scalar(self, arg: object, element: Attribute, shape: Sequence[int]) -> SSAValue:
+        """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
+        a number as a constant, a tensor read in place where its broadcast is one a kernel
+        reads (else expanded by a copy), converted where its dtype is another."""
+        value = self.values[arg] if isinstance(arg, fx.Node) else arg
+        if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
+            return self.insert(graph.ConstantOp(value, element))
+        view = self.view(value)
+        if broadcast_kind(tuple(view.meta.shape), tuple(shape)) is None:
             # a broadcast no elementwise kernel reads in place: expanded by a copy
-            view = View(view.base, view.meta.expand(out_shape))
-        value = self.contiguous(view)
-        if value.type.element_type != typ.element_type:
-            raise self.error(f"mixed dtypes {value.type.element_type} and {typ.element_type}")
-        return value
+            view = View(view.base, view.meta.expand(tuple(shape)))
+        read = self.contiguous(view)
+        if read.type.element_type == element:
+            return read
+        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
 
     def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
         """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
@@ -623,16 +679,63 @@ def _value(node: fx.Node) -> torch.Tensor:
 
 
 # -- fx plumbing ------------------------------------------------------------------------
-@ATEN.handles_class(lambda node: isinstance(node.meta.get("val"), (int, torch.SymInt)))
-def _size(self: Converter, node: fx.Node) -> int:
-    """A size (of a dynamic dim, specialised), read by views."""
-    return int(node.meta["val"])
+_NUMBERS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+@ATEN.handles_class(lambda node: isinstance(node.meta.get("val"), _NUMBERS))
+def _size(self: Converter, node: fx.Node) -> int | float:
+    """A size (of a dynamic dim, specialised), or a number computed from sizes (`x.shape[1]
+    / 8`), read by views and as scalars: known when the graph is converted."""
+    value = node.meta["val"]
+    if isinstance(value, (float, torch.SymFloat)):
+        return float(value)
+    return int(value)
 
 
 @ATEN.handles_class(lambda node: node.target is operator.getitem)
 def _item(self: Converter, node: fx.Node) -> object:
     """One result of an op that gives several."""
     return self.values[node.args[0]][node.args[1]]
+
+
+# -- shape-only ops ---------------------------------------------------------------------
+#: ops that read only the shape and dtype of their first argument
+SHAPE_ONLY_OPS = (
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full_like.default",
+    "aten.empty_like.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+    "aten.new_empty.default",
+)
+
+
+def _shape_only_refusal(node: fx.Node) -> str | None:
+    if any(not _is_size(arg) for arg in node.all_input_nodes[1:]):
+        return f"{op_name(node)} of a tensor fill is not supported"
+    return None
+
+
+def _is_size(node: fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (int, torch.SymInt))
+
+
+@ATEN.handles(*SHAPE_ONLY_OPS, accepts=_shape_only_refusal)
+def _shape_only(self: Converter, node: fx.Node) -> Constant:
+    """zeros_like(x), x.new_full(size, v), ...: of x's shape and dtype alone, so computed
+    at compile time, on the CPU (any contents are right for an empty one: zeros)."""
+    example = node.args[0].meta["val"]
+    rest = fx.node.map_arg((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
+    args, kwargs = rest
+    if "device" in kwargs:
+        kwargs["device"] = "cpu"
+    with torch.no_grad():
+        value = node.target(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
+    if "empty" in op_name(node):
+        value = value.zero_()
+    return Constant(f"{node.name}.value", value)
 
 
 # -- views and copies -------------------------------------------------------------------
@@ -694,9 +797,10 @@ def _no_op(self: Converter, node: fx.Node) -> None:
 
 def _copy_refusal(node: fx.Node) -> str | None:
     source, out = node.args[0].meta["val"].dtype, node.meta["val"].dtype
-    if out == source:
-        return None
-    return f"{node.target}: dtype conversion {source} -> {out} is not supported"
+    for dtype in (source, out):
+        if _storage_name(dtype) is None:
+            return f"{node.target}: dtype {dtype} is not supported"
+    return None
 
 
 @ATEN.handles(
@@ -705,63 +809,137 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.to.device",  # to the device the program runs on: its tensors are there
     accepts=_copy_refusal,
 )
 def _copy(self: Converter, node: fx.Node) -> View:
-    return self.result(self.contiguous(self.view(self.values[node.args[0]])), node.meta["val"])
+    """A copy, contiguous, converted to another dtype where it asks for one."""
+    out = node.meta["val"]
+    value = self.contiguous(self.view(self.values[node.args[0]]))
+    typ = self.type_of(out)
+    if value.type.element_type != typ.element_type:
+        value = self.insert(graph.ConvertOp(value, TensorType(typ.element_type, typ.get_shape())))
+    return self.result(value, out)
 
 
 # -- elementwise ------------------------------------------------------------------------
-UNARY_OPS = {
-    "aten.exp.default": graph.ExpOp,
-    "aten.tanh.default": graph.TanhOp,
-    "aten.sigmoid.default": graph.SigmoidOp,
-    "aten.silu.default": graph.SiluOp,
-    "aten.relu.default": graph.ReluOp,
-    "aten.neg.default": graph.NegOp,
-}
+def _storage_name(dtype: torch.dtype) -> str | None:
+    """The storage type of a torch dtype (a bool is i8), None where emmy stores none."""
+    return BOOL if dtype == torch.bool else dtypes.torch_dtype_name(dtype)
 
 
-@ATEN.handles(*UNARY_OPS)
-def _unary(self: Converter, node: fx.Node) -> View:
-    x = self.operand(node.args[0])
-    return self.result(self.insert(UNARY_OPS[op_name(node)](x)), node.meta["val"])
+def _element(dtype: torch.dtype) -> Attribute:
+    name = _storage_name(dtype)
+    assert name is not None, f"{dtype} has no storage type"
+    return dtypes.xdsl_type(name)
 
 
-BINARY_OPS = {
-    "add": graph.AddOp,
-    "sub": graph.SubOp,
-    "mul": graph.MulOp,
-    "div": graph.DivOp,
-}
-ARITHMETIC = (*BINARY_OPS, "rsub")
+def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:
+    """The pointwise op of a node and its operands (fx nodes or numbers), bound by torch's
+    schema; an optional operand left None picks the op without it (clamp → clamp_min)."""
+    entry, form = BY_ATEN[op_name(node)]
+    schema = node.target._schema
+    given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
+    given |= node.kwargs
+    defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    operands = [given.get(name, defaults.get(name)) for name in form.args]
+    for index, name in entry.partial:
+        if operands[index] is None:
+            entry = POINTWISE[name]
+            operands = operands[:index] + operands[index + 1 :]
+            break
+    return entry, operands
 
 
-def _arithmetic(node: fx.Node) -> str:
-    """`add` for aten.add.Tensor: every overload of an arithmetic op converts alike."""
-    return op_name(node).removeprefix("aten.").partition(".")[0]
+def _example(arg: object) -> object:
+    """An operand's example: a tensor, or a number (a size the graph computed, specialised)."""
+    if not isinstance(arg, fx.Node):
+        return arg
+    value = arg.meta["val"]
+    return value if isinstance(value, torch.Tensor) else int(value)
+
+
+def _values_dtype(entry: PointwiseOp, operands: list[object], out: torch.Tensor) -> torch.dtype:
+    """The dtype the op's values compute in: torch's promotion of them by the op's kind
+    (a comparison's by the default kind: its values meet in their common dtype)."""
+    values = [_example(o) for role, o in zip(entry.roles, operands, strict=True) if role == VALUE]
+    if not values:
+        return torch.bool
+    kind = Promotion.DEFAULT if entry.gives == Gives.BOOL else entry.promotion
+    _, promoted = elementwise_dtypes(
+        *values, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND[kind.value]
+    )
+    return promoted
+
+
+def _pointwise_refusal(node: fx.Node) -> str | None:
+    entry, operands = _operands(node)
+    out = node.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return f"{op_name(node)} does not give a tensor"
+    if any(o is None for o in operands):
+        return f"{op_name(node)} without all of its operands is not supported"
+    examples = [out, *(_example(o) for o in operands)]
+    tensors = [t for t in examples if isinstance(t, torch.Tensor)]
+    unstored = [t.dtype for t in tensors if _storage_name(t.dtype) is None]
+    if unstored:
+        return f"{op_name(node)} of {unstored[0]} is not supported"
+    common = _values_dtype(entry, operands, out)
+    if entry.gives == Gives.SAME and common != out.dtype:
+        return f"{op_name(node)}: torch gives {out.dtype}, its promotion {common}"
+    if not entry.takes(_storage_name(common) or ""):
+        return f"{op_name(node)} of {common} is not supported"
+    return None
 
 
 @ATEN.handles_class(
-    lambda node: _arithmetic(node) in ARITHMETIC,
-    members=[f"aten.{op}.{overload}" for op in ARITHMETIC for overload in ("Tensor", "Scalar")],
+    lambda node: op_name(node) in BY_ATEN, members=list(BY_ATEN), accepts=_pointwise_refusal
 )
-def _binary(self: Converter, node: fx.Node) -> View:
+def _pointwise(self: Converter, node: fx.Node) -> View:
+    """An op of the pointwise table: its values promoted to one dtype, its conditions
+    bools, its parameters constants; `alpha` (add, sub) scales its operand first."""
+    entry, operands = _operands(node)
     out = node.meta["val"]
-    arithmetic = _arithmetic(node)
-    lhs_arg, rhs_arg = node.args[0], node.args[1]
-    if arithmetic == "rsub":
-        lhs_arg, rhs_arg, arithmetic = rhs_arg, lhs_arg, "sub"
-    typ = self.type_of(out)
-    lhs = self.tensor_or_scalar(lhs_arg, typ)
-    rhs = self.tensor_or_scalar(rhs_arg, typ)
+    shape = list(out.shape)
+    common = _element(_values_dtype(entry, operands, out))
+    args = [
+        self.tensor_or_scalar(arg, i8 if role == CONDITION else common, shape)
+        for role, arg in zip(entry.roles, operands, strict=True)
+    ]
+    _, form = BY_ATEN[op_name(node)]
     alpha = node.kwargs.get("alpha", 1)
-    if alpha != 1:
-        rhs = self.insert(graph.MulOp(rhs, self.scalar(alpha, rhs), rhs.type))
-    return self.result(self.insert(BINARY_OPS[arithmetic](lhs, rhs, typ)), out)
+    if form.alpha is not None and alpha != 1:
+        scaled = form.args.index(form.alpha)
+        factor = self.insert(graph.ConstantOp(alpha, common))
+        args[scaled] = self.insert(graph.MulOp(args[scaled], factor, args[scaled].type))
+    return self.result(self.insert(graph.elementwise(entry.name, args, self.type_of(out))), out)
 
 
-@ATEN.handles("aten.gelu.default")
+def _glu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"glu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.glu.default", accepts=_glu_refusal)
+def _glu(self: Converter, node: fx.Node) -> View:
+    """glu(x, dim): the first half of x along dim times the sigmoid of the second."""
+    x = self.view(self.values[node.args[0]])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    half = x.meta.shape[dim] // 2
+    a = self.contiguous(View(x.base, x.meta.narrow(dim, 0, half)))
+    b = self.contiguous(View(x.base, x.meta.narrow(dim, half, half)))
+    gate = self.insert(graph.SigmoidOp(b))
+    return self.result(self.insert(graph.MulOp(a, gate, a.type)), node.meta["val"])
+
+
+def _gelu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"gelu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.gelu.default", accepts=_gelu_refusal)
 def _gelu(self: Converter, node: fx.Node) -> View:
     approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
     x = self.operand(node.args[0])
@@ -776,55 +954,591 @@ def _rope(self: Converter, node: fx.Node) -> View:
 
 @ATEN.handles("aten.embedding.default")
 def _embedding(self: Converter, node: fx.Node) -> View:
+    """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
+    gradient: the forward pass reads the padding row like any other."""
+    out = node.meta["val"]
+    if not out.is_floating_point():
+        return _rows(self, node)
     table = self.operand(node.args[0])
     ids = self.operand(node.args[1])
-    out = node.meta["val"]
     return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
 
 
-# -- reductions -------------------------------------------------------------------------
-REDUCTIONS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.amax.default": "max"}
+# -- indexing and data movement ---------------------------------------------------------
+def _nonempty(refusal: Refusal | None = None) -> Refusal:
+    """`refusal`, after refusing an op whose result has no element (no kernel launches
+    for one)."""
+
+    def refuses(node: fx.Node) -> str | None:
+        reason = refusal(node) if refusal is not None else None
+        if reason is not None:
+            return reason
+        shape = _value(node).shape
+        # sizes of dims left dynamic are known once the graph is specialised
+        if all(isinstance(n, int) for n in shape) and 0 in shape:
+            return f"{op_name(node)} giving an empty tensor is not supported"
+        return None
+
+    return refuses
 
 
-def _reduced_dims(node: fx.Node) -> object:
-    return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+@dataclass
+class Pick:
+    """An index tensor of a gather: each output element reads it at Σ o_d · strides[d] (of
+    `base`'s elements) and picks that element of a dim of `size` elements, `step` apart."""
+
+    base: SSAValue
+    strides: list[int]
+    size: int
+    step: int
 
 
-def _reduction_refusal(node: fx.Node) -> str | None:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    if dims is None or len(dims) != 1:
-        return f"{kind} over {dims!r}: only one dim at a time is supported"
-    if node.kwargs.get("dtype") is not None:
-        return f"{kind} with a dtype conversion is not supported"
+def _gather(
+    self: Converter, source: View, out: torch.Tensor, strides: list[int], offset: int, picks=()
+) -> View:
+    """A gather of `out`'s shape from `source`'s base: strides and offset over its elements."""
+    indices = [(p.base, p.strides, p.size, p.step) for p in picks]
+    op = graph.GatherOp(source.base, self.type_of(out), strides, offset, indices)
+    return self.result(self.insert(op), out)
+
+
+def _index_base(self: Converter, view: View, shape: Sequence[int]) -> tuple[SSAValue, list[int]]:
+    """An index tensor broadcast to `shape`, as a graph value and its strides over it."""
+    meta = view.meta.reshape((1,) * (len(shape) - view.meta.dim()) + tuple(view.meta.shape))
+    if meta.storage_offset() != 0:
+        base = self.contiguous(view)
+        meta = contiguous_meta(base.type, view.meta.dtype).reshape(meta.shape)
+        return base, list(meta.expand(*shape).stride())
+    return view.base, list(meta.expand(*shape).stride())
+
+
+def _index_dtype_refusal(node: fx.Node, index: fx.Node) -> str | None:
+    dtype = index.meta["val"].dtype
+    if dtype in (torch.bool, torch.uint8):
+        return f"{op_name(node)} by a boolean mask: its output shape depends on the data"
+    if dtype not in INTEGER_DTYPES:
+        return f"{op_name(node)} by {dtype} indices is not supported"
     return None
 
 
-@ATEN.handles(*REDUCTIONS, accepts=_reduction_refusal)
-def _reduce(self: Converter, node: fx.Node) -> View:
-    kind = REDUCTIONS[op_name(node)]
-    dims = _reduced_dims(node)
-    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-    example = node.meta["val"]
+def _index_select_refusal(node: fx.Node) -> str | None:
+    if node.args[0].meta["val"].dim() == 0:
+        return "index_select of a 0-dim tensor is not supported"
+    return _index_dtype_refusal(node, node.args[2])
+
+
+@ATEN.handles("aten.index_select.default", accepts=_nonempty(_index_select_refusal))
+def _index_select(self: Converter, node: fx.Node) -> View:
+    source = self.view(self.values[node.args[0]])
+    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    out = node.meta["val"]
+    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), [-1])
+    strides = list(meta.stride())
+    strides[dim] = 0
+    along = [0] * meta.dim()
+    along[dim] = index_strides[0]
+    pick = Pick(index, along, meta.shape[dim], meta.stride(dim))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _gather_refusal(node: fx.Node) -> str | None:
+    if node.args[0].meta["val"].dim() == 0:
+        return "gather of a 0-dim tensor is not supported"
+    return _index_dtype_refusal(node, node.args[2])
+
+
+@ATEN.handles("aten.gather.default", accepts=_nonempty(_gather_refusal))
+def _gather_along(self: Converter, node: fx.Node) -> View:
+    """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim."""
+    source = self.view(self.values[node.args[0]])
+    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    out = node.meta["val"]
+    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), out.shape)
+    strides = list(meta.stride())
+    strides[dim] = 0
+    pick = Pick(index, index_strides, meta.shape[dim], meta.stride(dim))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _advanced_index_refusal(node: fx.Node) -> str | None:
+    indices = [i for i in node.args[1] if i is not None]
+    for index in indices:
+        refusal = _index_dtype_refusal(node, index)
+        if refusal is not None:
+            return refusal
+    if len(indices) > INDEX_TENSORS:
+        return f"indexing by {len(indices)} index tensors: at most {INDEX_TENSORS} are supported"
+    return None
+
+
+@ATEN.handles("aten.index.Tensor", accepts=_nonempty(_advanced_index_refusal))
+def _advanced_index(self: Converter, node: fx.Node) -> View:
+    """x[..., a, b, ...] by integer index tensors (None entries take a whole dim): the
+    indexed dims become the broadcast shape of the indices, in their place when they are
+    adjacent and first otherwise, as torch does it."""
+    source = self.view(self.values[node.args[0]])
+    meta, out = source.meta, node.meta["val"]
+    entries = list(node.args[1]) + [None] * (meta.dim() - len(node.args[1]))
+    indexed = [d for d, entry in enumerate(entries) if entry is not None]
+    views = [self.view(self.values[entries[d]]) for d in indexed]
+    broadcast = list(torch.broadcast_shapes(*(v.meta.shape for v in views)))
+    kept = [d for d in range(meta.dim()) if d not in indexed]
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    # each output dim: ("x", a dim of x) or ("index", a dim of the broadcast indices)
+    at = indexed[0] if adjacent else 0
+    layout = [("x", d) for d in kept[:at] if adjacent]
+    layout += [("index", b) for b in range(len(broadcast))]
+    layout += [("x", d) for d in (kept[at:] if adjacent else kept)]
+    strides = [meta.stride(d) if kind == "x" else 0 for kind, d in layout]
+    picks = []
+    for d, view in zip(indexed, views, strict=True):
+        base, index_strides = _index_base(self, view, broadcast)
+        along = [index_strides[b] if kind == "index" else 0 for kind, b in layout]
+        picks.append(Pick(base, along, meta.shape[d], meta.stride(d)))
+    return _gather(self, source, out, strides, meta.storage_offset(), picks)
+
+
+def _rows(self: Converter, node: fx.Node) -> View:
+    """Rows of a table (args[0]) by ids of any shape (args[1]): an embedding of a table
+    the embedding family does not take."""
+    source = self.view(self.values[node.args[0]])
+    ids = self.view(self.values[node.args[1]])
+    meta, out = source.meta, node.meta["val"]
+    index, index_strides = _index_base(self, ids, ids.meta.shape)
+    strides = [0] * ids.meta.dim() + [meta.stride(1)]
+    pick = Pick(index, [*index_strides, 0], meta.shape[0], meta.stride(0))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _slice_scatter_refusal(node: fx.Node) -> str | None:
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    if step != 1:
+        return f"slice_scatter with step {step} is not supported"
+    return None
+
+
+@ATEN.handles("aten.slice_scatter.default", accepts=_nonempty(_slice_scatter_refusal))
+def _slice_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with a slice along dim replaced by src: a cat of the input before the
+    slice, src, and the input after it."""
+    names = ["dim", "start", "end"]
+    bound = {"dim": 0} | dict(zip(names, node.args[2:], strict=False)) | dict(node.kwargs)
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = bound["dim"] % out.dim()
+    size = out.shape[dim]
+    start, end = slice(bound.get("start"), bound.get("end")).indices(size)[:2]
+    return self.result(_spliced(self, view, dim, start, max(start, end), node.args[1]), out)
+
+
+@ATEN.handles("aten.select_scatter.default", accepts=_nonempty())
+def _select_scatter(self: Converter, node: fx.Node) -> View:
+    """The input with one index along dim replaced by src (without that dim)."""
+    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    dim = node.args[2] % out.dim()
+    index = node.args[3] % out.shape[dim]
+    src = self.view(self.values[node.args[1]])
+    src = View(src.base, src.meta.unsqueeze(dim))
+    return self.result(_spliced(self, view, dim, index, index + 1, src), out)
+
+
+def _spliced(
+    self: Converter, view: View, dim: int, start: int, end: int, src: fx.Node | View
+) -> SSAValue:
+    """`view` with its elements [start, end) along dim replaced by `src`'s."""
+    size = view.meta.shape[dim]
+    inserted = src if isinstance(src, View) else self.view(self.values[src])
+    parts = [] if start == 0 else [View(view.base, view.meta.narrow(dim, 0, start))]
+    parts.append(inserted)
+    if end < size:
+        parts.append(View(view.base, view.meta.narrow(dim, end, size - end)))
+    return _cat_of(self, [self.contiguous(p) for p in parts if p.meta.numel()], dim)
+
+
+@ATEN.handles("aten.flip.default", accepts=_nonempty())
+def _flip(self: Converter, node: fx.Node) -> View:
+    """Reads each flipped dim backwards: a negative stride from its last element."""
+    source = self.view(self.values[node.args[0]])
+    meta = source.meta
+    strides, offset = list(meta.stride()), meta.storage_offset()
+    for dim in {int(d) % max(1, meta.dim()) for d in node.args[1]}:
+        offset += (meta.shape[dim] - 1) * strides[dim]
+        strides[dim] = -strides[dim]
+    return _gather(self, source, node.meta["val"], strides, offset)
+
+
+def _roll_refusal(node: fx.Node) -> str | None:
+    shifts = node.args[1]
+    if len(shifts) > INDEX_TENSORS:
+        return f"roll over {len(shifts)} dims: at most {INDEX_TENSORS} are supported"
+    return None
+
+
+@ATEN.handles("aten.roll.default", accepts=_nonempty(_roll_refusal))
+def _roll(self: Converter, node: fx.Node) -> View:
+    """Each rolled dim read through a constant index, (j - shift) mod its size: a roll of
+    no dims rolls the flattened tensor."""
+    source = self.view(self.values[node.args[0]])
+    shifts = list(node.args[1])
+    dims = list(node.args[2]) if len(node.args) > 2 else list(node.kwargs.get("dims", []))
+    out = node.meta["val"]
+    if not dims:
+        flat = self.contiguous(source)
+        flat = self.insert(graph.ReshapeOp(flat, TensorType(flat.type.element_type, [out.numel()])))
+        source, dims = View(flat, torch.empty(out.numel(), dtype=out.dtype, device="meta")), [0]
+    meta = source.meta
+    strides, picks = list(meta.stride()), []
+    for t, (shift, dim) in enumerate(zip(shifts, dims, strict=True)):
+        dim %= meta.dim()
+        size = meta.shape[dim]
+        index = (torch.arange(size) - int(shift)) % max(1, size)
+        along = [0] * meta.dim()
+        along[dim] = 1
+        base = self.constant_arg(f"{node.name}.index{t}", index)
+        picks.append(Pick(base, along, size, strides[dim]))
+        strides[dim] = 0
+    rolled = _gather(self, source, meta, strides, meta.storage_offset(), picks)
+    if list(meta.shape) == list(out.shape):
+        return self.result(rolled.base, out)
+    return self.result(self.insert(graph.ReshapeOp(rolled.base, self.type_of(out))), out)
+
+
+def _triangle_refusal(node: fx.Node) -> str | None:
+    value = node.args[0].meta["val"]
+    if not dtypes.is_float(dtypes.torch_dtype_name(value.dtype)):
+        return f"{op_name(node)} of {value.dtype} values is not supported"
+    return None
+
+
+TRIANGLES = {"aten.triu.default": graph.Triangle.UPPER, "aten.tril.default": graph.Triangle.LOWER}
+
+
+@ATEN.handles(*TRIANGLES, accepts=_nonempty(_triangle_refusal))
+def _triangle(self: Converter, node: fx.Node) -> View:
+    x = self.operand(node.args[0])
+    diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    op = graph.TriangleOp(x, TRIANGLES[op_name(node)], int(diagonal))
+    return self.result(self.insert(op), node.meta["val"])
+
+
+@ATEN.handles("aten.repeat.default", accepts=_nonempty())
+def _repeat(self: Converter, node: fx.Node) -> View:
+    """A copy of the input broadcast along a new dim before each of its own, one per
+    repeat: [r0, n0, r1, n1, ...] read with strides [0, s0, 0, s1, ...]."""
+    source = self.view(self.values[node.args[0]])
+    repeats = list(node.args[1])
+    meta, out = source.meta, node.meta["val"]
+    lead = len(repeats) - meta.dim()
+    sizes = [1] * lead + list(meta.shape)
+    steps = [0] * lead + list(meta.stride())
+    shape = [n for r, size in zip(repeats, sizes, strict=True) for n in (r, size)]
+    strides = [s for step in steps for s in (0, step)]
+    tiled = meta.as_strided(shape, strides, meta.storage_offset())
+    value = self.contiguous(View(source.base, tiled))
+    return self.result(self.insert(graph.ReshapeOp(value, self.type_of(out))), out)
+
+
+def _cat_refusal(node: fx.Node) -> str | None:
+    out = node.meta["val"]
+    mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
+    if not mixed:
+        return None
+    names = ", ".join(sorted(map(str, mixed)))
+    return f"cat of {names} into {out.dtype} needs a conversion, which is not supported"
+
+
+def _cat_of(self: Converter, values: list[SSAValue], dim: int) -> SSAValue:
+    """graph.cat of `values` along dim, in steps of at most PARTS inputs."""
+    if len(values) == 1:
+        return values[0]
+    first, rest = values[:CAT_PARTS], values[CAT_PARTS:]
+    while True:
+        shape = list(first[0].type.get_shape())
+        shape[dim] = sum(v.type.get_shape()[dim] for v in first)
+        typ = TensorType(first[0].type.element_type, shape)
+        value = self.insert(graph.CatOp(first, dim, typ))
+        if not rest:
+            return value
+        first, rest = [value, *rest[: CAT_PARTS - 1]], rest[CAT_PARTS - 1 :]
+
+
+@ATEN.handles("aten.cat.default", accepts=_nonempty(_cat_refusal))
+def _cat(self: Converter, node: fx.Node) -> View:
+    out = node.meta["val"]
+    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    # torch lets an empty 1-d tensor stand in any cat: it adds nothing
+    parts = [arg for arg in node.args[0] if arg.meta["val"].numel()]
+    return self.result(_cat_of(self, [self.operand(arg) for arg in parts], dim), out)
+
+
+@ATEN.handles("aten.stack.default", accepts=_nonempty(_cat_refusal))
+def _stack(self: Converter, node: fx.Node) -> View:
+    """A cat of the inputs, each with a new dim of size 1 at `dim`."""
+    out = node.meta["val"]
+    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    parts = []
+    for arg in node.args[0]:
+        view = self.view(self.values[arg])
+        parts.append(self.contiguous(View(view.base, view.meta.unsqueeze(dim))))
+    return self.result(_cat_of(self, parts, dim), out)
+
+
+def _pad_arguments(node: fx.Node) -> tuple[list[int], str, float]:
+    """(pad, mode, fill) of aten.constant_pad_nd (input, pad, value) or aten.pad (input,
+    pad, mode, value)."""
+    names = (
+        ["pad", "value"]
+        if op_name(node) == "aten.constant_pad_nd.default"
+        else ["pad", "mode", "value"]
+    )
+    bound = dict(zip(names, node.args[1:], strict=False)) | dict(node.kwargs)
+    fill = bound.get("value")
+    return list(bound["pad"]), bound.get("mode", "constant"), 0 if fill is None else fill
+
+
+def _pad_refusal(node: fx.Node) -> str | None:
+    mode = _pad_arguments(node)[1]
+    if mode != "constant":
+        return f"a pad of mode {mode!r} is not supported"
+    return None
+
+
+@ATEN.handles("aten.constant_pad_nd.default", "aten.pad.default", accepts=_nonempty(_pad_refusal))
+def _constant_pad(self: Converter, node: fx.Node) -> View:
+    """Pads (pairs from the last dim back) as cats of constant fills; a negative pad is a
+    slice."""
+    view = self.view(self.values[node.args[0]])
+    pad, _, fill = _pad_arguments(node)
+    out = node.meta["val"]
+    meta = view.meta
+    for pair in range(len(pad) // 2):
+        dim, before, after = meta.dim() - 1 - pair, pad[2 * pair], pad[2 * pair + 1]
+        start, stop = max(0, -before), meta.shape[dim] - max(0, -after)
+        meta = meta.narrow(dim, start, stop - start)
+    value = self.contiguous(View(view.base, meta))
+    for pair in range(len(pad) // 2):
+        dim, before, after = meta.dim() - 1 - pair, pad[2 * pair], pad[2 * pair + 1]
+        parts = [value]
+        for side, width in (("before", before), ("after", after)):
+            if width <= 0:
+                continue
+            shape = list(value.type.get_shape())
+            shape[dim] = width
+            filled = torch.full(shape, fill, dtype=out.dtype)
+            constant = self.constant_arg(f"{node.name}.{side}{dim}", filled)
+            parts.insert(0 if side == "before" else len(parts), constant)
+        value = _cat_of(self, parts, dim)
+    return self.result(value, out)
+
+
+# -- reductions -------------------------------------------------------------------------
+#: each reduction's graph.reduce kind; over the dims `dim` names (all of them where it is
+#: None or [], as torch reads it), or all dims for the overloads that take none
+REDUCTIONS = {
+    **dict.fromkeys(("aten.sum.dim_IntList", "aten.sum.default"), "sum"),
+    **dict.fromkeys(("aten.mean.dim", "aten.mean.default"), "mean"),
+    **dict.fromkeys(("aten.amax.default", "aten.max.default"), "max"),
+    **dict.fromkeys(("aten.amin.default", "aten.min.default"), "min"),
+    **dict.fromkeys(("aten.prod.dim_int", "aten.prod.default"), "prod"),
+    "aten.logsumexp.default": "logsumexp",
+    "aten.argmax.default": "argmax",
+    "aten.argmin.default": "argmin",
+    **dict.fromkeys(("aten.any.default", "aten.any.dim", "aten.any.dims"), "any"),
+    **dict.fromkeys(("aten.all.default", "aten.all.dim", "aten.all.dims"), "all"),
+    **dict.fromkeys(("aten.var.correction", "aten.var.dim", "aten.var.default"), "var"),
+    **dict.fromkeys(("aten.std.correction", "aten.std.dim", "aten.std.default"), "std"),
+}
+#: reductions that give two results (a value and its index, a variance and a mean): two
+#: reductions of the same rows
+PAIRED_REDUCTIONS = {
+    "aten.max.dim": ("max", "argmax"),
+    "aten.min.dim": ("min", "argmin"),
+    "aten.aminmax.default": ("min", "max"),
+    **dict.fromkeys(("aten.var_mean.dim", "aten.var_mean.correction"), ("var", "mean")),
+    **dict.fromkeys(("aten.std_mean.dim", "aten.std_mean.correction"), ("std", "mean")),
+}
+#: the longest float row argmax and argmin index exactly (their indices reduce as f32)
+ARG_COLS_MAX = 2**24
+
+
+def _arguments(node: fx.Node) -> dict:
+    """The node's arguments by the names of its op's schema, defaults filled in."""
+    schema = node.target._schema
+    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    bound |= dict(zip((a.name for a in schema.arguments), node.args, strict=False))
+    return bound | dict(node.kwargs)
+
+
+def _reduction_kinds(node: fx.Node) -> tuple[str, ...]:
+    return PAIRED_REDUCTIONS.get(op_name(node)) or (REDUCTIONS[op_name(node)],)
+
+
+def _reduced(bound: dict, rank: int) -> list[int]:
+    """The dims a reduction reduces, ascending: all of them where it names none."""
+    dims = bound.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not dims or rank == 0:
+        return list(range(rank))
+    return sorted({int(d) % rank for d in dims})
+
+
+def _correction(bound: dict) -> object:
+    """var's and std's divisor is the count less this (unbiased: 1)."""
+    if "correction" in bound:
+        return 1 if bound["correction"] is None else bound["correction"]
+    return 1 if bound.get("unbiased", True) else 0
+
+
+def _reduction_refusal(node: fx.Node) -> str | None:
+    bound = _arguments(node)
+    x = node.args[0].meta["val"]
+    floating = x.dtype.is_floating_point
+    if x.numel() == 0:
+        return "a reduction of an empty tensor is not supported"
+    cols = _numel([int(x.shape[d]) for d in _reduced(bound, x.dim())])
+    for kind in _reduction_kinds(node):
+        if graph.REDUCE_KINDS[kind][0] == "float" and not floating:
+            return f"{kind} of {x.dtype} is not supported"
+        if kind in ("any", "all") and floating:
+            return f"{kind} of {x.dtype} is not supported: compare it with 0 first"
+        if kind in ("argmax", "argmin") and floating and cols >= ARG_COLS_MAX:
+            return f"{kind} over {cols} elements: at most {ARG_COLS_MAX - 1} are supported"
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"{op_name(node)} of {x.dtype} is not supported"
+    examples = node.meta["val"]
+    examples = examples if isinstance(examples, (list, tuple)) else [examples]
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        if _element_type(example.dtype) != graph.reduce_result_dtype(kind, element):
+            # a `dtype=` that is not the one torch gives anyway
+            return f"{op_name(node)} to {example.dtype} (a dtype conversion) is not supported"
+    corrected = set(_reduction_kinds(node)) & set(graph.CORRECTED_KINDS)
+    if corrected and int(_correction(bound)) != _correction(bound):
+        return f"{op_name(node)} with a correction of {_correction(bound)} is not supported"
+    return None
+
+
+@ATEN.handles(*REDUCTIONS, *PAIRED_REDUCTIONS, accepts=_reduction_refusal)
+def _reduce(self: Converter, node: fx.Node) -> object:
+    """A reduction over any dims: the kept dims in order, then the reduced ones merged into
+    one last dim (a copy where they are not last already), reduced as rows; the result is
+    reshaped to torch's (keepdim's dims of size 1 move no element)."""
+    bound = _arguments(node)
     source = self.view(self.values[node.args[0]])
     rank = source.meta.dim()
-    dim = int(dims[0]) % rank
-    # the reduced dim moves last, the others keep their order; a kept dim of size 1 goes
-    # back to its place by a reshape, which moves no element
-    order = [d for d in range(rank) if d != dim] + [dim]
-    x = self.contiguous(View(source.base, source.meta.permute(order)))
-    reduced = list(x.type.get_shape())[:-1] + ([1] if keepdim else [])
-    value = self.insert(graph.ReduceOp(x, kind, TensorType(x.type.element_type, reduced)))
+    reduced = _reduced(bound, rank)
+    examples = node.meta["val"]
+    examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
+    if not source.meta.dtype.is_floating_point:
+        kinds = zip(_reduction_kinds(node), examples, strict=True)
+        results = [_reduce_integers(self, source, reduced, k, e) for k, e in kinds]
+        return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+    kept = [d for d in range(rank) if d not in reduced]
+    meta = source.meta.permute(kept + reduced) if rank else source.meta
+    x = self.contiguous(View(source.base, meta))
+    kept_shape = [int(source.meta.shape[d]) for d in kept]
+    cols = x.type.element_count() // max(1, _numel(kept_shape))
+    rows_type = TensorType(x.type.element_type, [*kept_shape, cols])
+    if x.type != rows_type:
+        x = self.insert(graph.ReshapeOp(x, rows_type))
+    results = []
+    for kind, example in zip(_reduction_kinds(node), examples, strict=True):
+        out = self.type_of(example)
+        shape = list(out.get_shape())
+        reduced_shape = shape if shape in (kept_shape, [*kept_shape, 1]) else kept_shape
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        correction = int(_correction(bound)) if kind in graph.CORRECTED_KINDS else None
+        op = graph.ReduceOp(x, kind, TensorType(element, reduced_shape), correction)
+        value = self.insert(op)
+        if value.type != out:
+            value = self.insert(graph.ReshapeOp(value, out))
+        results.append(self.result(value, example))
+    return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+
+
+def _reduce_integers(
+    self: Converter, source: View, reduced: list[int], kind: str, example: torch.Tensor
+) -> View:
+    """An integer reduction, read in place (integer tensors have no strided copy): each run
+    of adjacent reduced dims, the last first, is the middle dim of [before, run, after]
+    (a kind over several runs reduces in steps: a sum of sums, an any of anys; argmax and
+    argmin reduce one dim, or all of them, one run)."""
+    x = self.contiguous(source)
+    shape = [int(size) for size in source.meta.shape]
+    runs: list[list[int]] = []
+    for d in reduced:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    for run in reversed(runs):
+        first, end = run[0], run[-1] + 1
+        before, after = _numel(shape[:first]), _numel(shape[end:])
+        lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
+        if x.type != lines:
+            x = self.insert(graph.ReshapeOp(x, lines))
+        element = graph.reduce_result_dtype(kind, x.type.element_type)
+        x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before, after]), dim=1))
+        shape = shape[:first] + shape[end:]
+    return _shaped_as(self, x, example)
+
+
+def _cumsum_refusal(node: fx.Node) -> str | None:
+    x, out = node.args[0].meta["val"], node.meta["val"]
+    element = _element_type(x.dtype)
+    if element is None:
+        return f"cumsum of {x.dtype} is not supported"
+    if x.numel() == 0:
+        return "a cumsum of an empty tensor is not supported"
+    if _element_type(out.dtype) != graph.reduce_result_dtype("sum", element):
+        return f"cumsum to {out.dtype} (a dtype conversion) is not supported"
+    return None
+
+
+@ATEN.handles("aten.cumsum.default", accepts=_cumsum_refusal)
+def _cumsum(self: Converter, node: fx.Node) -> View:
+    """A prefix sum over any dim, read in place."""
+    example = node.meta["val"]
+    x = self.operand(node.args[0])
+    if not x.type.get_shape():
+        x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
+    rank = len(x.type.get_shape())
+    dim = int(node.args[1]) % rank
+    element = graph.reduce_result_dtype("sum", x.type.element_type)
+    typ = TensorType(element, x.type.get_shape())
+    scan = graph.CumsumOp(x, typ, None if dim == rank - 1 else dim)
+    return _shaped_as(self, self.insert(scan), example)
+
+
+def _element_type(dtype: torch.dtype) -> Attribute | None:
+    """The graph's element type of a torch dtype (a bool is i8), None for one it lacks."""
+    if dtype == torch.bool:
+        return i8
+    name = dtypes.torch_dtype_name(dtype)
+    return dtypes.xdsl_type(name) if name is not None and name != "i8" else None
+
+
+def _shaped_as(self: Converter, value: SSAValue, example: torch.Tensor) -> View:
+    """`value` reshaped to the example's shape (the elements in the same order)."""
     out = self.type_of(example)
     if value.type != out:
         value = self.insert(graph.ReshapeOp(value, out))
     return self.result(value, example)
 
 
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
 def _softmax_refusal(node: fx.Node) -> str | None:
-    if node.meta["val"].dtype == node.args[0].meta["val"].dtype:
+    x = node.args[0].meta["val"]
+    if x.dim() == 0 or x.numel() == 0:
+        return f"{op_name(node)} of a tensor of shape {list(x.shape)} is not supported"
+    if node.meta["val"].dtype == x.dtype:
         return None
-    return "softmax with a dtype conversion is not supported"
+    return f"{op_name(node)} with a dtype conversion is not supported"
 
 
 @ATEN.handles("aten.softmax.int", "aten._softmax.default", accepts=_softmax_refusal)
@@ -835,122 +1549,267 @@ def _softmax(self: Converter, node: fx.Node) -> View:
     return self.over_last_dim(node, int(node.args[1]), build)
 
 
+@ATEN.handles("aten._log_softmax.default", "aten.log_softmax.int", accepts=_softmax_refusal)
+def _log_softmax(self: Converter, node: fx.Node) -> View:
+    """x - logsumexp(x) over a dim: a row reduction, then a subtraction of its column."""
+
+    def build(x: SSAValue) -> SSAValue:
+        shape = list(x.type.get_shape())
+        lse_type = TensorType(x.type.element_type, [*shape[:-1], 1])
+        lse = self.insert(graph.ReduceOp(x, "logsumexp", lse_type))
+        return self.insert(graph.SubOp(x, lse, x.type))
+
+    return self.over_last_dim(node, int(node.args[1]), build)
+
+
 # -- matmuls ----------------------------------------------------------------------------
-@ATEN.handles("aten.linear.default")
+def _linear_refusal(node: fx.Node) -> str | None:
+    x, w = node.args[0].meta["val"], node.args[1].meta["val"]
+    if w.dim() != 2:
+        return f"linear with a weight of shape {list(w.shape)} is not supported"
+    return _operands_refusal(x, w)
+
+
+@ATEN.handles("aten.linear.default", accepts=_linear_refusal)
 def _linear(self: Converter, node: fx.Node) -> View:
+    """x · wᵀ (+ bias); a vector x is a matrix of one row."""
     x_arg, w_arg = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     out = node.meta["val"]
     x = self.operand(x_arg)
+    if len(x.type.get_shape()) == 1:
+        x = self.insert(
+            graph.ReshapeOp(x, TensorType(x.type.element_type, [1, *x.type.get_shape()]))
+        )
+    n = int(node.args[1].meta["val"].shape[0])
+    typ = TensorType(x.type.element_type, [*x.type.get_shape()[:-1], n])
     weight = self.values[w_arg]
     if isinstance(weight, Constant):
         w = self.constant_arg(f"{weight.name}.T", weight.tensor.t())
-        product = graph.MatmulOp(x, w, self.type_of(out), transpose_b=False)
+        product = graph.MatmulOp(x, w, typ, transpose_b=False)
     else:
-        product = graph.MatmulOp(x, self.operand(w_arg), self.type_of(out), transpose_b=True)
+        product = graph.MatmulOp(x, self.operand(w_arg), typ, transpose_b=True)
     value = self.insert(product)
     if bias is not None:
         value = self.insert(graph.AddOp(value, self.operand(bias), value.type))
+    if value.type != self.type_of(out):
+        value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return self.result(value, out)
 
 
-def _matmul_refusal_of(lhs_arg: fx.Node, rhs_arg: fx.Node) -> str | None:
-    a, b = lhs_arg.meta["val"], rhs_arg.meta["val"]
-    if a.dim() < 2 or b.dim() < 2:
-        return "matmul of a vector is not supported"
-    if b.dim() > 2 and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
-        return f"matmul batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} differ"
-    if a.dim() == 2 and b.dim() > 2:
-        return "matmul of a matrix by a batch of matrices is not supported"
+def _operands_refusal(*operands: torch.Tensor) -> str | None:
+    for tensor in operands:
+        if not tensor.dtype.is_floating_point:
+            return f"a product of {tensor.dtype} tensors is not supported"
+        if tensor.dim() == 0 or tensor.numel() == 0:
+            return f"a product of a tensor of shape {list(tensor.shape)} is not supported"
     return None
 
 
 def _matmul_refusal(node: fx.Node) -> str | None:
-    return _matmul_refusal_of(node.args[0], node.args[1])
+    return _operands_refusal(node.args[0].meta["val"], node.args[1].meta["val"])
 
 
-@ATEN.handles("aten.matmul.default", "aten.mm.default", "aten.bmm.default", accepts=_matmul_refusal)
+@ATEN.handles(
+    "aten.matmul.default",
+    "aten.mm.default",
+    "aten.bmm.default",
+    "aten.mv.default",
+    "aten.dot.default",
+    accepts=_matmul_refusal,
+)
 def _matmul(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
     return self.result(_matmul_of(self, node.args[0], node.args[1], out), out)
 
 
 def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.Tensor) -> SSAValue:
-    """lhs · rhs, of operands `_matmul_refusal_of` accepts."""
+    """lhs · rhs as torch.matmul takes them: a vector lhs is a matrix of one row and a
+    vector rhs one of one column, dropped from the result; the batch dims broadcast (a
+    broadcast lhs is expanded by a copy, an rhs whose batch dims are all 1 is one matrix
+    shared by the batch)."""
+    lhs_view, rhs_view = self.view(self.values[lhs_arg]), self.view(self.values[rhs_arg])
+    a, b = lhs_view.meta, rhs_view.meta
+    a = a.unsqueeze(0) if a.dim() == 1 else a
+    b = b.unsqueeze(-1) if b.dim() == 1 else b
+    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = a.expand(*batch, *a.shape[-2:])
+    if all(size == 1 for size in b.shape[:-2]):
+        b = b.reshape(b.shape[-2:]) if b.dim() > 2 else b
+    else:
+        b = b.expand(*batch, *b.shape[-2:])
     # a transposed rhs (k.transpose(-2, -1)) is read in place as A · Bᵀ
-    rhs_view = self.view(self.values[rhs_arg])
-    transposed = View(rhs_view.base, rhs_view.meta.transpose(-2, -1))
-    if transposed.meta.is_contiguous() and not rhs_view.meta.is_contiguous():
+    transposed = View(rhs_view.base, b.transpose(-2, -1))
+    if transposed.meta.is_contiguous() and not b.is_contiguous():
         rhs, transpose_b = self.contiguous(transposed), True
     else:
-        rhs, transpose_b = self.contiguous(rhs_view), False
-    lhs = self.operand(lhs_arg)
-    return self.insert(graph.MatmulOp(lhs, rhs, self.type_of(out), transpose_b))
+        rhs, transpose_b = self.contiguous(View(rhs_view.base, b)), False
+    lhs = self.contiguous(View(lhs_view.base, a))
+    typ = TensorType(lhs.type.element_type, [*batch, a.shape[-2], b.shape[-1]])
+    value = self.insert(graph.MatmulOp(lhs, rhs, typ, transpose_b))
+    if value.type != self.type_of(out):
+        value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
+    return value
 
 
-def _addmm_refusal(node: fx.Node) -> str | None:
-    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
-        return "addmm with alpha or beta is not supported"
-    return _matmul_refusal_of(node.args[1], node.args[2])
+def _scaled_sum_refusal(node: fx.Node) -> str | None:
+    """addmm, addmv, baddbmm: beta · self + alpha · (a · b), of float operands."""
+    return _operands_refusal(*(arg.meta["val"] for arg in node.args[:3]))
 
 
-@ATEN.handles("aten.addmm.default", accepts=_addmm_refusal)
+@ATEN.handles(
+    "aten.addmm.default",
+    "aten.addmv.default",
+    "aten.baddbmm.default",
+    accepts=_scaled_sum_refusal,
+)
 def _addmm(self: Converter, node: fx.Node) -> View:
-    """bias + x · w (what F.linear of a 2-d input is below autograd)."""
+    """beta · self + alpha · (a · b) (what F.linear of a 2-d input is below autograd); the
+    scales are elementwise ops the product's epilogue takes, and beta = 0 ignores self (NaN
+    included) as torch does."""
     bias, x_arg, w_arg = node.args[:3]
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
     out = node.meta["val"]
     product = _matmul_of(self, x_arg, w_arg, out)
-    return self.result(self.insert(graph.AddOp(product, self.operand(bias), product.type)), out)
+    if alpha != 1:
+        product = self.insert(graph.MulOp(product, self.scalar(alpha, product), product.type))
+    if beta == 0:
+        return self.result(product, out)
+    addend = self.tensor_or_scalar(bias, product.type)
+    if beta != 1:
+        addend = self.insert(graph.MulOp(addend, self.scalar(beta, addend), addend.type))
+    return self.result(self.insert(graph.AddOp(product, addend, product.type)), out)
 
 
 # -- norms ------------------------------------------------------------------------------
-def _last_dim_only(norm: str) -> Refusal:
-    """Refuses a norm over more than the last dim (its normalized_shape, args[1])."""
+def _norm_refusal(norm: str) -> Refusal:
+    """Refuses a norm over no dims (its normalized_shape, args[1]) or of an empty tensor."""
 
     def refusal(node: fx.Node) -> str | None:
-        if len(node.args[1]) == 1:
-            return None
-        return f"{norm} over more than the last dim is not supported"
+        x = node.args[0].meta["val"]
+        if not node.args[1] or x.numel() == 0:
+            return f"{norm} of {list(x.shape)} over {list(node.args[1])} is not supported"
+        return None
 
     return refusal
 
 
-@ATEN.handles("aten.layer_norm.default", accepts=_last_dim_only("layer_norm"))
+def _norm_rows(self: Converter, x_arg: fx.Node, dims: int) -> SSAValue:
+    """x with its `dims` normalised trailing dims merged into one (no element moves)."""
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [*shape[: len(shape) - dims], _numel(shape[-dims:])])
+    return x if x.type == rows else self.insert(graph.ReshapeOp(x, rows))
+
+
+def _norm_param(
+    self: Converter, node: fx.Node, arg: object, size: int, like: torch.Tensor, fill: float
+) -> SSAValue:
+    """A norm's weight or bias flattened to [size]; an absent one is ones or zeros."""
+    if arg is None:
+        return _filled(self, node, size, like, fill)
+    param = self.operand(arg)
+    flat = TensorType(param.type.element_type, [size])
+    return param if param.type == flat else self.insert(graph.ReshapeOp(param, flat))
+
+
+@ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _layer_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     bias = node.args[3] if len(node.args) > 3 else None
     eps = node.args[4] if len(node.args) > 4 else 1e-5
-    x = self.operand(x_arg)
+    x = _norm_rows(self, x_arg, len(shape))
     example = _value(node)
-    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
-    b = self.operand(bias) if bias is not None else _filled(self, node, shape[0], example, 0.0)
-    return self.result(self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
+    size = x.type.get_shape()[-1]
+    w = _norm_param(self, node, weight, size, example, 1.0)
+    b = _norm_param(self, node, bias, size, example, 0.0)
+    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
 
 
-@ATEN.handles("aten.native_layer_norm.default", accepts=_last_dim_only("layer_norm"))
+@ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _native_layer_norm(self: Converter, node: fx.Node) -> list:
     """LayerNorm's output; its saved mean and rstd have no user in inference."""
     return [_layer_norm(self, node), None, None]
 
 
-@ATEN.handles("aten.rms_norm.default", accepts=_last_dim_only("rms_norm"))
+@ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
 def _rms_norm(self: Converter, node: fx.Node) -> View:
     x_arg, shape = node.args[0], node.args[1]
     weight = node.args[2] if len(node.args) > 2 else None
     eps = node.args[3] if len(node.args) > 3 else None
-    example = node.meta["val"]
+    example = _value(node)
     if eps is None:
         eps = torch.finfo(example.dtype).eps
-    x = self.operand(x_arg)
-    w = self.operand(weight) if weight is not None else _filled(self, node, shape[0], example, 1.0)
-    return self.result(self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+    x = _norm_rows(self, x_arg, len(shape))
+    w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+
+
+@ATEN.handles("aten._fused_rms_norm.default", accepts=_norm_refusal("rms_norm"))
+def _fused_rms_norm(self: Converter, node: fx.Node) -> list:
+    """RMSNorm's output (what rms_norm is below autograd); its saved rstd has no user."""
+    return [_rms_norm(self, node), None]
 
 
 def _filled(self: Converter, node: fx.Node, size: int, like: torch.Tensor, fill: float) -> SSAValue:
     """A norm's absent weight (ones) or bias (zeros), as a constant."""
     tensor = torch.full((size,), fill, dtype=like.dtype)
     return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
+
+
+#: inference batch norms: (the index of `training` in the arguments or None, of eps)
+BATCH_NORMS = {
+    "aten.batch_norm.default": (5, 7),
+    "aten.native_batch_norm.default": (5, 7),
+    "aten._native_batch_norm_legit_no_training.default": (None, 6),
+}
+
+
+def _batch_norm_refusal(node: fx.Node) -> str | None:
+    training, _ = BATCH_NORMS[op_name(node)]
+    x = node.args[0].meta["val"]
+    if training is not None and node.args[training]:
+        return "batch_norm in training mode (batch statistics) is not supported"
+    if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
+        return f"batch_norm of {x.dtype}{list(x.shape)} is not supported"
+    for arg in node.args[1:5]:
+        if arg is not None and not isinstance(arg.meta.get("val"), torch.Tensor):
+            return "batch_norm with a parameter that is not a tensor is not supported"
+    return None
+
+
+@ATEN.handles(*BATCH_NORMS, accepts=_batch_norm_refusal)
+def _batch_norm(self: Converter, node: fx.Node) -> object:
+    """(x - mean) · rsqrt(var + eps) · w + b with the running statistics, as x · scale +
+    shift per channel (dim 1), folded at compile time from the weights: x is read as rows
+    [batch · channels, the rest], the scale and shift as a column of one value per row."""
+    _, eps_index = BATCH_NORMS[op_name(node)]
+    x_arg, weight, bias, mean, var = node.args[:5]
+    eps = float(node.args[eps_index])
+    stats = [self.values[a] if a is not None else None for a in (weight, bias, mean, var)]
+    if any(s is not None and not isinstance(s, Constant) for s in stats):
+        raise self.error("batch_norm with statistics or parameters that are not weights")
+    w, b, m, v = (s.tensor.double() if s is not None else None for s in stats)
+    channels = int(node.args[0].meta["val"].shape[1])
+    scale = torch.rsqrt(v + eps) if v is not None else torch.ones(channels, dtype=torch.float64)
+    scale = scale * w if w is not None else scale
+    shift = -m * scale if m is not None else torch.zeros(channels, dtype=torch.float64)
+    shift = shift + b if b is not None else shift
+    example = _value(node)
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [shape[0] * channels, _numel(shape[2:])])
+    x = self.insert(graph.ReshapeOp(x, rows))
+    columns = [
+        self.constant_arg(
+            f"{node.name}.{name}", t.repeat(shape[0]).reshape(-1, 1).to(example.dtype)
+        )
+        for name, t in (("scale", scale), ("shift", shift))
+    ]
+    y = self.insert(graph.MulOp(x, columns[0], rows))
+    y = _shaped_as(self, self.insert(graph.AddOp(y, columns[1], rows)), example)
+    return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
 
 
 # -- attention --------------------------------------------------------------------------

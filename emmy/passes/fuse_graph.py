@@ -49,7 +49,9 @@ from emmy.families.chains import (
     ElementwiseGroup,
     broadcast_kinds,
     collect_group,
+    dtype_of,
     is_elementwise,
+    of_one_float_dtype,
     shape_of,
 )
 from emmy.families.family import Fuses
@@ -155,6 +157,7 @@ def fuse_row(rewriter: PatternRewriter, op: Operation, epilogue: ElementwiseGrou
         assert isinstance(x.owner, Operation)
         candidate = collect_group(x.owner)
         fits = broadcast_kinds(candidate.inputs, shape) is not None
+        fits = fits and of_one_float_dtype(candidate, dtype_of(x))
         if fits and fusable_product(candidate, fusing(Fuses.EPILOGUE)) is None:
             prologue = candidate
     if prologue and epilogue and x in collect_group(epilogue.root, op.results[0]).inputs:
@@ -187,12 +190,14 @@ class FuseElementwise(RewritePattern):
             return
         group = collect_group(op)
         rows = fusable_product(group, fusing(Fuses.PROLOGUE_AND_EPILOGUE))
+        if rows is not None and not of_one_float_dtype(group, dtype_of(rows)):
+            rows = None  # a row kernel has one storage type
         if rows is not None and broadcast_kinds(group.inputs, shape_of(rows)) is not None:
             assert isinstance(rows.owner, Operation)
             fuse_row(rewriter, rows.owner, group)
             return
         product = fusable_product(group, fusing(Fuses.EPILOGUE))
-        if product is not None:
+        if product is not None and of_one_float_dtype(group, dtype_of(product)):
             assert isinstance(product.owner, Operation)
             group = collect_group(op, product)
             fuse(rewriter, [product.owner, *group.ops], op.results[0])

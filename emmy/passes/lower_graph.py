@@ -119,7 +119,7 @@ class LowerFused(RewritePattern):
         else:
             x = anchor.operands[0].owner
             fusion = Fusion(
-                prologue=x if isinstance(x, (graph.UnaryOp, graph.BinaryOp)) else None,
+                prologue=x if isinstance(x, graph.ElementwiseOp) else None,
                 epilogue=root if root is not anchor else None,
                 stores_input=len(op.outputs) == 2,
             )

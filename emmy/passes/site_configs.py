@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from emmy.dialects import fork
 from emmy.dsl.evaluate import EvaluationError, holds
-from emmy.dsl.keys import parse_key
+from emmy.dsl.keys import complete_key, parse_key
+from emmy.dsl.library import families
 from emmy.errors import EmmyError
 
 Config = dict[str, fork.Option]
@@ -26,7 +27,11 @@ class SiteSpace:
         self.constraints = [
             (k.knob_name.data, k.constraint.data) for k in knobs if k.constraint is not None
         ]
-        self.key = parse_key(site.key.data)
+        # a key's text leaves out the names at their declared defaults, which the
+        # constraints may read
+        decl = families().get(site.family.data)
+        key = parse_key(site.key.data)
+        self.key = complete_key(decl, key) if decl is not None else key
 
     def is_valid(self, config: Config) -> bool:
         env = {**self.key, **config}

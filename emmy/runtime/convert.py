@@ -56,7 +56,8 @@ def to_storage(tensor: torch.Tensor) -> np.ndarray:
 
 
 def from_storage(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    # ascontiguousarray makes a 0-d array 1-d: the shape is put back
+    tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
     if dtype in (torch.bfloat16, torch.bool):  # bf16's bits; a mask's bytes, 0 or 1
         return tensor.view(dtype)
     return tensor

@@ -174,6 +174,15 @@ __device__ __forceinline__ float fmax(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ float fmin(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ float abs(float x) { return fabsf(x); }
 __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ float expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ float log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ float sin(float x) { return sinf(x); }
+__device__ __forceinline__ float cos(float x) { return cosf(x); }
+__device__ __forceinline__ float floor(float x) { return floorf(x); }
+__device__ __forceinline__ float ceil(float x) { return ceilf(x); }
+__device__ __forceinline__ float rint(float x) { return rintf(x); }
+__device__ __forceinline__ float trunc(float x) { return truncf(x); }
+__device__ __forceinline__ float pow(float x, float y) { return powf(x, y); }
 
 // ---- tensor cores, ldmatrix and cp.async (sm_80+); layouts at frag_a ----
 // Two values rounded to T and packed, lo in the low half: one cvt for both.
@@ -299,6 +308,133 @@ __device__ __forceinline__ void store(T* p, float v) {
   *p = from_float<T>(v);
 }
 
+// ---- pointwise ops: one function per op of emmy/families/pointwise_ops.py ----
+// Each is torch's definition of the op. Floats arrive as f32 (every float storage type
+// computes in f32), integers as int or long long (exact, in their own width), bools as bool.
+#define EMMY_PW __device__ __forceinline__
+EMMY_PW bool is_nan(float x) { return x != x; }
+EMMY_PW float pw_abs(float x) { return abs(x); }
+template <class I>
+EMMY_PW I pw_abs(I x) { return x < 0 ? -x : x; }
+EMMY_PW float pw_sqrt(float x) { return sqrt(x); }
+EMMY_PW float pw_rsqrt(float x) { return 1.0f / sqrt(x); }
+EMMY_PW float pw_log(float x) { return log(x); }
+EMMY_PW float pw_log1p(float x) { return log1p(x); }
+EMMY_PW float pw_expm1(float x) { return expm1(x); }
+EMMY_PW float pw_sin(float x) { return sin(x); }
+EMMY_PW float pw_cos(float x) { return cos(x); }
+EMMY_PW float pw_erf(float x) { return erf(x); }
+EMMY_PW float pw_reciprocal(float x) { return 1.0f / x; }
+// sign(nan) is 0, as torch's (0 < x) - (x < 0)
+template <class T>
+EMMY_PW T pw_sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+// rounding: integers are already whole; round() is half to even, as torch's
+EMMY_PW float pw_floor(float x) { return floor(x); }
+EMMY_PW float pw_ceil(float x) { return ceil(x); }
+EMMY_PW float pw_round(float x) { return rint(x); }
+EMMY_PW float pw_trunc(float x) { return trunc(x); }
+template <class I>
+EMMY_PW I pw_floor(I x) { return x; }
+template <class I>
+EMMY_PW I pw_ceil(I x) { return x; }
+template <class I>
+EMMY_PW I pw_round(I x) { return x; }
+template <class I>
+EMMY_PW I pw_trunc(I x) { return x; }
+EMMY_PW float pw_pow(float x, float y) { return pow(x, y); }
+// an integer power by squaring; a negative exponent leaves 1, -1 or 0, as torch's
+template <class I>
+EMMY_PW I pw_pow(I x, I y) {
+  if (y < 0) return x == 1 ? I(1) : x == -1 ? ((y & 1) ? I(-1) : I(1)) : I(0);
+  I r = 1;
+  for (; y; y >>= 1, x *= x)
+    if (y & 1) r *= x;
+  return r;
+}
+// clamps and extrema propagate a NaN of x (and maximum/minimum one of either side)
+EMMY_PW float pw_clamp_min(float x, float lo) { return is_nan(x) ? x : fmax(x, lo); }
+EMMY_PW float pw_clamp_max(float x, float hi) { return is_nan(x) ? x : fmin(x, hi); }
+EMMY_PW float pw_clamp(float x, float lo, float hi) { return pw_clamp_max(pw_clamp_min(x, lo), hi); }
+template <class I>
+EMMY_PW I pw_clamp_min(I x, I lo) { return x < lo ? lo : x; }
+template <class I>
+EMMY_PW I pw_clamp_max(I x, I hi) { return x > hi ? hi : x; }
+template <class I>
+EMMY_PW I pw_clamp(I x, I lo, I hi) { return pw_clamp_max(pw_clamp_min(x, lo), hi); }
+EMMY_PW float pw_maximum(float a, float b) { return is_nan(a) || is_nan(b) ? a + b : fmax(a, b); }
+EMMY_PW float pw_minimum(float a, float b) { return is_nan(a) || is_nan(b) ? a + b : fmin(a, b); }
+template <class I>
+EMMY_PW I pw_maximum(I a, I b) { return a > b ? a : b; }
+template <class I>
+EMMY_PW I pw_minimum(I a, I b) { return a < b ? a : b; }
+// activations
+EMMY_PW float pw_softplus(float x, float beta, float threshold) {
+  return x * beta > threshold ? x : log1p(exp(x * beta)) / beta;
+}
+EMMY_PW float pw_hardsigmoid(float x) { return fmin(fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+EMMY_PW float pw_hardswish(float x) { return x * fmin(fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+EMMY_PW float pw_elu(float x, float alpha, float scale, float input_scale) {
+  return x > 0.0f ? x * scale : alpha * scale * expm1(x * input_scale);
+}
+EMMY_PW float pw_leaky_relu(float x, float slope) { return x > 0.0f ? x : x * slope; }
+EMMY_PW float pw_mish(float x) { return x * tanh(pw_softplus(x, 1.0f, 20.0f)); }
+// comparisons, logic and bits
+template <class T>
+EMMY_PW bool pw_eq(T a, T b) { return a == b; }
+template <class T>
+EMMY_PW bool pw_ne(T a, T b) { return a != b; }
+template <class T>
+EMMY_PW bool pw_lt(T a, T b) { return a < b; }
+template <class T>
+EMMY_PW bool pw_le(T a, T b) { return a <= b; }
+template <class T>
+EMMY_PW bool pw_gt(T a, T b) { return a > b; }
+template <class T>
+EMMY_PW bool pw_ge(T a, T b) { return a >= b; }
+EMMY_PW bool pw_isnan(float x) { return is_nan(x); }
+EMMY_PW bool pw_isinf(float x) { return abs(x) == inf(); }
+template <class I>
+EMMY_PW bool pw_isnan(I) { return false; }
+template <class I>
+EMMY_PW bool pw_isinf(I) { return false; }
+EMMY_PW bool pw_logical_and(bool a, bool b) { return a && b; }
+EMMY_PW bool pw_logical_or(bool a, bool b) { return a || b; }
+EMMY_PW bool pw_logical_xor(bool a, bool b) { return a != b; }
+EMMY_PW bool pw_logical_not(bool a) { return !a; }
+template <class I>
+EMMY_PW I pw_bitwise_and(I a, I b) { return a & b; }
+template <class I>
+EMMY_PW I pw_bitwise_or(I a, I b) { return a | b; }
+template <class I>
+EMMY_PW I pw_bitwise_xor(I a, I b) { return a ^ b; }
+template <class I>
+EMMY_PW I pw_bitwise_not(I a) { return ~a; }
+EMMY_PW bool pw_bitwise_not(bool a) { return !a; }
+// selection and fused arithmetic
+template <class T>
+EMMY_PW T pw_where(bool c, T a, T b) { return c ? a : b; }
+EMMY_PW float pw_lerp(float a, float b, float w) {
+  return abs(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+template <class T>
+EMMY_PW T pw_addcmul(T x, T a, T b, T value) { return x + value * a * b; }
+EMMY_PW float pw_addcdiv(float x, float a, float b, float value) { return x + value * a / b; }
+// conversions: to a float storage type rounds to it (the value stays an f32); to an
+// integer truncates; to bool is x != 0
+template <class X>
+EMMY_PW float pw_to_f32(X x) { return static_cast<float>(x); }
+template <class X>
+EMMY_PW float pw_to_f16(X x) { return to_float(from_float<f16>(static_cast<float>(x))); }
+template <class X>
+EMMY_PW float pw_to_bf16(X x) { return to_float(from_float<bf16>(static_cast<float>(x))); }
+template <class X>
+EMMY_PW int pw_to_i32(X x) { return static_cast<int>(x); }
+template <class X>
+EMMY_PW long long pw_to_i64(X x) { return static_cast<long long>(x); }
+template <class X>
+EMMY_PW bool pw_to_bool(X x) { return x != X(0); }
+#undef EMMY_PW
+
 // The two values of a word packed as pack_half2<T> makes it (lo in the low half), as floats.
 template <class T>
 __device__ __forceinline__ void unpack(unsigned w, float& lo, float& hi) {
@@ -316,6 +452,14 @@ struct op_sum {
 struct op_max {
   __device__ __forceinline__ static float identity() { return -inf(); }
   __device__ __forceinline__ float operator()(float a, float b) const { return fmax(a, b); }
+};
+struct op_min {
+  __device__ __forceinline__ static float identity() { return inf(); }
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmin(a, b); }
+};
+struct op_prod {
+  __device__ __forceinline__ static float identity() { return 1.0f; }
+  __device__ __forceinline__ float operator()(float a, float b) const { return a * b; }
 };
 
 // Reduces v over each aligned group of GROUP consecutive threads (by linear index) and returns

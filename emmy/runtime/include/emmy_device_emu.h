@@ -213,6 +213,15 @@ inline float fmax(float a, float b) { return fmaxf(a, b); }
 inline float fmin(float a, float b) { return fminf(a, b); }
 inline float abs(float x) { return fabsf(x); }
 inline float inf() { return __builtin_inff(); }
+inline float expm1(float x) { return expm1f(x); }
+inline float log1p(float x) { return log1pf(x); }
+inline float sin(float x) { return sinf(x); }
+inline float cos(float x) { return cosf(x); }
+inline float floor(float x) { return floorf(x); }
+inline float ceil(float x) { return ceilf(x); }
+inline float rint(float x) { return rintf(x); }
+inline float trunc(float x) { return truncf(x); }
+inline float pow(float x, float y) { return powf(x, y); }
 
 // ---- tensor cores, ldmatrix and cp.async: warp collectives computed once per warp ----
 template <class T>

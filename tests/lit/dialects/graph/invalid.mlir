@@ -137,10 +137,50 @@ func.func @rms_norm_dtype(%x : tensor<4x8xf32>, %w : tensor<8xf16>) -> tensor<4x
 // -----
 
 func.func @reduce_kind(%x : tensor<4x8xf32>) -> tensor<4xf32> {
-  %y = graph.reduce %x {kind = "prod"} : tensor<4x8xf32> -> tensor<4xf32>
+  %y = graph.reduce %x {kind = "median"} : tensor<4x8xf32> -> tensor<4xf32>
   func.return %y : tensor<4xf32>
 }
-// CHECK: graph.reduce kind must be sum, mean or max, not 'prod'
+// CHECK: graph.reduce kind must be one of sum, prod, max, min, mean, logsumexp, var, std, argmax, argmin, any, all, not 'median'
+
+// -----
+
+func.func @reduce_argmax_dtype(%x : tensor<4x8xf32>) -> tensor<4xf32> {
+  %y = graph.reduce %x {kind = "argmax"} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: graph.reduce argmax of f32 gives i64, not f32
+
+// -----
+
+func.func @reduce_integer_sum(%x : tensor<4x8xi32>) -> tensor<4xi32> {
+  %y = graph.reduce %x {kind = "sum"} : tensor<4x8xi32> -> tensor<4xi32>
+  func.return %y : tensor<4xi32>
+}
+// CHECK: graph.reduce sum of i32 gives i64, not i32
+
+// -----
+
+func.func @reduce_integer_mean(%x : tensor<4x8xi64>) -> tensor<4xi64> {
+  %y = graph.reduce %x {kind = "mean"} : tensor<4x8xi64> -> tensor<4xi64>
+  func.return %y : tensor<4xi64>
+}
+// CHECK: graph.reduce mean input must be a tensor of f32, f16 or bf16, not tensor<4x8xi64>
+
+// -----
+
+func.func @reduce_correction(%x : tensor<4x8xf32>) -> tensor<4xf32> {
+  %y = graph.reduce %x {kind = "sum", correction = 1 : i64} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: graph.reduce takes a correction with kinds var, std only
+
+// -----
+
+func.func @cumsum_dtype(%x : tensor<4x8xi32>) -> tensor<4x8xi32> {
+  %y = graph.cumsum %x : tensor<4x8xi32> -> tensor<4x8xi32>
+  func.return %y : tensor<4x8xi32>
+}
+// CHECK: graph.cumsum of tensor<4x8xi32> gives tensor<4x8xi64>, not tensor<4x8xi32>
 
 // -----
 
@@ -265,3 +305,51 @@ func.func @fused_yields_another_type(%x : tensor<4xf32>) -> tensor<4xf16> {
   func.return %y : tensor<4xf16>
 }
 // CHECK: graph.fused results must have the types its body yields
+
+// -----
+
+func.func @where_condition(%c : tensor<4xf32>, %x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.where %c, %x, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.where conditions must be tensors of i8 (bool)
+
+// -----
+
+func.func @comparison_result(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.lt %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.lt operands and result must share one dtype
+
+// -----
+
+func.func @bits_of_floats(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.bitwise_xor %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.bitwise_xor operand must be a tensor of i8 (bool), i32 or i64
+
+// -----
+
+func.func @arity(%x : tensor<4xf32>) -> tensor<4xf32> {
+  %a = graph.lerp %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}
+// CHECK: graph.lerp takes 3 operands
+
+// -----
+
+func.func @three_way_broadcast(%x : tensor<4x8xf32>, %y : tensor<8xf32>, %z : tensor<3xf32>) -> tensor<4x8xf32> {
+  %a = graph.clamp %x, %y, %z : tensor<4x8xf32>, tensor<8xf32>, tensor<3xf32> -> tensor<4x8xf32>
+  func.return %a : tensor<4x8xf32>
+}
+// CHECK: graph.clamp shapes [4, 8] and [8] and [3] do not broadcast
+
+// -----
+
+func.func @integer_constant() -> tensor<f32> {
+  %c = graph.constant 3 : i64 -> tensor<f32>
+  func.return %c : tensor<f32>
+}
+// CHECK: graph.constant of floats holds a float, of integers an integer

@@ -51,6 +51,14 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
   %rd = graph.reduce %rn {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
   // CHECK-NEXT: graph.reduce %{{.*}} {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ra = graph.reduce %rn {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  %rv = graph.reduce %rn {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ri = graph.reduce %ids {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
+  %cs = graph.cumsum %ids : tensor<2x8xi64> -> tensor<2x8xi64>
+  // CHECK-NEXT: graph.cumsum %{{.*}} : tensor<2x8xi64> -> tensor<2x8xi64>
   %e = graph.embedding %table, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
   // CHECK-NEXT: graph.embedding %{{.*}}, %{{.*}} : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
   %e32 = graph.embedding %table, %ids32 : tensor<100x64xf32>, tensor<5xi32> -> tensor<5x64xf32>
@@ -76,4 +84,28 @@ func.func @mask_bias(%keep : tensor<2x16xi8>) -> tensor<2x16xbf16> {
   %bias = graph.mask_bias %keep : tensor<2x16xi8> -> tensor<2x16xbf16>
   // CHECK: graph.mask_bias %{{.*}} : tensor<2x16xi8> -> tensor<2x16xbf16>
   func.return %bias : tensor<2x16xbf16>
+}
+
+// the ops of the pointwise table: any arity, mixed dtypes where their roles say so
+func.func @pointwise(%x : tensor<2x3x4x8xf32>, %row : tensor<8xf32>, %s : tensor<f32>,
+                     %ids : tensor<4x8xi64>, %mask : tensor<4x8xi8>) -> tensor<2x3x4x8xf32> {
+  %beta = graph.constant 1.000000e+00 : f32 -> tensor<f32>
+  // CHECK: %{{.*}} = graph.constant 1.000000e+00 : f32 -> tensor<f32>
+  %three = graph.constant 3 : i64 -> tensor<i64>
+  // CHECK-NEXT: %{{.*}} = graph.constant 3 : i64 -> tensor<i64>
+  %sp = graph.softplus %x, %beta, %s : tensor<2x3x4x8xf32>, tensor<f32>, tensor<f32> -> tensor<2x3x4x8xf32>
+  // CHECK-NEXT: graph.softplus %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x3x4x8xf32>, tensor<f32>, tensor<f32> -> tensor<2x3x4x8xf32>
+  %gt = graph.gt %x, %row : tensor<2x3x4x8xf32>, tensor<8xf32> -> tensor<2x3x4x8xi8>
+  // CHECK-NEXT: graph.gt %{{.*}}, %{{.*}} : tensor<2x3x4x8xf32>, tensor<8xf32> -> tensor<2x3x4x8xi8>
+  %w = graph.where %gt, %sp, %s : tensor<2x3x4x8xi8>, tensor<2x3x4x8xf32>, tensor<f32> -> tensor<2x3x4x8xf32>
+  // CHECK-NEXT: graph.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x3x4x8xi8>, tensor<2x3x4x8xf32>, tensor<f32> -> tensor<2x3x4x8xf32>
+  %b = graph.bitwise_and %ids, %three : tensor<4x8xi64>, tensor<i64> -> tensor<4x8xi64>
+  // CHECK-NEXT: graph.bitwise_and %{{.*}}, %{{.*}} : tensor<4x8xi64>, tensor<i64> -> tensor<4x8xi64>
+  %f = graph.convert %b : tensor<4x8xi64> -> tensor<4x8xf32>
+  // CHECK-NEXT: graph.convert %{{.*}} : tensor<4x8xi64> -> tensor<4x8xf32>
+  %n = graph.logical_not %mask : tensor<4x8xi8> -> tensor<4x8xi8>
+  // CHECK-NEXT: graph.logical_not %{{.*}} : tensor<4x8xi8> -> tensor<4x8xi8>
+  %y = graph.add %w, %f : tensor<2x3x4x8xf32>, tensor<4x8xf32> -> tensor<2x3x4x8xf32>
+  // CHECK-NEXT: graph.add
+  func.return %y : tensor<2x3x4x8xf32>
 }

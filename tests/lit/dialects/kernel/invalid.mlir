@@ -30,10 +30,10 @@ kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "x2") {
 kernel.func @k(%x : !kernel.ptr<f32> "x") {
   %c = arith.constant 0 : i32
   %f = arith.constant 0.0 : f32
-  %r = kernel.group_reduce "prod" (%f) group %c strategy %c ["shuffle"]
+  %r = kernel.group_reduce "xor" (%f) group %c strategy %c ["shuffle"]
   kernel.return
 }
-// CHECK: unknown reduction kind 'prod'
+// CHECK: unknown reduction kind 'xor'
 
 // -----
 
@@ -210,3 +210,23 @@ func.func @f() {
   func.return
 }
 // CHECK: 'kernel.launch' expects parent op 'fork.site'
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  %v = kernel.load %x[%c] : !kernel.ptr<f32> -> f32
+  %w = kernel.device_call "pw_sign"(%v) : (f32) -> f16
+  kernel.return
+}
+// CHECK: kernel.device_call takes f32 and integers, not f16
+
+// -----
+
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  %v = kernel.load %x[%c] : !kernel.ptr<f32> -> f32
+  %w = kernel.device_call "pw_frobnicate"(%v) : (f32) -> f32
+  kernel.return
+}
+// CHECK: kernel.device_call callee 'pw_frobnicate' is not a device function of a pointwise op

@@ -17,6 +17,8 @@ fork.site @k "k" "n=8" {
     // CHECK-NEXT: kernel.grid_dim "x"
     %v = kernel.load %x[%t] : !kernel.ptr<bf16> -> f32
     // CHECK-NEXT: kernel.load %{{.*}}[%{{.*}}] : !kernel.ptr<bf16> -> f32
+    %sp = kernel.device_call "pw_softplus"(%v, %v, %v) : (f32, f32, f32) -> f32
+    // CHECK-NEXT: kernel.device_call "pw_softplus"(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
     %zero = arith.constant 0.000000e+00 : f32
     %s = kernel.for %j = %t to %c64 step %c4 width %c4 iter_args(%acc = %zero) -> (f32) {
       %e = kernel.load %x[%j] : !kernel.ptr<bf16> -> f32
