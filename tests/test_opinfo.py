@@ -46,17 +46,112 @@ NATIVE = (
             "tanh",
             "sigmoid",
             "neg",
+            "abs",
+            "sqrt",
+            "rsqrt",
+            "log",
+            "log1p",
+            "expm1",
+            "sin",
+            "cos",
+            "erf",
+            "reciprocal",
+            "sign",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "isnan",
+            "logical_not",
+            "bitwise_not",
+        ),
+    ),
+    Group(
+        "activations",
+        (
             "nn.functional.silu",
             "nn.functional.relu",
             "nn.functional.gelu",
+            "nn.functional.softplus",
+            "nn.functional.hardswish",
+            "nn.functional.hardsigmoid",
+            "nn.functional.elu",
+            "nn.functional.leaky_relu",
+            "nn.functional.mish",
+            "nn.functional.glu",
         ),
+    ),
+    Group(
+        "binary",
+        (
+            "add",
+            "sub",
+            "mul",
+            "div.no_rounding_mode",
+            "rsub",
+            "pow",
+            "maximum",
+            "minimum",
+            "clamp",
+            "eq",
+            "ne",
+            "lt",
+            "le",
+            "gt",
+            "ge",
+            "logical_and",
+            "logical_or",
+            "bitwise_and",
+            "where",
+            "masked_fill",
+            "lerp",
+            "addcmul",
+        ),
+    ),
+    Group(
+        "reductions",
+        (
+            "sum",
+            "mean",
+            "amax",
+            "amin",
+            "prod",
+            "argmax",
+            "argmin",
+            "any",
+            "all",
+            "var",
+            "std",
+            "logsumexp",
+            "max.reduction_with_dim",
+            "cumsum",
+        ),
+    ),
+    Group(
+        "rows",
+        ("softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.rms_norm"),
         FLOATS,
     ),
-    Group("binary", ("add", "sub", "mul", "div.no_rounding_mode", "rsub"), FLOATS),
-    Group("reductions", ("sum", "mean", "amax"), FLOATS),
-    Group("softmax", ("softmax",), FLOATS),
-    Group("norms", ("nn.functional.layer_norm", "nn.functional.rms_norm"), FLOATS),
-    Group("products", ("matmul", "mm", "bmm", "addmm", "nn.functional.linear"), FLOATS),
+    Group(
+        "products",
+        ("matmul", "mm", "bmm", "addmm", "nn.functional.linear", "mv", "dot", "baddbmm"),
+        FLOATS,
+    ),
+    Group(
+        "movement",
+        (
+            "cat",
+            "stack",
+            "index_select",
+            "gather",
+            "nn.functional.embedding",
+            "repeat",
+            "flip",
+            "roll",
+            "triu",
+            "tril",
+        ),
+    ),
 )
 
 
@@ -64,28 +159,16 @@ def every(sample: Sample) -> bool:
     return True
 
 
-def reduces_all_or_several_dims(sample: Sample) -> bool:
-    _, args, kwargs = sample.arguments()
-    dim = args[0] if args else kwargs.get("dim")
-    return dim is None or (isinstance(dim, (list, tuple)) and len(dim) != 1)
+def zero_dim(sample: Sample) -> bool:
+    return sample.any_tensor(lambda t: t.dim() == 0)
 
 
-def normalizes_several_dims(sample: Sample) -> bool:
-    _, args, _ = sample.arguments()
-    return len(args[0]) > 1
+def empty(sample: Sample) -> bool:
+    return sample.any_tensor(lambda t: t.numel() == 0)
 
 
-def vector_or_broadcast_product(sample: Sample) -> bool:
-    """A product of a vector, or of batches that differ (broadcast batch dims)."""
-    a, b = sample.tensors[:2]
-    if sample.op == "nn.functional.linear":
-        return a.dim() < 2
-    return a.dim() < 2 or b.dim() < 2 or (b.dim() > 2 and a.shape[:-2] != b.shape[:-2])
-
-
-def scaled(sample: Sample) -> bool:
-    _, _, kwargs = sample.arguments()
-    return kwargs.get("alpha", 1) != 1 or kwargs.get("beta", 1) != 1
+def renormalised(sample: Sample) -> bool:
+    return sample.arguments()[2].get("max_norm") is not None
 
 
 @dataclass(frozen=True)
@@ -102,113 +185,38 @@ class Refused:
         return kind in self.kinds and sample.op in self.ops and self.when(sample)
 
 
-PENDING_POINTWISE = "native pending: the pointwise table (issue 15, generic pointwise)"
-PENDING_REDUCTIONS = "native pending: reductions, scans, norms and products (issue 15)"
-PENDING_INDEXING = "native pending: data movement and indexing (issue 15)"
-
-#: ops and samples of the issue's native set that have not landed on main yet, with the
-#: part that makes them native: the fallback sweep tests them meanwhile; an entry whose
-#: samples no longer fall back fails there, and its ops move to NATIVE
+#: samples of native ops that emmy does not compile natively, with why (each as the
+#: refusal that sends it to torch says): the fallback sweep tests them; an entry whose
+#: samples no longer fall back fails there, and moves out
 PENDING = (
+    Refused("float-any-all", ("any", "all"), FLOATS, "no kernel: compare floats with 0 first"),
     Refused(
-        "pointwise",
-        (
-            "abs",
-            "sqrt",
-            "rsqrt",
-            "log",
-            "log1p",
-            "expm1",
-            "sin",
-            "cos",
-            "erf",
-            "reciprocal",
-            "sign",
-            "floor",
-            "ceil",
-            "round",
-            "trunc",
-            "nn.functional.softplus",
-            "nn.functional.hardswish",
-            "nn.functional.hardsigmoid",
-            "nn.functional.elu",
-            "nn.functional.leaky_relu",
-            "nn.functional.mish",
-            "nn.functional.glu",
-            "isnan",
-            "logical_not",
-            "bitwise_not",
-            "pow",
-            "maximum",
-            "minimum",
-            "clamp",
-            "eq",
-            "ne",
-            "lt",
-            "le",
-            "gt",
-            "ge",
-            "logical_and",
-            "bitwise_and",
-            "where",
-            "masked_fill",
-            "lerp",
-            "addcmul",
-        ),
-        ALL,
-        PENDING_POINTWISE,
+        "integer-any-all-0-dim",
+        ("any", "all"),
+        (INT,),
+        "refused by a verifier (graph.reshape cannot make tensor<i8> of tensor<i64>)",
+        zero_dim,
     ),
-    Refused("integer-pointwise", NATIVE[0].ops + NATIVE[1].ops, (INT,), PENDING_POINTWISE),
+    Refused("empty-var-std", ("var", "std"), FLOATS, "no kernel: a reduction of nothing", empty),
+    Refused("integer-logsumexp", ("logsumexp",), (INT,), "no kernel: logsumexp of integers"),
+    Refused("0-dim-softmax", ("softmax", "log_softmax"), FLOATS, "no kernel: 0-dim rows", zero_dim),
     Refused(
-        "reductions",
-        (
-            "amin",
-            "prod",
-            "argmax",
-            "argmin",
-            "any",
-            "all",
-            "var",
-            "std",
-            "logsumexp",
-            "max.reduction_with_dim",
-            "log_softmax",
-            "cumsum",
-        ),
-        ALL,
-        PENDING_REDUCTIONS,
-    ),
-    Refused("integer-reductions", NATIVE[2].ops, (INT,), PENDING_REDUCTIONS),
-    Refused(
-        "reductions-dims", NATIVE[2].ops, FLOATS, PENDING_REDUCTIONS, reduces_all_or_several_dims
-    ),
-    Refused("norms-dims", NATIVE[4].ops, FLOATS, PENDING_REDUCTIONS, normalizes_several_dims),
-    Refused(
-        "products-vectors",
-        ("matmul", "nn.functional.linear"),
+        "empty-products",
+        ("matmul", "mm", "addmm"),
         FLOATS,
-        PENDING_REDUCTIONS,
-        vector_or_broadcast_product,
+        "no kernel: a product over an empty dim (zeros)",
+        empty,
     ),
-    Refused("products-scaled", ("addmm",), FLOATS, PENDING_REDUCTIONS, scaled),
-    Refused("products-more", ("mv", "dot", "baddbmm"), FLOATS, PENDING_REDUCTIONS),
+    Refused("0-dim-bias", ("baddbmm",), FLOATS, "no kernel: a product's 0-dim addend", zero_dim),
+    Refused("0-dim-gathers", ("index_select", "gather"), ALL, "no kernel: 0-dim sources", zero_dim),
     Refused(
-        "movement",
-        (
-            "cat",
-            "stack",
-            "index_select",
-            "gather",
-            "nn.functional.embedding",
-            "repeat",
-            "flip",
-            "roll",
-            "triu",
-            "tril",
-        ),
-        ALL,
-        PENDING_INDEXING,
+        "max-norm-embedding",
+        ("nn.functional.embedding",),
+        FLOATS,
+        "no kernel: max_norm renormalises the table in place (aten.embedding_renorm_)",
+        renormalised,
     ),
+    Refused("integer-triangles", ("triu", "tril"), (INT,), "no kernel: triu/tril of integers"),
 )
 
 #: ops emmy has no kernel for: they run through torch (one op an entry, so that an op that
