@@ -3,9 +3,9 @@ eager torch (tests/opinfo_sweep.py builds and runs the sweeps).
 
 - The native sweep: every op of `NATIVE` in f32, in a 16-bit dtype and in an integer dtype
   where the op takes one; a fallback to torch counts as a failure.
-- The fallback sweep: the ops emmy has no kernel for (`FALLBACK`), and the ops and samples
-  of issue 15's native set that have not landed yet (`PENDING`), must match eager through
-  torch and must have fallen back: an entry that no longer falls back moves to `NATIVE`.
+- The fallback sweep: the ops emmy has no kernel for (`FALLBACK`), and the samples of
+  native ops that emmy refuses with a reason (`PENDING`), must match eager through torch
+  and must have fallen back: an entry that no longer falls back moves out.
 - Edge cases of their own: 0-dim, empty, non-contiguous and broadcast inputs, returned
   views.
 
