@@ -1675,7 +1675,7 @@ def _addmm(self: Converter, node: fx.Node) -> View:
         product = self.insert(graph.MulOp(product, self.scalar(alpha, product), product.type))
     if beta == 0:
         return self.result(product, out)
-    addend = self.tensor_or_scalar(bias, product.type)
+    addend = self.tensor_or_scalar(bias, product.type.element_type, product.type.get_shape())
     if beta != 1:
         addend = self.insert(graph.MulOp(addend, self.scalar(beta, addend), addend.type))
     return self.result(self.insert(graph.AddOp(product, addend, product.type)), out)
