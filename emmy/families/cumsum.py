@@ -42,8 +42,11 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     shape = (key["rows"], key["cols"], key["inner"])
     if dtypes.is_float(dtype):
         return [randn(shape, dtype, generator)]
-    high = {"i8": 2, "i32": 2**30, "i64": 2**40}[dtype]
-    x = torch.randint(-high if dtype != "i8" else 0, high, shape, generator=generator)
+    if dtype == "i8":  # a mask: 0 or 1
+        x = torch.randint(0, 2, shape, generator=generator)
+    else:  # far from overflowing a running sum
+        high = min(2**40, 2 ** (8 * dtypes.lookup(dtype).bytes - 2))
+        x = torch.randint(-high, high, shape, generator=generator)
     return [x.to(dtypes.torch_dtype(dtype))]
 
 

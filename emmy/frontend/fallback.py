@@ -4,7 +4,8 @@ the account of both (`Coverage`): how many ops and what share of the FLOPs ran i
 kernels, and which ops fell back and why.
 
 FLOPs are counted as torch's own flop counter counts them (`torch.utils.flop_counter`:
-matmuls, convolutions, attention), and one per output element for every other op.
+matmuls, convolutions, attention), and one per output element for every other op; an op
+computed at compile time runs no FLOP.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -92,17 +93,47 @@ def foldable(node: fx.Node) -> bool:
     return bool(outputs) and size <= FOLD_LIMIT_BYTES
 
 
+#: ops above ATen's flop formulas (torch.export keeps them whole): counted by running
+#: them on meta tensors under torch's flop counter, which sees the matmuls they become
+_COMPOSITE_WORK = frozenset(
+    {
+        "linear",
+        "matmul",
+        "einsum",
+        "bilinear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "scaled_dot_product_attention",
+    }
+)
+
+
+def _meta(value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
 def flops(node: fx.Node) -> int:
     """The op's FLOPs, as torch's flop counter counts them, else one per output element."""
     value = node.meta.get("val")
     packet = getattr(node.target, "overloadpacket", None)
+    args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
     formula = flop_registry.get(packet)
-    if formula is not None:
-        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
-        try:
+    try:
+        if formula is not None:
             return int(formula(*args, **kwargs, out_val=value))
-        except Exception:  # noqa: BLE001 - a formula that cannot read these args: count elements
-            pass
+        if packet is not None and packet.__name__ in _COMPOSITE_WORK:
+            meta_args, meta_kwargs = torch.utils._pytree.tree_map(_meta, (args, kwargs))
+            with FlopCounterMode(display=False) as counter:
+                node.target(*meta_args, **meta_kwargs)
+            return int(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - a formula that cannot read these args: count elements
+        pass
     return sum(math.prod(t.shape) for t in tensor_outputs(value))
 
 
@@ -129,14 +160,15 @@ class Coverage:
 
     def count(self, node: fx.Node, where: str) -> None:
         """Counts an op that runs `where`: "native", "folded" or "fallback"."""
-        work = flops(node)
         self.ops += 1
+        if where == "folded":  # computed once, at compile time: no FLOP runs
+            self.folded += 1
+            return
+        work = flops(node)
         self.flops += work
         if where == "native":
             self.native += 1
             self.native_flops += work
-        elif where == "folded":
-            self.folded += 1
 
     def to_attr(self) -> DictionaryAttr:
         counts = {

@@ -541,6 +541,12 @@ class Converter:
                     raise
                 self.erase_after(last)
                 reason = error.reason
+            except Exception as error:  # noqa: BLE001 - a handler's bug: torch still runs it
+                self.erase_after(last)
+                text = str(error).strip().splitlines()
+                reason = (
+                    f"emmy failed to convert it: {type(error).__name__}: {text[0] if text else ''}"
+                )
             else:
                 if counted:
                     self.coverage.count(node, "native")
@@ -768,7 +774,7 @@ def _view(self: Converter, node: fx.Node) -> object:
     rest = fx.node.map_arg(node.args[1:], lambda size: self.values[size])
     try:
         meta = node.target(source.meta, *rest, **node.kwargs)
-    except RuntimeError:
+    except (RuntimeError, ValueError):
         # not expressible as a view of these strides (a reshape of a permuted tensor):
         # copy to contiguous, then view that
         base = self.contiguous(source)
