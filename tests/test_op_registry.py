@@ -52,6 +52,7 @@ CONVERTED_BY_NAME = {
     "aten.to.dtype",
     "aten.to.dtype_layout",
     "aten.to.device",
+    "aten.type_as.default",
     # handlers
     "aten.addmm.default",
     "aten.native_layer_norm.default",

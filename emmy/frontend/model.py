@@ -428,11 +428,31 @@ class Converter:
                 return base
             return self.insert(graph.ReshapeOp(base, typ))
         dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
+        broadcast = [
+            d for d, (n, st) in enumerate(zip(meta.shape, meta.stride())) if n > 1 and not st
+        ]
+        if dims > 4 and broadcast:
+            return self.expanded_copy(view, broadcast)
         if dims > 4:
             raise self.error(
                 f"a strided copy of {dims} dims that do not merge: at most 4 are supported"
             )
         return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
+
+    def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue:
+        """A broadcast of a strided view (grouped-query attention's repeated keys) in two
+        copies: the view without its broadcast dims, then that broadcast, each of fewer dims
+        that do not merge than the two together."""
+        meta = view.meta
+        kept = [d for d in range(meta.dim()) if d not in broadcast]
+        inner = meta.as_strided(
+            [meta.shape[d] for d in kept], [meta.stride(d) for d in kept], meta.storage_offset()
+        )
+        source = self.contiguous(View(view.base, inner))
+        expanded = contiguous_meta(source.type, meta.dtype)
+        for d in broadcast:
+            expanded = expanded.unsqueeze(d)
+        return self.contiguous(View(source, expanded.expand(meta.shape)))
 
     def insert(self, op) -> SSAValue:
         """Appends a graph op, verified here so that what its kernel cannot take (an
@@ -815,6 +835,7 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten._to_copy.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
+    "aten.type_as.default",
     "aten.to.device",  # to the device the program runs on: its tensors are there
     accepts=_copy_refusal,
 )
