@@ -429,7 +429,9 @@ class Converter:
             return self.insert(graph.ReshapeOp(base, typ))
         dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
         broadcast = [
-            d for d, (n, st) in enumerate(zip(meta.shape, meta.stride())) if n > 1 and not st
+            d
+            for d, (n, st) in enumerate(zip(meta.shape, meta.stride(), strict=True))
+            if n > 1 and not st
         ]
         if dims > 4 and broadcast:
             return self.expanded_copy(view, broadcast)
