@@ -198,7 +198,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
 
 #: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those
-#: whose parts emmy compiles and the op itself not (decomposing more costs compile time)
+#: whose parts emmy compiles and the op itself not (decomposing more costs compile time);
+#: none yet: torch's decomposition of inference batch norm is not functional, so a batch
+#: norm under torch.compile runs through torch
 DECOMPOSITIONS: list = []
 
 

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: per script: its smallest setting ({tmp} is the test's folder), the stream it prints its
 #: figures on, and a line it always prints there
 SMOKE = {
+    "benchmarks/backend_stages.py": (["--models", "conv_net"], "stdout", "all models: emmy"),
     "benchmarks/compile_latency.py": (["--runs", "1"], "stdout", "warm compile process ="),
     "benchmarks/dataset_noise.py": (
         ["--family", "softmax", "--every", "52", "--sample", "1"],
