@@ -13,7 +13,6 @@ EMMY_CACHE_DIR for cold figures).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
@@ -49,19 +48,12 @@ def measure(name: str, seq: int) -> tuple[list[Program], float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--models",
-        default=",".join(tiny_models.MODELS),
-        help=f"comma-separated, of {', '.join(tiny_models.MODELS)} (default: all)",
-    )
-    parser.add_argument("--seq", type=int, default=8, help="sequence length (default: 8)")
-    args = parser.parse_args()
+    names, seq = tiny_models.parse_model_arguments(__doc__.splitlines()[0])
     header = ["model", "graph", *(f"{s} ms" for s in STAGES), "emmy ms", "call ms", "rel err"]
     print("  ".join(f"{h:>10}" for h in header))
     totals = {"emmy": 0.0, "call": 0.0}
-    for name in args.models.split(","):
-        programs, elapsed, error = measure(name, args.seq)
+    for name in names:
+        programs, elapsed, error = measure(name, seq)
         for index, program in enumerate(programs):
             stages = [program.timings.get(stage, 0.0) * 1e3 for stage in STAGES]
             emmy_ms = sum(stages)

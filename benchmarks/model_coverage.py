@@ -11,7 +11,6 @@ FLOPs as emmy.frontend.fallback counts them.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 
@@ -32,18 +31,7 @@ def fallback_lines(coverage: Coverage) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--models",
-        default=",".join(tiny_models.MODELS),
-        help=f"comma-separated, of {', '.join(tiny_models.MODELS)} (default: all)",
-    )
-    parser.add_argument("--seq", type=int, default=8, help="sequence length (default: 8)")
-    args = parser.parse_args()
-    names = [name for name in args.models.split(",") if name]
-    unknown = sorted(set(names) - set(tiny_models.MODELS))
-    if unknown:
-        parser.error(f"unknown model(s) {', '.join(unknown)}")
+    names, seq = tiny_models.parse_model_arguments(__doc__.splitlines()[0])
     print(
         f"{'model':14} {'ops':>5} {'in emmy':>8} {'folded':>7} {'torch':>6} {'op share':>9} "
         f"{'FLOPs':>9} {'FLOP share':>11}"
@@ -52,7 +40,7 @@ def main() -> int:
     ops = native = flops = native_flops = 0
     for name in names:
         start = time.perf_counter()
-        model, inputs = tiny_models.build(name, args.seq)
+        model, inputs = tiny_models.build(name, seq)
         coverage = export(model, inputs).coverage
         seconds = time.perf_counter() - start
         share = (coverage.native + coverage.folded) / coverage.ops if coverage.ops else 1.0

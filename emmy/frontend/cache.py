@@ -5,6 +5,8 @@ Graphs are kept as text; xDSL is imported only to parse one."""
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from importlib.metadata import version
 
 from emmy.paths import cache_dir, write_atomic
@@ -66,6 +68,31 @@ def parse_graph(text: str, where: str):
     from xdsl.parser import Parser
 
     return Parser(context(), text, where).parse_module()
+
+
+def cached_export(path, build, timings: dict | None = None) -> tuple[str, list[str]]:
+    """A model's graph as text and the names of its constants: read from `path`, or the
+    model `build()` gives (model, example inputs) exported with torch and kept at `path`;
+    on an export `timings` gets the seconds spent importing torch and exporting."""
+    if path.exists():
+        entry = json.loads(path.read_text())
+        return entry["graph"], entry["constants"]
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    import torch  # noqa: F401 - timed apart: a cost of any torch frontend, not of emmy's
+
+    timings["frontend: import torch"] = time.perf_counter() - start
+    # torch exports the model: a graph found in the cache above does without it
+    from emmy.frontend.model import export
+
+    start = time.perf_counter()
+    model, inputs = build()
+    graph = export(model, inputs)
+    timings["frontend: export"] = time.perf_counter() - start
+    entry = {"graph": str(graph.module), "constants": list(graph.constants)}
+    write_atomic(path, json.dumps(entry).encode())
+    remember(entry["graph"], graph.module)
+    return entry["graph"], entry["constants"]
 
 
 def traced_graph(expression: str):

@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import struct
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -33,8 +32,8 @@ from types import ModuleType
 
 from emmy import dtypes
 from emmy.errors import EmmyError
-from emmy.frontend.cache import remember
-from emmy.paths import cache_dir, write_atomic
+from emmy.frontend.cache import cached_export
+from emmy.paths import cache_dir
 from emmy.version import __version__
 
 CONFIG = "config.json"
@@ -268,21 +267,4 @@ def _cache_path(case: ModelDir) -> Path:
 def graph_text(case: ModelDir, timings: dict | None = None) -> tuple[str, list[str]]:
     """The graph of a model directory as text and the names of its constants: from the
     cache, or exported with torch (then cached); `timings` gets the export's stages."""
-    path = _cache_path(case)
-    if path.exists():
-        entry = json.loads(path.read_text())
-        return entry["graph"], entry["constants"]
-    timings = {} if timings is None else timings
-    start = time.perf_counter()
-    # torch exports the model: a graph found in the cache above does without it
-    from emmy.frontend.model import export
-
-    timings["frontend: import torch"] = time.perf_counter() - start
-    start = time.perf_counter()
-    model, inputs = build(case, shapes_only=True)
-    graph = export(model, inputs)
-    timings["frontend: export"] = time.perf_counter() - start
-    entry = {"graph": str(graph.module), "constants": list(graph.constants)}
-    write_atomic(path, json.dumps(entry).encode())
-    remember(entry["graph"], graph.module)
-    return entry["graph"], entry["constants"]
+    return cached_export(_cache_path(case), lambda: build(case, shapes_only=True), timings)

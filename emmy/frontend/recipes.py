@@ -13,7 +13,6 @@ import ast
 import hashlib
 import importlib.util
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,8 +22,8 @@ from types import ModuleType
 
 from emmy import dtypes
 from emmy.errors import EmmyError
-from emmy.frontend.cache import remember
-from emmy.paths import RECIPES_DIR, cache_dir, write_atomic
+from emmy.frontend.cache import cached_export
+from emmy.paths import RECIPES_DIR, cache_dir
 from emmy.version import __version__
 
 
@@ -200,23 +199,4 @@ def recipe_graph_text(case: RecipeCase, timings: dict | None = None) -> tuple[st
     """The graph of a recipe case as text, and the names of its constants: from the cache,
     or exported with torch (then cached). On an export, `timings` gets the seconds spent
     importing torch and exporting."""
-    path = _cache_path(case)
-    if path.exists():
-        entry = json.loads(path.read_text())
-        return entry["graph"], entry["constants"]
-    timings = {} if timings is None else timings
-    start = time.perf_counter()
-    import torch  # noqa: F401 - timed apart: a cost of any torch frontend, not of emmy's
-
-    timings["frontend: import torch"] = time.perf_counter() - start
-    # torch exports the model: a graph found in the cache above does without it
-    from emmy.frontend.model import export
-
-    start = time.perf_counter()
-    model, inputs = build(case, meta=True)
-    graph = export(model, inputs)
-    timings["frontend: export"] = time.perf_counter() - start
-    entry = {"graph": str(graph.module), "constants": list(graph.constants)}
-    write_atomic(path, json.dumps(entry).encode())
-    remember(entry["graph"], graph.module)
-    return entry["graph"], entry["constants"]
+    return cached_export(_cache_path(case), lambda: build(case, meta=True), timings)

@@ -162,3 +162,24 @@ def build(
     torch_dtype = dtypes.torch_dtype(dtype)
     inputs = tuple(t.to(torch_dtype) if t.is_floating_point() else t for t in inputs)
     return model.to(torch_dtype).eval(), inputs
+
+
+def parse_model_arguments(description: str) -> tuple[list[str], int]:
+    """The `--models` (comma-separated names of MODELS, default all) and `--seq` of a
+    benchmark's command line; an unknown name is a usage error."""
+    # the benchmarks' command line alone needs argparse
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"comma-separated, of {', '.join(MODELS)} (default: all)",
+    )
+    parser.add_argument("--seq", type=int, default=8, help="sequence length (default: 8)")
+    args = parser.parse_args()
+    names = [name for name in args.models.split(",") if name]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}")
+    return names, args.seq
