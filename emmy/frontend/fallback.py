@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
-from torch.utils.flop_counter import FlopCounterMode, flop_registry
+from torch.utils.flop_counter import flop_registry
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -93,29 +93,33 @@ def foldable(node: fx.Node) -> bool:
     return bool(outputs) and size <= FOLD_LIMIT_BYTES
 
 
-#: ops above ATen's flop formulas (torch.export keeps them whole): counted by running
-#: them on meta tensors under torch's flop counter, which sees the matmuls they become
-_COMPOSITE_WORK = frozenset(
-    {
-        "linear",
-        "matmul",
-        "einsum",
-        "bilinear",
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "conv_transpose1d",
-        "conv_transpose2d",
-        "conv_transpose3d",
-        "scaled_dot_product_attention",
-    }
-)
+def _contraction(args: tuple, out: torch.Tensor) -> int:
+    """2 · out · k for a product whose first operand holds k on its last dim."""
+    return 2 * out.numel() * args[0].shape[-1]
 
 
-def _meta(value: object) -> object:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    return value
+def _convolution(args: tuple, out: torch.Tensor) -> int:
+    """2 · out · (in channels per group · kernel size): the weight's elements per filter."""
+    weight = args[1]
+    return 2 * out.numel() * (weight.numel() // weight.shape[0])
+
+
+def _attention(args: tuple, out: torch.Tensor) -> int:
+    """q·kᵀ and p·v: 2 · 2 · batch · heads · q_len · kv_len · d."""
+    query, key = args[0], args[1]
+    return 4 * query.numel() * key.shape[-2]
+
+
+#: FLOPs of ops above ATen's flop formulas (torch.export keeps them whole), counted as the
+#: matmuls they become
+_COMPOSITE_WORK = {
+    "linear": _contraction,
+    "matmul": _contraction,
+    "conv1d": _convolution,
+    "conv2d": _convolution,
+    "conv3d": _convolution,
+    "scaled_dot_product_attention": _attention,
+}
 
 
 def flops(node: fx.Node) -> int:
@@ -124,14 +128,12 @@ def flops(node: fx.Node) -> int:
     packet = getattr(node.target, "overloadpacket", None)
     args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
     formula = flop_registry.get(packet)
+    composite = _COMPOSITE_WORK.get(getattr(packet, "__name__", ""))
     try:
         if formula is not None:
             return int(formula(*args, **kwargs, out_val=value))
-        if packet is not None and packet.__name__ in _COMPOSITE_WORK:
-            meta_args, meta_kwargs = torch.utils._pytree.tree_map(_meta, (args, kwargs))
-            with FlopCounterMode(display=False) as counter:
-                node.target(*meta_args, **meta_kwargs)
-            return int(counter.get_total_flops())
+        if composite is not None and isinstance(value, torch.Tensor):
+            return int(composite(args, value))
     except Exception:  # noqa: BLE001 - a formula that cannot read these args: count elements
         pass
     return sum(math.prod(t.shape) for t in tensor_outputs(value))
