@@ -190,13 +190,6 @@ class Refused:
 #: samples no longer fall back fails there, and moves out
 PENDING = (
     Refused("float-any-all", ("any", "all"), FLOATS, "no kernel: compare floats with 0 first"),
-    Refused(
-        "integer-any-all-0-dim",
-        ("any", "all"),
-        (INT,),
-        "refused by a verifier (graph.reshape cannot make tensor<i8> of tensor<i64>)",
-        zero_dim,
-    ),
     Refused("empty-var-std", ("var", "std"), FLOATS, "no kernel: a reduction of nothing", empty),
     Refused("integer-logsumexp", ("logsumexp",), (INT,), "no kernel: logsumexp of integers"),
     Refused("0-dim-softmax", ("softmax", "log_softmax"), FLOATS, "no kernel: 0-dim rows", zero_dim),

@@ -135,7 +135,7 @@ def test_recipe_mistakes_are_one_line(capsys) -> None:
     code, _, err = run_cli(capsys, "compile", "no-such-model")
     assert code == 2 and "no recipe 'no-such-model'; known: gpt2, llama, mlp" in err
     code, _, err = run_cli(capsys, "compile", "gpt2", "-c", "torch.randn(3)")
-    assert code == 2 and "either a RECIPE or -c EXPR" in err
+    assert code == 2 and "either a RECIPE, a model DIR or -c EXPR" in err
     code, _, err = run_cli(capsys, "compile", "gpt2", "--config", "huge")
     assert code == 2 and "no config 'huge'" in err
     code, _, err = run_cli(capsys, "compile", "gpt2", "--config", "tiny", "--size", "9")

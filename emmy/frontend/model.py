@@ -534,14 +534,19 @@ class Converter:
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
         if isinstance(value, Constant):
             return Alias(None, value.tensor.detach())
-        if not isinstance(value, View) or value.base not in self.block.args:
+        if not isinstance(value, View):
             return None
-        meta, where = value.meta, list(self.block.args).index(value.base)
+        base = value.base
+        while isinstance(base.owner, graph.ReshapeOp):  # the same elements, in order
+            base = base.owner.input
+        if base not in self.block.args:
+            return None
+        meta, where = value.meta, list(self.block.args).index(base)
         if where < len(self.input_names):
             return Alias(
                 where, None, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()
             )
-        return Alias(None, self.known(value))  # a view of the weight's own tensor
+        return Alias(None, self.known(View(base, meta)))  # a view of the weight's own tensor
 
     def call(self, node: fx.Node) -> object:
         """The node's value: computed at compile time where it depends on constants and
@@ -1493,6 +1498,9 @@ def _reduce_integers(
     argmin reduce one dim, or all of them, one run)."""
     x = self.contiguous(source)
     shape = [int(size) for size in source.meta.shape]
+    if not shape:  # a 0-d tensor reduces as one element: its argmax is 0, its any a flag
+        x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
+        shape, reduced = [1], [0]
     runs: list[list[int]] = []
     for d in reduced:
         if runs and runs[-1][-1] == d - 1:
