@@ -13,6 +13,7 @@ encoder layer a key padding mask, the conv net a batch of 3×16×16 images.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -167,9 +168,6 @@ def build(
 def parse_model_arguments(description: str) -> tuple[list[str], int]:
     """The `--models` (comma-separated names of MODELS, default all) and `--seq` of a
     benchmark's command line; an unknown name is a usage error."""
-    # the benchmarks' command line alone needs argparse
-    import argparse
-
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--models",
