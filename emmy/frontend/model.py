@@ -358,6 +358,7 @@ class Converter:
         self.values: dict[fx.Node, object] = {}
         self.constants: dict[str, torch.Tensor] = {}
         self.constant_args: dict[str, SSAValue] = {}
+        self.constant_names: dict[SSAValue, str] = {}  # the other way round, for known()
         self.input_names: list[str] = []
         self.output_dtypes: list[torch.dtype] = []
         self.node: fx.Node | None = None
@@ -375,6 +376,7 @@ class Converter:
         if name not in self.constant_args:
             typ = self.type_of(tensor)
             self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
+            self.constant_names[self.constant_args[name]] = name
             self.constants[name] = tensor.detach().contiguous()
         return self.constant_args[name]
 
@@ -384,7 +386,7 @@ class Converter:
         if isinstance(value, Constant):
             return value.tensor
         if isinstance(value, View):
-            name = next((n for n, arg in self.constant_args.items() if arg is value.base), None)
+            name = self.constant_names.get(value.base)
             if name is None:
                 return UNKNOWN
             meta = value.meta
