@@ -81,7 +81,8 @@ def main() -> None:
             name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, (BufferArg("x"), BufferArg("y"))
         )
         buffers = {"x": x, "y": np.empty_like(x)}
-        times = device.time(program.source, [launch], buffers, warmup=1, repetitions=repetitions)
+        timing = device.time(program.source, [launch], buffers, warmup=1, repetitions=repetitions)
+        times = timing.seconds
         print(
             f"emu softmax {rows}x1024 f32 {config}: median {statistics.median(times):.3f} s "
             f"over {len(times)} runs ({os.cpu_count()} cores)"

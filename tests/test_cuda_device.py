@@ -98,7 +98,7 @@ def test_large_dynamic_shared_memory(device):
 def test_time(device):
     n = 1 << 20
     buffers = {k: np.ones(n, np.float32) for k in ("out", "a", "b")}
-    seconds = device.time(SOURCE, [add_launch(n)], buffers, warmup=1, repetitions=3)
+    seconds = device.time(SOURCE, [add_launch(n)], buffers, warmup=1, repetitions=3).seconds
     assert len(seconds) == 3 and all(0 < s < 1 for s in seconds)
 
 

@@ -20,3 +20,32 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 @rope.register_fake
 def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+@torch.library.custom_op("emmy::cached_attention", mutates_args=())
+def cached_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, length: torch.Tensor
+) -> torch.Tensor:
+    """Causal attention of the newest tokens over a static KV cache, as a decode step
+    computes it. q [batch, heads, new, dim]; k_cache, v_cache [batch, kv_heads, max_len,
+    dim] (heads a multiple of kv_heads: grouped-query); length an int64 tensor [1], the
+    cache's length after this step wrote its keys and values. Query i of `new` sits at
+    position length - new + i and sees the keys at positions up to its own; the positions
+    from `length` on are never read. Scale 1/sqrt(dim). The length is a runtime value, so
+    one compile serves every step."""
+    batch, heads, new, dim = q.shape
+    kv_heads = k_cache.shape[1]
+    end = int(length.reshape(-1)[0])
+    keys = k_cache[:, :, :end].repeat_interleave(heads // kv_heads, dim=1)
+    values = v_cache[:, :, :end].repeat_interleave(heads // kv_heads, dim=1)
+    positions = torch.arange(end, device=q.device)
+    query_positions = end - new + torch.arange(new, device=q.device)
+    visible = positions[None, :] <= query_positions[:, None]
+    return torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=visible)
+
+
+@cached_attention.register_fake
+def _(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, length: torch.Tensor
+) -> torch.Tensor:
+    return torch.empty_like(q)

@@ -22,7 +22,7 @@ from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.errors import KernelLaunchError, NoDeviceError
 from emmy.identity import arch_of, slug
-from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step, Timing
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
@@ -179,7 +179,7 @@ class CudaDevice(Device):
         warmup: int = 2,
         repetitions: int = 10,
         timeout: float = 600.0,
-    ) -> list[float]:
+    ) -> Timing:
         """GPU seconds of each repetition, from CUDA events; buffers are not copied back."""
         functions = self._prepare(source, launches)
         deadline = _time.monotonic() + timeout
@@ -200,10 +200,12 @@ class CudaDevice(Device):
                         self._step(function, launch, pointers)
                     _check(cu.cuEventRecord(end, self._stream), "cuEventRecord")
                 self._wait(deadline, f"{warmup + repetitions} timed repetition(s)")
-            return [
-                _check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime") / 1000.0
-                for start, end in events
-            ]
+            return Timing(
+                tuple(
+                    _check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime") / 1000.0
+                    for start, end in events
+                )
+            )
         finally:
             for pair in events:
                 for event in pair:

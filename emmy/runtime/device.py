@@ -78,6 +78,16 @@ class HostCall:
 Step = Launch | HostCall
 
 
+@dataclass(frozen=True)
+class Timing:
+    """What a device's time() measured: seconds of one pass of the launch list, one per
+    repetition, each the mean of `batch` passes run back to back inside one timed window
+    (a GPU batches short kernels until the window is long enough to time honestly)."""
+
+    seconds: tuple[float, ...]
+    batch: int = 1
+
+
 class Device(ABC):
     """A place where emitted kernels run."""
 
@@ -112,5 +122,5 @@ class Device(ABC):
         warmup: int = 2,
         repetitions: int = 10,
         timeout: float = 600.0,
-    ) -> list[float]:
+    ) -> Timing:
         """Seconds taken by each repetition of the whole launch list (after warm-up)."""

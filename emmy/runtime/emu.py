@@ -30,7 +30,7 @@ from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_fo
 from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step
+from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step, Timing
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;
@@ -285,11 +285,11 @@ class EmuDevice(Device):
         warmup: int = 2,
         repetitions: int = 10,
         timeout: float = 600.0,
-    ) -> list[float]:
+    ) -> Timing:
         """Seconds per repetition of the whole launch list, measured inside the runners, each
         warmed up `warmup` times (host calls, which run here, are timed alone)."""
         if any(isinstance(step, HostCall) for step in launches):
-            return _time_host_calls(launches, buffers, warmup, repetitions)
+            return Timing(tuple(_time_host_calls(launches, buffers, warmup, repetitions)))
         processes = max(1, min(TIMING_PROCESSES, repetitions))
         times = []
         for process in range(processes):
@@ -300,7 +300,7 @@ class EmuDevice(Device):
             times += [
                 float(line.split()[1]) for line in out.splitlines() if line.startswith("time ")
             ]
-        return times
+        return Timing(tuple(times))
 
     def _execute(
         self,

@@ -413,13 +413,18 @@ class Bench:
         add up to less than the device's MIN_TIMED_SECONDS, as many as fill it (the first
         round is dropped)."""
         warmup, repetitions = self.options.warmup, self.options.repetitions
-        times = self.device.time(source, [launch], buffers, warmup=warmup, repetitions=repetitions)
+        times = list(
+            self.device.time(
+                source, [launch], buffers, warmup=warmup, repetitions=repetitions
+            ).seconds
+        )
         least = MIN_TIMED_SECONDS.get(self.device.identity, MIN_TIMED_SECONDS_GPU)
         median = statistics.median(times) if times else 0.0
         if not times or sum(times) >= least or median <= 0:
             return times
         wanted = min(MAX_REPETITIONS, math.ceil(least / median))
-        return self.device.time(source, [launch], buffers, warmup=warmup, repetitions=wanted)
+        timing = self.device.time(source, [launch], buffers, warmup=warmup, repetitions=wanted)
+        return list(timing.seconds)
 
     def row(self, work: SiteWork, config: dict, origin: str, status: str, **fields) -> Row:
         return Row(
