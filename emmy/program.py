@@ -77,9 +77,9 @@ class Program:
     #: where the graph's ops run (emmy.frontend.fallback.Coverage's counts), {} if unknown
     coverage: dict[str, int] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
-    #: outputs written into the buffer of an input (a mutated input: a KV cache updated in
-    #: place): output name -> input name; such an output has no buffer of its own
-    inplace: dict[str, str] = field(default_factory=dict)
+    #: the inputs the program writes in place (a mutated input: a KV cache), by name: the
+    #: caller's own tensors are bound to them and see the writes; nothing is returned for them
+    mutated_inputs: list[str] = field(default_factory=list)
     arena: dict[str, int] = field(default_factory=dict)
     arena_bytes: int = 0
     timings: dict[str, float] = field(default_factory=dict)
