@@ -5,12 +5,15 @@ All kernels live in one source so the whole module costs a single g++ invocation
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+import torch
 
 from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.runtime import emu
-from emmy.runtime.device import BufferArg, Launch, ScalarArg
+from emmy.runtime.device import BufferArg, HostCall, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 
 GROUPS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -474,3 +477,124 @@ EMMY_EMU_ENTRY(twice)
     np.testing.assert_array_equal(x, 2.0 * (np.arange(64) % 2))
     with pytest.raises(KernelLaunchError, match="stack-buffer-overflow"):
         asan.run(source, [_launch("twice", 1, 64, _buf("x"), _i32(7))], {"x": x})
+
+
+# ---- the persistent runner: executables on torch tensors in device memory ----
+
+N = 64
+
+
+def _vadd(a: str, b: str, c: str) -> Launch:
+    return _launch("vadd_f32_1", 1, N, _buf(a), _buf(b), _buf(c), _i32(N))
+
+
+CHAIN = [_vadd("a", "b", "c"), _vadd("c", "b", "d"), _vadd("d", "a", "e")]  # e = 2a + 2b
+
+
+@pytest.fixture
+def fresh() -> EmuDevice:
+    """A device of its own, so that its counters start at zero (SOURCE is compiled already)."""
+    compile_emu(SOURCE)
+    device = EmuDevice(workers=2)
+    yield device
+    device.close()
+
+
+def _inputs(device: EmuDevice) -> dict[str, torch.Tensor]:
+    tensors = {name: device.empty((N,), torch.float32) for name in "abcde"}
+    tensors["a"].copy_(torch.arange(N, dtype=torch.float32))
+    tensors["b"].fill_(0.5)
+    return tensors
+
+
+def test_a_call_on_device_memory_is_one_request_and_copies_nothing(fresh: EmuDevice) -> None:
+    tensors = _inputs(fresh)
+    program = fresh.load(SOURCE, CHAIN, list(tensors))
+    program(tensors)
+    torch.testing.assert_close(tensors["e"], 2 * tensors["a"] + 1.0, rtol=0, atol=0)
+    before = dataclasses.replace(fresh.counters)
+    for k in range(5):
+        tensors["a"].fill_(k)
+        program(tensors)
+        assert tensors["e"].eq(2 * k + 1.0).all()
+    after = fresh.counters
+    assert after.requests - before.requests == 5  # one per call: the program is defined
+    assert after.allocations == before.allocations and after.staged_copies == 0
+    assert after.runner_starts == 1
+    assert program.last_seconds > 0  # the runner's own time of the kernels
+
+
+def test_plain_tensors_are_staged_and_written_back(fresh: EmuDevice) -> None:
+    tensors = _inputs(fresh)
+    tensors["a"] = torch.arange(N, dtype=torch.float32)  # not device memory
+    tensors["e"] = torch.full((N,), float("nan"))
+    strided = torch.zeros(N, 2)[:, 0]  # not contiguous: staged too
+    tensors["d"] = strided
+    program = fresh.load(SOURCE, CHAIN, list(tensors), outputs={"c", "d", "e"})
+    program(tensors)
+    torch.testing.assert_close(tensors["e"], 2 * torch.arange(N, dtype=torch.float32) + 1.0)
+    torch.testing.assert_close(strided, torch.arange(N, dtype=torch.float32) + 1.0)
+    assert fresh.counters.staged_copies == 3 + 2  # a, d, e in; d, e back out (a is an input)
+    allocated = fresh.counters.allocations
+    program(tensors)
+    assert fresh.counters.allocations == allocated  # the staging buffers are kept
+
+
+def test_host_calls_run_between_the_launches_on_the_tensors(fresh: EmuDevice) -> None:
+    tensors = _inputs(fresh)
+    matmul = HostCall("matmul", (_buf("c"), _buf("b"), _buf("d")), ((8, 8),) * 3, "f32")
+    program = fresh.load(SOURCE, [CHAIN[0], matmul, CHAIN[2]], list(tensors))
+    program(tensors)
+    c = tensors["a"] + 0.5
+    want = (c.view(8, 8) @ tensors["b"].view(8, 8)).reshape(-1) + tensors["a"]
+    torch.testing.assert_close(tensors["e"], want)
+    assert fresh.counters.requests >= 2 and fresh.counters.staged_copies == 0
+
+
+def test_a_crash_or_hang_kills_the_runner_and_the_next_call_starts_another(
+    fresh: EmuDevice,
+) -> None:
+    tensors = _inputs(fresh)
+    good = fresh.load(SOURCE, CHAIN, list(tensors))
+    good(tensors)
+    crash = fresh.load(
+        SOURCE, [_launch("null_write", 2, 64, _buf("c"), ScalarArg("i64", 0))], ["c"]
+    )
+    with pytest.raises(KernelLaunchError, match=r"thread \(3,0,0\) crashed with SIGSEGV"):
+        crash({"c": tensors["c"]})
+    good(tensors)  # defined again in the fresh runner
+    assert tensors["e"].eq(2 * tensors["a"] + 1.0).all()
+    assert fresh.counters.runner_starts == 2
+    spin = fresh.load(SOURCE, [_launch("spin", 1, 32, _buf("flag"))], ["flag"])
+    flag = fresh.empty((1,), torch.int32).zero_()
+    with pytest.raises(KernelLaunchError, match="timed out after 0.5s"):
+        spin({"flag": flag}, timeout=0.5)
+    flag.fill_(1)  # written here, seen there: the same memory
+    spin({"flag": flag})
+    assert fresh.counters.runner_starts == 3
+
+
+def test_bad_bindings_are_one_line_errors(fresh: EmuDevice) -> None:
+    tensors = _inputs(fresh)
+    with pytest.raises(KernelLaunchError, match="'c', which is not a slot"):
+        fresh.load(SOURCE, CHAIN, ["a", "b"])
+    program = fresh.load(SOURCE, CHAIN, list(tensors))
+    with pytest.raises(KernelLaunchError, match="no tensor for slot 'e'"):
+        program({k: v for k, v in tensors.items() if k != "e"})
+    with pytest.raises(KernelLaunchError, match="sizes"):  # refused: the runner lives on
+        fresh.load(SOURCE, [_launch("racy", 1, 64, _buf("c"), ScalarArg("i64", 1))], ["c"])
+    program(tensors)
+    assert fresh.counters.runner_starts == 1
+
+
+def test_device_memory_is_reused_and_resolved(fresh: EmuDevice) -> None:
+    x = fresh.empty((3, 5), torch.float16)
+    place = fresh.memory.resolve(x.data_ptr(), x.numel() * 2)
+    assert place is not None and place[1] % 256 == 0
+    assert fresh.memory.resolve(x[1].data_ptr(), 10) == (place[0], place[1] + 10)
+    assert fresh.memory.resolve(torch.zeros(4).data_ptr(), 16) is None
+    region = place[0]
+    del x
+    y = fresh.empty_bytes(30)
+    assert fresh.memory.resolve(y.data_ptr(), 30)[0] == region  # freed, then reused
+    assert fresh.counters.allocations == 2 and fresh.counters.allocated_bytes == 60

@@ -25,6 +25,11 @@ SMOKE = {
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/host_overhead.py": (
+        ["--calls", "10", "--launches", "1,10"],
+        "stdout",
+        "per launch (K 1 to 10):",
+    ),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (
         ["--config", "tiny", "--skip-inductor"],

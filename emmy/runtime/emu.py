@@ -1,10 +1,11 @@
 """The host emulator device `emu`: the emitted CUDA source, run on CPU threads.
 
 The kernel source is compiled by g++ against emmy_device_emu.h (via emmy_device.cuh with
-EMMY_EMU defined) into a shared object. Launches run in a child process, the runner built
-from emu_src/emu_runner.cpp, so that a crashing or hanging kernel cannot take the caller down.
-Each CUDA thread is a user-space fiber; each worker OS thread runs whole blocks. Buffers
-travel through files in /dev/shm, and results are copied back into the caller's arrays.
+EMMY_EMU defined) into a shared object. Launches run in a child process that stays up, the
+runner built from emu_src/emu_runner.cpp (its client: emu_serve.py), so that a crashing or
+hanging kernel cannot take the caller down. Each CUDA thread is a user-space fiber; each worker
+OS thread runs whole blocks. Device memory is shared memory mapped by both processes
+(emu_memory.py): the kernels read and write the caller's tensors in place.
 
 Both the kernels and the runner are cached under cache_dir()/emu/, keyed by a hash of every
 input (source, flags, headers, g++ version) and written atomically, so a second run of the same
@@ -16,21 +17,27 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import signal
-import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from emmy import dtypes
 from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
 from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step, Timing
+from emmy.runtime.device import BufferArg, Device, DeviceCounters, HostCall, Launch, Step, Timing
+from emmy.runtime.emu_memory import EmuMemory
+from emmy.runtime.emu_serve import Program, Runner, schedule_words
+
+if TYPE_CHECKING:
+    import torch
 
 RUNNER_SOURCE = Path(__file__).resolve().parent / "emu_src" / "emu_runner.cpp"
 # -fno-semantic-interposition lets each EMMY_EMU_ENTRY inline its kernel instead of a PLT call;
@@ -133,28 +140,6 @@ def build_runner(sanitize: str | None = None) -> Path:
     return out
 
 
-def _schedule_line(schedule: str) -> str:
-    name, _, seed = schedule.partition(":")
-    if name in ("forward", "reverse") and not seed:
-        return f"schedule {name} 0"
-    if name == "shuffle" and (not seed or seed.isdigit()):
-        return f"schedule shuffle {int(seed or 0)}"
-    raise ValueError(f"schedule must be forward, reverse or shuffle[:SEED], not {schedule!r}")
-
-
-def _arg_line(arg: BufferArg | ScalarArg, index: dict[str, int], kernel: str) -> str:
-    if isinstance(arg, BufferArg):
-        if arg.name not in index:
-            raise KernelLaunchError(f"launch of {kernel} uses unknown buffer {arg.name!r}")
-        return f"arg buf {index[arg.name]} {int(arg.offset)}"
-    if arg.dtype in ("i32", "i64"):
-        return f"arg {arg.dtype} {int(arg.value)}"
-    if arg.dtype == "f32":
-        (bits,) = struct.unpack("<I", struct.pack("<f", float(arg.value)))
-        return f"arg f32 {bits:x}"
-    raise KernelLaunchError(f"launch of {kernel}: unknown scalar dtype {arg.dtype!r}")
-
-
 def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
     """The steps as runs of consecutive kernel launches, and the host calls between them."""
     segments: list[HostCall | list[Launch]] = []
@@ -168,7 +153,7 @@ def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
     return segments
 
 
-def _host_call(call: HostCall, buffers: dict[str, np.ndarray]) -> None:
+def _host_call(call: HostCall, buffers: Mapping[str, np.ndarray]) -> None:
     # the vendor library runs through torch, loaded by a program's first host call alone
     from emmy.runtime.vendor import numpy_view, run_host_call
 
@@ -208,20 +193,28 @@ def _default_workers() -> int:
 TIMING_WORKERS = 1
 #: runner processes a timing's repetitions are spread over (see EmuDevice)
 TIMING_PROCESSES = 3
+#: programs run() keeps defined, the least recently used one beyond is dropped
+CACHED_PROGRAMS = 64
 
 
 class EmuDevice(Device):
     """Runs emitted kernels on the CPU, one fiber per CUDA thread.
+
+    Device memory is shared memory (emu_memory.EmuMemory): `empty` gives CPU torch tensors
+    that the runner reads and writes in place. The kernels run in one runner process that
+    stays up (emu_serve.Runner); a kernel that crashes or hangs kills it, and the next call
+    starts a fresh one. `counters` counts allocations, staging copies, runner starts and
+    requests.
 
     workers: OS threads running blocks in parallel (default: the CPUs this process may use).
     time() runs on TIMING_WORKERS alone: the emulator's timings are those of one machine
     whatever the host's core count, and what else the host runs on its other cores does not
     reorder them (two workers on a shared 2-core host: the best of 13 configs measured again
     scored 0.94 against its own first measurement; one worker: 0.98). The repetitions are
-    spread over TIMING_PROCESSES runner processes: each process lays out its stacks and
-    buffers anew (address-space randomisation), and one layout can make a kernel 10 to 30 %
-    faster or slower for as long as the process lives, which more repetitions in one process
-    never average out.
+    spread over TIMING_PROCESSES fresh runner processes: each process lays out its stacks
+    anew (address-space randomisation), and one layout can make a kernel 10 to 30 % faster or
+    slower for as long as the process lives, which more repetitions in one process never
+    average out.
     sanitize: None, "address" or "undefined": builds kernels and runner with that g++
     sanitizer (best effort; the runner annotates fiber switches for AddressSanitizer), and
     sanitizer reports become KernelLaunchErrors.
@@ -250,13 +243,60 @@ class EmuDevice(Device):
         self.workers = workers if workers is not None else _default_workers()
         self.sanitize = sanitize
         self.smem_limit = smem_limit
+        self.counters = DeviceCounters()
+        self._memory: EmuMemory | None = None
+        self._runner: Runner | None = None
+        self._programs: OrderedDict[tuple, Program] = OrderedDict()
 
     @property
     def compiler(self) -> str:
         return "g++ " + _gxx_version().splitlines()[0].split()[-1]
 
+    @property
+    def memory(self) -> EmuMemory:
+        """This device's memory (made on first use)."""
+        if self._memory is None:
+            self._memory = EmuMemory(self.counters)
+        return self._memory
+
+    def runner(self) -> Runner:
+        """The client of this device's runner process (which starts on its first request)."""
+        if self._runner is None:
+            self._runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
+        return self._runner
+
+    def close(self) -> None:
+        """Stops the runner (a later call starts another)."""
+        if self._runner is not None:
+            self._runner.close()
+
     def prepare(self, source: str) -> None:
-        compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
+        self._compile(source)
+
+    def empty(self, shape: Sequence[int], dtype) -> torch.Tensor:
+        """An uninitialised CPU torch tensor of torch `dtype` in device memory: a program run
+        on it reads and writes it in place."""
+        return self.memory.tensor(tuple(shape), dtype)
+
+    def empty_bytes(self, nbytes: int) -> torch.Tensor:
+        """`nbytes` of device memory, as a uint8 CPU torch tensor."""
+        # torch is heavy, and only a program run on torch tensors allocates them
+        import torch
+
+        return self.memory.tensor((nbytes,), torch.uint8)
+
+    def load(
+        self,
+        source: str,
+        steps: Sequence[Step],
+        slots: Sequence[str],
+        *,
+        outputs: Collection[str] | None = None,
+    ) -> EmuExecutable:
+        """The steps as an executable over torch tensors bound to `slots` at each call (every
+        buffer of the steps is a slot); `outputs`: the slots they may write (default all),
+        the only staged tensors copied back. The runner defines its programs here, once."""
+        return EmuExecutable(self, source, steps, slots, outputs)
 
     def run(
         self,
@@ -268,13 +308,29 @@ class EmuDevice(Device):
         timeout: float = 120.0,
     ) -> None:
         """Runs the launches; writeable arrays in `buffers` receive the results in place
-        (read-only arrays are treated as inputs). Host calls run here, on the arrays, between
-        the runs of the kernels before and after them."""
-        for segment in _segments(launches):
+        (read-only arrays are treated as inputs). The arrays are copied into device memory
+        and back; host calls run here, between the runs of kernels, on device memory."""
+        schedule_words(schedule)
+        segments = _segments(launches)
+        if all(isinstance(segment, HostCall) for segment in segments):
+            for segment in segments:
+                _host_call(segment, buffers)  # type: ignore[arg-type]
+            return
+        staged, slots = self._stage(buffers)
+        for segment in segments:
             if isinstance(segment, HostCall):
-                _host_call(segment, buffers)
-            else:
-                self._execute(source, segment, buffers, schedule, timeout)
+                _host_call(segment, staged)
+                continue
+            program = self._program(source, segment, list(buffers))
+            self.runner().run(
+                program,
+                slots,
+                workers=self.workers,
+                schedule=schedule,
+                smem_limit=self.smem_limit,
+                timeout=timeout,
+            )
+        self._unstage(buffers, staged)
 
     def time(
         self,
@@ -286,97 +342,213 @@ class EmuDevice(Device):
         repetitions: int = 10,
         timeout: float = 600.0,
     ) -> Timing:
-        """Seconds per repetition of the whole launch list, measured inside the runners, each
-        warmed up `warmup` times (host calls, which run here, are timed alone)."""
+        """Seconds per repetition of the whole launch list, measured inside fresh runners,
+        each warmed up `warmup` times (host calls, which run here, are timed alone)."""
         if any(isinstance(step, HostCall) for step in launches):
             return Timing(tuple(_time_host_calls(launches, buffers, warmup, repetitions)))
+        staged, slots = self._stage(buffers)
+        program = Program(self._compile(source), launches, list(buffers))
+        times: list[float] = []
         processes = max(1, min(TIMING_PROCESSES, repetitions))
-        times = []
         for process in range(processes):
-            timing = (warmup, (repetitions + process) // processes)
-            out = self._execute(
-                source, launches, buffers, "forward", timeout, timing, TIMING_WORKERS
-            )
-            times += [
-                float(line.split()[1]) for line in out.splitlines() if line.startswith("time ")
-            ]
+            runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
+            try:
+                times += runner.time(
+                    program,
+                    slots,
+                    warmup=warmup,
+                    repetitions=(repetitions + process) // processes,
+                    workers=TIMING_WORKERS,
+                    smem_limit=self.smem_limit,
+                    timeout=timeout,
+                )
+            finally:
+                runner.close()
+        self._unstage(buffers, staged)
         return Timing(tuple(times))
 
-    def _execute(
+    def _compile(self, source: str) -> Path:
+        return compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
+
+    def _program(self, source: str, launches: Sequence[Launch], slots: Sequence[str]) -> Program:
+        """The program of these launches over these slots, defined once while cached."""
+        so = self._compile(source)
+        key = (so, tuple(launches), tuple(slots))
+        program = self._programs.get(key)
+        if program is not None:
+            self._programs.move_to_end(key)
+            return program
+        program = self._programs[key] = Program(so, launches, slots)
+        if len(self._programs) > CACHED_PROGRAMS:
+            _, old = self._programs.popitem(last=False)
+            self.runner().forget(old)
+        return program
+
+    def _stage(
+        self, buffers: Mapping[str, np.ndarray]
+    ) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
+        """Copies of the arrays in device memory, and their (region, offset)s."""
+        staged, slots = {}, []
+        for name, array in buffers.items():
+            copy, region, offset = self.memory.array(array.shape, array.dtype)
+            copy[...] = array
+            self.counters.staged_copies += 1
+            staged[name] = copy
+            slots.append((region, offset))
+        return staged, slots
+
+    def _unstage(self, buffers: Mapping[str, np.ndarray], staged: Mapping[str, np.ndarray]) -> None:
+        for name, array in buffers.items():
+            if array.flags.writeable and array.size:
+                array[...] = staged[name]
+                self.counters.staged_copies += 1
+
+
+class EmuExecutable:
+    """Steps loaded on an EmuDevice, run on torch CPU tensors bound to its slots by name.
+
+    A tensor in the device's memory (EmuDevice.empty) is used in place; any other is staged:
+    copied into a device buffer (kept for the next call) before, and back after when it is
+    one of `outputs`. Each run of consecutive launches is one request to the runner; host
+    calls run here between them, on the tensors. `last_seconds`: the runner's own seconds
+    for the kernels of the last call.
+    """
+
+    def __init__(
         self,
+        device: EmuDevice,
         source: str,
-        launches: Sequence[Launch],
-        buffers: dict[str, np.ndarray],
-        schedule: str,
-        timeout: float,
-        timing: tuple[int, int] | None = None,
-        workers: int | None = None,
-    ) -> str:
-        lines = [_schedule_line(schedule)]
-        so = compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
-        runner = build_runner(self.sanitize)
-        names = list(buffers)
-        index = {name: i for i, name in enumerate(names)}
-        kernels = ", ".join(dict.fromkeys(launch.kernel for launch in launches)) or "nothing"
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        with tempfile.TemporaryDirectory(prefix="emmy-emu-", dir=shm) as tmp:
-            paths = [Path(tmp) / f"{i}.bin" for i in range(len(names))]
-            lines += [
-                f"so {so}",
-                f"workers {workers or self.workers}",
-                f"smem_limit {self.smem_limit}",
-            ]
-            if timing is not None:
-                lines.append(f"time {timing[0]} {timing[1]}")
-            for name, path in zip(names, paths, strict=True):
-                np.ascontiguousarray(buffers[name]).tofile(path)
-                lines.append(f"buffer {buffers[name].nbytes} {path}")
-            for launch in launches:
-                if not launch.kernel.isidentifier():
-                    raise KernelLaunchError(f"bad kernel name {launch.kernel!r}")
-                geometry = " ".join(str(int(v)) for v in (*launch.grid, *launch.block))
-                lines.append(f"launch {launch.kernel} {geometry} {int(launch.smem)}")
-                lines += [_arg_line(arg, index, launch.kernel) for arg in launch.args]
-            plan = Path(tmp) / "plan"
-            plan.write_text("\n".join(lines) + "\n")
-            env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0"}
-            try:
-                proc = subprocess.run(
-                    [str(runner), str(plan)],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    env=env,
-                    check=False,
+        steps: Sequence[Step],
+        slots: Sequence[str],
+        outputs: Collection[str] | None,
+    ) -> None:
+        self.device = device
+        self.slots = tuple(slots)
+        known = set(self.slots)
+        for step in steps:
+            for arg in step.args:
+                if isinstance(arg, BufferArg) and arg.name not in known:
+                    raise KernelLaunchError(
+                        f"{step.kernel} uses buffer {arg.name!r}, which is not a slot"
+                    )
+        self.outputs = known if outputs is None else set(outputs)
+        so = device._compile(source)
+        self._segments = [
+            segment if isinstance(segment, HostCall) else Program(so, segment, self.slots)
+            for segment in _segments(steps)
+        ]
+        self._staging: dict[str, torch.Tensor] = {}
+        self.last_seconds = 0.0
+        runner = device.runner()
+        for segment in self._segments:
+            if isinstance(segment, Program):
+                runner.define(segment)
+
+    def __call__(
+        self,
+        tensors: Mapping[str, torch.Tensor],
+        *,
+        schedule: str = "forward",
+        timeout: float = 120.0,
+    ) -> None:
+        """Runs the steps on `tensors` (one per slot), in place."""
+        bound, slots, staged = self._bind(tensors)
+        runner = self.device.runner()
+        seconds = 0.0
+        for segment in self._segments:
+            if isinstance(segment, HostCall):
+                _host_call_on_tensors(segment, bound)
+                continue
+            seconds += runner.run(
+                segment,
+                slots,
+                workers=self.device.workers,
+                schedule=schedule,
+                smem_limit=self.device.smem_limit,
+                timeout=timeout,
+            )
+        for name in staged:
+            if name in self.outputs:
+                tensors[name].copy_(bound[name])
+                self.device.counters.staged_copies += 1
+        self.last_seconds = seconds
+
+    def time(
+        self, tensors: Mapping[str, torch.Tensor], *, warmup: int = 2, repetitions: int = 10
+    ) -> Timing:
+        """Seconds per call: measured in the runner (on TIMING_WORKERS) when the steps are
+        kernels alone, else around whole calls here."""
+        if len(self._segments) == 1 and isinstance(self._segments[0], Program):
+            _, slots, _ = self._bind(tensors)
+            return Timing(
+                tuple(
+                    self.device.runner().time(
+                        self._segments[0],
+                        slots,
+                        warmup=warmup,
+                        repetitions=repetitions,
+                        workers=TIMING_WORKERS,
+                        smem_limit=self.device.smem_limit,
+                        timeout=600.0,
+                    )
                 )
-            except subprocess.TimeoutExpired as e:
+            )
+        for _ in range(warmup):
+            self(tensors)
+        times = []
+        for _ in range(repetitions):
+            start = time.perf_counter()
+            self(tensors)
+            times.append(time.perf_counter() - start)
+        return Timing(tuple(times))
+
+    def _bind(
+        self, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], list[tuple[int, int]], list[str]]:
+        """Per slot: the tensor in device memory, its (region, offset); the staged slots."""
+        memory = self.device.memory
+        bound, slots, staged = {}, [], []
+        for name in self.slots:
+            if name not in tensors:
+                raise KernelLaunchError(f"no tensor for slot {name!r}")
+            tensor = tensors[name]
+            if tensor.device.type != "cpu":
                 raise KernelLaunchError(
-                    f"emulated launch of {kernels} timed out after {timeout:g}s"
-                ) from e
-            if proc.returncode != 0:
-                raise KernelLaunchError(_failure(proc, kernels))
-            for name, path in zip(names, paths, strict=True):
-                array = buffers[name]
-                if array.flags.writeable and array.size:
-                    array[...] = np.fromfile(path, dtype=array.dtype).reshape(array.shape)
-        return proc.stdout
+                    f"slot {name!r}: the emulator runs on CPU tensors, not {tensor.device}"
+                )
+            nbytes = tensor.numel() * tensor.element_size()
+            place = memory.resolve(tensor.data_ptr(), nbytes) if tensor.is_contiguous() else None
+            if place is None:
+                copy = self._staging_for(name, tensor)
+                copy.copy_(tensor)
+                self.device.counters.staged_copies += 1
+                staged.append(name)
+                tensor = copy
+                place = memory.resolve(copy.data_ptr(), nbytes)
+            bound[name] = tensor
+            slots.append(place)
+        return bound, slots, staged
+
+    def _staging_for(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        copy = self._staging.get(name)
+        if copy is None or copy.shape != tensor.shape or copy.dtype != tensor.dtype:
+            copy = self._staging[name] = self.device.empty(tensor.shape, tensor.dtype)
+        return copy
 
 
-def _failure(proc: subprocess.CompletedProcess[str], kernels: str) -> str:
-    """One message from a failed runner: its error line, else the sanitizer's or signal's."""
-    lines = proc.stderr.splitlines()
-    errors = [ln[len("error: ") :] for ln in lines if ln.startswith("error: ")]
-    sanitizer = [ln for ln in lines if "Sanitizer" in ln or "runtime error" in ln]
-    if proc.returncode < 0:
-        try:
-            name = signal.Signals(-proc.returncode).name
-        except ValueError:
-            name = f"signal {-proc.returncode}"
-        detail = errors[0] if errors else sanitizer[0] if sanitizer else f"running {kernels}"
-        return f"the emulator died of {name}: {detail}"
-    if errors:
-        return errors[0]
-    if sanitizer:
-        return f"sanitizer report while running {kernels}: {sanitizer[0]}"
-    tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-    return f"emulated launch of {kernels} failed with status {proc.returncode}: {tail[0]}"
+def _host_call_on_tensors(call: HostCall, tensors: Mapping[str, torch.Tensor]) -> None:
+    # the vendor library runs through torch, loaded by a program's first host call alone
+    import torch
+
+    from emmy.runtime.vendor import run_host_call
+
+    def view(arg: BufferArg, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
+        flat = tensors[arg.name].reshape(-1).view(torch.uint8)
+        count = int(np.prod(shape, dtype=np.int64))
+        size = dtypes.lookup(dtype).bytes
+        raw = flat[arg.offset : arg.offset + count * size]
+        if raw.numel() != count * size:
+            raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
+        return raw.view(dtypes.torch_dtype(dtype)).reshape(shape)
+
+    run_host_call(call, view, "cpu")

@@ -1,21 +1,36 @@
-// The emulator's runner: a standalone executable that runs emitted kernels on CPU fibers.
+// The emulator's runner: a process that runs emitted kernels on CPU fibers, one per client.
 //
-//   emu_runner PLAN
+//   emu_runner --serve
 //
-// PLAN is a text file written by emmy/runtime/emu.py, one directive per line:
-//   so PATH                       kernel shared object (built with -DEMMY_EMU)
-//   workers N | smem_limit BYTES | schedule forward|reverse|shuffle SEED | time WARMUP REPS
-//   buffer BYTES PATH             a device buffer, loaded from and written back to PATH
-//   launch KERNEL GX GY GZ BX BY BZ SMEM
-//   arg buf INDEX [BYTE_OFFSET] | arg i32 V | arg i64 V | arg f32 HEXBITS   (parameters of the last launch)
-// Errors are one line "error: ..." on stderr and exit status 3; crashes print a line naming
-// the kernel, block and thread, then die of the signal. With "time", one line per repetition
-// "time SECONDS" goes to stdout.
+// It stays up and serves requests from emmy/runtime/emu_serve.py: one line on stdin each
+// (a "program" request is followed by its launch lines), one answer line on stdout each,
+// "ok [RESULT]" or "error MESSAGE" (a request refused; the runner goes on serving). Ids are the
+// client's; numbers are decimal unless said otherwise.
+//   map REGION BYTES PATH        map device memory: the file PATH (BYTES, whole pages), shared
+//                                with the client, between two guard pages
+//   unmap REGION
+//   so OBJECT PATH               load a kernel shared object (built with -DEMMY_EMU)
+//   unload OBJECT                unload it, and forget the programs that use it
+//   program ID OBJECT SLOTS N    define a program of N launches over SLOTS buffer slots; then
+//                                N lines "launch KERNEL GX GY GZ BX BY BZ SMEM ARG...", each ARG
+//                                s:SLOT:BYTE_OFFSET | i32:V | i64:V | f32:HEXBITS; packed and
+//                                checked against the kernel's __emmy_params once, here
+//   drop ID                      forget a program
+//   run ID WORKERS forward|reverse|shuffle SEED SMEM_LIMIT REGION:OFFSET...
+//                                bind slot k to the k-th REGION:OFFSET and run the launches in
+//                                order; answers "ok SECONDS" (measured here)
+//   time ID WARMUP REPS WORKERS SMEM_LIMIT REGION:OFFSET...
+//                                answers "ok SECONDS..." one per repetition, after WARMUP runs
+// EOF on stdin ends the runner. A kernel that fails at run time (a crash, a deadlock, a
+// misaligned access...) kills the runner, as a GPU context dies: one line "error: ..." on
+// stderr naming the kernel, block and thread, then exit status 3 or death by the signal. The
+// client reports it and starts a fresh runner. Kernels' own stdout goes to stderr.
 //
 // Each CUDA thread is a fiber (own stack slot, see emmy_device_emu.h); each worker OS thread
 // runs whole blocks, one at a time, resuming its ready fibers in the schedule's order until all
 // are done. Fibers only give up the CPU at barriers, shuffles and warp collectives.
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +44,7 @@
 
 #include <atomic>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "emmy_device.cuh"
@@ -91,7 +107,9 @@ struct Launch {
 struct Worker {
   char* slots = nullptr;
   unsigned fibers = 0;  // slots initialised so far
+  unsigned index = 0;  // in the pool; 0 is the serving thread
   unsigned char* smem_end = nullptr;
+  size_t smem_cap = 0;
   void* sched_sp = nullptr;
 #ifdef EMMY_USE_UCONTEXT
   ucontext_t sched_uc;
@@ -108,7 +126,7 @@ struct Worker {
   Warp warps[kMaxThreads / 32];
   unsigned order[kMaxThreads];
   char altstack[32768];
-  pthread_t thread;
+  pthread_t thread{};
 };
 
 // ---- configuration and global state ----
@@ -474,38 +492,91 @@ void on_crash(int sig, siginfo_t* info, void*) {
   signal(sig, SIG_DFL);  // returning re-executes the fault, which now kills the process
 }
 
-void* worker_main(void* arg) {
-  Worker* w = static_cast<Worker*>(arg);
-  tl_worker = w;
+// ---- the worker pool: worker 0 is the serving thread itself, the others wait for launches ----
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_go = PTHREAD_COND_INITIALIZER, g_idle = PTHREAD_COND_INITIALIZER;
+uint64_t g_generation = 0;  // one per launch that needs helpers
+unsigned g_helpers = 0;     // workers 1..g_helpers take part in the current launch
+unsigned g_busy = 0;        // helpers still running blocks of it
+
+void use_altstack(Worker* w) {
 #ifndef __SANITIZE_ADDRESS__
   stack_t ss{};
   ss.ss_sp = w->altstack;
   ss.ss_size = sizeof w->altstack;
   sigaltstack(&ss, nullptr);
 #endif
+}
+
+void run_blocks(Worker* w) {
   for (;;) {
     const uint64_t b = g_next_block.fetch_add(1);
-    if (b >= g_nblocks) break;
+    if (b >= g_nblocks) return;
     run_block(w, b);
+  }
+}
+
+void* helper_main(void* arg) {
+  Worker* w = static_cast<Worker*>(arg);
+  tl_worker = w;
+  use_altstack(w);
+  uint64_t seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&g_mu);
+    while (g_generation == seen) pthread_cond_wait(&g_go, &g_mu);
+    seen = g_generation;
+    const bool mine = w->index <= g_helpers;
+    pthread_mutex_unlock(&g_mu);
+    if (!mine) continue;
+    run_blocks(w);
+    pthread_mutex_lock(&g_mu);
+    if (--g_busy == 0) pthread_cond_signal(&g_idle);
+    pthread_mutex_unlock(&g_mu);
   }
   return nullptr;
 }
 
-void launch(const Launch& L) {
+// Grows the pool to `workers`, each with shared memory for `smem_limit` bytes.
+void ensure_pool(unsigned workers, size_t smem_limit) {
+  while (g_pool.size() < workers) {
+    Worker* w = new Worker();
+    w->index = static_cast<unsigned>(g_pool.size());
+    w->slots = static_cast<char*>(map_or_die((kMaxThreads + 1) * kSlot));
+    w->slots += (kSlot - reinterpret_cast<uintptr_t>(w->slots) % kSlot) % kSlot;
+    g_pool.push_back(w);
+    if (w->index == 0) {
+      tl_worker = w;
+      use_altstack(w);
+    } else if (pthread_create(&w->thread, nullptr, helper_main, w) != 0) {
+      fail("cannot start worker thread");
+    }
+  }
+  for (Worker* w : g_pool) {
+    if (w->smem_cap >= smem_limit) continue;
+    w->smem_end = guarded(smem_limit, 16) + (smem_limit + 15) / 16 * 16;
+    w->smem_cap = smem_limit;
+  }
+}
+
+// Why the launch's geometry cannot run on a GPU, or "".
+std::string invalid(const Launch& L) {
+  char buf[512] = "";
   const uint64_t threads = uint64_t(L.block[0]) * L.block[1] * L.block[2];
   if (threads == 0 || L.grid[0] == 0 || L.grid[1] == 0 || L.grid[2] == 0)
-    fail("kernel '%s': empty grid or block", L.kernel.c_str());
-  if (threads > kMaxThreads || L.block[2] > 64)
-    fail("kernel '%s': block (%u,%u,%u) has %llu threads; the limit is 1024 (and z <= 64)",
-         L.kernel.c_str(), L.block[0], L.block[1], L.block[2],
-         static_cast<unsigned long long>(threads));
-  if (L.grid[1] > 65535 || L.grid[2] > 65535 || L.grid[0] > 0x7fffffffu)
-    fail("kernel '%s': grid (%u,%u,%u) exceeds the GPU limits", L.kernel.c_str(), L.grid[0],
-         L.grid[1], L.grid[2]);
-  if (L.smem > g_smem_limit)
-    fail("kernel '%s' asks for %zu bytes of dynamic shared memory; the limit is %zu",
-         L.kernel.c_str(), L.smem, g_smem_limit);
-  const unsigned n = static_cast<unsigned>(threads);
+    snprintf(buf, sizeof buf, "kernel '%s': empty grid or block", L.kernel.c_str());
+  else if (threads > kMaxThreads || L.block[2] > 64)
+    snprintf(buf, sizeof buf,
+             "kernel '%s': block (%u,%u,%u) has %llu threads; the limit is 1024 (and z <= 64)",
+             L.kernel.c_str(), L.block[0], L.block[1], L.block[2],
+             static_cast<unsigned long long>(threads));
+  else if (L.grid[1] > 65535 || L.grid[2] > 65535 || L.grid[0] > 0x7fffffffu)
+    snprintf(buf, sizeof buf, "kernel '%s': grid (%u,%u,%u) exceeds the GPU limits",
+             L.kernel.c_str(), L.grid[0], L.grid[1], L.grid[2]);
+  return buf;
+}
+
+void launch(const Launch& L) {
+  const unsigned n = L.block[0] * L.block[1] * L.block[2];
   g_nblocks = uint64_t(L.grid[0]) * L.grid[1] * L.grid[2];
   g_next_block = 0;
   const unsigned nw = g_nblocks < uint64_t(g_workers) ? unsigned(g_nblocks) : unsigned(g_workers);
@@ -523,46 +594,17 @@ void launch(const Launch& L) {
       w->order[i] = g_schedule == 1 ? n - 1 - i : i;
     }
   }
-  for (unsigned k = 0; k < nw; ++k)
-    if (pthread_create(&g_pool[k]->thread, nullptr, worker_main, g_pool[k]) != 0)
-      fail("cannot start worker thread");
-  for (unsigned k = 0; k < nw; ++k) pthread_join(g_pool[k]->thread, nullptr);
-}
-
-struct Buffer {
-  unsigned char* data;
-  size_t size;
-  std::string path;
-};
-
-std::string rest_of(const char* line, int skip) {
-  std::string s(line + skip);
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-void load(Buffer& b) {
-  const int fd = open(b.path.c_str(), O_RDONLY);
-  if (fd < 0) fail("cannot open buffer file %s", b.path.c_str());
-  size_t done = 0;
-  while (done < b.size) {
-    const ssize_t r = read(fd, b.data + done, b.size - done);
-    if (r <= 0) fail("buffer file %s is shorter than %zu bytes", b.path.c_str(), b.size);
-    done += size_t(r);
+  if (nw > 1) {
+    pthread_mutex_lock(&g_mu);
+    g_helpers = g_busy = nw - 1;
+    ++g_generation;
+    pthread_cond_broadcast(&g_go);
+    pthread_mutex_unlock(&g_mu);
   }
-  close(fd);
-}
-
-void save(const Buffer& b) {
-  const int fd = open(b.path.c_str(), O_WRONLY);
-  if (fd < 0) fail("cannot write buffer file %s", b.path.c_str());
-  size_t done = 0;
-  while (done < b.size) {
-    const ssize_t r = write(fd, b.data + done, b.size - done);
-    if (r <= 0) fail("cannot write buffer file %s", b.path.c_str());
-    done += size_t(r);
-  }
-  close(fd);
+  run_blocks(g_pool[0]);
+  pthread_mutex_lock(&g_mu);
+  while (g_busy != 0) pthread_cond_wait(&g_idle, &g_mu);
+  pthread_mutex_unlock(&g_mu);
 }
 
 double now() {
@@ -571,136 +613,356 @@ double now() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
+// ---- what the client defined: regions, kernel objects and programs, by the client's ids ----
+struct Region {
+  unsigned char* data;
+  size_t size;
+};
+
+struct ArgSource {
+  bool slot;          // a buffer slot's address + offset, else a value fixed at definition
+  unsigned index;     // the slot
+  uint64_t value;     // the offset, or the value's bits
+};
+
+struct Program {
+  long so;
+  unsigned nslots;
+  std::vector<Launch> launches;
+  std::vector<std::vector<ArgSource>> sources;  // per launch, per parameter
+};
+
+std::unordered_map<long, Region> g_regions;
+std::unordered_map<long, void*> g_sos;
+std::unordered_map<long, Program> g_programs;
+FILE* g_answers = nullptr;
+
+// A request the runner refuses and survives: answered "error MSG".
+struct Refused {
+  std::string message;
+};
+
+[[noreturn]] void refuse(const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  throw Refused{buf};
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    const size_t j = line.find(' ', i);
+    const size_t end = j == std::string::npos ? line.size() : j;
+    if (end > i) words.push_back(line.substr(i, end - i));
+    i = end;
+  }
+  return words;
+}
+
+long long integer(const std::string& s, int base = 10) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = strtoll(s.c_str(), &end, base);
+  if (s.empty() || *end != 0 || errno != 0) refuse("bad number '%s' in request", s.c_str());
+  return v;
+}
+
+unsigned long long unsigned_integer(const std::string& s, int base = 10) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = strtoull(s.c_str(), &end, base);
+  if (s.empty() || s[0] == '-' || *end != 0 || errno != 0)
+    refuse("bad number '%s' in request", s.c_str());
+  return v;
+}
+
+// The path after the first `skip` words of a request (paths may hold spaces).
+std::string path_after(const std::string& line, int skip) {
+  size_t i = 0;
+  for (int k = 0; k < skip; ++k) {
+    i = line.find(' ', i);
+    if (i == std::string::npos) refuse("request '%s' has no path", line.c_str());
+    while (i < line.size() && line[i] == ' ') ++i;
+  }
+  return line.substr(i);
+}
+
+void need(const std::vector<std::string>& w, size_t n) {
+  if (w.size() < n) refuse("request '%s' needs %zu words", w[0].c_str(), n);
+}
+
+// The region maps the file between two guard pages, so overruns fault as on a GPU (the client
+// places each buffer at the end of its region).
+void map_region(long id, size_t bytes, const std::string& path) {
+  if (g_regions.count(id)) refuse("region %ld is already mapped", id);
+  if (bytes == 0 || bytes % kPage) refuse("region %ld: %zu bytes is not a whole number of pages", id, bytes);
+  char* base = static_cast<char*>(
+      mmap(nullptr, bytes + 2 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (base == MAP_FAILED) refuse("out of address space mapping region %ld", id);
+  const int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) {
+    munmap(base, bytes + 2 * kPage);
+    refuse("cannot open region file %s", path.c_str());
+  }
+  void* p = mmap(base + kPage, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    munmap(base, bytes + 2 * kPage);
+    refuse("cannot map region file %s", path.c_str());
+  }
+  g_regions[id] = Region{reinterpret_cast<unsigned char*>(p), bytes};
+}
+
+void unmap_region(long id) {
+  auto it = g_regions.find(id);
+  if (it == g_regions.end()) refuse("region %ld is not mapped", id);
+  munmap(it->second.data - kPage, it->second.size + 2 * kPage);
+  g_regions.erase(it);
+}
+
+void* kernel_object(long id) {
+  auto it = g_sos.find(id);
+  if (it == g_sos.end()) refuse("kernel object %ld is not loaded", id);
+  return it->second;
+}
+
+// "launch KERNEL GX GY GZ BX BY BZ SMEM ARG..." with ARG s:SLOT:OFFSET | i32:V | i64:V | f32:HEX
+void parse_launch(const std::string& line, void* so, unsigned nslots, Launch& L,
+                  std::vector<ArgSource>& sources) {
+  const std::vector<std::string> w = split(line);
+  if (w.size() < 9 || w[0] != "launch") refuse("bad launch line: %s", line.c_str());
+  L.kernel = w[1];
+  for (int d = 0; d < 3; ++d) {
+    L.grid[d] = static_cast<unsigned>(unsigned_integer(w[2 + d]));
+    L.block[d] = static_cast<unsigned>(unsigned_integer(w[5 + d]));
+  }
+  L.smem = unsigned_integer(w[8]);
+  L.entry = reinterpret_cast<void (*)(void**)>(dlsym(so, (L.kernel + "__emmy_entry").c_str()));
+  auto params =
+      static_cast<const unsigned char* const*>(dlsym(so, (L.kernel + "__emmy_params").c_str()));
+  if (L.entry == nullptr || params == nullptr)
+    refuse("kernel '%s' is not in the compiled source (is it EMMY_KERNEL with EMMY_EMU_ENTRY?)",
+           L.kernel.c_str());
+  L.params = *params;
+  for (size_t k = 9; k < w.size(); ++k) {
+    const std::string& a = w[k];
+    const size_t colon = a.find(':');
+    const std::string kind = a.substr(0, colon), rest = colon == std::string::npos ? "" : a.substr(colon + 1);
+    ArgSource s{false, 0, 0};
+    int size = 0;
+    if (kind == "s") {
+      const size_t c2 = rest.find(':');
+      if (c2 == std::string::npos) refuse("bad buffer argument '%s'", a.c_str());
+      s.slot = true;
+      s.index = static_cast<unsigned>(unsigned_integer(rest.substr(0, c2)));
+      s.value = unsigned_integer(rest.substr(c2 + 1));
+      if (s.index >= nslots)
+        refuse("launch of '%s' uses unknown buffer %u", L.kernel.c_str(), s.index);
+      size = sizeof(void*);
+    } else if (kind == "i32") {
+      const int32_t i = static_cast<int32_t>(integer(rest));
+      memcpy(&s.value, &i, 4);
+      size = 4;
+    } else if (kind == "i64") {
+      const long long i = integer(rest);
+      memcpy(&s.value, &i, 8);
+      size = 8;
+    } else if (kind == "f32") {
+      const uint32_t u = static_cast<uint32_t>(unsigned_integer(rest, 16));
+      memcpy(&s.value, &u, 4);
+      size = 4;
+    } else {
+      refuse("bad argument kind '%s'", kind.c_str());
+    }
+    sources.push_back(s);
+    L.sizes.push_back(size);
+  }
+  std::string want, got;
+  for (const unsigned char* p = L.params; *p != 0; ++p) want += std::to_string(*p) + " ";
+  for (int s : L.sizes) got += std::to_string(s) + " ";
+  if (want != got)
+    refuse("kernel '%s' takes parameters of sizes [ %s] but the launch passes [ %s]",
+           L.kernel.c_str(), want.c_str(), got.c_str());
+}
+
+void define(long id, long so_id, unsigned nslots, const std::vector<std::string>& lines) {
+  void* so = kernel_object(so_id);
+  Program P{so_id, nslots, {}, {}};
+  P.launches.resize(lines.size());
+  P.sources.resize(lines.size());
+  for (size_t k = 0; k < lines.size(); ++k) {
+    parse_launch(lines[k], so, nslots, P.launches[k], P.sources[k]);
+    const std::string why = invalid(P.launches[k]);
+    if (!why.empty()) refuse("%s", why.c_str());
+  }
+  g_programs.erase(id);
+  Program& Q = g_programs[id] = std::move(P);
+  for (Launch& L : Q.launches) {
+    L.values.assign(L.sizes.size(), 0);
+    for (uint64_t& v : L.values) L.args.push_back(&v);
+  }
+}
+
+Program& program(long id) {
+  auto it = g_programs.find(id);
+  if (it == g_programs.end()) refuse("program %ld is not defined", id);
+  return it->second;
+}
+
+// Binds the program's buffer slots to "REGION:OFFSET" words, checking every argument's range.
+void bind(Program& P, const std::vector<std::string>& w, size_t first) {
+  if (w.size() - first != P.nslots)
+    refuse("the program has %u buffer slots but the request binds %zu", P.nslots, w.size() - first);
+  std::vector<const Region*> region(P.nslots);
+  std::vector<uint64_t> offset(P.nslots);
+  for (unsigned k = 0; k < P.nslots; ++k) {
+    const std::string& a = w[first + k];
+    const size_t colon = a.find(':');
+    if (colon == std::string::npos) refuse("bad buffer binding '%s'", a.c_str());
+    auto it = g_regions.find(static_cast<long>(unsigned_integer(a.substr(0, colon))));
+    if (it == g_regions.end()) refuse("buffer slot %u is bound to an unmapped region", k);
+    region[k] = &it->second;
+    offset[k] = unsigned_integer(a.substr(colon + 1));
+  }
+  for (size_t l = 0; l < P.launches.size(); ++l) {
+    Launch& L = P.launches[l];
+    for (size_t k = 0; k < L.values.size(); ++k) {
+      const ArgSource& s = P.sources[l][k];
+      if (!s.slot) {
+        L.values[k] = s.value;
+        continue;
+      }
+      const uint64_t at = offset[s.index] + s.value;
+      if (at > region[s.index]->size)
+        refuse("launch of '%s' uses offset %llu past buffer %u", L.kernel.c_str(),
+               static_cast<unsigned long long>(s.value), s.index);
+      L.values[k] = reinterpret_cast<uintptr_t>(region[s.index]->data) + at;
+    }
+  }
+}
+
+void prepare_run(const Program& P, unsigned workers, size_t smem_limit) {
+  g_workers = workers < 1 ? 1 : static_cast<int>(workers);
+  g_smem_limit = smem_limit;
+  for (const Launch& L : P.launches)
+    if (L.smem > g_smem_limit)
+      refuse("kernel '%s' asks for %zu bytes of dynamic shared memory; the limit is %zu",
+             L.kernel.c_str(), L.smem, g_smem_limit);
+  ensure_pool(static_cast<unsigned>(g_workers), g_smem_limit);
+}
+
+double run_program(const Program& P) {
+  const double t0 = now();
+  for (const Launch& L : P.launches) launch(L);
+  return now() - t0;
+}
+
+// One request; returns the answer after "ok".
+std::string serve(const std::string& line) {
+  const std::vector<std::string> w = split(line);
+  if (w.empty()) refuse("empty request");
+  const std::string& op = w[0];
+  char buf[64];
+  if (op == "map") {
+    need(w, 4);
+    map_region(integer(w[1]), unsigned_integer(w[2]), path_after(line, 3));
+  } else if (op == "unmap") {
+    need(w, 2);
+    unmap_region(integer(w[1]));
+  } else if (op == "so") {
+    need(w, 3);
+    const long id = integer(w[1]);
+    if (g_sos.count(id)) refuse("kernel object %ld is already loaded", id);
+    void* so = dlopen(path_after(line, 2).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (so == nullptr) refuse("cannot load the compiled kernels: %s", dlerror());
+    g_sos[id] = so;
+  } else if (op == "unload") {
+    need(w, 2);
+    const long id = integer(w[1]);
+    void* so = kernel_object(id);
+    for (auto it = g_programs.begin(); it != g_programs.end();)
+      it = it->second.so == id ? g_programs.erase(it) : std::next(it);
+    dlclose(so);
+    g_sos.erase(id);
+  } else if (op == "program") {
+    need(w, 5);
+    const long long n = integer(w[4]);
+    std::vector<std::string> lines;
+    char* l = nullptr;
+    size_t cap = 0;
+    for (long long k = 0; k < n; ++k) {  // read them all first: a refusal must not desync
+      const ssize_t len = getline(&l, &cap, stdin);
+      if (len < 0) exit(0);
+      lines.emplace_back(l, len > 0 && l[len - 1] == '\n' ? len - 1 : len);
+    }
+    free(l);
+    define(integer(w[1]), integer(w[2]), static_cast<unsigned>(unsigned_integer(w[3])), lines);
+  } else if (op == "drop") {
+    need(w, 2);
+    g_programs.erase(integer(w[1]));
+  } else if (op == "run") {
+    need(w, 6);
+    Program& P = program(integer(w[1]));
+    const std::string schedule = w[3];
+    if (schedule != "forward" && schedule != "reverse" && schedule != "shuffle")
+      refuse("bad schedule '%s'", schedule.c_str());
+    bind(P, w, 6);
+    prepare_run(P, static_cast<unsigned>(unsigned_integer(w[2])), unsigned_integer(w[5]));
+    g_schedule = schedule == "reverse" ? 1 : schedule == "shuffle" ? 2 : 0;
+    g_seed = unsigned_integer(w[4]);
+    snprintf(buf, sizeof buf, "%.9f", run_program(P));
+    return buf;
+  } else if (op == "time") {
+    need(w, 6);
+    Program& P = program(integer(w[1]));
+    const long long warmup = integer(w[2]), reps = integer(w[3]);
+    bind(P, w, 6);
+    prepare_run(P, static_cast<unsigned>(unsigned_integer(w[4])), unsigned_integer(w[5]));
+    g_schedule = 0;
+    for (long long r = 0; r < warmup; ++r) run_program(P);
+    std::string out;
+    for (long long r = 0; r < reps; ++r) {
+      snprintf(buf, sizeof buf, "%s%.9f", r ? " " : "", run_program(P));
+      out += buf;
+    }
+    return out;
+  } else {
+    refuse("unknown request '%s'", op.c_str());
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) fail("usage: emu_runner PLAN");
-  FILE* plan = fopen(argv[1], "r");
-  if (plan == nullptr) fail("cannot open plan %s", argv[1]);
-  void* so = nullptr;
-  std::vector<Buffer> buffers;
-  std::vector<Launch> launches;
-  int warmup = -1, reps = 0;
-  char line[8192], word[256], kind[16];
-  while (fgets(line, sizeof line, plan) != nullptr) {
-    if (sscanf(line, "%255s", word) != 1) continue;
-    const std::string op = word;
-    if (op == "so") {
-      so = dlopen(rest_of(line, 3).c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (so == nullptr) fail("cannot load the compiled kernels: %s", dlerror());
-    } else if (op == "workers") {
-      sscanf(line, "%*s %d", &g_workers);
-      if (g_workers < 1) g_workers = 1;
-    } else if (op == "smem_limit") {
-      sscanf(line, "%*s %zu", &g_smem_limit);
-    } else if (op == "schedule") {
-      char name[32] = "";
-      unsigned long long seed = 0;
-      sscanf(line, "%*s %31s %llu", name, &seed);
-      const std::string s = name;
-      g_schedule = s == "reverse" ? 1 : s == "shuffle" ? 2 : 0;
-      g_seed = seed;
-    } else if (op == "time") {
-      sscanf(line, "%*s %d %d", &warmup, &reps);
-    } else if (op == "buffer") {
-      size_t size = 0;
-      int skip = 0;
-      sscanf(line, "%*s %zu %n", &size, &skip);
-      Buffer b{guarded(size, 256), size, rest_of(line, skip)};
-      load(b);
-      buffers.push_back(b);
-    } else if (op == "launch") {
-      Launch L{};
-      if (sscanf(line, "%*s %255s %u %u %u %u %u %u %zu", word, &L.grid[0], &L.grid[1], &L.grid[2],
-                 &L.block[0], &L.block[1], &L.block[2], &L.smem) != 8)
-        fail("bad plan line: %s", line);
-      L.kernel = word;
-      if (so == nullptr) fail("plan launches before loading kernels");
-      L.entry = reinterpret_cast<void (*)(void**)>(dlsym(so, (L.kernel + "__emmy_entry").c_str()));
-      auto params = static_cast<const unsigned char* const*>(
-          dlsym(so, (L.kernel + "__emmy_params").c_str()));
-      if (L.entry == nullptr || params == nullptr)
-        fail("kernel '%s' is not in the compiled source (is it EMMY_KERNEL with EMMY_EMU_ENTRY?)",
-             L.kernel.c_str());
-      L.params = *params;
-      launches.push_back(std::move(L));
-    } else if (op == "arg") {
-      if (launches.empty()) fail("plan has an argument before any launch");
-      Launch& L = launches.back();
-      unsigned long long v = 0;
-      sscanf(line, "%*s %15s", kind);
-      const std::string k = kind;
-      if (k == "buf") {
-        unsigned long long offset = 0;
-        sscanf(line, "%*s %*s %llu %llu", &v, &offset);
-        if (v >= buffers.size()) fail("launch of '%s' uses unknown buffer %llu", L.kernel.c_str(), v);
-        if (offset > buffers[v].size)
-          fail("launch of '%s' uses offset %llu past buffer %llu", L.kernel.c_str(), offset, v);
-        L.values.push_back(reinterpret_cast<uintptr_t>(buffers[v].data) + offset);
-        L.sizes.push_back(sizeof(void*));
-      } else if (k == "i32" || k == "i64") {
-        long long s = 0;
-        sscanf(line, "%*s %*s %lld", &s);
-        uint64_t bits = 0;
-        if (k == "i32") {
-          const int32_t i = static_cast<int32_t>(s);
-          memcpy(&bits, &i, 4);
-        } else {
-          memcpy(&bits, &s, 8);
-        }
-        L.values.push_back(bits);
-        L.sizes.push_back(k == "i32" ? 4 : 8);
-      } else if (k == "f32") {
-        sscanf(line, "%*s %*s %llx", &v);
-        const uint32_t u = static_cast<uint32_t>(v);
-        uint64_t bits = 0;
-        memcpy(&bits, &u, 4);
-        L.values.push_back(bits);
-        L.sizes.push_back(4);
-      } else {
-        fail("bad argument kind '%s' in plan", kind);
-      }
-    } else {
-      fail("bad plan line: %s", line);
-    }
-  }
-  fclose(plan);
-  for (Launch& L : launches) {
-    std::string want, got;
-    for (const unsigned char* p = L.params; *p != 0; ++p) want += std::to_string(*p) + " ";
-    for (int s : L.sizes) got += std::to_string(s) + " ";
-    if (want != got)
-      fail("kernel '%s' takes parameters of sizes [ %s] but the launch passes [ %s]",
-           L.kernel.c_str(), want.c_str(), got.c_str());
-    for (uint64_t& v : L.values) L.args.push_back(&v);
-  }
-
-  for (int k = 0; k < g_workers; ++k) {
-    Worker* w = new Worker();
-    w->slots = static_cast<char*>(map_or_die((kMaxThreads + 1) * kSlot));
-    w->slots += (kSlot - reinterpret_cast<uintptr_t>(w->slots) % kSlot) % kSlot;
-    w->smem_end = guarded(g_smem_limit, 16) + (g_smem_limit + 15) / 16 * 16;
-    g_pool.push_back(w);
-  }
+  if (argc != 2 || strcmp(argv[1], "--serve") != 0) fail("usage: emu_runner --serve");
+  // Answers go to a private copy of stdout; a kernel's printf goes to stderr with the errors.
+  g_answers = fdopen(dup(1), "w");
+  dup2(2, 1);
 #ifndef __SANITIZE_ADDRESS__
   struct sigaction sa{};
   sa.sa_sigaction = on_crash;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
 #endif
-
-  if (warmup < 0) {
-    for (const Launch& L : launches) launch(L);
-  } else {
-    for (int r = 0; r < warmup; ++r)
-      for (const Launch& L : launches) launch(L);
-    for (int r = 0; r < reps; ++r) {
-      const double t0 = now();
-      for (const Launch& L : launches) launch(L);
-      printf("time %.9f\n", now() - t0);
+  ensure_pool(1, g_smem_limit);  // the serving thread is worker 0, with its signal stack
+  char* l = nullptr;
+  size_t cap = 0;
+  for (;;) {
+    const ssize_t len = getline(&l, &cap, stdin);
+    if (len < 0) return 0;  // the client closed the pipe: it is done, or gone
+    const std::string line(l, len > 0 && l[len - 1] == '\n' ? len - 1 : len);
+    try {
+      const std::string answer = serve(line);
+      fprintf(g_answers, answer.empty() ? "ok\n" : "ok %s\n", answer.c_str());
+    } catch (const Refused& r) {
+      fprintf(g_answers, "error %s\n", r.message.c_str());
     }
+    fflush(g_answers);
   }
-  for (const Buffer& b : buffers) save(b);
-  fflush(stdout);
-  return 0;
 }
