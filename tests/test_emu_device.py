@@ -6,13 +6,14 @@ All kernels live in one source so the whole module costs a single g++ invocation
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
 import torch
 
 from emmy.errors import KernelCompileError, KernelLaunchError
-from emmy.runtime import emu
+from emmy.runtime import emu, emu_memory
 from emmy.runtime.device import BufferArg, HostCall, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 
@@ -598,3 +599,18 @@ def test_device_memory_is_reused_and_resolved(fresh: EmuDevice) -> None:
     y = fresh.empty_bytes(30)
     assert fresh.memory.resolve(y.data_ptr(), 30)[0] == region  # freed, then reused
     assert fresh.counters.allocations == 2 and fresh.counters.allocated_bytes == 60
+
+
+def test_removed_regions_are_unmapped_in_the_runner(fresh: EmuDevice, monkeypatch) -> None:
+    monkeypatch.setattr(emu_memory, "FREE_BYTES_CACHED", 0)  # a freed region goes at once
+    program = fresh.load(SOURCE, [_vadd("x", "x", "x")], ["x"])
+    x = fresh.empty((N,), torch.float32).fill_(1)
+    program({"x": x})
+    path = fresh.memory.regions[fresh.memory.locate(x)[0]].path
+    del x
+    assert not os.path.exists(path)
+    y = fresh.empty((N,), torch.float32).fill_(3)
+    requests = fresh.counters.requests
+    program({"x": y})
+    assert y.eq(6).all()
+    assert fresh.counters.requests - requests == 3  # unmap the old region, map y's, run

@@ -516,15 +516,14 @@ class EmuExecutable:
                 raise KernelLaunchError(
                     f"slot {name!r}: the emulator runs on CPU tensors, not {tensor.device}"
                 )
-            nbytes = tensor.numel() * tensor.element_size()
-            place = memory.resolve(tensor.data_ptr(), nbytes) if tensor.is_contiguous() else None
+            place = memory.locate(tensor)
             if place is None:
                 copy = self._staging_for(name, tensor)
                 copy.copy_(tensor)
                 self.device.counters.staged_copies += 1
                 staged.append(name)
                 tensor = copy
-                place = memory.resolve(copy.data_ptr(), nbytes)
+                place = memory.locate(copy)
             bound[name] = tensor
             slots.append(place)
         return bound, slots, staged

@@ -126,6 +126,12 @@ class EmuMemory:
             return None
         return region.id, offset
 
+    def locate(self, tensor) -> tuple[int, int] | None:
+        """(region id, byte offset) of a contiguous torch tensor in this memory, else None."""
+        if not tensor.is_contiguous():
+            return None
+        return self.resolve(tensor.data_ptr(), tensor.numel() * tensor.element_size())
+
     def take_removed(self) -> list[int]:
         """The regions removed since the last call (their mappings elsewhere are stale)."""
         removed, self._removed = self._removed, []

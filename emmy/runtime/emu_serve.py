@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,6 +107,8 @@ class Runner:
         self._objects: OrderedDict[Path, int] = OrderedDict()
         self._defined: dict[int, int] = {}  # program id -> its kernel object's id
         self._object_ids = itertools.count()
+        self._live: list[subprocess.Popen] = []  # the process, for the finalizer
+        weakref.finalize(self, _stop, self._live)
 
     def run(
         self,
@@ -212,6 +215,7 @@ class Runner:
             env=env,
             bufsize=0,
         )
+        self._live[:] = [self._proc]
         self._answers = b""
         self.counters.runner_starts += 1
         return self._proc
@@ -270,6 +274,17 @@ class Runner:
         self._reset()
         stderr = os.pread(self._stderr.fileno(), 1 << 20, mark).decode(errors="replace")
         return failure(returncode, stderr, kernels)
+
+
+def _stop(live: list[subprocess.Popen]) -> None:
+    """Ends a runner whose client is gone: EOF on its stdin ends it."""
+    for proc in live:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _write_all(fd: int, data: bytes) -> None:
