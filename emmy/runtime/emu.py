@@ -116,28 +116,48 @@ def _build(kind: str, out: Path, args: list[str]) -> None:
             os.unlink(tmp)
 
 
+def _built(kind: str, text: bytes, flags: Sequence[str], suffix: str, build) -> Path:
+    """The cached output of building `text` with `flags`, `build(out)` making it if missing.
+    Hashing the headers for the cache key costs a millisecond or two, more than a run of small
+    kernels: an output this process has found once is looked up by its inputs afterwards."""
+    known = (kind, text, tuple(flags), os.environ.get("EMMY_CACHE_DIR", ""))
+    out = _BUILT.get(known)
+    if out is not None and out.exists():
+        return out
+    out = _cache_path(kind, [text, "\0".join(flags).encode()], suffix)
+    if not out.exists():
+        build(out)
+    _BUILT[known] = out
+    return out
+
+
+#: _built's outputs in this process, by kind, input, flags and $EMMY_CACHE_DIR (cache_dir())
+_BUILT: dict[tuple[str, bytes, tuple[str, ...], str], Path] = {}
+
+
 def compile_emu(
     source: str, *, sanitize: str | None = None, extra_flags: Sequence[str] = ()
 ) -> Path:
     """Compiles kernel source (which includes "emmy_device.cuh") to a cached shared object;
     `extra_flags` (a regime's g++ meaning) come last, so an -O level there wins."""
     flags = [*KERNEL_FLAGS, *_sanitize_flags(sanitize), *extra_flags]
-    out = _cache_path("kernels", [source.encode(), "\0".join(flags).encode()], ".so")
-    if not out.exists():
+
+    def build(out: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="emmy-emu-src-") as tmp:
             src = Path(tmp) / "kernels.cu"
             src.write_text(source)
             _build("kernels", out, [*flags, "-I", str(INCLUDE_DIR), "-x", "c++", str(src)])
-    return out
+
+    return _built("kernels", source.encode(), flags, ".so", build)
 
 
 def build_runner(sanitize: str | None = None) -> Path:
     """The cached runner executable (built once per runner source, headers and g++)."""
     flags = [*RUNNER_FLAGS, *_sanitize_flags(sanitize)]
-    out = _cache_path("runner", [RUNNER_SOURCE.read_bytes(), "\0".join(flags).encode()], "")
-    if not out.exists():
-        _build("runner", out, [*flags, "-I", str(INCLUDE_DIR), str(RUNNER_SOURCE), "-ldl"])
-    return out
+    args = [*flags, "-I", str(INCLUDE_DIR), str(RUNNER_SOURCE), "-ldl"]
+    return _built(
+        "runner", RUNNER_SOURCE.read_bytes(), flags, "", lambda out: _build("runner", out, args)
+    )
 
 
 def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
