@@ -27,7 +27,7 @@ from emmy.frontend.model import (
     specialised_fx_graph,
 )
 from emmy.program import Program, compile_summary
-from emmy.runtime.bound import BoundProgram
+from emmy.runtime.bound import BoundProgram, as_model_dtype
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import Device
 from emmy.runtime.emu import EmuDevice
@@ -161,7 +161,7 @@ def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.T
     them)."""
     results = chosen.bound(inputs)
     computed = [
-        result.view(dtype) if dtype == torch.bool else result
+        as_model_dtype(result, dtype)
         for result, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
     ]
     return with_aliases(computed, chosen.model, inputs)

@@ -128,3 +128,8 @@ def _storage_view(tensor: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     if tensor.dtype == torch.bool and wanted == torch.int8:
         return tensor.view(torch.int8)
     raise EmmyError(f"{spec.name} must be {spec.dtype}, got {tensor.dtype}")
+
+
+def as_model_dtype(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An output of its storage type as the model's dtype: a mask's bytes as bool."""
+    return tensor.view(torch.bool) if dtype == torch.bool else tensor
