@@ -548,21 +548,26 @@ class _Roles:
     mutated: frozenset[str]
     outputs: frozenset[str]
 
-    def in_place(self, name: str) -> bool:
-        """Whether a graph is captured on the caller's own tensor of this slot."""
-        return name in self.fixed or name in self.mutated
+
+#: graphs an executable keeps, one per set of addresses of the tensors it reads in place
+#: (a KV cache per concurrent generation); the oldest goes first
+MAX_GRAPHS = 8
 
 
 class CudaExecutable(Executable):
     """A launch list on torch CUDA tensors. The first call issues the launches one by one
     (and warms up what torch loads lazily: cuBLAS's handle, a fallback's kernels); the
-    second captures them as one CUDA graph on the tensors of that call, and every later
-    call replays it, with static buffers as torch's CUDA-graph trees keep them: a read
-    slot whose tensor moved is copied into the graph's buffer, a written slot's buffer is
-    copied out to the caller's tensor. The fixed slots and the written slots the caller
-    passes again (a KV cache) are captured in place: nothing of theirs is copied; a
-    written tensor seen for the first time gets a graph of its own. A launch list that
-    cannot be captured (a fallback op that synchronises) runs launch by launch."""
+    second captures them as one CUDA graph, and every later call replays it.
+
+    A graph reads and writes fixed addresses. It is captured in place on the tensors the
+    caller passes again: the fixed slots (weights, the arena), the mutated inputs (a KV
+    cache) and every read input whose tensor was the same at the first two calls (an
+    AOTAutograd graph's parameters). Every other slot gets a static buffer, as torch's
+    CUDA-graph trees keep them: an input is copied into its buffer before the replay, an
+    output out of its buffer after. A call whose in-place tensors moved replays the graph
+    captured on those (captured then, at most MAX_GRAPHS kept); a read input that moved
+    is copied from then on. A launch list that cannot be captured (a fallback op that
+    synchronises) runs launch by launch."""
 
     def __init__(
         self,
@@ -582,27 +587,59 @@ class CudaExecutable(Executable):
             for function, step in zip(functions, steps, strict=True)
         ]
         self.bound: dict[str, int] = {}
-        self.calls = 0
-        #: graphs by the addresses of the mutated inputs they were captured on
+        self.previous: dict[str, int] = {}
+        #: the slots graphs are captured on in place, chosen at the first capture
+        self.in_place: frozenset[str] | None = None
         self.graphs: dict[tuple[int, ...], _Graph] = {}
         #: why the launch list runs launch by launch, once capture failed
         self.uncapturable: str | None = None
 
     def __call__(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        self.calls += 1
-        if not self.cuda_graphs or self.uncapturable or self.calls == 1:
+        pointers = {name: tensors[name].data_ptr() for name in self.slots}
+        first = not self.previous
+        previous, self.previous = self.previous, pointers
+        if not self.cuda_graphs or self.uncapturable or first:
             self._issue(tensors)
             return
-        mutated = tuple(tensors[name].data_ptr() for name in sorted(self.roles.mutated))
-        graph = self.graphs.get(mutated)
+        if self.in_place is None:
+            read = set(self.slots) - self.roles.outputs - self.roles.mutated - self.roles.fixed
+            again = {name for name in read if pointers[name] == previous[name]}
+            self.in_place = self.roles.fixed | self.roles.mutated | frozenset(again)
+        graph = self.graphs.get(self._key(pointers))
         if graph is None:
-            graph = self._capture(tensors)
+            graph = self._recapture(tensors, pointers)
             if graph is None:
                 self._issue(tensors)
                 return
-            self.graphs[mutated] = graph
         graph.replay(tensors)
         self.device.counters.replays += 1
+
+    def _key(self, pointers: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(pointers[name] for name in sorted(self.in_place or ()))
+
+    def _recapture(
+        self, tensors: Mapping[str, torch.Tensor], pointers: Mapping[str, int]
+    ) -> _Graph | None:
+        """A graph for this call's in-place tensors; read inputs that moved since the last
+        capture are copied from now on (their graphs would differ at every call)."""
+        in_place = self.in_place or frozenset()
+        if self.graphs:
+            last = next(reversed(self.graphs.values()))
+            pinned = self.roles.fixed | self.roles.mutated
+            moved = {
+                name
+                for name in in_place - pinned
+                if last.static[name].data_ptr() != pointers[name]
+            }
+            if moved:
+                self.in_place = in_place - moved
+                self.graphs.clear()
+        while len(self.graphs) >= MAX_GRAPHS:
+            self.graphs.pop(next(iter(self.graphs)))
+        graph = self._capture(tensors)
+        if graph is not None:
+            self.graphs[self._key(pointers)] = graph
+        return graph
 
     def _issue(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Queues every step on torch's current stream of the device."""
@@ -621,10 +658,11 @@ class CudaExecutable(Executable):
 
     def _capture(self, tensors: Mapping[str, torch.Tensor]) -> _Graph | None:
         torch = self.device._torch()
+        in_place = self.in_place or frozenset()
         static: dict[str, torch.Tensor] = {}
         for name in self.slots:
             given = tensors[name]
-            if self.roles.in_place(name):
+            if name in in_place:
                 static[name] = given
                 continue
             static[name] = torch.empty_like(given)
@@ -638,7 +676,7 @@ class CudaExecutable(Executable):
         except RuntimeError as error:  # a fallback op that cannot be captured
             self.uncapturable = str(error).splitlines()[0] if str(error) else type(error).__name__
             return None
-        copied = [name for name in self.slots if not self.roles.in_place(name)]
+        copied = [name for name in self.slots if name not in in_place]
         copied_in = [name for name in copied if name not in self.roles.outputs]
         copied_out = [name for name in copied if name in self.roles.outputs]
         return _Graph(graph, static, copied_in, copied_out)
