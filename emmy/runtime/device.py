@@ -88,23 +88,6 @@ class HostCall:
 Step = Launch | HostCall
 
 
-@dataclass
-class DeviceCounters:
-    """What a device did, counted by the device itself so that tests can assert on it.
-
-    allocations, allocated_bytes: buffers of device memory handed out (each tensor a device
-    allocates, staging buffers included, whether or not its allocator reused the memory) and
-    their bytes; staged_copies: tensors copied into device memory before a call or out of it
-    after one, because they did not live there; runner_starts: processes started to run
-    kernels (the emulator's runner); requests: requests sent to such a process."""
-
-    allocations: int = 0
-    allocated_bytes: int = 0
-    staged_copies: int = 0
-    runner_starts: int = 0
-    requests: int = 0
-
-
 @dataclass(frozen=True)
 class Timing:
     """What a device's time() measured: seconds of one pass of the launch list, one per

@@ -32,7 +32,7 @@ from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_fo
 from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import BufferArg, Device, DeviceCounters, HostCall, Launch, Step, Timing
+from emmy.runtime.device import BufferArg, Device, Executable, HostCall, Launch, Step, Timing
 from emmy.runtime.emu_memory import EmuMemory
 from emmy.runtime.emu_serve import Program, Runner, schedule_words
 
@@ -223,8 +223,8 @@ class EmuDevice(Device):
     Device memory is shared memory (emu_memory.EmuMemory): `empty` gives CPU torch tensors
     that the runner reads and writes in place. The kernels run in one runner process that
     stays up (emu_serve.Runner); a kernel that crashes or hangs kills it, and the next call
-    starts a fresh one. `counters` counts allocations, staging copies, runner starts and
-    requests.
+    starts a fresh one. `counters` counts allocations, copies in and out (uploads,
+    host_copies), launches, runner starts and    requests.
 
     workers: OS threads running blocks in parallel (default: the CPUs this process may use).
     time() runs on TIMING_WORKERS alone: the emulator's timings are those of one machine
@@ -263,7 +263,6 @@ class EmuDevice(Device):
         self.workers = workers if workers is not None else _default_workers()
         self.sanitize = sanitize
         self.smem_limit = smem_limit
-        self.counters = DeviceCounters()
         self._memory: EmuMemory | None = None
         self._runner: Runner | None = None
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
@@ -305,18 +304,27 @@ class EmuDevice(Device):
 
         return self.memory.tensor((nbytes,), torch.uint8)
 
+    def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """A call's output in device memory, from the region cache (as torch's caching
+        allocator on a GPU: not counted as an allocation)."""
+        return self.memory.tensor(tuple(shape), dtype, counted=False)
+
     def load(
         self,
         source: str,
         steps: Sequence[Step],
         slots: Sequence[str],
         *,
-        outputs: Collection[str] | None = None,
+        cuda_graphs: bool = True,
+        fixed: Collection[str] = (),
+        mutated: Collection[str] = (),
+        outputs: Collection[str] = (),
     ) -> EmuExecutable:
         """The steps as an executable over torch tensors bound to `slots` at each call (every
-        buffer of the steps is a slot); `outputs`: the slots they may write (default all),
-        the only staged tensors copied back. The runner defines its programs here, once."""
-        return EmuExecutable(self, source, steps, slots, outputs)
+        buffer of the steps is a slot; roles as Device.load says, `cuda_graphs` ignored).
+        A staged tensor is copied back when the steps may write it: fixed, mutated and
+        outputs. The runner defines its programs here, once."""
+        return EmuExecutable(self, source, steps, slots, {*fixed, *mutated, *outputs})
 
     def run(
         self,
@@ -412,7 +420,7 @@ class EmuDevice(Device):
         for name, array in buffers.items():
             copy, region, offset = self.memory.array(array.shape, array.dtype)
             copy[...] = array
-            self.counters.staged_copies += 1
+            self.counters.uploads += 1
             staged[name] = copy
             slots.append((region, offset))
         return staged, slots
@@ -421,15 +429,15 @@ class EmuDevice(Device):
         for name, array in buffers.items():
             if array.flags.writeable and array.size:
                 array[...] = staged[name]
-                self.counters.staged_copies += 1
+                self.counters.host_copies += 1
 
 
-class EmuExecutable:
+class EmuExecutable(Executable):
     """Steps loaded on an EmuDevice, run on torch CPU tensors bound to its slots by name.
 
-    A tensor in the device's memory (EmuDevice.empty) is used in place; any other is staged:
-    copied into a device buffer (kept for the next call) before, and back after when it is
-    one of `outputs`. Each run of consecutive launches is one request to the runner; host
+    A tensor in the device's memory (EmuDevice.empty, output) is used in place; any other is
+    staged: copied into a device buffer (kept for the next call) before (an upload), and
+    back after (a host copy) when it is one of `written`. Each run of consecutive launches is one request to the runner; host
     calls run here between them, on the tensors. `last_seconds`: the runner's own seconds
     for the kernels of the last call.
     """
@@ -440,7 +448,7 @@ class EmuExecutable:
         source: str,
         steps: Sequence[Step],
         slots: Sequence[str],
-        outputs: Collection[str] | None,
+        written: Collection[str],
     ) -> None:
         self.device = device
         self.slots = tuple(slots)
@@ -451,7 +459,7 @@ class EmuExecutable:
                     raise KernelLaunchError(
                         f"{step.kernel} uses buffer {arg.name!r}, which is not a slot"
                     )
-        self.outputs = known if outputs is None else set(outputs)
+        self.written = set(written)
         so = device._compile(source)
         self._segments = [
             segment if isinstance(segment, HostCall) else Program(so, segment, self.slots)
@@ -488,9 +496,9 @@ class EmuExecutable:
                 timeout=timeout,
             )
         for name in staged:
-            if name in self.outputs:
+            if name in self.written:
                 tensors[name].copy_(bound[name])
-                self.device.counters.staged_copies += 1
+                self.device.counters.host_copies += 1
         self.last_seconds = seconds
 
     def time(
@@ -540,7 +548,7 @@ class EmuExecutable:
             if place is None:
                 copy = self._staging_for(name, tensor)
                 copy.copy_(tensor)
-                self.device.counters.staged_copies += 1
+                self.device.counters.uploads += 1
                 staged.append(name)
                 tensor = copy
                 place = memory.locate(copy)

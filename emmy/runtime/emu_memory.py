@@ -58,7 +58,7 @@ def _remove_files(paths: dict[int, str]) -> None:
 
 
 class EmuMemory:
-    """The regions of one emulated device; `counters` counts the buffers handed out."""
+    """The regions of one emulated device; `counters` counts the buffers it allocates."""
 
     def __init__(self, counters: DeviceCounters, directory: str | None = None) -> None:
         shm = "/dev/shm"
@@ -75,15 +75,16 @@ class EmuMemory:
         # the files go when the device does, or at exit at the latest
         weakref.finalize(self, _remove_files, self._paths)
 
-    def _allocate(self, nbytes: int) -> tuple[memoryview, int, int]:
+    def _allocate(self, nbytes: int, counted: bool = True) -> tuple[memoryview, int, int]:
         """A buffer of at least one byte: a memoryview of it, its region and byte offset; the
         caller ties the region's release to the object that holds the buffer."""
         body = _round_up(max(nbytes, 1), ALIGN)
         size = _round_up(body, PAGE)
         region = self._reuse(size) or self._create(size)
         offset = size - body
-        self.counters.allocations += 1
-        self.counters.allocated_bytes += nbytes
+        if counted:
+            self.counters.allocations += 1
+            self.counters.allocated_bytes += nbytes
         return region.view[offset : offset + max(nbytes, 1)], region.id, offset
 
     def _owned(self, holder: object, region: int) -> None:
@@ -100,8 +101,9 @@ class EmuMemory:
         self._owned(base, region)
         return base[:nbytes].view(dtype).reshape(shape), region, offset
 
-    def tensor(self, shape: tuple[int, ...], dtype):
-        """A CPU torch tensor of `shape` and torch `dtype` in device memory (uninitialised)."""
+    def tensor(self, shape: tuple[int, ...], dtype, counted: bool = True):
+        """A CPU torch tensor of `shape` and torch `dtype` in device memory (uninitialised);
+        `counted`: as an allocation of the device (not a call's output)."""
         # torch is heavy, and only a program run on torch tensors allocates them
         import torch
 
@@ -109,7 +111,7 @@ class EmuMemory:
         for n in shape:
             count *= int(n)
         nbytes = count * dtype.itemsize
-        view, region, _ = self._allocate(nbytes)
+        view, region, _ = self._allocate(nbytes, counted)
         self._owned(view, region)  # the tensor's storage holds `view` itself
         raw = torch.frombuffer(view, dtype=torch.uint8)[:nbytes]
         return raw.view(dtype).reshape(tuple(shape))

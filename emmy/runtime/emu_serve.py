@@ -126,7 +126,9 @@ class Runner:
             self._prepare(program, slots)
             binding = " ".join(f"{r}:{o}" for r, o in slots)
             line = f"run {program.id} {workers} {words} {smem_limit} {binding}"
-            return float(self._request(line, program.kernels, timeout))
+            seconds = float(self._request(line, program.kernels, timeout))
+        self.counters.launches += len(program.lines)
+        return seconds
 
     def time(
         self,
