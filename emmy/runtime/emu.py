@@ -224,7 +224,7 @@ class EmuDevice(Device):
     that the runner reads and writes in place. The kernels run in one runner process that
     stays up (emu_serve.Runner); a kernel that crashes or hangs kills it, and the next call
     starts a fresh one. `counters` counts allocations, copies in and out (uploads,
-    host_copies), launches, runner starts and    requests.
+    host_copies), launches, runner starts and requests.
 
     workers: OS threads running blocks in parallel (default: the CPUs this process may use).
     time() runs on TIMING_WORKERS alone: the emulator's timings are those of one machine
@@ -292,7 +292,7 @@ class EmuDevice(Device):
     def prepare(self, source: str) -> None:
         self._compile(source)
 
-    def empty(self, shape: Sequence[int], dtype) -> torch.Tensor:
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """An uninitialised CPU torch tensor of torch `dtype` in device memory: a program run
         on it reads and writes it in place."""
         return self.memory.tensor(tuple(shape), dtype)
