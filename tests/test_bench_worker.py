@@ -20,7 +20,7 @@ from emmy.errors import KernelLaunchError
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
 from emmy.runtime.device import BufferArg, Device, Launch
-from emmy.runtime.emu import EmuDevice
+from emmy.runtime.emu import EmuDevice, build_runner
 from emmy.search.bench import Bench, BenchOptions
 from emmy.search.db import TuningDB
 from emmy.search.worker import DeviceSpec, DeviceWorker, ends_worker
@@ -28,7 +28,7 @@ from emmy.search.worker import DeviceSpec, DeviceWorker, ends_worker
 LIBRARY = Path(__file__).parent / "library"
 #: long enough for a 64-element kernel's run and timing on a busy emulator host, short
 #: enough that waiting out the hang is cheap
-TIMEOUT = 4.0
+TIMEOUT = 5.0
 CRASH = "the emulator died of SIGSEGV"
 
 
@@ -36,6 +36,7 @@ CRASH = "the emulator died of SIGSEGV"
 def fault_family(monkeypatch):
     """tests/library/fault.emmy: mode=oob writes 4 GiB past its output, mode=spin hangs."""
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(LIBRARY))
+    build_runner()  # g++ building it at the first launch would count against TIMEOUT
     fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0].double() * 2)
     monkeypatch.setitem(FAMILIES, "fault", fault)
 

@@ -36,7 +36,7 @@ from emmy.backend.regime import Regime, regime_for
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.identity import EMU
 from emmy.runtime.device import Device, Step, Timing
-from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice
+from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
 
 #: text of a launch error after which the process that ran it cannot run kernels again: the
 #: CUDA driver's sticky errors, cuda.py's wording of a fault, and the emulator's crashed
@@ -101,6 +101,9 @@ class DeviceSpec:
 
     def build(self) -> Device:
         if self.kind == EMU:
+            # g++ builds the emulator's runner at its first launch otherwise, inside that
+            # launch's timeout; a worker has START_TIMEOUT for it
+            build_runner(self.sanitize)
             return EmuDevice(
                 self.workers, sanitize=self.sanitize, smem_limit=self.smem_limit, flags=self.flags
             )
