@@ -1,6 +1,6 @@
 """Benches that survive kernel faults: a config that crashes or hangs is a row, and the
 configs after it are still measured, through a device worker (the path a GPU takes, with an
-emulator inside) and on the emulator in-process."""
+emulator inside), on the emulator in-process, and on a GPU where there is one."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from stores import single_site_module
 from emmy.backend.regime import regime_for
 from emmy.check import Case, check
 from emmy.compiler import compile_graph
-from emmy.errors import KernelLaunchError
+from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
+from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu import EmuDevice, build_runner
 from emmy.search.bench import Bench, BenchOptions
@@ -45,11 +46,12 @@ def _bench(device: Device, db_path: Path, mode: str) -> list[tuple[dict, str, st
     """A bench of the fault family's site: the pick (mode=right, threads=32), the planted
     `mode`, then mode=right at threads=64; each row's config, status and message."""
     module = single_site_module("fault", {"n": 64, "T": "f32"}, [64])
-    program = compile_graph(module, target="emu", db=str(db_path))
+    program = compile_graph(module, target=device.identity, db=str(db_path))
     options = BenchOptions(pins={"mode": [mode]}, sweep=["threads"], repetitions=3, timeout=TIMEOUT)
+    regime = regime_for(device.identity)
     with TuningDB(db_path) as db:
-        outcomes = Bench(device, regime_for("emu"), db, options, lambda line: None).run(program)
-        stored = db.rows("emu", regime_for("emu").id, "fault", "n=64,T=f32")
+        outcomes = Bench(device, regime, db, options, lambda line: None).run(program)
+        stored = db.rows(device.identity, regime.id, "fault", "n=64,T=f32")
     assert [r.status for r in stored] == [o.row.status for o in outcomes]  # each one recorded
     return [(o.config, o.row.status, o.row.message) for o in outcomes]
 
@@ -121,6 +123,8 @@ def test_a_worker_that_dies_is_reported_and_replaced() -> None:
         worker.run(SOURCE, [launch], buffers)
         np.testing.assert_array_equal(buffers["y"], 2 * x)
         assert worker.identity == "emu" and worker.compiler.startswith("g++ ")
+        with pytest.raises(KernelCompileError, match=r"g\+\+ failed"):  # reported as itself
+            worker.prepare(SOURCE + "not C++\n")
         os.kill(worker.pid, signal.SIGKILL)
         with pytest.raises(KernelLaunchError, match="the device worker died of SIGKILL"):
             worker.run(SOURCE, [launch], buffers)
@@ -149,3 +153,38 @@ def test_a_check_through_a_worker_makes_a_fault_its_cases_failure() -> None:
         assert check(fine, worker) == [] and worker.starts == 2
     with pytest.raises(KernelLaunchError, match=CRASH):  # in place, the error is the caller's
         check(crash, EmuDevice(workers=1))
+
+
+needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
+
+
+@needs_gpu
+def test_a_gpu_fault_is_a_row_and_the_next_config_is_measured(tmp_path, fault_family) -> None:
+    # the bench runs the configs in a worker of its own: the parent's context stays usable
+    with CudaDevice() as device:
+        rows = _bench(device, tmp_path / "crash.db", "oob")
+        _check_rows(rows, "oob", "launch_error", "CUDA_ERROR_ILLEGAL_ADDRESS")
+        rows = _bench(device, tmp_path / "hang.db", "spin")
+        _check_rows(rows, "spin", "timeout", f"timed out after {TIMEOUT:g}s")
+        buffers = {"x": np.ones(8, np.float32), "y": np.zeros(8, np.float32)}
+        device.run(GPU_SOURCE, [_launch("double_it")], buffers)
+        np.testing.assert_array_equal(buffers["y"], 2 * buffers["x"])
+
+
+GPU_SOURCE = """
+extern "C" __global__ void double_it(const float* x, float* y) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }
+extern "C" __global__ void far_write(const float* x, float* y) { y[(1ll << 40) + threadIdx.x] = x[0]; }
+"""
+
+
+@needs_gpu
+def test_a_sticky_cuda_error_ends_the_worker_and_the_next_run_gets_a_fresh_one() -> None:
+    buffers = {"x": np.ones(8, np.float32), "y": np.zeros(8, np.float32)}
+    with DeviceWorker(DeviceSpec("cuda")) as worker:
+        with pytest.raises(KernelLaunchError, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+            worker.run(GPU_SOURCE, [_launch("far_write")], buffers)
+        worker.run(GPU_SOURCE, [_launch("double_it")], buffers)
+        np.testing.assert_array_equal(buffers["y"], 2 * buffers["x"])
+        assert worker.starts == 2
+        timing = worker.time(GPU_SOURCE, [_launch("double_it")], buffers, repetitions=3)
+        assert len(timing.seconds) == 3 and timing.batch >= 1

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from emmy.backend.regime import Regime, regime_for
-from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
+from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.runtime.device import Device, Step, Timing
 from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
@@ -330,9 +330,10 @@ class DeviceWorker(Device):
             self._stderr = None
 
 
+#: the errors a worker reports as themselves, by name; any other is an EmmyError naming it
 _ERRORS: dict[str, type[Exception]] = {
-    "launch": KernelLaunchError,
-    "compile": KernelCompileError,
+    error.__name__: error
+    for error in (KernelLaunchError, KernelCompileError, NoDeviceError, EmmyError)
 }
 
 
@@ -373,12 +374,12 @@ def _handle(device: Device, request: tuple) -> Any:
     raise EmmyError(f"device worker: unknown request {op!r}")
 
 
-def _error_reply(error: Exception) -> tuple[str, str, str, bool]:
-    if isinstance(error, KernelLaunchError):
-        return ("error", "launch", str(error), ends_worker(str(error)))
-    if isinstance(error, KernelCompileError):
-        return ("error", "compile", str(error), False)
-    return ("error", "other", f"{type(error).__name__}: {error}", False)
+def _error_reply(error: Exception, fatal: bool = False) -> tuple[str, str, str, bool]:
+    """The reply that reports `error`; `fatal` (or a fault) says the worker ends after it."""
+    kind = type(error).__name__
+    text = str(error) if kind in _ERRORS else f"{kind}: {error}"
+    fatal = fatal or (isinstance(error, KernelLaunchError) and ends_worker(text))
+    return ("error", kind, text, fatal)
 
 
 def main() -> int:
@@ -392,7 +393,7 @@ def main() -> int:
         device = spec.build()
         _write_frame(replies, ("ok", (device.identity, device.compiler)))
     except Exception as error:  # noqa: BLE001 - reported to the parent, which raises it
-        _write_frame(replies, ("error", "other", f"{type(error).__name__}: {error}", True))
+        _write_frame(replies, _error_reply(error, fatal=True))
         return 1
     while (request := _read_frame(requests, None)) is not None:
         try:
