@@ -399,7 +399,7 @@ class Bench:
         self, work: SiteWork, config: dict, origin: str, timing: Timing, kernel_hash: str
     ) -> Row:
         """The row of a config that ran right: its median, "unstable" where the spread of
-        its times is above the device's limit, and the launches batched per timed pass."""
+        its times is above the device's limit, and the launches batched per timed window."""
         times = timing.seconds
         median = statistics.median(times)
         q1, _, q3 = np.percentile(times, [25, 50, 75])

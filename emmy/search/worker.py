@@ -28,11 +28,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from emmy.backend.regime import Regime, regime_for
+from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, regime_for
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.runtime.device import Device, Step, Timing
@@ -64,6 +65,8 @@ INNER_GRACE = 5.0
 #: seconds a fresh worker may take to build its device and say it is ready (loading the
 #: CUDA bindings and creating a context, on a busy host)
 START_TIMEOUT = 120.0
+#: the folder that holds the `emmy` package
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def is_timeout(message: str) -> bool:
@@ -83,7 +86,7 @@ class DeviceSpec:
     shared-memory limit)."""
 
     kind: str
-    flags: tuple[str, ...] = ()
+    flags: tuple[str, ...] = DEPLOYABLE_FLAGS
     ordinal: int = 0
     workers: int | None = None
     sanitize: str | None = None
@@ -252,6 +255,8 @@ class DeviceWorker(Device):
         if self._process is not None:
             return
         self._stderr = tempfile.TemporaryFile(prefix="emmy-worker-")
+        # the worker imports this emmy, wherever the caller found it
+        paths = [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
         # a session of its own: ending the worker ends what it started (an emulator runner)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "emmy.search.worker"],
@@ -259,6 +264,7 @@ class DeviceWorker(Device):
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
         )
         self.starts += 1
         reply = self._exchange(self.spec, START_TIMEOUT, "starting the device worker")
