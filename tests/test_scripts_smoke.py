@@ -25,6 +25,7 @@ SMOKE = {
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/device_worker.py": (["--repeats", "1"], "stdout", "worker round trip (median):"),
     "benchmarks/host_overhead.py": (
         ["--calls", "10", "--launches", "1,10"],
         "stdout",
