@@ -3,7 +3,8 @@ kernels' own time as the runner measured it, for programs of K trivial launches.
 
 Three ways, side by side: "one-shot", a new runner process per call that maps the buffers,
 loads the kernels, defines the program and runs it (the cost structure of the emulator
-before its runner stayed up); "run()", EmuDevice.run on numpy arrays (staged into device
+before its runner stayed up, less the files it wrote per buffer and the thread it started
+per launch, so a floor for it); "run()", EmuDevice.run on numpy arrays (staged into device
 memory and back, on the runner that stays up); "executable", EmuDevice.load on tensors in
 device memory (one request per call, nothing copied). Per launch: the overhead's growth
 from the smallest K to the largest, per launch added.
