@@ -146,7 +146,13 @@ def _run(
 ) -> list[torch.Tensor]:
     """Runs a specialization's program; its outputs as torch tensors of the model's dtypes,
     the views of inputs and weights among them as torch views (no kernel computes them)."""
-    results = chosen.program.run(device, [to_storage(t) for t in inputs], constants)
+    arrays = [to_storage(t) for t in inputs]
+    results = chosen.program.run(device, arrays, constants)
+    # the device wrote the mutated inputs' new values into their arrays: the caller's
+    # tensors get them (a program bound to the tensors themselves would write them there)
+    for spec, tensor, array in zip(chosen.program.inputs, inputs, arrays, strict=True):
+        if spec.name in chosen.program.mutated_inputs:
+            tensor.copy_(from_storage(array, tensor.dtype))
     computed = [
         from_storage(array, dtype).clone()
         for array, dtype in zip(results, computed_dtypes(chosen.model), strict=True)

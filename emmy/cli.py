@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_compile_command(commands)
     _add_run_command(commands)
+    _add_generate_command(commands)
     _add_golden_command(commands)
     add_db_commands(commands)
     add_fit_eval_commands(commands)
@@ -114,6 +115,47 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
     )
     _add_bench_options(run_cmd.add_argument_group("bench"))
     run_cmd.set_defaults(handler=cmd_run)
+
+
+def _add_generate_command(commands: argparse._SubParsersAction) -> None:
+    generate_cmd = commands.add_parser(
+        "generate",
+        help="greedy decoding of a recipe's model with a static KV cache",
+        description="Compile a recipe's decode program (gpt2, llama) twice, the prefill of "
+        "a random prompt (seeded) and the one-token step, and decode greedily: the caches, "
+        "one key and one value tensor per layer at the recipe's max_len, are written in "
+        "place. Prints the tokens of each batch row, the prefill's time and the decode "
+        "tokens/s; --check compares the tokens with torch eager's, token for token.",
+    )
+    generate_cmd.add_argument(
+        "recipe", metavar="RECIPE", help="a recipe with a decode program (gpt2, llama)"
+    )
+    generate_cmd.add_argument(
+        "--prompt-len", type=int, default=8, metavar="P", help="the prompt's length (default: 8)"
+    )
+    generate_cmd.add_argument(
+        "--tokens", type=int, default=32, metavar="T", help="tokens to generate (default: 32)"
+    )
+    generate_cmd.add_argument(
+        "--batch", type=int, default=1, metavar="B", help="prompts decoded at once (default: 1)"
+    )
+    generate_cmd.add_argument(
+        "--config",
+        metavar="NAME",
+        help="the recipe's config (default: tiny on emu, else the recipe's own)",
+    )
+    generate_cmd.add_argument(
+        "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
+    )
+    generate_cmd.add_argument(
+        "--device", choices=["cuda", "emu"], default="emu", help="where to run (default: emu)"
+    )
+    generate_cmd.add_argument(
+        "--check",
+        action="store_true",
+        help="decode with torch eager too; exit 1 unless every token is the same",
+    )
+    generate_cmd.set_defaults(handler=cmd_generate)
 
 
 def _add_bench_options(bench: argparse._ArgumentGroup) -> None:
@@ -676,6 +718,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"{len(outcomes) - measured} recalled; database {db_path}"
     )
     return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    if hf.is_model_dir(args.recipe):
+        raise EmmyError(
+            "emmy generate takes a recipe; a model directory decodes through Hugging Face's "
+            "generate with torch.compile(backend='emmy')"
+        )
+    # torch runs the decode loop and the eager reference; the other commands need not load it
+    from emmy.decode import check_lengths, first_mismatch, greedy, greedy_eager, prompt
+    from emmy.frontend.recipes import build_decoder, decode_case
+
+    case = decode_case(args.recipe, args.config or _run_config(args), args.dtype, args.batch)
+    check_lengths(args.prompt_len, args.tokens, case.size["max_len"])
+    print(f"model {case.describe()}", file=sys.stderr)
+    device = make_device(args.device)
+    where = "cuda" if args.device == "cuda" else "cpu"
+    _, step, caches = build_decoder(case, where)
+    ids = prompt(args.batch, args.prompt_len, case.config["vocab"]).to(where)
+    generation = greedy(step, ids, caches, args.tokens, device)
+    for row, tokens in enumerate(generation.tokens.tolist()):
+        print(f"row {row}: {' '.join(map(str, tokens))}")
+    print(
+        f"prefill of {args.prompt_len} token(s): {generation.prefill_s * 1000:.1f} ms; decode: "
+        f"{generation.steps} step(s) in {generation.decode_s:.3f} s, "
+        f"{generation.tokens_per_s():.1f} tokens/s (batch {args.batch}) on {device.identity}"
+    )
+    if not args.check:
+        return 0
+    _, eager_step, eager_caches = build_decoder(case, where)
+    expected = greedy_eager(eager_step, ids, eager_caches, args.tokens).tokens
+    mismatch = first_mismatch(generation.tokens, expected)
+    if mismatch is None:
+        print(f"check: all {expected.numel()} tokens equal torch eager's")
+        return 0
+    row, index = mismatch
+    print(
+        f"check: row {row} token {index} is {int(generation.tokens[row, index])}; torch eager "
+        f"gives {int(expected[row, index])}"
+    )
+    return 1
 
 
 def cmd_golden_promote(args: argparse.Namespace) -> int:

@@ -150,6 +150,10 @@ class NaryOp(ElementwiseOp):
         super().verify_()
 
 
+#: the attribute of a graph's function listing the inputs it writes in place (a KV cache):
+#: its first results are their new values, one per entry, the entry the input's place
+MUTATED_INPUTS = "mutated_inputs"
+
 DOMAIN_TEXT = {
     Domain.FLOAT: "f32, f16 or bf16",
     Domain.NUMBER: "f32, f16, bf16, i32 or i64",

@@ -33,6 +33,8 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
     ModuleOp,
     TensorType,
     i8,
@@ -43,6 +45,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import fallback, graph
+from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.errors import EmmyError
 from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
@@ -169,10 +172,39 @@ def export_program(
     module = module.eval()
     try:
         with torch.no_grad():
-            return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
+            exported = torch.export.export(
+                module, tuple(example_inputs), dynamic_shapes=dynamic_shapes
+            )
+            if _mutates(exported.graph):
+                # functionalised (no decompositions): each in-place op becomes its functional
+                # form, and the graph returns the new value of every input it mutates
+                exported = exported.run_decompositions({})
     except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
+    return exported
+
+
+def _mutates(fx_graph: fx.Graph) -> bool:
+    """Whether a graph has an in-place op (a KV cache's `index_copy_`)."""
+    return any(
+        isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+        for node in fx_graph.nodes
+        if node.op == "call_function"
+    )
+
+
+def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
+    """The returned values that are the new values of mutated user inputs: their place in
+    the graph's return → the input's place among the user inputs."""
+    signature = exported.graph_signature
+    user = list(signature.user_inputs)
+    kind = torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION
+    return {
+        index: user.index(spec.target)
+        for index, spec in enumerate(signature.output_specs)
+        if spec.kind == kind
+    }
 
 
 def export(
@@ -200,7 +232,8 @@ def convert(
     _refuse_data_dependent_shapes(fx_graph)
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
-    return Converter(fx_graph, constants, exported.call_spec.out_spec, fallback).convert()
+    out_spec = exported.call_spec.out_spec
+    return Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
 
 
 def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:
@@ -347,8 +380,11 @@ class Converter:
         constants: dict[str, tuple[str, torch.Tensor]],
         out_spec: object = None,
         fallback: bool = True,
+        mutations: dict[int, int] | None = None,
     ) -> None:
         self.fx_graph = fx_graph
+        #: returned values that are mutated inputs' new values: place → the input's place
+        self.mutations = mutations or {}
         self.fallback = fallback
         self.coverage = Coverage()
         self.placeholder_constants = constants
@@ -500,15 +536,7 @@ class Converter:
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
-                self.output_dtypes = [arg.meta["val"].dtype for arg in node.args[0]]
-                returned = []
-                for index, arg in enumerate(node.args[0]):
-                    alias = self.alias(arg)
-                    if alias is None:
-                        returned.append(self.operand(arg))
-                    else:
-                        self.aliases[index] = alias
-                self.builder.insert(func.ReturnOp(*returned))
+                self.builder.insert(func.ReturnOp(*self.returned(node.args[0])))
             else:
                 raise self.error(f"unsupported graph node kind {node.op}")
         self.node = None
@@ -520,6 +548,9 @@ class Converter:
             Region(self.block),
         )
         main.attributes["coverage"] = self.coverage.to_attr()
+        if self.mutations:
+            written = [IntegerAttr(i, 64) for _, i in sorted(self.mutations.items())]
+            main.attributes[MUTATED_INPUTS] = ArrayAttr(written)
         return ModelGraph(
             ModuleOp([main]),
             self.input_names,
@@ -529,6 +560,22 @@ class Converter:
             self.coverage,
             self.aliases,
         )
+
+    def returned(self, values: Sequence[object]) -> list[SSAValue]:
+        """The function's results: first the new values of the mutated inputs (a kernel
+        writes each into its input's buffer), then the user's outputs but those that view
+        an input or a weight (returned as torch views)."""
+        written = [self.operand(values[i]) for i in sorted(self.mutations)]
+        user = [value for i, value in enumerate(values) if i not in self.mutations]
+        self.output_dtypes = [value.meta["val"].dtype for value in user]
+        returned = []
+        for index, value in enumerate(user):
+            alias = self.alias(value)
+            if alias is None:
+                returned.append(self.operand(value))
+            else:
+                self.aliases[index] = alias
+        return [*written, *returned]
 
     def alias(self, arg: object) -> Alias | None:
         """How a returned value views an input or a weight (no kernel computes it), or

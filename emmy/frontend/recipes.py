@@ -3,7 +3,11 @@ weights (seeded, nothing downloaded) and gives example inputs at a few sizes.
 
 A recipe module defines CONFIGS (name → dict, each with a "dtype": f32, f16 or bf16),
 SIZES (config name → list of size dicts), DEFAULT (a config name), `build(config)` and
-`example_inputs(config, size)`. The graph of a recipe at a config and size is cached with
+`example_inputs(config, size)`. A recipe with a decode program also defines DECODE
+(config name → {"max_len": the cache's length}), `decoder(model, config)` (a module over
+the model's own weights taking ids [batch, new], the position they start at (int64 [1])
+and the caches, writing the new keys and values into the caches in place and returning
+the last token's logits) and `cache_shapes(config, batch, max_len)`. The graph of a recipe at a config and size is cached with
 the names of its constants, so a warm `emmy compile RECIPE` does not import torch.
 """
 
@@ -55,6 +59,7 @@ class RecipeCase:
 
 
 _REQUIRED = ("CONFIGS", "SIZES", "DEFAULT")
+_OPTIONAL = ("DYNAMIC", "DECODE")
 
 
 def _recipe_source(directory: Path) -> str:
@@ -62,14 +67,14 @@ def _recipe_source(directory: Path) -> str:
 
 
 def _constants_of_source(directory: Path) -> dict:
-    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC, read without running the recipe (no
+    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC and DECODE, read without running the recipe (no
     torch import)."""
     tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in (*_REQUIRED, "DYNAMIC"):
+            if isinstance(target, ast.Name) and target.id in (*_REQUIRED, *_OPTIONAL):
                 try:
                     found[target.id] = ast.literal_eval(node.value)
                 except ValueError:
@@ -180,6 +185,44 @@ def build(case: RecipeCase, meta: bool = False):
         inputs = tuple(recipe.example_inputs(case.config, case.size))
     inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
     return model, inputs
+
+
+def decode_case(name: str, config: str | None, dtype: str | None, batch: int) -> RecipeCase:
+    """A recipe's decode program at a config: its size is the batch and the cache's
+    max_len (the recipe's DECODE)."""
+    directory = recipe_dir(name)
+    constants = _constants_of_source(directory)
+    config_name = config or constants["DEFAULT"]
+    decode = constants.get("DECODE", {})
+    if config_name not in decode:
+        known = ", ".join(decode) or "none"
+        raise EmmyError(
+            f"recipe {name} has no decode program for config {config_name!r} (DECODE has: {known})"
+        )
+    if batch < 1:
+        raise EmmyError(f"the batch must be at least 1, not {batch}")
+    chosen = dtype or constants["CONFIGS"][config_name].get("dtype", "f32")
+    if not dtypes.is_float(chosen):
+        raise EmmyError(f"dtype must be one of {', '.join(dtypes.FLOAT_NAMES)}, not {chosen!r}")
+    size = {"batch": batch, "max_len": int(decode[config_name]["max_len"])}
+    config_dict = constants["CONFIGS"][config_name]
+    return RecipeCase(directory.name, directory, config_name, config_dict, size, chosen)
+
+
+def build_decoder(case: RecipeCase, device: object = "cpu"):
+    """A decode case's model (as `build` makes it: the same weights), its decode step over
+    the model's modules, and zeroed caches of the case's batch and max_len, on `device`."""
+    # torch builds the model, as in build()
+    import torch
+
+    recipe = _load(case.directory)
+    dtype = dtypes.torch_dtype(case.dtype)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = recipe.build(case.config).to(dtype).eval()
+        shapes = recipe.cache_shapes(case.config, case.size["batch"], case.size["max_len"])
+        caches = [torch.zeros(shape, dtype=dtype) for shape in shapes]
+    return model, recipe.decoder(model, case.config).eval(), caches
 
 
 def _cache_path(case: RecipeCase) -> Path:
