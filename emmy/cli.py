@@ -23,7 +23,15 @@ from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
 from emmy.frontend import hf
 from emmy.frontend.cache import parse_graph, traced_graph_text
-from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
+from emmy.frontend.recipes import (
+    build,
+    decode_case,
+    decode_graph_text,
+    decode_step_example,
+    recipe_dir,
+    recipe_graph_text,
+    resolve_case,
+)
 from emmy.program import coverage_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
@@ -276,6 +284,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
     )
     parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="the recipe's decode step (one new token over its KV cache) instead of its "
+        "forward, at --dim batch=B (default 1) and max_len=L (default: the recipe's)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -372,6 +386,10 @@ def _check_source(args: argparse.Namespace) -> None:
     if args.expression is not None and args.dim:
         raise EmmyError("--dim sets a recipe's dynamic dim; a -c expression has its shapes in it")
     model_dir = args.recipe is not None and hf.is_model_dir(args.recipe)
+    if args.decode and (args.recipe is None or model_dir):
+        raise EmmyError("--decode compiles a recipe's decode step; give a RECIPE")
+    if args.decode and args.size:
+        raise EmmyError("--decode sets its sizes with --dim batch=B and max_len=L, not --size")
     if model_dir and (args.config or args.size):
         raise EmmyError(
             "--config and --size choose a recipe's config; a model directory has its "
@@ -405,6 +423,16 @@ def recipe_case(args: argparse.Namespace, default_config: str | None = None):
     return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype, dims)
 
 
+def decode_recipe_case(args: argparse.Namespace, default_config: str | None = None):
+    """The recipe's decode step at --config, --dtype and --dim batch= and max_len=."""
+    dims = _dims(args.dim)
+    unknown = sorted(set(dims) - {"batch", "max_len"})
+    if unknown:
+        raise EmmyError(f"--decode takes the dims batch and max_len, not {', '.join(unknown)}")
+    config = args.config or default_config
+    return decode_case(args.recipe, config, args.dtype, dims.get("batch", 1), dims.get("max_len"))
+
+
 def _dims(values: list[str]) -> dict[str, int]:
     """--dim NAME=N flags as a mapping."""
     dims: dict[str, int] = {}
@@ -428,6 +456,11 @@ def source_text(
         print(f"model {case.describe()}", file=sys.stderr)
         text, constants = hf.graph_text(case, timings)
         where = f"<model directory {case.directory}>"
+    elif args.recipe is not None and args.decode:
+        case = decode_recipe_case(args, default_config)
+        print(f"model {case.describe()}: its decode step", file=sys.stderr)
+        text, constants = decode_graph_text(case, timings)
+        where = f"<recipe {case.name}, decode step>"
     elif args.recipe is not None:
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
@@ -632,6 +665,10 @@ def run_recipe(args: argparse.Namespace) -> int:
         case = model_dir_case(args)
         print(f"model {case.describe()}", file=sys.stderr)
         model, inputs = hf.build(case)
+    elif args.decode:
+        case = decode_recipe_case(args, _run_config(args))
+        print(f"model {case.describe()}: its decode step", file=sys.stderr)
+        model, inputs = decode_step_example(case)
     else:
         case = recipe_case(args, _run_config(args))
         print(f"model {case.describe()}", file=sys.stderr)
@@ -728,7 +765,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
     # torch runs the decode loop and the eager reference; the other commands need not load it
     from emmy.decode import check_lengths, first_mismatch, greedy, greedy_eager, prompt
-    from emmy.frontend.recipes import build_decoder, decode_case
+    from emmy.frontend.recipes import build_decoder
 
     case = decode_case(args.recipe, args.config or _run_config(args), args.dtype, args.batch)
     check_lengths(args.prompt_len, args.tokens, case.size["max_len"])

@@ -69,6 +69,13 @@ def _next(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(-1, keepdim=True)
 
 
+def _now(like: torch.Tensor) -> float:
+    """The time once the device's queued work is done (a GPU runs ahead of the host)."""
+    if like.is_cuda:
+        torch.cuda.synchronize(like.device)
+    return time.perf_counter()
+
+
 def greedy(
     step: torch.nn.Module,
     ids: torch.Tensor,
@@ -91,33 +98,37 @@ def greedy(
     # dims symbolic
     first = torch.zeros((batch, 1), dtype=ids.dtype, device=ids.device)
     compiled.specialize([first, _position(length, ids), *caches])
-    start = time.perf_counter()
+    start = _now(ids)
     token = _next(compiled(ids, _position(0, ids), *caches))
-    prefill = time.perf_counter() - start
+    prefill = _now(ids) - start
     tokens = [token]
-    start = time.perf_counter()
+    start = _now(ids)
     for offset in range(count - 1):
         token = _next(compiled(token, _position(length + offset, ids), *caches))
         tokens.append(token)
-    decode = time.perf_counter() - start
+    decode = _now(ids) - start
     return Generation(torch.cat(tokens, dim=1), prefill, decode, len(compiled.specializations))
 
 
 def greedy_eager(
-    step: torch.nn.Module, ids: torch.Tensor, caches: Sequence[torch.Tensor], count: int
+    step: Callable[..., torch.Tensor],
+    ids: torch.Tensor,
+    caches: Sequence[torch.Tensor],
+    count: int,
 ) -> Generation:
-    """The same greedy decoding through torch eager (writing `caches` in place)."""
+    """The same greedy decoding through torch (the module eagerly, or a torch.compile of
+    it), writing `caches` in place."""
     length = ids.shape[1]
     with torch.no_grad():
-        start = time.perf_counter()
+        start = _now(ids)
         token = _next(step(ids, _position(0, ids), *caches))
-        prefill = time.perf_counter() - start
+        prefill = _now(ids) - start
         tokens = [token]
-        start = time.perf_counter()
+        start = _now(ids)
         for offset in range(count - 1):
             token = _next(step(token, _position(length + offset, ids), *caches))
             tokens.append(token)
-        decode = time.perf_counter() - start
+        decode = _now(ids) - start
     return Generation(torch.cat(tokens, dim=1), prefill, decode, 0)
 
 

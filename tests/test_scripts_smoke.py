@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = {
     "benchmarks/backend_stages.py": (["--models", "conv_net"], "stdout", "all models: emmy"),
     "benchmarks/compile_latency.py": (["--runs", "1"], "stdout", "warm compile process ="),
+    "benchmarks/decode.py": (
+        ["--models", "gpt2:tiny", "--tokens", "2"],
+        "stdout",
+        "decode tokens/s emmy",
+    ),
     "benchmarks/dataset_noise.py": (
         ["--family", "softmax", "--every", "52", "--sample", "1"],
         "stdout",

@@ -187,9 +187,11 @@ def build(case: RecipeCase, meta: bool = False):
     return model, inputs
 
 
-def decode_case(name: str, config: str | None, dtype: str | None, batch: int) -> RecipeCase:
+def decode_case(
+    name: str, config: str | None, dtype: str | None, batch: int, max_len: int | None = None
+) -> RecipeCase:
     """A recipe's decode program at a config: its size is the batch and the cache's
-    max_len (the recipe's DECODE)."""
+    max_len (by default the recipe's DECODE's)."""
     directory = recipe_dir(name)
     constants = _constants_of_source(directory)
     config_name = config or constants["DEFAULT"]
@@ -204,7 +206,9 @@ def decode_case(name: str, config: str | None, dtype: str | None, batch: int) ->
     chosen = dtype or constants["CONFIGS"][config_name].get("dtype", "f32")
     if not dtypes.is_float(chosen):
         raise EmmyError(f"dtype must be one of {', '.join(dtypes.FLOAT_NAMES)}, not {chosen!r}")
-    size = {"batch": batch, "max_len": int(decode[config_name]["max_len"])}
+    if max_len is not None and max_len < 1:
+        raise EmmyError(f"the cache's max_len must be at least 1, not {max_len}")
+    size = {"batch": batch, "max_len": max_len or int(decode[config_name]["max_len"])}
     config_dict = constants["CONFIGS"][config_name]
     return RecipeCase(directory.name, directory, config_name, config_dict, size, chosen)
 
@@ -225,10 +229,30 @@ def build_decoder(case: RecipeCase, device: object = "cpu"):
     return model, recipe.decoder(model, case.config).eval(), caches
 
 
-def _cache_path(case: RecipeCase) -> Path:
+def decode_step_example(case: RecipeCase, meta: bool = False):
+    """A decode case's step module and example inputs of one step: one new token per row
+    at position 0, and zeroed caches; with `meta`, on the meta device."""
+    # torch builds the model, as in build()
+    import torch
+
+    device = "meta" if meta else "cpu"
+    _, step, caches = build_decoder(case, device)
+    ids = torch.zeros((case.size["batch"], 1), dtype=torch.int64, device=device)
+    position = torch.zeros(1, dtype=torch.int64, device=device)
+    return step, (ids, position, *caches)
+
+
+def decode_graph_text(case: RecipeCase, timings: dict | None = None) -> tuple[str, list[str]]:
+    """The graph of a decode case's step (one new token) as text, and the names of its
+    constants, as recipe_graph_text gives a forward's."""
+    path = _cache_path(case, "decode-step")
+    return cached_export(path, lambda: decode_step_example(case, meta=True), timings)
+
+
+def _cache_path(case: RecipeCase, program: str = "forward") -> Path:
     text = "\0".join(
         (
-            "recipe-v1",
+            "recipe-v1" if program == "forward" else f"recipe-{program}-v1",
             _recipe_source(case.directory),
             json.dumps([case.config, case.size, case.dtype], sort_keys=True),
             version("torch"),

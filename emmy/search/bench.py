@@ -188,6 +188,8 @@ class Bench:
         specs = {s.name: s for s in every}
         seen, work = set(), []
         for call in program.calls:
+            if call.kernel not in program.kernels:
+                continue  # an op torch runs, or a host call: no emitted kernel to measure
             info = program.kernels[call.kernel]
             if (info.family, info.key) in seen:
                 continue  # one site measured once, however often the program calls it
