@@ -25,10 +25,11 @@ def context():
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
 
+    from emmy.dialects.fallback import Fallback
     from emmy.dialects.graph import Graph
 
     ctx = Context()
-    for dialect in (Builtin, Func, Graph):
+    for dialect in (Builtin, Func, Graph, Fallback):
         ctx.load_dialect(dialect)
     return ctx
 
