@@ -25,6 +25,7 @@ from emmy.frontend import hf
 from emmy.frontend.cache import parse_graph, traced_graph_text
 from emmy.frontend.recipes import (
     build,
+    build_decoder,
     decode_case,
     decode_graph_text,
     decode_step_example,
@@ -137,7 +138,11 @@ def _add_generate_command(commands: argparse._SubParsersAction) -> None:
         "tokens/s; --check compares the tokens with torch eager's, token for token.",
     )
     generate_cmd.add_argument(
-        "recipe", metavar="RECIPE", help="a recipe with a decode program (gpt2, llama)"
+        "recipe",
+        metavar="RECIPE|DIR",
+        help="a recipe with a decode program (gpt2, llama), or a Hugging Face causal LM's "
+        "directory: its generate() with a static cache, its forward compiled by "
+        "torch.compile with emmy's backend",
     )
     generate_cmd.add_argument(
         "--prompt-len", type=int, default=8, metavar="P", help="the prompt's length (default: 8)"
@@ -790,13 +795,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     if hf.is_model_dir(args.recipe):
-        raise EmmyError(
-            "emmy generate takes a recipe; a model directory decodes through Hugging Face's "
-            "generate with torch.compile(backend='emmy')"
-        )
+        return generate_model_dir(args)
     # torch runs the decode loop and the eager reference; the other commands need not load it
-    from emmy.decode import check_lengths, first_mismatch, greedy, greedy_eager, prompt
-    from emmy.frontend.recipes import build_decoder
+    from emmy.decode import check_lengths, greedy, greedy_eager, prompt
 
     case = decode_case(args.recipe, args.config or _run_config(args), args.dtype, args.batch)
     check_lengths(args.prompt_len, args.tokens, case.size["max_len"])
@@ -808,23 +809,66 @@ def cmd_generate(args: argparse.Namespace) -> int:
     generation = greedy(step, ids, caches, args.tokens, device)
     for row, tokens in enumerate(generation.tokens.tolist()):
         print(f"row {row}: {' '.join(map(str, tokens))}")
-    print(
-        f"prefill of {args.prompt_len} token(s): {generation.prefill_s * 1000:.1f} ms; decode: "
-        f"{generation.steps} step(s) in {generation.decode_s:.3f} s, "
-        f"{generation.tokens_per_s():.1f} tokens/s (batch {args.batch}) on {device.identity}"
-    )
+    _print_generation(args, generation, device.identity)
     if not args.check:
         return 0
     _, eager_step, eager_caches = build_decoder(case, where)
     expected = greedy_eager(eager_step, ids, eager_caches, args.tokens).tokens
-    mismatch = first_mismatch(generation.tokens, expected)
+    return _check_tokens(generation.tokens, expected)
+
+
+def generate_model_dir(args: argparse.Namespace) -> int:
+    """emmy generate of a Hugging Face model directory: its generate() with a static cache,
+    the forward compiled by torch.compile with emmy's backend."""
+    # torch and transformers run the model; the other commands need not load them
+    from emmy.decode import check_lengths, hf_greedy, hf_greedy_emmy, prompt
+
+    if args.config:
+        raise EmmyError("--config chooses a recipe's config; a model directory has its config.json")
+    case = hf.resolve(
+        Path(args.recipe), {"batch": args.batch, "seq": args.prompt_len}, args.dtype, {}
+    )
+    print(f"model {case.describe()}", file=sys.stderr)
+    wrapped, _ = hf.build(case)
+    model = wrapped.model
+    if not hasattr(model, "generate"):
+        raise EmmyError(f"{args.recipe} is not a causal language model: it has no generate()")
+    positions = getattr(model.config, "max_position_embeddings", args.prompt_len + args.tokens)
+    check_lengths(args.prompt_len, args.tokens, positions)
+    where = "cuda" if args.device == "cuda" else "cpu"
+    model = model.to(where)
+    ids = prompt(args.batch, args.prompt_len, model.config.vocab_size).to(where)
+    expected = hf_greedy(model, ids, args.tokens).tokens if args.check else None
+    device = make_device(args.device)
+    print("compiling the forward's graphs (generate's first pass)", file=sys.stderr)
+    generation = hf_greedy_emmy(model, ids, args.tokens, device)
+    for row, tokens in enumerate(generation.tokens.tolist()):
+        print(f"row {row}: {' '.join(map(str, tokens))}")
+    _print_generation(args, generation, device.identity)
+    return 0 if expected is None else _check_tokens(generation.tokens, expected)
+
+
+def _print_generation(args: argparse.Namespace, generation, identity: str) -> None:
+    print(
+        f"prefill of {args.prompt_len} token(s): {generation.prefill_s * 1000:.1f} ms; decode: "
+        f"{generation.steps} step(s) in {generation.decode_s:.3f} s, "
+        f"{generation.tokens_per_s():.1f} tokens/s (batch {args.batch}) on {identity}"
+    )
+
+
+def _check_tokens(actual, expected) -> int:
+    """0 where emmy's tokens are torch eager's, else 1, with a line saying which."""
+    # the comparison is torch's, as the tokens are
+    from emmy.decode import first_mismatch
+
+    mismatch = first_mismatch(actual, expected)
     if mismatch is None:
         print(f"check: all {expected.numel()} tokens equal torch eager's")
         return 0
     row, index = mismatch
     print(
-        f"check: row {row} token {index} is {int(generation.tokens[row, index])}; torch eager "
-        f"gives {int(expected[row, index])}"
+        f"check: row {row} token {index} is {int(actual[row, index])}; torch eager gives "
+        f"{int(expected[row, index])}"
     )
     return 1
 

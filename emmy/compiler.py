@@ -141,12 +141,11 @@ def _write_in_place(plan: HostPlan, value: str, target: str, families: dict[str,
         raise EmmyError(f"the new value of input {target} is not computed by a kernel")
     plan.mutated_inputs.append(target)
     producer = plan.calls[index]
+    over_input = producer.kernel in plan.fallbacks
+    over_input |= families.get(producer.kernel) in WRITES_OVER_INPUT
     reads_old = target in producer.buffers
-    safe_reader = producer.kernel in plan.fallbacks or families.get(producer.kernel) in (
-        WRITES_OVER_INPUT
-    )
     read_later = any(target in c.buffers for c in plan.calls[index + 1 :])
-    if read_later or (reads_old and not safe_reader):
+    if read_later or (reads_old and not over_input):
         spec = next(t for t in plan.temporaries if t.name == value)
         name = f"fallback_{len(plan.fallbacks)}"
         plan.fallbacks[name] = fallback.copy_entry(spec.shape, spec.dtype)

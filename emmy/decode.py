@@ -139,3 +139,52 @@ def first_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, i
         return None
     row, index = (int(v) for v in different[0])
     return row, index
+
+
+class _Clock:
+    """A streamer for Hugging Face's generate: the time of each token it is handed (the
+    prompt first, then each new token)."""
+
+    def __init__(self, like: torch.Tensor) -> None:
+        self.like = like
+        self.times: list[float] = []
+
+    def put(self, value: torch.Tensor) -> None:
+        self.times.append(_now(self.like))
+
+    def end(self) -> None:
+        pass
+
+
+def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, count: int) -> Generation:
+    """`count` greedy tokens of a Hugging Face causal LM after `ids`, through its
+    `generate` with a static cache (as its forward runs: eagerly, or compiled)."""
+    clock = _Clock(ids)
+    with torch.no_grad():
+        start = _now(ids)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=count,
+            min_new_tokens=count,
+            do_sample=False,
+            cache_implementation="static",
+            streamer=clock,
+        )
+    first = clock.times[1] if len(clock.times) > 1 else _now(ids)
+    return Generation(out[:, ids.shape[1] :], first - start, clock.times[-1] - first, 0)
+
+
+def hf_greedy_emmy(
+    model: torch.nn.Module, ids: torch.Tensor, count: int, device: Device
+) -> Generation:
+    """hf_greedy with the model's forward compiled by torch.compile with emmy's backend on
+    `device`: a first pass compiles (each graph once), a second is timed."""
+    programs: list = []
+    model.forward = torch.compile(
+        model.forward, backend=api.backend(device=device, programs=programs)
+    )
+    hf_greedy(model, ids, count)
+    generation = hf_greedy(model, ids, count)
+    generation.compiles = len(programs)
+    return generation

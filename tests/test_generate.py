@@ -12,6 +12,7 @@ import torch
 import emmy
 from emmy.cli import main
 from emmy.decode import greedy, greedy_eager, prompt
+from emmy.errors import EmmyError
 from emmy.frontend.recipes import build_decoder, decode_case
 from emmy.runtime.emu import EmuDevice
 
@@ -100,3 +101,18 @@ def test_help_lists_generate(capsys) -> None:
     assert "generate" in capsys.readouterr().out
     code, _, err = run_cli(capsys, "generate", "gpt2", "--config", "tiny", "--tokens", "64")
     assert code == 2 and "the cache holds 64" in err
+
+
+class WritesItsBuffer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache.add_(x)
+        return self.cache * 2.0
+
+
+def test_a_model_writing_its_own_buffer_is_one_line_naming_it() -> None:
+    with pytest.raises(EmmyError, match="the model writes its own cache in place"):
+        emmy.compile(WritesItsBuffer(), torch.ones(4), device=EmuDevice())

@@ -198,12 +198,18 @@ def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
     """The returned values that are the new values of mutated user inputs: their place in
     the graph's return → the input's place among the user inputs."""
     signature = exported.graph_signature
+    kinds = torch.export.graph_signature.OutputKind
+    for spec in signature.output_specs:
+        if spec.kind in (kinds.BUFFER_MUTATION, kinds.PARAMETER_MUTATION):
+            raise EmmyError(
+                f"the model writes its own {spec.target} in place; a program writes only its "
+                "inputs (pass the tensor, a KV cache, as an input)"
+            )
     user = list(signature.user_inputs)
-    kind = torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION
     return {
         index: user.index(spec.target)
         for index, spec in enumerate(signature.output_specs)
-        if spec.kind == kind
+        if spec.kind == kinds.USER_INPUT_MUTATION
     }
 
 
