@@ -3,12 +3,14 @@ weights (seeded, nothing downloaded) and gives example inputs at a few sizes.
 
 A recipe module defines CONFIGS (name → dict, each with a "dtype": f32, f16 or bf16),
 SIZES (config name → list of size dicts), DEFAULT (a config name), `build(config)` and
-`example_inputs(config, size)`. A recipe with a decode program also defines DECODE
-(config name → {"max_len": the cache's length}), `decoder(model, config)` (a module over
-the model's own weights taking ids [batch, new], the position they start at (int64 [1])
-and the caches, writing the new keys and values into the caches in place and returning
-the last token's logits) and `cache_shapes(config, batch, max_len)`. The graph of a recipe at a config and size is cached with
+`example_inputs(config, size)`. The graph of a recipe at a config and size is cached with
 the names of its constants, so a warm `emmy compile RECIPE` does not import torch.
+
+A recipe with a decode program also defines DECODE (config name → {"max_len": the cache's
+length}), `decoder(model, config)` (a module over the model's own weights taking ids
+[batch, new], the position they start at (int64 [1]) and the caches, writing the new keys
+and values into the caches in place and returning the last token's logits) and
+`cache_shapes(config, batch, max_len)` (the caches' shapes, in the order it takes them).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def _recipe_source(directory: Path) -> str:
 
 
 def _constants_of_source(directory: Path) -> dict:
-    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC and DECODE, read without running the recipe (no
-    torch import)."""
+    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC and DECODE, read without running the
+    recipe (no torch import)."""
     tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
     found = {}
     for node in tree.body:

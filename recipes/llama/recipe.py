@@ -36,8 +36,9 @@ CONFIGS = {
         "max_seq": 4096,
         "dtype": "bf16",
     },
-    # Llama 3.2 1B's shapes (grouped-query attention, 16 layers), for decode benchmarks:
-    # no forward sizes, so the compile snapshot does not compile it
+    # 1.1B parameters, for decode benchmarks: Llama 3.2 1B's layers (16, grouped-query
+    # attention of 32 heads over 8) with a 32000-token vocabulary; no forward sizes, so the
+    # compile snapshot does not compile it
     "1b": {
         "vocab": 32000,
         "dim": 2048,
