@@ -101,6 +101,10 @@ def test_help_lists_generate(capsys) -> None:
     assert "generate" in capsys.readouterr().out
     code, _, err = run_cli(capsys, "generate", "gpt2", "--config", "tiny", "--tokens", "64")
     assert code == 2 and "the cache holds 64" in err
+    code, _, err = run_cli(capsys, "compile", "gpt2", "--decode", "--dim", "seq=3")
+    assert code == 2 and "--decode takes the dims batch and max_len, not seq" in err
+    code, _, err = run_cli(capsys, "generate", "mlp", "--config", "tiny")
+    assert code == 2 and "recipe mlp has no decode program for config 'tiny'" in err
 
 
 class WritesItsBuffer(torch.nn.Module):
