@@ -988,6 +988,29 @@ def _rope(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
 
 
+def _cached_attention_refusal(node: fx.Node) -> str | None:
+    """What attention_decode does not cover: a q and caches of different or non-float
+    dtypes, a length not one int64, a head dim that no `lanes` option divides."""
+    q, k, v, length = (a.meta["val"] for a in node.args[:4])
+    if not q.dtype == k.dtype == v.dtype or not dtypes.is_float(_storage_name(q.dtype)):
+        return f"cached_attention of q {q.dtype} and caches {k.dtype}, {v.dtype}"
+    if length.dtype != torch.int64 or length.numel() != 1:
+        return (
+            f"cached_attention's length must be one int64, not {length.dtype} {list(length.shape)}"
+        )
+    dim = q.shape[-1]
+    if dim % 4 or dim > 1024:
+        return f"cached_attention of head dim {dim} (a multiple of 4 up to 1024 is supported)"
+    return None
+
+
+@ATEN.handles("emmy.cached_attention.default", accepts=_cached_attention_refusal)
+def _cached_attention(self: Converter, node: fx.Node) -> View:
+    q, k_cache, v_cache, length = (self.operand(a) for a in node.args[:4])
+    op = graph.CachedAttentionOp(q, k_cache, v_cache, length)
+    return self.result(self.insert(op), node.meta["val"])
+
+
 @ATEN.handles("aten.embedding.default")
 def _embedding(self: Converter, node: fx.Node) -> View:
     """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
