@@ -25,6 +25,7 @@ SMOKE = {
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/decode_attention.py": (["--quick"], "stdout", "emu decode attention batch=1"),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (
         ["--config", "tiny", "--skip-inductor"],
