@@ -77,7 +77,9 @@ def test_one_compile_serves_every_length_with_the_cache_past_it_poisoned(
     found = families(compiled.program)
     assert ("attention_decode_combine" in found) == split and "attention_decode" in found
     assert not compiled.program.fallbacks
-    (choice,) = [line for line in explain_lines(compiled.program) if "attention_decode_path" in line]
+    (choice,) = [
+        line for line in explain_lines(compiled.program) if "attention_decode_path" in line
+    ]
     assert f"path={path}(pin)" in choice and f"max_len={max_len}," in choice
     tolerance = F32 if dtype == torch.float32 else BF16
     for length in lengths:
