@@ -49,7 +49,8 @@ class BoundProgram:
         if program.arena:
             self.fixed[ARENA] = self._poisoned((max(1, program.arena_bytes),), "i8")
         self.mutated = frozenset(program.mutated_inputs)
-        slots = [s.name for s in [*program.inputs, *program.outputs]] + list(self.fixed)
+        slots = list(dict.fromkeys([s.name for s in [*program.inputs, *program.outputs]]))
+        slots += list(self.fixed)
         self.executable = device.load(
             program.source,
             program.launches(),
@@ -88,6 +89,9 @@ class BoundProgram:
                 written_back.append((given, bound))
         outputs = []
         for spec in program.outputs:
+            if spec.name in tensors:  # a reshape of another output: the same buffer
+                outputs.append(tensors[spec.name].reshape(spec.shape))
+                continue
             out = self.device.output(spec.shape, dtypes.torch_dtype(spec.dtype))
             if self.poison_outputs and out.numel():
                 out.view(torch.uint8).fill_(POISON)

@@ -627,9 +627,7 @@ class CudaExecutable(Executable):
             last = next(reversed(self.graphs.values()))
             pinned = self.roles.fixed | self.roles.mutated
             moved = {
-                name
-                for name in in_place - pinned
-                if last.static[name].data_ptr() != pointers[name]
+                name for name in in_place - pinned if last.static[name].data_ptr() != pointers[name]
             }
             if moved:
                 self.in_place = in_place - moved
