@@ -272,7 +272,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "-c",
         dest="expression",
         metavar="EXPR",
-        help=f'a PyTorch expression, e.g. "{EXAMPLE}"',
+        help=f'a PyTorch expression, e.g. "{EXAMPLE}"; `emmy.rope(...)` and '
+        "`emmy.cached_attention(...)` call emmy's own ops (emmy.frontend.ops)",
     )
     parser.add_argument(
         "--config",

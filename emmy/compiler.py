@@ -1,7 +1,8 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
     recognise-attention → attention-paths → fuse-graph → lower-sites → matmul-paths
-    → resolve-forks → specialize-forks → inline-host-paths → emit-cuda → NVRTC (for a GPU target)
+    → decode-paths → resolve-forks → specialize-forks → inline-host-paths → emit-cuda
+    → NVRTC (for a GPU target)
 
 (the passes are emmy.passes.registry's COMPILE_PIPELINE)
 

@@ -30,6 +30,7 @@ SMOKE = {
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/decode_attention.py": (["--quick"], "stdout", "emu decode attention batch=1"),
     "benchmarks/device_worker.py": (["--repeats", "1"], "stdout", "worker round trip (median):"),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (

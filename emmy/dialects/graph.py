@@ -682,6 +682,57 @@ class AttentionOp(IRDLOperation):
 
 
 @irdl_op_definition
+class CachedAttentionOp(IRDLOperation):
+    """Causal attention of the newest `new` tokens over a static KV cache at a runtime
+    length (emmy::cached_attention): q [batch, heads, new, dim], k_cache and v_cache [batch,
+    kv_heads, max_len, dim] (grouped-query where kv_heads < heads), length an i64 tensor [1],
+    the cache's length after this step's writes. Query i sits at position length - new + i
+    and sees the keys up to its own; positions from `length` on are never read. Scale
+    1/sqrt(dim).
+
+    %o = graph.cached_attention %q, %k, %v, %len : tensor<1x4x1x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1xi64> -> tensor<1x4x1x16xf32>
+    """
+
+    name = "graph.cached_attention"
+    q = operand_def(TensorType)
+    k_cache = operand_def(TensorType)
+    v_cache = operand_def(TensorType)
+    length = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$q `,` $k_cache `,` $v_cache `,` $length attr-dict `:` type($q) `,` type($k_cache)"
+        " `,` type($v_cache) `,` type($length) `->` type($result)"
+    )
+
+    def __init__(self, q: SSAValue, k_cache: SSAValue, v_cache: SSAValue, length: SSAValue):
+        super().__init__(operands=[q, k_cache, v_cache, length], result_types=[q.type])
+
+    def verify_(self) -> None:
+        q = _float_tensor(self.q, "graph.cached_attention q")
+        k = _float_tensor(self.k_cache, "graph.cached_attention k_cache")
+        v = _float_tensor(self.v_cache, "graph.cached_attention v_cache")
+        if len(q.get_shape()) != 4 or len(k.get_shape()) != 4 or k != v:
+            raise VerifyException(
+                "graph.cached_attention takes q and caches of rank 4 with the caches alike"
+            )
+        if not q.element_type == k.element_type:
+            raise VerifyException("graph.cached_attention q and the caches must share one dtype")
+        (b, h, new, d), (kb, kh, max_len, kd) = q.get_shape(), k.get_shape()
+        if kb != b or kd != d or kh == 0 or h % kh or new > max_len:
+            raise VerifyException(
+                f"graph.cached_attention caches {list(k.get_shape())} do not fit q "
+                f"{list(q.get_shape())}"
+            )
+        if self.length.type != TensorType(IntegerType(64), [1]):
+            raise VerifyException(
+                f"graph.cached_attention length must be tensor<1xi64>, not {self.length.type}"
+            )
+        if self.result.type != q:
+            raise VerifyException("graph.cached_attention result must have q's type")
+
+
+@irdl_op_definition
 class RopeOp(IRDLOperation):
     """Rotary embedding, rotate-half form, of x [batch, seq, heads, dim] by cos and sin
     [seq, dim / 2].
@@ -1083,6 +1134,7 @@ Graph = Dialect(
         EmbeddingOp,
         AttentionOp,
         RopeOp,
+        CachedAttentionOp,
         ReshapeOp,
         MaskBiasOp,
         AsStridedOp,

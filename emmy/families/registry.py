@@ -11,6 +11,9 @@ from emmy.errors import EmmyError
 from emmy.families import (
     arg_rows,
     attention,
+    attention_decode,
+    attention_decode_combine,
+    attention_decode_path,
     attention_path,
     attention_tc,
     cat,
@@ -58,7 +61,10 @@ FAMILIES: dict[str, Family] = {
         split_sum,
         attention,
         attention_tc,
+        attention_decode,
+        attention_decode_combine,
         attention_path,
+        attention_decode_path,
         matmul_path,
         vendor_matmul,
     )

@@ -1041,6 +1041,41 @@ def _rope(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
 
 
+def _cached_attention_refusal(node: fx.Node) -> str | None:
+    """What attention_decode does not cover: a q and caches of different or non-float
+    dtypes, a length not one int64, shapes that do not fit, a head dim that no `lanes`
+    option divides."""
+    q, k, v, length = (a.meta["val"] for a in node.args[:4])
+    if not q.dtype == k.dtype == v.dtype or not dtypes.is_float(_storage_name(q.dtype)):
+        return f"cached_attention of q {q.dtype} and caches {k.dtype}, {v.dtype}"
+    if length.dtype != torch.int64 or length.numel() != 1:
+        return (
+            f"cached_attention's length must be one int64, not {length.dtype} {list(length.shape)}"
+        )
+    ranks = q.dim() == k.dim() == 4 and k.shape == v.shape
+    if not ranks or not _cache_fits(tuple(q.shape), tuple(k.shape)):
+        return f"cached_attention of q {list(q.shape)} over caches {list(k.shape)}, {list(v.shape)}"
+    dim = q.shape[-1]
+    if dim % 4 or dim > 1024:
+        return f"cached_attention of head dim {dim} (a multiple of 4 up to 1024 is supported)"
+    return None
+
+
+def _cache_fits(q: tuple[int, ...], cache: tuple[int, ...]) -> bool:
+    """q [batch, heads, new, dim] over caches [batch, kv_heads, max_len, dim]: heads a
+    multiple of kv_heads, no more new tokens than the cache holds."""
+    (batch, heads, new, dim), (cache_batch, kv_heads, max_len, cache_dim) = q, cache
+    same = batch == cache_batch and dim == cache_dim
+    return same and kv_heads > 0 and heads % kv_heads == 0 and new <= max_len
+
+
+@ATEN.handles("emmy.cached_attention.default", accepts=_cached_attention_refusal)
+def _cached_attention(self: Converter, node: fx.Node) -> View:
+    q, k_cache, v_cache, length = (self.operand(a) for a in node.args[:4])
+    op = graph.CachedAttentionOp(q, k_cache, v_cache, length)
+    return self.result(self.insert(op), node.meta["val"])
+
+
 @ATEN.handles("aten.embedding.default")
 def _embedding(self: Converter, node: fx.Node) -> View:
     """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
