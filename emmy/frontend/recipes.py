@@ -22,15 +22,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
 from emmy import dtypes
 from emmy.errors import EmmyError
-from emmy.frontend.cache import cached_export
+from emmy.frontend.cache import cached_export, frontend_stamp
 from emmy.paths import RECIPES_DIR, cache_dir
-from emmy.version import __version__
 
 
 def recipe_dir(name: str) -> Path:
@@ -257,8 +255,7 @@ def _cache_path(case: RecipeCase, program: str = "forward") -> Path:
             "recipe-v1" if program == "forward" else f"recipe-{program}-v1",
             _recipe_source(case.directory),
             json.dumps([case.config, case.size, case.dtype], sort_keys=True),
-            version("torch"),
-            __version__,
+            frontend_stamp(),
         )
     )
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
