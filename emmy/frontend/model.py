@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import operator
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,7 +179,10 @@ def export_program(
             if _mutates(exported.graph):
                 # functionalised (no decompositions): each in-place op becomes its functional
                 # form, and the graph returns the new value of every input it mutates
-                exported = exported.run_decompositions({})
+                with warnings.catch_warnings():
+                    # torch's own copy of the export's tree spec warns about torch's API
+                    warnings.filterwarnings("ignore", "`isinstance.treespec", FutureWarning)
+                    exported = exported.run_decompositions({})
     except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
