@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree
@@ -28,7 +27,7 @@ from emmy.frontend.model import (
     specialised_fx_graph,
 )
 from emmy.program import Program, compile_summary
-from emmy.runtime.convert import from_storage, to_storage
+from emmy.runtime.bound import BoundProgram, as_model_dtype
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import Device
 from emmy.runtime.emu import EmuDevice
@@ -39,22 +38,49 @@ log = logging.getLogger("emmy")
 
 @dataclass
 class Specialization:
-    """The program of one set of input shapes and dtypes, and the model it came from."""
+    """The program of one set of input shapes and dtypes, bound to its device, and the
+    model it came from."""
 
     program: Program
     model: ModelGraph
-    #: the constants the graph computed at compile time (a mask of shapes), as buffers
-    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    bound: BoundProgram
 
 
-def _weights(model: ModelGraph) -> dict[str, np.ndarray]:
-    """The model's constants as read-only buffers, so that a GPU keeps them resident."""
-    weights = {}
-    for name, tensor in model.constants.items():
-        array = to_storage(tensor)
-        array.flags.writeable = False
-        weights[name] = array
-    return weights
+class Weights:
+    """A module's constants on one device, each uploaded once and shared by every shape's
+    program that holds the same elements under the same name (a weight); a constant a
+    shape computed at compile time (a mask of its sizes) is that shape's own."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.resident: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def of(self, model: ModelGraph) -> dict[str, torch.Tensor]:
+        return {name: self.one(name, tensor) for name, tensor in model.constants.items()}
+
+    def one(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        known = self.resident.get(name)
+        if known is not None and _same(known[0], tensor):
+            return known[1]
+        on_device = self.device.upload(tensor.detach().contiguous())
+        self.resident.setdefault(name, (tensor, on_device))
+        return on_device
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a is b:
+        return True
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+
+
+def bind(
+    program: Program, model: ModelGraph, weights: Weights, cuda_graphs: bool = True
+) -> Specialization:
+    """A compiled program loaded on the weights' device with the model's constants."""
+    with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
+        constants = weights.of(model)
+        bound = BoundProgram(program, weights.device, constants, cuda_graphs=cuda_graphs)
+    return Specialization(program, model, bound)
 
 
 class CompiledModule:
@@ -75,16 +101,18 @@ class CompiledModule:
         options: dict[str, str | bool],
         dynamic_shapes: object = None,
         fallback: bool = True,
+        cuda_graphs: bool = True,
     ) -> None:
         self.module = module
         self.device = device
         self.options = options
         self.fallback = fallback
+        self.cuda_graphs = cuda_graphs
         self.exported = None
         if dynamic_shapes is not None:
             self.exported = export_program(module, example_inputs, dynamic_shapes)
         self.specializations: dict[tuple, Specialization] = {}
-        self.weights: dict[str, np.ndarray] = {}
+        self.weights = Weights(device)
         self.first = self.specialize(example_inputs)
 
     @property
@@ -111,19 +139,9 @@ class CompiledModule:
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
-        specialization = Specialization(program, model, self.shared(_weights(model)))
+        specialization = bind(program, model, self.weights, self.cuda_graphs)
         self.specializations[self.signature(inputs)] = specialization
         return specialization
-
-    def shared(self, constants: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """A shape's constants, each the array an earlier shape keeps where it holds the
-        same elements (a weight), else its own (a constant computed from its shapes)."""
-        for name, array in constants.items():
-            known = self.weights.setdefault(name, array)
-            if known.shape == array.shape and known.dtype == array.dtype:
-                if np.array_equal(known, array):
-                    constants[name] = known
-        return constants
 
     def __call__(self, *inputs: torch.Tensor):
         if len(inputs) != len(self.program.inputs):
@@ -131,25 +149,20 @@ class CompiledModule:
                 f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
             )
         chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
-        constants = {spec.name: chosen.constants[spec.name] for spec in chosen.program.constants}
-        outputs = _run(chosen, self.device, inputs, constants)
+        outputs = _run(chosen, inputs)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
 
 
-def _run(
-    chosen: Specialization,
-    device: Device,
-    inputs: Sequence[torch.Tensor],
-    constants: dict[str, np.ndarray],
-) -> list[torch.Tensor]:
-    """Runs a specialization's program; its outputs as torch tensors of the model's dtypes,
-    the views of inputs and weights among them as torch views (no kernel computes them)."""
-    results = chosen.program.run(device, [to_storage(t) for t in inputs], constants)
+def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Runs a specialization's program; its outputs as the device's tensors of the model's
+    dtypes, the views of inputs and weights among them as torch views (no kernel computes
+    them)."""
+    results = chosen.bound(inputs)
     computed = [
-        from_storage(array, dtype).clone()
-        for array, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
+        as_model_dtype(result, dtype)
+        for result, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
     ]
     return with_aliases(computed, chosen.model, inputs)
 
@@ -185,16 +198,22 @@ def compile(  # noqa: A001 - mirrors torch.compile
     dynamic_shapes: object = None,
     use_cache: bool = True,
     fallback: bool = True,
+    cuda_graphs: bool = True,
 ) -> CompiledModule:
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
     present, else the emulator), each fork decided by the oracle stack. `dynamic_shapes`
     (as torch.export takes it) declares the dims that may vary between calls. A shape
     compiled before with the same stores is read from the program cache unless
     `use_cache` is False. Ops emmy has no kernel for run through torch between its kernels;
-    with `fallback` False, the first such op is an error naming it and its source line."""
+    with `fallback` False, the first such op is an error naming it and its source line.
+    On a GPU each program's launches replay as one CUDA graph unless `cuda_graphs` is
+    False. A call takes the device's tensors in place (a host tensor is copied over) and
+    returns the device's tensors."""
     device = device or default_device()
     options = {"pins": pins, "golden": golden, "db": db, "use_cache": use_cache}
-    return CompiledModule(module, example_inputs, device, options, dynamic_shapes, fallback)
+    return CompiledModule(
+        module, example_inputs, device, options, dynamic_shapes, fallback, cuda_graphs
+    )
 
 
 #: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those
@@ -216,11 +235,14 @@ class CompiledGraph:
         options: dict[str, str | bool],
         fallback: bool,
         programs: list[Program] | None = None,
+        cuda_graphs: bool = True,
     ) -> None:
         self.graph_module = graph_module
         self.device = device
         self.options = options
         self.fallback = fallback
+        self.cuda_graphs = cuda_graphs
+        self.weights = Weights(device)
         self.specializations: dict[tuple, Specialization] = {}
         #: where each compiled program is appended, if anywhere (a benchmark's record)
         self.programs = programs
@@ -237,15 +259,14 @@ class CompiledGraph:
         log.info("%s", compile_summary(program))
         if self.programs is not None:
             self.programs.append(program)
-        with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
-            specialization = Specialization(program, model, _weights(model))
+        specialization = bind(program, model, self.weights, self.cuda_graphs)
         self.specializations[_signature(inputs)] = specialization
         return specialization
 
     def __call__(self, *inputs: object) -> list[torch.Tensor]:
         chosen = self.specializations.get(_signature(inputs)) or self.specialize(inputs)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        return _run(chosen, self.device, tensors, chosen.constants)
+        return _run(chosen, tensors)
 
 
 def _signature(inputs: Sequence[object]) -> tuple:
@@ -259,6 +280,7 @@ def backend(
     device: Device | None = None,
     fallback: bool = True,
     programs: list[Program] | None = None,
+    cuda_graphs: bool = True,
     **options,
 ):
     """A torch.compile backend: `torch.compile(model, backend=emmy.api.backend(fallback=
@@ -274,7 +296,7 @@ def backend(
 
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
         compiled = CompiledGraph(
-            graph_module, device or default_device(), settings, fallback, programs
+            graph_module, device or default_device(), settings, fallback, programs, cuda_graphs
         )
         if all(_static(x) or isinstance(x, int) for x in example_inputs):
             compiled.specialize(example_inputs)

@@ -2,6 +2,8 @@
 run on a device against the float64 references of the families (emmy.search.reference).
 
 The shapes and inputs are each family's (emmy/families/, `check_keys` and `check_inputs`).
+On a GPU a case runs in a worker process (emmy.search.worker): a kernel that faults is a
+failure of its case, and leaves the process that checks the next case unharmed.
 Options are covered pairwise over the shapes and forks together (each option at least once,
 every pair of options together); all variants of a family and dtype share one source, so a
 case costs one compiler invocation and one device run. The test suite runs the cases on the
@@ -21,11 +23,13 @@ from emmy import dtypes
 from emmy.compiler import TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, configs, family
+from emmy.errors import KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import of_kind, registered
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.search.reference import as_outputs, reference, tolerance
+from emmy.search.worker import DeviceWorker, isolated
 
 
 def pairwise(candidates: list[dict]) -> list[dict]:
@@ -121,10 +125,20 @@ def case(family_name: str, dtype: str) -> Case:
 
 
 def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
-    """Runs every variant of a case on a device; the failures, one line each."""
+    """Runs every variant of a case on a device; the failures, one line each (a launch
+    that failed in a device worker: one line for the case)."""
     buffers = {n: a.copy() for n, a in c.buffers.items()}
     options = {"schedule": schedule} if device.identity == "emu" else {}
-    device.run(c.source, c.launches, buffers, timeout=600, **options)
+    runner = isolated(device)
+    try:
+        runner.run(c.source, c.launches, buffers, timeout=600, **options)
+    except KernelLaunchError as error:
+        if not isinstance(runner, DeviceWorker):
+            raise  # the emulator in place: its errors are the caller's, as they always were
+        return [f"{c.family} {c.dtype}: {error}"]
+    finally:
+        if isinstance(runner, DeviceWorker) and runner is not device:
+            runner.close()
     failures = []
     for output, want in c.expected.items():
         torch_dtype = dtypes.torch_dtype(c.output_dtypes.get(output, c.dtype))

@@ -112,6 +112,7 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
         default="forward",
         help="emulator thread order: forward, reverse or shuffle[:SEED] (default: forward)",
     )
+    _add_cuda_graphs_option(run_cmd)
     _add_bench_options(run_cmd.add_argument_group("bench"))
     run_cmd.set_defaults(handler=cmd_run)
 
@@ -186,6 +187,15 @@ def _add_fallback_option(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fail on the first op emmy has no kernel for, naming it and its source line "
         "(default: such ops run through torch between emmy's kernels, and are reported)",
+    )
+
+
+def _add_cuda_graphs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="on cuda, issue every launch from Python at every call (default: the second "
+        "call captures the launch list as one CUDA graph and later calls replay it)",
     )
 
 
@@ -539,20 +549,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_recipe(args)
     # torch traces the expression; the other commands need not load it
     from emmy.frontend.expression import trace
-    from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
+    from emmy.runtime.bound import as_model_dtype
+    from emmy.runtime.convert import compare, model_tolerance
 
     traced = trace(args.expression, meta=False, fallback=not args.no_fallback)
     device = make_device(args.device)
     program = compile_program(traced.module, device.identity, args, constants=traced.constants)
-    options = {"schedule": args.schedule} if args.device == "emu" else {}
-    constants = {name: to_storage(t) for name, t in traced.constants.items()}
-    start = time.perf_counter()
-    inputs = [to_storage(t) for t in traced.inputs]
-    (result,) = program.run(device, inputs, constants, **options)
-    elapsed = time.perf_counter() - start
-    output = from_storage(result, traced.output.dtype)
+    (output,), timing = run_bound(args, program, device, traced.constants, traced.inputs)
+    output = as_model_dtype(output, traced.output.dtype).cpu()
     print(
-        f"ran {len(program.calls)} kernel(s) on {device.identity} in {elapsed * 1000:.1f} ms: "
+        f"ran {len(program.calls)} kernel(s) on {device.identity} {timing}: "
         f"{traced.output.dtype} {list(output.shape)}"
     )
     if not args.check:
@@ -600,21 +606,20 @@ def run_recipe(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, model, inputs) -> int:
     # torch exports and checks the model; the other commands need not load it
     from emmy.frontend.model import export
-    from emmy.runtime.convert import compare, from_storage, model_tolerance, to_storage
+    from emmy.runtime.bound import as_model_dtype
+    from emmy.runtime.convert import compare, model_tolerance
 
     graph = export(model, inputs, fallback=not args.no_fallback)
     device = make_device(args.device)
     program = compile_program(graph.module, device.identity, args, constants=graph.constants)
-    constants = {name: to_storage(t) for name, t in graph.constants.items()}
-    options = {"schedule": args.schedule} if args.device == "emu" else {}
-    start = time.perf_counter()
-    results = program.run(device, [to_storage(t) for t in inputs], constants, **options)
-    elapsed = time.perf_counter() - start
-    outputs = [from_storage(r, d) for r, d in zip(results, graph.output_dtypes, strict=True)]
+    results, timing = run_bound(args, program, device, graph.constants, inputs)
+    outputs = [
+        as_model_dtype(r, d).cpu() for r, d in zip(results, graph.output_dtypes, strict=True)
+    ]
     memory = program.memory()
     print(
         f"ran {len(program.calls)} launch(es) of {len(program.kernels)} kernel(s) on "
-        f"{device.identity} in {elapsed * 1000:.1f} ms; temporaries in a "
+        f"{device.identity} {timing}; temporaries in a "
         f"{memory['arena'] / 2**20:.2f} MiB arena (unshared {memory['temporaries_unshared'] / 2**20:.2f} MiB)"
     )
     if not args.check:
@@ -627,6 +632,32 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
         print(f"output {index}: {report.summary}")
         ok = ok and report.ok
     return 0 if ok else 1
+
+
+def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> tuple[list, str]:
+    """The program's outputs on the inputs (each output poisoned first, so an element no
+    kernel wrote shows), and its timing: the first call, which binds the weights, then a
+    second on the same inputs, in words."""
+    # the bound program runs on torch tensors; the other commands need not load torch
+    from emmy.runtime.bound import BoundProgram
+
+    options = {"schedule": args.schedule} if args.device == "emu" else {}
+    bound = BoundProgram(
+        program,
+        device,
+        constants,
+        poison_outputs=True,
+        cuda_graphs=not getattr(args, "no_cuda_graphs", False),
+    )
+    start = time.perf_counter()
+    results = bound(inputs, **options)
+    device.synchronize()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    bound(inputs, **options)
+    device.synchronize()
+    again = time.perf_counter() - start
+    return results, f"in {first * 1000:.1f} ms (then {again * 1000:.1f} ms a call)"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

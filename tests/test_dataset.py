@@ -1,8 +1,9 @@
 """The dataset side of the stores: freezes, `emmy db import` (dedup, provenance, skips, all or
-nothing), stats, the exported manifest and matrices, and the schema 1 -> 2 migration."""
+nothing), stats, the exported manifest and matrices, and the schema 1 -> 3 migrations."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -99,6 +100,26 @@ def test_freeze_is_content_addressed_and_deterministic(tmp_path):
     assert json.loads(only.path.read_text().splitlines()[0])["filters"]["family"] == ["layer_norm"]
     with pytest.raises(EmmyError, match=r"no rows to freeze \(device nvidia-h200-sm90\)"):
         dataset.freeze(tuning, tmp_path / "a", devices=["nvidia-h200-sm90"])
+
+
+def test_the_batch_travels_through_freeze_import_and_export(tmp_path):
+    tuning = tmp_path / "t.db"
+    batched = dataclasses.replace(row(B, 2e-3), batch=8)
+    with TuningDB(tuning) as db:
+        db.add([row(A, 1e-3), batched])
+    frozen = dataset.freeze(tuning, tmp_path / "f")
+    lines = [json.loads(line) for line in frozen.path.read_text().splitlines()[1:]]
+    # a batch of 1 is left out, so the freezes of rows from before the column stay the same
+    assert sorted(line.get("batch", 0) for line in lines) == [0, 8]
+    data = tmp_path / "data.db"
+    dataset.import_sources(data, [frozen.path], progress=lambda m: None)
+    with ReadOnlyDB(data) as db:
+        assert sorted(r.batch for r in db.rows()) == [1, 8]
+    manifest = dataset.export(data, tmp_path / "export")
+    (pool,) = manifest["pools"]
+    with np.load(tmp_path / "export" / pool["file"], allow_pickle=False) as npz:
+        batch = dict(zip(pool["configs"], npz["batch"][0].tolist(), strict=True))
+    assert batch == {canonical_config(A): 1, canonical_config(B): 8}
 
 
 def test_freeze_command(tmp_path, capsys, stores):
@@ -353,8 +374,10 @@ def test_export_manifest_and_matrices(tmp_path, capsys, stores):
     }  # fmt: skip
 
     with np.load(out / softmax["file"], allow_pickle=False) as npz:
-        assert sorted(npz.files) == ["median_s", "status"]
-        median, status = npz["median_s"], npz["status"]
+        assert sorted(npz.files) == ["batch", "median_s", "status"]
+        median, status, batch = npz["median_s"], npz["status"], npz["batch"]
+    # the emulator times one launch per window; a cell without a clean row has none
+    assert set(np.unique(batch)) <= {0, 1} and ((batch == 1) == ~np.isnan(median)).all()
     assert median.dtype == np.float64 and median.shape == (2, 4)
     codes = manifest["status_codes"]
 
@@ -387,6 +410,7 @@ def test_a_schema_1_database_is_read_as_is_and_migrated_on_write(tmp_path):
     with conn:
         conn.execute("DROP TABLE row_sources")
         conn.execute("DROP TABLE sources")
+        conn.execute("ALTER TABLE measurements DROP COLUMN batch")
         conn.execute("UPDATE emmy_meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
     content = path.read_bytes()
@@ -396,7 +420,7 @@ def test_a_schema_1_database_is_read_as_is_and_migrated_on_write(tmp_path):
     assert path.read_bytes() == content
     # importing into it migrates it first
     dataset.import_sources(path, [frozen.path], progress=lambda m: None)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     with ReadOnlyDB(path) as db:
-        assert db.schema == 2 and len(db.rows()) == 2
+        assert db.schema == 3 and len(db.rows()) == 2
         assert [s["kind"] for s in db.sources()] == ["freeze"] and len(db.links()) == 2

@@ -57,7 +57,7 @@ def db(tmp_path):
 
 
 def test_constants():
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     assert STATUSES == (
         "ok",
         "compile_error",
@@ -176,6 +176,38 @@ def test_a_digest_never_changes():
     assert fixed.digest() == "956ca25f07ccddfbe974132c71959e585318af849821b32d024ece6bb210a81e"
 
 
+def test_the_batch_of_a_timing_is_stored_and_read_back(db):
+    db.add([row(config={"BM": 32}), row(batch=8)])
+    assert [r.batch for r in db.rows(DEV, REG, "gemm", "k")] == [1, 8]
+    assert db.find(DEV, REG, "gemm", "k", {"BM": 64, "BN": 128}).batch == 8
+    assert sorted(r.batch for r in db.best(DEV, REG, "gemm", "k")) == [1, 8]
+    # a digest leaves a batch of 1 out, as every row from before the column held: their
+    # digests stay the same (test_a_digest_never_changes)
+    assert row().digest() == row(batch=1).digest() != row(batch=8).digest()
+    with pytest.raises(EmmyError, match="batch 0 is not a count of 1 or more"):
+        db.add([row(batch=0)])
+
+
+def test_a_database_from_before_the_batch_column_opens(tmp_path):
+    path = tmp_path / "t.db"
+    with TuningDB(path) as d:
+        d.add([row()])
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("ALTER TABLE measurements DROP COLUMN batch")
+        conn.execute("UPDATE emmy_meta SET value = '2' WHERE key = 'schema_version'")
+    conn.close()
+    content = path.read_bytes()
+    with dbmod.ReadOnlyDB(path) as old:  # read as it is: its rows timed one launch a window
+        assert old.schema == 2 and [r.batch for r in old.rows()] == [1]
+    assert path.read_bytes() == content
+    with TuningDB(path) as d:  # opened to write: migrated
+        d.add([row(batch=4)])
+        assert [r.batch for r in d.rows(DEV, REG, "gemm", "k")] == [1, 4]
+        meta = dict(d.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
+    assert meta["schema_version"] == str(SCHEMA_VERSION)
+
+
 def test_best_orders_by_median_then_config(db):
     db.add(
         [
@@ -265,7 +297,7 @@ def test_wal_mode(db):
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     other.close()
     meta = dict(db.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-    assert meta == {"application": "emmy", "schema_version": "2"}
+    assert meta == {"application": "emmy", "schema_version": "3"}
     assert db.integrity_check() == "ok"
 
 
@@ -426,7 +458,7 @@ def test_a_newer_database_is_refused_and_untouched(tmp_path):
     content = path.read_bytes()
     with pytest.raises(EmmyError) as e:
         TuningDB(path)
-    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 2)"
+    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 3)"
     assert path.read_bytes() == content
 
 
@@ -438,12 +470,12 @@ def test_an_older_database_is_migrated_in_one_transaction(tmp_path, monkeypatch)
     path = tmp_path / "t.db"
     with TuningDB(path) as d:
         d.add([row()])
-    # pretend this emmy is one schema ahead, with the step from 2
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: _add_note_column})
+    # pretend this emmy is one schema ahead, with the step from 3
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: _add_note_column})
     with TuningDB(path) as d:
         meta = dict(d.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-        assert meta["schema_version"] == "3"
+        assert meta["schema_version"] == "4"
         assert d.database.execute_sql("SELECT note FROM measurements").fetchall() == [("migrated",)]
         assert d.count() == 1
 
@@ -457,16 +489,16 @@ def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
         _add_note_column(database)
         raise EmmyError("step failed")
 
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 4)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: half_then_fail})
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: half_then_fail})
     with pytest.raises(EmmyError, match="step failed"):
         TuningDB(path)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 2: _add_note_column})
-    with pytest.raises(EmmyError, match="schema 3 is too old: this emmy has no migration"):
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: _add_note_column})
+    with pytest.raises(EmmyError, match="schema 4 is too old: this emmy has no migration"):
         TuningDB(path)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM emmy_meta WHERE key = 'schema_version'").fetchone() == (
-        "2",
+        "3",
     )
     columns = [c[1] for c in conn.execute("PRAGMA table_info(measurements)")]
     assert "note" not in columns

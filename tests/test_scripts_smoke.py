@@ -25,6 +25,7 @@ SMOKE = {
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/device_worker.py": (["--repeats", "1"], "stdout", "worker round trip (median):"),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (
         ["--config", "tiny", "--skip-inductor"],

@@ -1,18 +1,26 @@
 """The `cuda` device: runs emitted kernels on an NVIDIA GPU through the CUDA driver API.
 
 Sources are compiled with NVRTC (cached on disk) for the device's arch under the device's
-regime. Buffers live in driver allocations (cuMemAlloc) rather than torch tensors, so the
-device works with a CPU-only torch; it shares the primary context torch would use.
-Everything is queued on one stream of our own and finished by polling, so a kernel that
-never ends becomes a KernelLaunchError after `timeout` instead of a hang.
+regime; the device shares the primary context torch uses.
+
+Two ways in (emmy.runtime.device). `run` and `time` take numpy buffers (a bench, a check):
+they live in driver allocations (cuMemAlloc), so those work with a CPU-only torch; they
+are queued on one stream of our own and finished by polling, so a kernel that never ends
+becomes a KernelLaunchError after `timeout` instead of a hang. `load` gives a
+CudaExecutable for a compiled program: torch CUDA tensors bound in place, every launch's
+arguments packed once, everything queued on torch's current stream (so emmy's kernels,
+the fallbacks' torch ops and the caller's own work are ordered without a synchronisation),
+and from the second call on the whole launch list replayed as one CUDA graph.
 """
 
 from __future__ import annotations
 
+import math
 import time as _time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from cuda.bindings import driver as cu
@@ -22,7 +30,18 @@ from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.errors import KernelLaunchError, NoDeviceError
 from emmy.identity import arch_of, slug
-from emmy.runtime.device import BufferArg, Device, HostCall, Launch, ScalarArg, Step, Timing
+from emmy.runtime.device import (
+    BufferArg,
+    Device,
+    Executable,
+    HostCall,
+    Launch,
+    Step,
+    Timing,
+)
+
+if TYPE_CHECKING:
+    import torch
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
@@ -30,6 +49,11 @@ _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _DEFAULT_SMEM_LIMIT = 48 * 1024
 #: the storage types a kernel takes by value
 _SCALAR_DTYPES = ("i32", "i64", "f32")
+#: a timed window holds at least this many seconds of back-to-back passes: a kernel of a
+#: few microseconds timed alone measures the events' own resolution and the host's delays
+MIN_WINDOW_SECONDS = 1e-3
+#: the most passes one timed window batches
+MAX_BATCH = 100_000
 
 
 def _error_text(err: cu.CUresult) -> str:
@@ -75,6 +99,24 @@ def _init_driver() -> int:
     return _check(cu.cuDeviceGetCount(), "cuDeviceGetCount", NoDeviceError)
 
 
+def driver_cuda_version() -> tuple[int, int]:
+    """The newest CUDA version the installed driver supports, e.g. (13, 0)."""
+    version = _check(cu.cuDriverGetVersion(), "cuDriverGetVersion", NoDeviceError)
+    return version // 1000, version % 1000 // 10
+
+
+def check_driver(driver: tuple[int, int], compiler: str) -> None:
+    """A one-line NoDeviceError when the driver is older than the CUDA of NVRTC (`compiler`
+    "13.0"): it could not load the cubins NVRTC writes."""
+    major, minor = (int(part) for part in compiler.split(".")[:2])
+    if driver < (major, minor):
+        raise NoDeviceError(
+            f"the CUDA driver supports CUDA {driver[0]}.{driver[1]} but NVRTC is CUDA "
+            f"{major}.{minor}: install a driver for CUDA {major}.{minor} or newer (580 or "
+            f"later for 13.0), or an nvidia-cuda-nvrtc wheel of the driver's CUDA"
+        )
+
+
 def cuda_available() -> bool:
     """Whether a CUDA device can be used in this process."""
     try:
@@ -90,7 +132,9 @@ class CudaDevice(Device):
         count = _init_driver()
         if not 0 <= ordinal < count:
             raise NoDeviceError(f"no CUDA device: ordinal {ordinal}, but {count} device(s)")
+        check_driver(driver_cuda_version(), nvrtc_version())
         self.ordinal = ordinal
+        self.torch_device = f"cuda:{ordinal}"
         self._dev = _check(cu.cuDeviceGet(ordinal), "cuDeviceGet", NoDeviceError)
         raw = _check(cu.cuDeviceGetName(256, self._dev), "cuDeviceGetName", NoDeviceError)
         self.name: str = raw.split(b"\0")[0].decode().strip()
@@ -110,7 +154,7 @@ class CudaDevice(Device):
         self._functions: dict[tuple[str, str], Any] = {}  # (key, kernel) -> CUfunction
         self._smem_opt_in: dict[tuple[str, str], int] = {}
         # read-only host arrays (a program's weights) keep one device copy until close()
-        self._resident: dict[int, tuple[np.ndarray, int]] = {}
+        self._resident: dict[int, tuple[np.ndarray, Any, np.ndarray]] = {}
         self._closed = False
 
     def _attribute(self, attribute: cu.CUdevice_attribute) -> int:
@@ -128,7 +172,7 @@ class CudaDevice(Device):
         self._bind()
         for module in self._modules.values():
             cu.cuModuleUnload(module)
-        for _, pointer in self._resident.values():
+        for _, pointer, _ in self._resident.values():
             cu.cuMemFree(pointer)
         self._resident.clear()
         cu.cuStreamDestroy(self._stream)
@@ -173,43 +217,121 @@ class CudaDevice(Device):
     def time(
         self,
         source: str,
-        launches: Sequence[Launch],
+        launches: Sequence[Step],
         buffers: dict[str, np.ndarray],
         *,
         warmup: int = 2,
         repetitions: int = 10,
         timeout: float = 600.0,
     ) -> Timing:
-        """GPU seconds of each repetition, from CUDA events; buffers are not copied back."""
+        """GPU seconds of one pass of the launch list, per repetition: CUDA events around
+        `batch` passes queued back to back with their arguments packed beforehand, `batch`
+        chosen so that a window lasts MIN_WINDOW_SECONDS or more. Buffers are not copied
+        back."""
         functions = self._prepare(source, launches)
         deadline = _time.monotonic() + timeout
         flags = cu.CUevent_flags.CU_EVENT_DEFAULT.value
         events = [
             (_check(cu.cuEventCreate(flags), "cuEventCreate"),
              _check(cu.cuEventCreate(flags), "cuEventCreate"))
-            for _ in range(repetitions)
+            for _ in range(repetitions + 1)
         ]  # fmt: skip
+
+        def window(start: Any, end: Any, passes: int) -> None:
+            _check(cu.cuEventRecord(start, self._stream), "cuEventRecord")
+            for _ in range(passes):
+                issue()
+            _check(cu.cuEventRecord(end, self._stream), "cuEventRecord")
+
+        def seconds(start: Any, end: Any) -> float:
+            return _check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime") / 1000.0
+
         try:
             with self._device_buffers(buffers, deadline) as pointers:
+                issue = self._issuer(functions, launches, pointers)
                 for _ in range(warmup):
-                    for launch, function in zip(launches, functions, strict=True):
-                        self._step(function, launch, pointers)
-                for start, end in events:
-                    _check(cu.cuEventRecord(start, self._stream), "cuEventRecord")
-                    for launch, function in zip(launches, functions, strict=True):
-                        self._step(function, launch, pointers)
-                    _check(cu.cuEventRecord(end, self._stream), "cuEventRecord")
-                self._wait(deadline, f"{warmup + repetitions} timed repetition(s)")
-            return Timing(
-                tuple(
-                    _check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime") / 1000.0
-                    for start, end in events
-                )
-            )
+                    issue()
+                window(*events[-1], 1)
+                self._wait(deadline, "a probe of the launch list")
+                one = max(seconds(*events[-1]), 1e-7)
+                batch = max(1, min(MAX_BATCH, math.ceil(MIN_WINDOW_SECONDS / one)))
+                for start, end in events[:-1]:
+                    window(start, end, batch)
+                self._wait(deadline, f"{repetitions} timed window(s) of {batch} pass(es)")
+            return Timing(tuple(seconds(s, e) / batch for s, e in events[:-1]), batch)
         finally:
             for pair in events:
                 for event in pair:
                     cu.cuEventDestroy(event)
+
+    def _issuer(self, functions: list[Any], steps: Sequence[Step], pointers: dict[str, int]) -> Any:
+        """A function that queues one pass of `steps` on our stream, every launch's
+        arguments packed now, once."""
+        queued: list[Any] = []
+        for function, step in zip(functions, steps, strict=True):
+            if isinstance(step, HostCall):
+                queued.append(lambda call=step: self._host_call(call, pointers))
+                continue
+            packed = PackedLaunch(function, step)
+            packed.bind(pointers)
+            queued.append(lambda packed=packed: packed.issue(self._stream))
+
+        def issue() -> None:
+            for each in queued:
+                each()
+
+        return issue
+
+    # -- programs on torch tensors ----------------------------------------------------------
+
+    def _torch(self) -> Any:
+        # torch is loaded by a program's run alone: a bench on numpy buffers never needs it
+        import torch
+
+        if not torch.cuda.is_available():
+            raise NoDeviceError(
+                "a program on the cuda device runs on torch tensors: this torch has no CUDA"
+            )
+        return torch
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        torch = self._torch()
+        tensor = torch.empty(tuple(shape), dtype=dtype, device=self.torch_device)
+        self.counters.allocations += 1
+        self.counters.allocated_bytes += tensor.numel() * tensor.element_size()
+        return tensor
+
+    def upload(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A device copy of a host tensor, queued on torch's current stream of this device:
+        the stream the program's kernels read it on."""
+        torch = self._torch()
+        with torch.cuda.device(self.ordinal):
+            copy = tensor.to(self.torch_device)
+        self.counters.uploads += 1
+        return copy
+
+    def synchronize(self) -> None:
+        self._torch().cuda.synchronize(self.ordinal)
+
+    def load(
+        self,
+        source: str,
+        steps: Sequence[Step],
+        slots: Sequence[str],
+        *,
+        cuda_graphs: bool = True,
+        fixed: Collection[str] = (),
+        mutated: Collection[str] = (),
+        outputs: Collection[str] = (),
+    ) -> CudaExecutable:
+        """`steps` loaded on torch CUDA tensors. `fixed` are the slots whose tensors are the
+        same at every call (weights, the arena), `mutated` the inputs the steps write (a
+        KV cache), `outputs` the slots bound to each call's fresh outputs; the others are
+        inputs the steps only read."""
+        self._torch()
+        functions = self._prepare(source, steps)
+        roles = _Roles(frozenset(fixed), frozenset(mutated), frozenset(outputs))
+        return CudaExecutable(self, functions, steps, slots, cuda_graphs, roles)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -287,7 +409,7 @@ class CudaDevice(Device):
                 with suppress(KernelLaunchError):
                     self._wait(deadline, "cleanup")
             if finished or self._idle():
-                resident = {int(pointer) for _, pointer in self._resident.values()}
+                resident = {int(pointer) for _, pointer, _ in self._resident.values()}
                 for pointer in pointers.values():
                     if int(pointer) not in resident:
                         cu.cuMemFree(pointer)
@@ -301,11 +423,14 @@ class CudaDevice(Device):
             return cached[1]
         pointer = _check(cu.cuMemAlloc(array.nbytes), "cuMemAlloc")
         host = np.ascontiguousarray(array)
+        # on the stream the kernels read it on, so no launch can start before it landed
         _check(
-            cu.cuMemcpyHtoD(pointer, host.ctypes.data, host.nbytes),
+            cu.cuMemcpyHtoDAsync(pointer, host.ctypes.data, host.nbytes, self._stream),
             f"copying buffer {name!r} to the device",
         )
-        self._resident[id(array)] = (array, pointer)  # the array kept alive: its id stays its
+        self.counters.uploads += 1
+        # the array (and the contiguous copy the transfer reads) kept alive: its id stays its
+        self._resident[id(array)] = (array, pointer, host)
         return pointer
 
     def _idle(self) -> bool:
@@ -315,8 +440,10 @@ class CudaDevice(Device):
     def _step(self, function: Any, step: Step, pointers: dict[str, int]) -> None:
         if isinstance(step, HostCall):
             self._host_call(step, pointers)
-        else:
-            self._launch(function, step, pointers)
+            return
+        packed = PackedLaunch(function, step)
+        packed.bind(pointers)
+        packed.issue(self._stream)
 
     def _host_call(self, call: HostCall, pointers: dict[str, int]) -> None:
         """The vendor library through torch (cuBLAS), on tensors over our buffers and
@@ -342,36 +469,6 @@ class CudaDevice(Device):
         ):
             run_host_call(call, view, "cuda")
 
-    def _launch(self, function: Any, launch: Launch, pointers: dict[str, int]) -> None:
-        values = []
-        for arg in launch.args:
-            if isinstance(arg, BufferArg):
-                if arg.name not in pointers:
-                    raise KernelLaunchError(
-                        f"launch of {launch.kernel!r} names unknown buffer {arg.name!r}"
-                    )
-                values.append(np.array([pointers[arg.name] + arg.offset], dtype=np.uint64))
-            elif isinstance(arg, ScalarArg):
-                if arg.dtype not in _SCALAR_DTYPES:
-                    raise KernelLaunchError(f"unknown scalar dtype {arg.dtype!r}")
-                values.append(np.array([arg.value], dtype=dtypes.lookup(arg.dtype).numpy))
-        # kernelParams: an array of pointers to each argument's value, copied at launch
-        params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
-        (status,) = cu.cuLaunchKernel(
-            function,
-            *launch.grid,
-            *launch.block,
-            launch.smem,
-            self._stream,
-            params.ctypes.data if values else 0,
-            0,
-        )
-        if status != _SUCCESS:
-            raise KernelLaunchError(
-                f"launch of {launch.kernel!r} (grid {launch.grid}, block {launch.block},"
-                f" smem {launch.smem}) failed: {_error_text(status)}"
-            )
-
     def _wait(self, deadline: float, what: str) -> None:
         pause = 1e-5
         while True:
@@ -396,3 +493,225 @@ class CudaDevice(Device):
         _check(cu.cuMemcpyDtoH(host.ctypes.data, pointer, host.nbytes), "copying a buffer back")
         if not direct:
             array[...] = host
+
+
+class PackedLaunch:
+    """One launch's kernel parameters packed once: each argument's value in a cell of its
+    own, and the array of the cells' addresses that cuLaunchKernel reads (it copies the
+    values at launch, so a cell may change before the next). Rebinding a buffer rewrites
+    its cells alone."""
+
+    def __init__(self, function: Any, launch: Launch) -> None:
+        self.function = function
+        self.launch = launch
+        self.cells: list[np.ndarray] = []
+        #: (cell, buffer name, byte offset) of every pointer argument
+        self.pointer_cells: list[tuple[np.ndarray, str, int]] = []
+        for arg in launch.args:
+            if isinstance(arg, BufferArg):
+                cell = np.zeros(1, dtype=np.uint64)
+                self.pointer_cells.append((cell, arg.name, int(arg.offset)))
+            elif arg.dtype in _SCALAR_DTYPES:
+                cell = np.array([arg.value], dtype=dtypes.lookup(arg.dtype).numpy)
+            else:
+                raise KernelLaunchError(f"unknown scalar dtype {arg.dtype!r}")
+            self.cells.append(cell)
+        self.params = np.array([cell.ctypes.data for cell in self.cells], dtype=np.uint64)
+        self.address = self.params.ctypes.data if self.cells else 0
+
+    def buffers(self) -> set[str]:
+        return {name for _, name, _ in self.pointer_cells}
+
+    def bind(self, pointers: Mapping[str, int]) -> None:
+        for cell, name, offset in self.pointer_cells:
+            if name not in pointers:
+                raise KernelLaunchError(
+                    f"launch of {self.launch.kernel!r} names unknown buffer {name!r}"
+                )
+            cell[0] = pointers[name] + offset
+
+    def issue(self, stream: Any) -> None:
+        launch = self.launch
+        (status,) = cu.cuLaunchKernel(
+            self.function, *launch.grid, *launch.block, launch.smem, stream, self.address, 0
+        )
+        if status != _SUCCESS:
+            raise KernelLaunchError(
+                f"launch of {launch.kernel!r} (grid {launch.grid}, block {launch.block},"
+                f" smem {launch.smem}) failed: {_error_text(status)}"
+            )
+
+
+@dataclass(frozen=True)
+class _Roles:
+    fixed: frozenset[str]
+    mutated: frozenset[str]
+    outputs: frozenset[str]
+
+
+#: graphs an executable keeps, one per set of addresses of the tensors it reads in place
+#: (a KV cache per concurrent generation); the oldest goes first
+MAX_GRAPHS = 8
+
+
+class CudaExecutable(Executable):
+    """A launch list on torch CUDA tensors. The first call issues the launches one by one
+    (and warms up what torch loads lazily: cuBLAS's handle, a fallback's kernels); the
+    second captures them as one CUDA graph, and every later call replays it.
+
+    A graph reads and writes fixed addresses. It is captured in place on the tensors the
+    caller passes again: the fixed slots (weights, the arena), the mutated inputs (a KV
+    cache) and every read input whose tensor was the same at the first two calls (an
+    AOTAutograd graph's parameters). Every other slot gets a static buffer, as torch's
+    CUDA-graph trees keep them: an input is copied into its buffer before the replay, an
+    output out of its buffer after. A call whose in-place tensors moved replays the graph
+    captured on those (captured then, at most MAX_GRAPHS kept); a read input that moved
+    is copied from then on. A launch list that cannot be captured (a fallback op that
+    synchronises) runs launch by launch."""
+
+    def __init__(
+        self,
+        device: CudaDevice,
+        functions: list[Any],
+        steps: Sequence[Step],
+        slots: Sequence[str],
+        cuda_graphs: bool,
+        roles: _Roles,
+    ) -> None:
+        self.device = device
+        self.slots = tuple(slots)
+        self.roles = roles
+        self.cuda_graphs = cuda_graphs
+        self.steps: list[PackedLaunch | HostCall] = [
+            step if isinstance(step, HostCall) else PackedLaunch(function, step)
+            for function, step in zip(functions, steps, strict=True)
+        ]
+        self.bound: dict[str, int] = {}
+        self.previous: dict[str, int] = {}
+        #: the slots graphs are captured on in place, chosen at the first capture
+        self.in_place: frozenset[str] | None = None
+        self.graphs: dict[tuple[int, ...], _Graph] = {}
+        #: why the launch list runs launch by launch, once capture failed
+        self.uncapturable: str | None = None
+
+    def __call__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        pointers = {name: tensors[name].data_ptr() for name in self.slots}
+        first = not self.previous
+        previous, self.previous = self.previous, pointers
+        if not self.cuda_graphs or self.uncapturable or first:
+            self._issue(tensors)
+            return
+        if self.in_place is None:
+            read = set(self.slots) - self.roles.outputs - self.roles.mutated - self.roles.fixed
+            again = {name for name in read if pointers[name] == previous[name]}
+            self.in_place = self.roles.fixed | self.roles.mutated | frozenset(again)
+        graph = self.graphs.get(self._key(pointers))
+        if graph is None:
+            graph = self._recapture(tensors, pointers)
+            if graph is None:
+                self._issue(tensors)
+                return
+        graph.replay(tensors)
+        self.device.counters.replays += 1
+
+    def _key(self, pointers: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(pointers[name] for name in sorted(self.in_place or ()))
+
+    def _recapture(
+        self, tensors: Mapping[str, torch.Tensor], pointers: Mapping[str, int]
+    ) -> _Graph | None:
+        """A graph for this call's in-place tensors; read inputs that moved since the last
+        capture are copied from now on (their graphs would differ at every call)."""
+        in_place = self.in_place or frozenset()
+        if self.graphs:
+            last = next(reversed(self.graphs.values()))
+            pinned = self.roles.fixed | self.roles.mutated
+            moved = {
+                name for name in in_place - pinned if last.static[name].data_ptr() != pointers[name]
+            }
+            if moved:
+                self.in_place = in_place - moved
+                self.graphs.clear()
+        while len(self.graphs) >= MAX_GRAPHS:
+            self.graphs.pop(next(iter(self.graphs)))
+        graph = self._capture(tensors)
+        if graph is not None:
+            self.graphs[self._key(pointers)] = graph
+        return graph
+
+    def _issue(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Queues every step on torch's current stream of the device."""
+        torch = self.device._torch()
+        pointers = {name: tensors[name].data_ptr() for name in self.slots}
+        stream = torch.cuda.current_stream(self.device.ordinal).cuda_stream
+        for step in self.steps:
+            if isinstance(step, HostCall):
+                _torch_host_call(step, tensors)
+                continue
+            if any(self.bound.get(name) != pointers[name] for name in step.buffers()):
+                step.bind(pointers)
+            step.issue(stream)
+            self.device.counters.launches += 1
+        self.bound = pointers
+
+    def _capture(self, tensors: Mapping[str, torch.Tensor]) -> _Graph | None:
+        torch = self.device._torch()
+        in_place = self.in_place or frozenset()
+        static: dict[str, torch.Tensor] = {}
+        for name in self.slots:
+            given = tensors[name]
+            if name in in_place:
+                static[name] = given
+                continue
+            static[name] = torch.empty_like(given)
+            self.device.counters.allocations += 1
+            if name not in self.roles.outputs:
+                static[name].copy_(given)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.device(self.device.ordinal), torch.cuda.graph(graph):
+                self._issue(static)
+        except RuntimeError as error:  # a fallback op that cannot be captured
+            self.uncapturable = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return None
+        copied = [name for name in self.slots if name not in in_place]
+        copied_in = [name for name in copied if name not in self.roles.outputs]
+        copied_out = [name for name in copied if name in self.roles.outputs]
+        return _Graph(graph, static, copied_in, copied_out)
+
+
+class _Graph:
+    """One captured graph and the static buffers it reads and writes."""
+
+    def __init__(
+        self,
+        graph: Any,
+        static: dict[str, torch.Tensor],
+        copied_in: list[str],
+        copied_out: list[str],
+    ) -> None:
+        self.graph = graph
+        self.static = static
+        self.copied_in = copied_in
+        self.copied_out = copied_out
+
+    def replay(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        for name in self.copied_in:
+            if tensors[name].data_ptr() != self.static[name].data_ptr():
+                self.static[name].copy_(tensors[name])
+        self.graph.replay()
+        for name in self.copied_out:
+            tensors[name].copy_(self.static[name])
+
+
+def _torch_host_call(call: HostCall, tensors: Mapping[str, torch.Tensor]) -> None:
+    """A host call on the bound tensors themselves, on torch's current stream."""
+    # the vendor library runs through torch, loaded by a program's first host call alone
+    from emmy.runtime.vendor import run_host_call, tensor_view
+
+    def view(arg: BufferArg, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
+        if arg.name not in tensors:
+            raise KernelLaunchError(f"{call.kernel} names unknown buffer {arg.name!r}")
+        return tensor_view(tensors[arg.name], arg, shape, dtype)
+
+    run_host_call(call, view, "cuda")

@@ -2,16 +2,26 @@
 
 A device takes the emitted CUDA source as text and compiles it the way it needs to (NVRTC to
 a cubin for `cuda`, g++ against the emulation header for `emu`), caching the result.
+
+Two ways in. `run` and `time` take numpy arrays (a bench's fresh inputs, a check's
+references) and copy them to the device and back. `load` gives an Executable: the launch
+list prepared once (its arguments packed, its kernels loaded), then called any number of
+times on torch tensors that live on the device, in place, with nothing copied to the host:
+that is how a compiled program runs (emmy.runtime.bound).
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,38 @@ class Timing:
     batch: int = 1
 
 
+@dataclass
+class DeviceCounters:
+    """What a device did, counted by the device itself, so that a test can check that a
+    program's later calls allocate nothing and copy nothing to the host."""
+
+    #: device memory the device allocated itself (arenas, workspaces, staging, graphs'
+    #: static buffers), not outputs drawn from torch's caching allocator
+    allocations: int = 0
+    allocated_bytes: int = 0
+    #: host-to-device copies (weights uploaded, a CPU tensor staged into device memory)
+    uploads: int = 0
+    #: device-to-host copies
+    host_copies: int = 0
+    #: kernel launches issued (a graph replay counts its launches once, at capture)
+    launches: int = 0
+    #: graph replays (cuda) or runner requests (emu)
+    replays: int = 0
+    requests: int = 0
+    #: emulator runner processes started
+    runner_starts: int = 0
+
+
+class Executable(ABC):
+    """A launch list loaded on a device: kernels loaded and arguments packed once. A call
+    runs it on the device's tensors, one per buffer name (its slots), in place, ordered on
+    the device's current stream; it returns before the device has finished."""
+
+    @abstractmethod
+    def __call__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Runs the launches on `tensors` (every slot bound)."""
+
+
 class Device(ABC):
     """A place where emitted kernels run."""
 
@@ -95,6 +137,65 @@ class Device(ABC):
     identity: str
     #: the compiler and its version, as recorded beside measurements ("nvrtc 13.0")
     compiler: str
+    #: torch's name of this device's memory ("cpu" for the emulator, "cuda:0")
+    torch_device: str = "cpu"
+
+    @property
+    def counters(self) -> DeviceCounters:
+        """This device's counts, from its creation on."""
+        if "_counters" not in self.__dict__:
+            self._counters = DeviceCounters()
+        return self._counters
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """Uninitialised device memory that the device's executables use in place (here
+        the host's: a device with memory of its own overrides it)."""
+        # torch is loaded by a program's run alone: a compile never needs it here
+        import torch
+
+        tensor = torch.empty(tuple(shape), dtype=dtype)
+        self.counters.allocations += 1
+        self.counters.allocated_bytes += tensor.numel() * tensor.element_size()
+        return tensor
+
+    def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """A call's output: device memory from torch's allocator (its caching allocator on
+        a GPU), not counted as the device's own allocation."""
+        # torch is loaded by a program's run alone: a compile never needs it here
+        import torch
+
+        return torch.empty(tuple(shape), dtype=dtype, device=self.torch_device)
+
+    def upload(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A device copy of `tensor` (a weight), made on the stream that later reads it."""
+        copy = self.empty(tuple(tensor.shape), tensor.dtype)
+        copy.copy_(tensor)
+        self.counters.uploads += 1
+        return copy
+
+    def load(
+        self,
+        source: str,
+        steps: Sequence[Step],
+        slots: Sequence[str],
+        *,
+        cuda_graphs: bool = True,
+        fixed: Collection[str] = (),
+        mutated: Collection[str] = (),
+        outputs: Collection[str] = (),
+    ) -> Executable:
+        """Prepares `steps` to run on tensors bound by name; every buffer the steps name is
+        one of `slots`. The roles of the slots: `fixed` are bound to the same tensors at
+        every call (weights, the arena), `mutated` are inputs the steps write (a KV cache),
+        `outputs` are bound to each call's fresh outputs; the others are inputs the steps
+        only read. A GPU replays the launch list as one CUDA graph unless `cuda_graphs` is
+        False; other devices ignore it. Here: through `run`, on numpy views of host
+        tensors (a device with a faster way overrides it)."""
+        self.prepare(source)
+        return HostExecutable(self, source, tuple(steps), tuple(slots))
+
+    def synchronize(self) -> None:  # noqa: B027 - a device with no queue has nothing to wait on
+        """Waits until everything queued on the device has finished."""
 
     def prepare(self, source: str) -> None:  # noqa: B027 - optional for devices
         """Compiles `source` for this device ahead of any launch (cached); a compile error
@@ -124,3 +225,38 @@ class Device(ABC):
         timeout: float = 600.0,
     ) -> Timing:
         """Seconds taken by each repetition of the whole launch list (after warm-up)."""
+
+
+class HostExecutable(Executable):
+    """Steps run through Device.run on numpy views of host tensors: the results land in
+    the tensors themselves, without a copy on this side."""
+
+    def __init__(
+        self, device: Device, source: str, steps: tuple[Step, ...], slots: tuple[str, ...]
+    ) -> None:
+        self.device = device
+        self.source = source
+        self.steps = steps
+        self.slots = slots
+
+    def __call__(self, tensors: Mapping[str, torch.Tensor], **options: object) -> None:
+        arrays = {name: host_array(tensors[name]) for name in self.slots}
+        self.device.run(self.source, self.steps, arrays, **options)
+        self.device.counters.requests += 1
+
+
+def host_array(tensor: torch.Tensor) -> np.ndarray:
+    """A writeable numpy view of a contiguous host tensor's bytes in its storage type (a
+    bf16 tensor as its bit pattern, a mask as bytes)."""
+    # torch is loaded by a program's run alone: a compile never needs it here
+    import torch
+
+    from emmy import dtypes
+
+    if not tensor.is_contiguous() or tensor.device.type != "cpu":
+        raise ValueError("a host buffer must be a contiguous CPU tensor")
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits
+        return tensor.view(torch.int16).numpy().view(dtypes.lookup("bf16").numpy)
+    if tensor.dtype == torch.bool:
+        return tensor.view(torch.int8).numpy()
+    return tensor.numpy()

@@ -43,3 +43,15 @@ def numpy_view(
         warnings.simplefilter("ignore", UserWarning)
         tensor = torch.from_numpy(raw.view(storage.numpy).reshape(shape))
     return tensor.view(dtypes.torch_dtype(dtype))
+
+
+def tensor_view(
+    tensor: torch.Tensor, arg: BufferArg, shape: tuple[int, ...], dtype: str
+) -> torch.Tensor:
+    """A tensor over the bytes of a device tensor (a buffer) from `arg.offset` (no copy)."""
+    count = int(np.prod(shape))
+    item = dtypes.lookup(dtype).bytes
+    raw = tensor.reshape(-1).view(torch.uint8)[arg.offset : arg.offset + count * item]
+    if raw.numel() != count * item:
+        raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
+    return raw.view(dtypes.torch_dtype(dtype)).view(shape)

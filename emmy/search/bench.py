@@ -8,6 +8,11 @@ regime is recalled, not re-run, unless `--force`. Each new row is compiled, run 
 fresh random inputs and checked against the family's reference, then timed; it is written
 to the tuning database in its own transaction as soon as it is known, failures included,
 so an interrupted bench keeps everything it finished.
+
+On a GPU the configs run in a worker process (emmy.search.worker): a kernel fault there is
+sticky, and would leave every later config of the bench a `launch_error`. A fault or a
+timeout ends the worker after its row is recorded, and a fresh one takes the next config.
+The emulator runs in-process: its kernels already run in a runner process of their own.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ from emmy.runtime.convert import (
     from_storage,
     to_storage,
 )
-from emmy.runtime.device import BufferArg, Device, Launch, Step
+from emmy.runtime.device import BufferArg, Device, Launch, Step, Timing
 from emmy.search.db import Row, TuningDB, canonical_config
 from emmy.search.reference import as_outputs, reference, tolerance
+from emmy.search.worker import DeviceWorker, is_timeout, isolated
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
@@ -67,6 +73,7 @@ class BenchOptions:
     force: bool = False
     warmup: int = 1
     repetitions: int = 11
+    timeout: float = 120.0  # seconds for each run or timing of a config
 
 
 @dataclass
@@ -178,6 +185,8 @@ class Bench:
         progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     ):
         self.device, self.regime, self.db, self.options = device, regime, db, options
+        #: where configs run: a worker process on a GPU (see the module's docstring)
+        self.runner = isolated(device)
         self.progress = progress
         self.bench_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         self.compiler = getattr(device, "compiler", "unknown")
@@ -216,10 +225,14 @@ class Bench:
             raise EmmyError(
                 f"--pin {name}: no fork named {name!r} (forks: {', '.join(sorted(forks))})"
             )
-        for work in sites:
-            self.bench_site(work)
-        for name, choice in program.choices.items():
-            self.bench_choice(name, choice)
+        try:
+            for work in sites:
+                self.bench_site(work)
+            for name, choice in program.choices.items():
+                self.bench_choice(name, choice)
+        finally:
+            if isinstance(self.runner, DeviceWorker) and self.runner is not self.device:
+                self.runner.close()  # the worker isolated() started for this bench
         return self.outcomes
 
     def bench_choice(self, name: str, choice: dict) -> None:
@@ -243,8 +256,7 @@ class Bench:
             row = self.sum_row(work, config, origin, parts)
             (row_id,) = self.db.add([row])
             self.outcomes.append(Outcome(name, config, _with_id(row, row_id), recalled=False))
-            shown = f"{row.median_s * 1e3:.3f} ms" if row.median_s is not None else row.status
-            self.progress(f"  {_short(config)}: {shown} ({len(parts)} kernel(s))")
+            self.progress(f"  {_short(config)}: {_shown(row)} ({len(parts)} kernel(s))")
 
     def kernel_row(self, site: str, call: dict) -> Row:
         """The row of one kernel of a choice's option at its config: recalled, or measured
@@ -293,6 +305,7 @@ class Bench:
             median_s=sum(p.median_s or 0.0 for p in parts),
             spread=max(p.spread or 0.0 for p in parts),
             repetitions=min(p.repetitions for p in parts),
+            batch=min(p.batch for p in parts),
             message=f"sum of the medians of rows {rows}",
         )
 
@@ -325,8 +338,7 @@ class Bench:
         for index, (config, origin) in enumerate(fresh, 1):
             row = self.record(work, config, origin, sources.get(canonical_config(config)))
             self.outcomes.append(Outcome(work.site, config, row, recalled=False))
-            shown = f"{row.median_s * 1e3:.3f} ms" if row.median_s is not None else row.status
-            self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {shown}")
+            self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {_shown(row)}")
 
     def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, object]:
         """All configs of a site in one source; on a compile error, one by one, so each
@@ -373,21 +385,22 @@ class Bench:
             return self.row(work, config, origin, status, message=message, kernel_hash=kernel_hash)
 
         try:
-            self.device.run(source, [launch], buffers)
+            self.runner.run(source, [launch], buffers, timeout=self.options.timeout)
             wrong = _wrong_result(work, key, tensors, buffers, outputs, dtype)
             if wrong is not None:
                 return failed("wrong_result", wrong)
-            times = self.timed(source, launch, buffers)
+            timing = self.timed(source, launch, buffers)
         except KernelLaunchError as error:
-            timed_out = "timed out" in str(error)
-            return failed("timeout" if timed_out else "launch_error", _first_lines(str(error)))
-        return self._timed_row(work, config, origin, times, kernel_hash)
+            status = "timeout" if is_timeout(str(error)) else "launch_error"
+            return failed(status, _first_lines(str(error)))
+        return self._timed_row(work, config, origin, timing, kernel_hash)
 
     def _timed_row(
-        self, work: SiteWork, config: dict, origin: str, times: list[float], kernel_hash: str
+        self, work: SiteWork, config: dict, origin: str, timing: Timing, kernel_hash: str
     ) -> Row:
         """The row of a config that ran right: its median, "unstable" where the spread of
-        its times is above the device's limit."""
+        its times is above the device's limit, and the launches batched per timed window."""
+        times = timing.seconds
         median = statistics.median(times)
         q1, _, q3 = np.percentile(times, [25, 50, 75])
         spread = float((q3 - q1) / median) if median > 0 else 0.0
@@ -404,27 +417,32 @@ class Bench:
             median_s=median,
             spread=spread,
             repetitions=len(times),
+            batch=timing.batch,
             message=message,
             kernel_hash=kernel_hash,
         )
 
-    def timed(self, source: str, launch: Step, buffers: dict[str, np.ndarray]) -> list[float]:
-        """Seconds per repetition of one launch: the configured repetitions, then, where they
-        add up to less than the device's MIN_TIMED_SECONDS, as many as fill it (the first
-        round is dropped)."""
-        warmup, repetitions = self.options.warmup, self.options.repetitions
-        times = list(
-            self.device.time(
-                source, [launch], buffers, warmup=warmup, repetitions=repetitions
-            ).seconds
+    def timed(self, source: str, launch: Step, buffers: dict[str, np.ndarray]) -> Timing:
+        """The timing of one launch: the configured repetitions, then, where they add up to
+        less than the device's MIN_TIMED_SECONDS, as many as fill it (the first round is
+        dropped). A repetition is one window of `batch` launches back to back (a GPU picks
+        the batch so that the window is long enough to time), so the time spent is
+        seconds x batch each."""
+        warmup, repetitions, timeout = (
+            self.options.warmup, self.options.repetitions, self.options.timeout,
+        )  # fmt: skip
+        timing = self.runner.time(
+            source, [launch], buffers, warmup=warmup, repetitions=repetitions, timeout=timeout
         )
+        times = timing.seconds
         least = MIN_TIMED_SECONDS.get(self.device.identity, MIN_TIMED_SECONDS_GPU)
         median = statistics.median(times) if times else 0.0
-        if not times or sum(times) >= least or median <= 0:
-            return times
-        wanted = min(MAX_REPETITIONS, math.ceil(least / median))
-        timing = self.device.time(source, [launch], buffers, warmup=warmup, repetitions=wanted)
-        return list(timing.seconds)
+        if not times or sum(times) * timing.batch >= least or median <= 0:
+            return timing
+        wanted = min(MAX_REPETITIONS, math.ceil(least / (median * timing.batch)))
+        return self.runner.time(
+            source, [launch], buffers, warmup=warmup, repetitions=wanted, timeout=timeout
+        )
 
     def row(self, work: SiteWork, config: dict, origin: str, status: str, **fields) -> Row:
         return Row(
@@ -499,6 +517,15 @@ def _wrong_result(
 
 def _with_id(row: Row, row_id: int) -> Row:
     return replace(row, id=row_id)
+
+
+def _shown(row: Row) -> str:
+    """A row in a progress line: its time (and its batch of launches per timed window,
+    where more than one), or its status."""
+    if row.median_s is None:
+        return row.status
+    batch = f" (batch {row.batch})" if row.batch > 1 else ""
+    return f"{row.median_s * 1e3:.3f} ms{batch}"
 
 
 def _short(config: dict) -> str:

@@ -37,6 +37,7 @@ from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
 from emmy.search.db import (
+    LATER_FIELDS,
     STATUSES,
     ReadOnlyDB,
     Row,
@@ -77,7 +78,12 @@ def pool_id(family: str, device: str, regime: str) -> str:
 
 
 def _record(row: Row) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in _ROW_FIELDS}
+    # a later field at the value of the rows from before it is left out: their freezes stay
+    record = {name: getattr(row, name) for name in _ROW_FIELDS}
+    for name, (_, before) in LATER_FIELDS.items():
+        if record[name] == before:
+            del record[name]
+    return record
 
 
 def _line(value: dict[str, Any]) -> str:
@@ -174,6 +180,7 @@ def _check_fields(record: dict, fields: set[str], missing_text: str, unknown_tex
 def _row_from_record(where: str, record: object) -> Row:
     if not isinstance(record, dict):
         raise EmmyError(f"{where}: a row is a JSON object, not {type(record).__name__}")
+    record = {**{n: before for n, (_, before) in LATER_FIELDS.items()}, **record}
     _check_fields(record, _ROW_FIELDS, f"{where}: missing field", f"{where}: unknown field")
     for name in ("message", "kernel_hash", "bench"):
         if record[name] is not None and not isinstance(record[name], str):
@@ -522,13 +529,14 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
     return {"key": key_types, "config": {n: _value_type(v) for n, v in forks.items()}}
 
 
-def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, int]:
+def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, Any, int]:
     keys = sorted({r.key for r in pool.rows})
     configs = sorted({canonical_config(r.config) for r in pool.rows})
     key_index = {k: i for i, k in enumerate(keys)}
     config_index = {c: j for j, c in enumerate(configs)}
     median = np.full((len(keys), len(configs)), np.nan, dtype=np.float64)
     status = np.zeros((len(keys), len(configs)), dtype=np.int8)  # 0: missing
+    batch = np.zeros((len(keys), len(configs)), dtype=np.int32)  # 0: no clean row
     latest: dict[tuple[int, int], tuple[float, int]] = {}
     for row in pool.rows:
         cell = (key_index[row.key], config_index[canonical_config(row.config)])
@@ -536,6 +544,7 @@ def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, int]:
             assert row.median_s is not None
             if math.isnan(median[cell]) or row.median_s < median[cell]:
                 median[cell] = row.median_s
+                batch[cell] = row.batch
             status[cell] = STATUS_CODES.index("ok")
             continue
         if status[cell] == STATUS_CODES.index("ok"):
@@ -544,7 +553,7 @@ def _matrices(pool: Pool) -> tuple[list[str], list[str], Any, Any, int]:
         if cell not in latest or order > latest[cell]:
             latest[cell] = order
             status[cell] = STATUS_CODES.index(row.status)
-    return keys, configs, median, status, int(np.count_nonzero(~np.isnan(median)))
+    return keys, configs, median, status, batch, int(np.count_nonzero(~np.isnan(median)))
 
 
 def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
@@ -561,7 +570,8 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
     `out_dir/<id>.npz`: `median_s`, float64 [keys, configs], the best clean median of the
     cell, NaN where the config failed or was not measured; `status`, int8 [keys, configs],
     an index into status_codes: "ok" where a clean row exists, else the status of the
-    cell's latest row, "missing" where there is none.
+    cell's latest row, "missing" where there is none; `batch`, int32 [keys, configs], the
+    launches per timed window of the row whose median the cell holds, 0 where none.
     The matrices are written first and the manifest last, each file replaced whole.
     """
     with ReadOnlyDB(db_path) as db:
@@ -586,9 +596,9 @@ def export(db_path: Path, out_dir: Path) -> dict[str, Any]:
 
 def _write_pool(out_dir: Path, pool: Pool) -> dict[str, Any]:
     """Writes the matrices of a pool into `out_dir/<id>.npz`; its entry of the manifest."""
-    keys, configs, median, status, clean = _matrices(pool)
+    keys, configs, median, status, batch, clean = _matrices(pool)
     buffer = io.BytesIO()
-    np.savez(buffer, median_s=median, status=status)
+    np.savez(buffer, median_s=median, status=status, batch=batch)
     write_atomic(out_dir / f"{pool.id}.npz", buffer.getvalue())
     return {
         "id": pool.id,

@@ -35,7 +35,7 @@ from emmy.errors import EmmyError
 from emmy.paths import cache_dir
 from emmy.version import __version__
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
 ORIGINS = ("pick", "forced", "golden")
 APPLICATION = "emmy"
@@ -92,6 +92,9 @@ class Row:
     resources: dict | None = _column(peewee.TextField(null=True), default=None)  # stored as JSON
     bench: str | None = _column(peewee.TextField(null=True), default=None)
     created: float = _column(peewee.FloatField(), default_factory=time.time)
+    #: the launches run back to back in each timed window, whose mean is one repetition's
+    #: time (a GPU batches a short kernel until the window is long enough to time honestly)
+    batch: int = _column(peewee.IntegerField(), default=1)
 
     @property
     def clean(self) -> bool:
@@ -105,6 +108,11 @@ class Row:
 
 #: the columns a Row is stored in, in table order
 _ROW_COLUMNS = tuple(f.name for f in fields(Row))
+#: the fields a Row gained after its stored forms were first fixed: the schema each came
+#: with, and the value every row from before it holds. A database older than a field reads
+#: it as that value, and a digest or a freeze leaves the field out where it holds that
+#: value, so the digests and freezes of rows from before it stay what they were.
+LATER_FIELDS: dict[str, tuple[int, Any]] = {"batch": (3, 1)}
 #: the digest's content, in the order it has always been hashed: a new order, or a new
 #: field in it, would change every digest, and `emmy db import` deduplicates by them
 _DIGESTED = (
@@ -130,7 +138,8 @@ def _stored(row: Row) -> dict[str, Any]:
 
 def _digest(stored: Mapping[str, Any]) -> str:
     # a list in a fixed order: the digest must not change with dict order or emmy's version
-    content = [stored[name] for name in _DIGESTED]
+    content: list[Any] = [stored[name] for name in _DIGESTED]
+    content += [[n, stored[n]] for n, (_, before) in LATER_FIELDS.items() if stored[n] != before]
     text = json.dumps(content, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -221,12 +230,31 @@ def _add_sources(database: peewee.SqliteDatabase) -> None:
         database.create_tables((Source, RowSource))
 
 
+def _add_batch(database: peewee.SqliteDatabase) -> None:
+    """2 -> 3: the batch of launches per timed window; rows from before timed one."""
+    before = LATER_FIELDS["batch"][1]
+    database.execute_sql(
+        f"ALTER TABLE measurements ADD COLUMN batch INTEGER NOT NULL DEFAULT {before}"
+    )
+
+
 #: from_version -> the step that brings a database from that version to the next; each open
 #: runs the steps it needs in one transaction with the version bump, so an upgrade is all or
 #: nothing.
-MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {1: _add_sources}
+MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {1: _add_sources, 2: _add_batch}
 
-_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _ROW_COLUMNS) + " FROM measurements"
+
+def _select(schema: int = SCHEMA_VERSION) -> str:
+    """The query of every column of a Row from a database of `schema`: a field newer than
+    it reads as the value rows from before it hold."""
+    columns = [
+        f'{LATER_FIELDS[c][1]!r} AS "{c}"' if LATER_FIELDS.get(c, (0,))[0] > schema else f'"{c}"'
+        for c in _ROW_COLUMNS
+    ]
+    return "SELECT " + ", ".join(columns) + " FROM measurements"
+
+
+_SELECT = _select()
 _SITE = 'device = ? AND regime = ? AND family = ? AND "key" = ?'
 _INSERTED = (*(c for c in _ROW_COLUMNS if c != "id"), "digest")  # sqlite picks the id
 _INSERT = (
@@ -284,6 +312,8 @@ def _problem(row: Row) -> str | None:
         return "status 'ok' needs a median_s"
     if isinstance(row.repetitions, bool) or not isinstance(row.repetitions, int):
         return f"repetitions {row.repetitions!r} is not an int"
+    if isinstance(row.batch, bool) or not isinstance(row.batch, int) or row.batch < 1:
+        return f"batch {row.batch!r} is not a count of 1 or more"
     return None
 
 
@@ -363,7 +393,8 @@ def _source(values: Sequence[Any]) -> dict[str, Any]:
 class ReadOnlyDB:
     """An emmy database that exists, opened so that nothing can write to it: `emmy db
     freeze`, `stats` and `export` read a tuning or dataset database without creating,
-    migrating or locking it. A database of schema 1 reads as one without sources."""
+    migrating or locking it. A database of schema 1 reads as one without sources, and one
+    from before a field of LATER_FIELDS reads it as the value its rows held."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -410,7 +441,8 @@ class ReadOnlyDB:
             if values:
                 where.append(f"{column} IN ({', '.join('?' * len(values))})")
                 params += list(values)
-        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        sql = _select(self.schema) + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY id"
         with self._errors():
             return [_row(r) for r in self._sql(sql, params)]
 
