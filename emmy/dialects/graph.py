@@ -1046,6 +1046,55 @@ class CatOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IndexCopyOp(IRDLOperation):
+    """`input` with rows along `dim` replaced: row index[j] of the result is row j of
+    `source` (which has index's length along `dim` and input's sizes elsewhere), the other
+    rows are input's. A static KV cache's update (Hugging Face's `index_copy_` at the cache
+    positions): the positions are a runtime tensor, so one kernel serves every step.
+
+    %y = graph.index_copy %cache[%pos], %new {dim = 2 : i64}
+           : tensor<1x2x64x16xf32>, tensor<1xi64>, tensor<1x2x1x16xf32> -> tensor<1x2x64x16xf32>
+    """
+
+    name = "graph.index_copy"
+    input = operand_def(TensorType)
+    index = operand_def(TensorType)
+    source = operand_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `[` $index `]` `,` $source attr-dict `:` type($input) `,` type($index) `,` "
+        "type($source) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue, dim: int, index: SSAValue, source: SSAValue):
+        super().__init__(
+            operands=[input, index, source],
+            result_types=[input.type],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    def verify_(self) -> None:
+        x = _storage_tensor(self.input, "graph.index_copy input")
+        source = _storage_tensor(self.source, "graph.index_copy source")
+        index = self.index.type
+        if not isinstance(index, TensorType) or index.element_type not in (i32, i64):
+            raise VerifyException(f"graph.index_copy index must be i32 or i64, not {index}")
+        if len(index.get_shape()) > 1:
+            raise VerifyException("graph.index_copy index must be 0-d or 1-d")
+        if self.result.type != x or source.element_type != x.element_type:
+            raise VerifyException("graph.index_copy keeps its input's type and dtype")
+        shape, dim = list(x.get_shape()), self.dim.value.data
+        if not 0 <= dim < len(shape):
+            raise VerifyException(f"graph.index_copy dim {dim} is not a dim of {x}")
+        shape[dim] = _numel(tuple(index.get_shape()))
+        if list(source.get_shape()) != shape:
+            raise VerifyException(f"graph.index_copy source {source} does not fit {x}")
+
+
+@irdl_op_definition
 class FusedOp(IRDLOperation):
     """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
     elementwise chains fused before and after it, or an elementwise chain alone. The body
@@ -1141,6 +1190,7 @@ Graph = Dialect(
         GatherOp,
         TriangleOp,
         CatOp,
+        IndexCopyOp,
         FusedOp,
         YieldOp,
     ],

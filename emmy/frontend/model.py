@@ -103,15 +103,19 @@ class ModelGraph:
 class Alias:
     """A returned value that views an input (`input`, its position, with these sizes,
     strides and offset) or is a weight or a view of one (`weight`, that view): returned as
-    a torch view, as eager returns it, with no kernel."""
+    a torch view, as eager returns it, with no kernel. A returned size (`number`: a graph
+    made shape-dynamic returns its batch size, specialised here) is returned as that int."""
 
     input: int | None
     weight: torch.Tensor | None = None
     shape: tuple[int, ...] = ()
     stride: tuple[int, ...] = ()
     offset: int = 0
+    number: int | None = None
 
-    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor | int:
+        if self.number is not None:
+            return self.number
         if self.weight is not None:
             return self.weight
         base = inputs[self.input]
@@ -308,6 +312,13 @@ class _Propagate(fx.Interpreter):
         result = super().run_node(n)
         n.meta["val"] = result
         return result
+
+    def call_function(self, target, args, kwargs):
+        # a factory (aten.arange of the cache positions) names the model's device: its
+        # tensor must be on meta beside the inputs it meets
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": torch.device("meta")}
+        return super().call_function(target, args, kwargs)
 
 
 def specialised_graph(
@@ -577,7 +588,7 @@ class Converter:
         an input or a weight (returned as torch views)."""
         written = [self.operand(values[i]) for i in sorted(self.mutations)]
         user = [value for i, value in enumerate(values) if i not in self.mutations]
-        self.output_dtypes = [value.meta["val"].dtype for value in user]
+        self.output_dtypes = [_output_dtype(value) for value in user]
         returned = []
         for index, value in enumerate(user):
             alias = self.alias(value)
@@ -591,6 +602,8 @@ class Converter:
         """How a returned value views an input or a weight (no kernel computes it), or
         None for a value a kernel computes."""
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
+        if isinstance(value, int):
+            return Alias(None, number=value)
         if isinstance(value, Constant):
             return Alias(None, value.tensor.detach())
         if not isinstance(value, View):
@@ -645,7 +658,7 @@ class Converter:
     def erase_after(self, last: object) -> None:
         """Erases the ops a handler inserted before it refused its node."""
         while self.block.last_op is not last:
-            self.block.last_op.erase()
+            self.block.erase_op(self.block.last_op)
 
     def fold(self, node: fx.Node) -> object:
         """The node's value as constants, where every call would compute the same: an
@@ -761,6 +774,12 @@ def handler_for(name: str) -> OpEntry | None:
 def supports(node: fx.Node) -> Support:
     """Whether the converter takes a call_function node, and if not why, without converting."""
     return ATEN.supports(node)
+
+
+def _output_dtype(node: fx.Node) -> torch.dtype:
+    """A returned value's dtype; a returned size's is int64 (an alias: no kernel gives it)."""
+    value = node.meta["val"]
+    return value.dtype if isinstance(value, torch.Tensor) else torch.int64
 
 
 def _value(node: fx.Node) -> torch.Tensor:
@@ -1167,6 +1186,24 @@ def _index_select(self: Converter, node: fx.Node) -> View:
     along[dim] = index_strides[0]
     pick = Pick(index, along, meta.shape[dim], meta.stride(dim))
     return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _index_copy_refusal(node: fx.Node) -> str | None:
+    x, index, source = (_value(node.args[k]) for k in (0, 2, 3))
+    if index.dim() > 1 or index.dtype not in (torch.int32, torch.int64):
+        return "index_copy by an index that is not a 0-d or 1-d tensor of int32/int64"
+    if source.dim() != x.dim():
+        return "index_copy of a source with fewer dims than its input is not supported"
+    return None
+
+
+@ATEN.handles("aten.index_copy.default", accepts=_nonempty(_index_copy_refusal))
+def _index_copy(self: Converter, node: fx.Node) -> View:
+    """A static KV cache's update: the input with the rows at the positions replaced."""
+    out = node.meta["val"]
+    x, index, source = (self.operand(node.args[k]) for k in (0, 2, 3))
+    op = graph.IndexCopyOp(x, node.args[1] % out.dim(), index, source)
+    return self.result(self.insert(op), out)
 
 
 def _gather_refusal(node: fx.Node) -> str | None:
@@ -1978,8 +2015,9 @@ def _attention(self: Converter, node: fx.Node) -> View:
 )
 def _attention_for_cpu(self: Converter, node: fx.Node) -> list:
     """torch's CPU flash attention (what SDPA is below autograd): the output and its
-    log-sum-exp, which no inference graph reads."""
-    return [_sdpa(self, node, _flash_arguments(node)), None]
+    log-sum-exp, which no inference graph reads. It takes k/v of fewer heads than q as
+    grouped-query attention (what SDPA with enable_gqa=True becomes)."""
+    return [_sdpa(self, node, {"enable_gqa": True, **_flash_arguments(node)}), None]
 
 
 def _additive_mask(self: Converter, view: View, dtype: Attribute) -> View:
