@@ -23,7 +23,16 @@ from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
 from emmy.frontend import hf
 from emmy.frontend.cache import parse_graph, traced_graph_text
-from emmy.frontend.recipes import build, recipe_dir, recipe_graph_text, resolve_case
+from emmy.frontend.recipes import (
+    build,
+    build_decoder,
+    decode_case,
+    decode_graph_text,
+    decode_step_example,
+    recipe_dir,
+    recipe_graph_text,
+    resolve_case,
+)
 from emmy.program import coverage_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
@@ -56,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_compile_command(commands)
     _add_run_command(commands)
+    _add_generate_command(commands)
     _add_golden_command(commands)
     add_db_commands(commands)
     add_fit_eval_commands(commands)
@@ -115,6 +125,51 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
     _add_cuda_graphs_option(run_cmd)
     _add_bench_options(run_cmd.add_argument_group("bench"))
     run_cmd.set_defaults(handler=cmd_run)
+
+
+def _add_generate_command(commands: argparse._SubParsersAction) -> None:
+    generate_cmd = commands.add_parser(
+        "generate",
+        help="greedy decoding of a recipe's model with a static KV cache",
+        description="Compile a recipe's decode program (gpt2, llama) twice, the prefill of "
+        "a random prompt (seeded) and the one-token step, and decode greedily: the caches, "
+        "one key and one value tensor per layer at the recipe's max_len, are written in "
+        "place. Prints the tokens of each batch row, the prefill's time and the decode "
+        "tokens/s; --check compares the tokens with torch eager's, token for token.",
+    )
+    generate_cmd.add_argument(
+        "recipe",
+        metavar="RECIPE|DIR",
+        help="a recipe with a decode program (gpt2, llama), or a Hugging Face causal LM's "
+        "directory: its generate() with a static cache, its forward compiled by "
+        "torch.compile with emmy's backend",
+    )
+    generate_cmd.add_argument(
+        "--prompt-len", type=int, default=8, metavar="P", help="the prompt's length (default: 8)"
+    )
+    generate_cmd.add_argument(
+        "--tokens", type=int, default=32, metavar="T", help="tokens to generate (default: 32)"
+    )
+    generate_cmd.add_argument(
+        "--batch", type=int, default=1, metavar="B", help="prompts decoded at once (default: 1)"
+    )
+    generate_cmd.add_argument(
+        "--config",
+        metavar="NAME",
+        help="the recipe's config (default: tiny on emu, else the recipe's own)",
+    )
+    generate_cmd.add_argument(
+        "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
+    )
+    generate_cmd.add_argument(
+        "--device", choices=["cuda", "emu"], default="emu", help="where to run (default: emu)"
+    )
+    generate_cmd.add_argument(
+        "--check",
+        action="store_true",
+        help="decode with torch eager too; exit 1 unless every token is the same",
+    )
+    generate_cmd.set_defaults(handler=cmd_generate)
 
 
 def _add_bench_options(bench: argparse._ArgumentGroup) -> None:
@@ -217,7 +272,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "-c",
         dest="expression",
         metavar="EXPR",
-        help=f'a PyTorch expression, e.g. "{EXAMPLE}"',
+        help=f'a PyTorch expression, e.g. "{EXAMPLE}"; `emmy.rope(...)` and '
+        "`emmy.cached_attention(...)` call emmy's own ops (emmy.frontend.ops)",
     )
     parser.add_argument(
         "--config",
@@ -242,6 +298,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtype", choices=FLOAT_NAMES, help="the model's dtype (default: the config's)"
+    )
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="the recipe's decode step (one new token over its KV cache) instead of its "
+        "forward, at --dim batch=B (default 1) and max_len=L (default: the recipe's)",
     )
     parser.add_argument(
         "--set",
@@ -340,6 +402,10 @@ def _check_source(args: argparse.Namespace) -> None:
     if args.expression is not None and args.dim:
         raise EmmyError("--dim sets a recipe's dynamic dim; a -c expression has its shapes in it")
     model_dir = args.recipe is not None and hf.is_model_dir(args.recipe)
+    if args.decode and (args.recipe is None or model_dir):
+        raise EmmyError("--decode compiles a recipe's decode step; give a RECIPE")
+    if args.decode and args.size:
+        raise EmmyError("--decode sets its sizes with --dim batch=B and max_len=L, not --size")
     if model_dir and (args.config or args.size):
         raise EmmyError(
             "--config and --size choose a recipe's config; a model directory has its "
@@ -373,6 +439,16 @@ def recipe_case(args: argparse.Namespace, default_config: str | None = None):
     return resolve_case(args.recipe, args.config or default_config, args.size, args.dtype, dims)
 
 
+def decode_recipe_case(args: argparse.Namespace, default_config: str | None = None):
+    """The recipe's decode step at --config, --dtype and --dim batch= and max_len=."""
+    dims = _dims(args.dim)
+    unknown = sorted(set(dims) - {"batch", "max_len"})
+    if unknown:
+        raise EmmyError(f"--decode takes the dims batch and max_len, not {', '.join(unknown)}")
+    config = args.config or default_config
+    return decode_case(args.recipe, config, args.dtype, dims.get("batch", 1), dims.get("max_len"))
+
+
 def _dims(values: list[str]) -> dict[str, int]:
     """--dim NAME=N flags as a mapping."""
     dims: dict[str, int] = {}
@@ -396,6 +472,11 @@ def source_text(
         print(f"model {case.describe()}", file=sys.stderr)
         text, constants = hf.graph_text(case, timings)
         where = f"<model directory {case.directory}>"
+    elif args.recipe is not None and args.decode:
+        case = decode_recipe_case(args, default_config)
+        print(f"model {case.describe()}: its decode step", file=sys.stderr)
+        text, constants = decode_graph_text(case, timings)
+        where = f"<recipe {case.name}, decode step>"
     elif args.recipe is not None:
         case = recipe_case(args, default_config)
         print(f"model {case.describe()}", file=sys.stderr)
@@ -596,6 +677,10 @@ def run_recipe(args: argparse.Namespace) -> int:
         case = model_dir_case(args)
         print(f"model {case.describe()}", file=sys.stderr)
         model, inputs = hf.build(case)
+    elif args.decode:
+        case = decode_recipe_case(args, _run_config(args))
+        print(f"model {case.describe()}: its decode step", file=sys.stderr)
+        model, inputs = decode_step_example(case)
     else:
         case = recipe_case(args, _run_config(args))
         print(f"model {case.describe()}", file=sys.stderr)
@@ -707,6 +792,86 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"{len(outcomes) - measured} recalled; database {db_path}"
     )
     return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    if hf.is_model_dir(args.recipe):
+        return generate_model_dir(args)
+    # torch runs the decode loop and the eager reference; the other commands need not load it
+    from emmy.decode import check_lengths, greedy, greedy_eager, prompt
+
+    case = decode_case(args.recipe, args.config or _run_config(args), args.dtype, args.batch)
+    check_lengths(args.prompt_len, args.tokens, case.size["max_len"])
+    print(f"model {case.describe()}", file=sys.stderr)
+    device = make_device(args.device)
+    where = "cuda" if args.device == "cuda" else "cpu"
+    _, step, caches = build_decoder(case, where)
+    ids = prompt(args.batch, args.prompt_len, case.config["vocab"]).to(where)
+    generation = greedy(step, ids, caches, args.tokens, device)
+    for row, tokens in enumerate(generation.tokens.tolist()):
+        print(f"row {row}: {' '.join(map(str, tokens))}")
+    _print_generation(args, generation, device.identity)
+    if not args.check:
+        return 0
+    _, eager_step, eager_caches = build_decoder(case, where)
+    expected = greedy_eager(eager_step, ids, eager_caches, args.tokens).tokens
+    return _check_tokens(generation.tokens, expected)
+
+
+def generate_model_dir(args: argparse.Namespace) -> int:
+    """emmy generate of a Hugging Face model directory: its generate() with a static cache,
+    the forward compiled by torch.compile with emmy's backend."""
+    # torch and transformers run the model; the other commands need not load them
+    from emmy.decode import check_lengths, hf_greedy, hf_greedy_emmy, prompt
+
+    if args.config:
+        raise EmmyError("--config chooses a recipe's config; a model directory has its config.json")
+    case = hf.resolve(
+        Path(args.recipe), {"batch": args.batch, "seq": args.prompt_len}, args.dtype, {}
+    )
+    print(f"model {case.describe()}", file=sys.stderr)
+    wrapped, _ = hf.build(case)
+    model = wrapped.model
+    if not hasattr(model, "generate"):
+        raise EmmyError(f"{args.recipe} is not a causal language model: it has no generate()")
+    positions = getattr(model.config, "max_position_embeddings", args.prompt_len + args.tokens)
+    check_lengths(args.prompt_len, args.tokens, positions)
+    where = "cuda" if args.device == "cuda" else "cpu"
+    model = model.to(where)
+    ids = prompt(args.batch, args.prompt_len, model.config.vocab_size).to(where)
+    expected = hf_greedy(model, ids, args.tokens).tokens if args.check else None
+    device = make_device(args.device)
+    print("compiling the forward's graphs (generate's first pass)", file=sys.stderr)
+    generation = hf_greedy_emmy(model, ids, args.tokens, device)
+    for row, tokens in enumerate(generation.tokens.tolist()):
+        print(f"row {row}: {' '.join(map(str, tokens))}")
+    _print_generation(args, generation, device.identity)
+    return 0 if expected is None else _check_tokens(generation.tokens, expected)
+
+
+def _print_generation(args: argparse.Namespace, generation, identity: str) -> None:
+    print(
+        f"prefill of {args.prompt_len} token(s): {generation.prefill_s * 1000:.1f} ms; decode: "
+        f"{generation.steps} step(s) in {generation.decode_s:.3f} s, "
+        f"{generation.tokens_per_s():.1f} tokens/s (batch {args.batch}) on {identity}"
+    )
+
+
+def _check_tokens(actual, expected) -> int:
+    """0 where emmy's tokens are torch eager's, else 1, with a line saying which."""
+    # the comparison is torch's, as the tokens are
+    from emmy.decode import first_mismatch
+
+    mismatch = first_mismatch(actual, expected)
+    if mismatch is None:
+        print(f"check: all {expected.numel()} tokens equal torch eager's")
+        return 0
+    row, index = mismatch
+    print(
+        f"check: row {row} token {index} is {int(actual[row, index])}; torch eager gives "
+        f"{int(expected[row, index])}"
+    )
+    return 1
 
 
 def cmd_golden_promote(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
     recognise-attention → attention-paths → fuse-graph → lower-sites → matmul-paths
-    → resolve-forks → specialize-forks → inline-host-paths → emit-cuda → NVRTC (for a GPU target)
+    → decode-paths → resolve-forks → specialize-forks → inline-host-paths → emit-cuda
+    → NVRTC (for a GPU target)
 
 (the passes are emmy.passes.registry's COMPILE_PIPELINE)
 
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
@@ -30,6 +31,7 @@ from xdsl.utils.exceptions import VerifyException
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
 from emmy.dialects import fallback, fork, graph, kernel
+from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
@@ -64,6 +66,14 @@ class HostPlan:
     calls: list[Call]
     #: the calls torch runs (emmy.dialects.fallback.call_entry), by their call's name
     fallbacks: dict[str, dict] = field(default_factory=dict)
+    #: the inputs the plan writes in place, by name
+    mutated_inputs: list[str] = field(default_factory=list)
+
+
+#: the families whose kernel may write its result over the input it reads (each element read
+#: and written at one place by one thread): a mutated input's new value computed by one of
+#: them, or by torch (which computes, then copies), goes straight into the input's buffer
+WRITES_OVER_INPUT = frozenset({"index_copy"})
 
 
 def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
@@ -104,6 +114,12 @@ def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
             returned = list(op.arguments)
         else:
             raise EmmyError(f"the host function still has {op.name} after lowering")
+    written = main.attributes.get(MUTATED_INPUTS)
+    if isinstance(written, ArrayAttr):
+        families = {site.sym_name.data: site.family.data for site in _sites(module)}
+        for value, place in zip(returned, written.data, strict=False):
+            _write_in_place(plan, names[value], plan.inputs[place.value.data].name, families)
+        returned = returned[len(written.data) :]
     computed = {t.name for t in plan.temporaries}
     for value in returned:
         if names[value] not in computed:
@@ -114,6 +130,32 @@ def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
     outputs = {o.name for o in plan.outputs}
     plan.temporaries = [t for t in plan.temporaries if t.name not in outputs]
     return plan
+
+
+def _write_in_place(plan: HostPlan, value: str, target: str, families: dict[str, str]) -> None:
+    """Makes the plan leave a mutated input's new value (the temporary `value`) in the
+    input's buffer `target`: the call computing it writes there when nothing reads the old
+    value after it (and it reads the old value only as torch or a WRITES_OVER_INPUT kernel
+    does); else a copy into the input follows the last call that reads it."""
+    index = next((i for i, c in enumerate(plan.calls) if value in c.buffers), None)
+    if index is None or value not in {t.name for t in plan.temporaries}:
+        raise EmmyError(f"the new value of input {target} is not computed by a kernel")
+    plan.mutated_inputs.append(target)
+    producer = plan.calls[index]
+    over_input = producer.kernel in plan.fallbacks
+    over_input |= families.get(producer.kernel) in WRITES_OVER_INPUT
+    reads_old = target in producer.buffers
+    read_later = any(target in c.buffers for c in plan.calls[index + 1 :])
+    if read_later or (reads_old and not over_input):
+        spec = next(t for t in plan.temporaries if t.name == value)
+        name = f"fallback_{len(plan.fallbacks)}"
+        plan.fallbacks[name] = fallback.copy_entry(spec.shape, spec.dtype)
+        plan.calls.append(Call(name, (value, target)))
+        return
+    plan.temporaries = [t for t in plan.temporaries if t.name != value]
+    plan.calls = [
+        Call(c.kernel, tuple(target if b == value else b for b in c.buffers)) for c in plan.calls
+    ]
 
 
 def plan_arena(
@@ -307,6 +349,7 @@ def _program(
         fallbacks=plan.fallbacks,
         coverage=_coverage(module),
         constants=plan.constants,
+        mutated_inputs=plan.mutated_inputs,
         arena=offsets,
         arena_bytes=arena_bytes,
         timings=timings,

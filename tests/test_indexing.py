@@ -1,8 +1,8 @@
 """Data movement and indexing against torch eager on the emulator: index_select, gather,
 advanced indexing, flip, roll, triu/tril (the gather family), cat, stack and pad (the cat
-family), repeat and strided copies of every dtype (permute), returned views of inputs and
-weights (no kernel), and a crashing kernel reported by its site. Each program groups many
-cases, so that each dtype costs one g++ run."""
+family), index_copy (its own family), repeat and strided copies of every dtype (permute),
+returned views of inputs and weights (no kernel), and a crashing kernel reported by its
+site. Each program groups many cases, so that each dtype costs one g++ run."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ class Floats(nn.Module):
             x[:, [1, 3]],  # by a constant index
             torch.slice_scatter(x, x[:, :2] * 2, 1, 2, 4),
             torch.select_scatter(x, x[:, 0] * 2, 1, -1),
+            x.index_copy(1, ids[:3], x[:, :3] * 2),  # a KV cache's update at positions
         )
 
 
@@ -65,7 +66,7 @@ def test_indexing_ops_of_floats_match_eager() -> None:
     for i, (actual, expected) in enumerate(zip(got, want, strict=True)):
         assert torch.equal(actual, expected), f"output {i}"
     kernels = {k.family for k in compiled.program.kernels.values()}
-    assert {"gather", "cat", "permute"} <= kernels
+    assert {"gather", "cat", "permute", "index_copy"} <= kernels
 
 
 class Integers(nn.Module):
@@ -87,6 +88,8 @@ class Integers(nn.Module):
             F.embedding(pos, t, padding_idx=0),  # rows of an int64 table
             F.embedding(pos, h, padding_idx=1),
             F.embedding(pos.reshape(2, 2)[:, 1:], h),  # by sliced ids: a strided copy first
+            t.index_copy(0, pos[:2], t[1:] * 3),
+            h.index_copy(1, pos[1:2], h[:, 5:6]),
         )
 
 

@@ -94,6 +94,7 @@ CONVERTED_BY_NAME = {
     "aten.pad.default",
     "aten.slice_scatter.default",
     "aten.select_scatter.default",
+    "aten.index_copy.default",
     # shape-only ops, computed at compile time
     "aten.zeros_like.default",
     "aten.ones_like.default",

@@ -20,11 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = {
     "benchmarks/backend_stages.py": (["--models", "conv_net"], "stdout", "all models: emmy"),
     "benchmarks/compile_latency.py": (["--runs", "1"], "stdout", "warm compile process ="),
+    "benchmarks/decode.py": (
+        ["--models", "gpt2:tiny", "--tokens", "2"],
+        "stdout",
+        "decode tokens/s emmy",
+    ),
     "benchmarks/dataset_noise.py": (
         ["--family", "softmax", "--every", "52", "--sample", "1"],
         "stdout",
         "mean over families:",
     ),
+    "benchmarks/decode_attention.py": (["--quick"], "stdout", "emu decode attention batch=1"),
     "benchmarks/device_worker.py": (["--repeats", "1"], "stdout", "worker round trip (median):"),
     "benchmarks/host_overhead.py": (
         ["--calls", "10", "--launches", "1,10"],

@@ -266,6 +266,24 @@ def call_entry(op: CallOp) -> dict:
     }
 
 
+def copy_entry(shape: Sequence[int], dtype: str) -> dict:
+    """The plan entry of a copy torch runs from one buffer of `shape` into another (a
+    mutated input's new value into the input's buffer); `dtype` a storage type's name, as
+    the buffers are viewed in it (a tensor argument's own dtype only marks a mask)."""
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    view = to_json(TensorArgAttr(0, shape, strides, 0, dtype))
+    return {
+        "target": "aten.clone.default",
+        "arguments": [view],
+        "kwargs": {},
+        "inputs": 1,
+        "reason": "a mutated input is read after its new value is computed",
+        "source": "",
+    }
+
+
 def first_fallback_error(module: Operation) -> str | None:
     """The one-line error of a graph's first fallback (for --no-fallback), or None."""
     for op in module.walk():

@@ -150,6 +150,10 @@ class NaryOp(ElementwiseOp):
         super().verify_()
 
 
+#: the attribute of a graph's function listing the inputs it writes in place (a KV cache):
+#: its first results are their new values, one per entry, the entry the input's place
+MUTATED_INPUTS = "mutated_inputs"
+
 DOMAIN_TEXT = {
     Domain.FLOAT: "f32, f16 or bf16",
     Domain.NUMBER: "f32, f16, bf16, i32 or i64",
@@ -678,6 +682,57 @@ class AttentionOp(IRDLOperation):
 
 
 @irdl_op_definition
+class CachedAttentionOp(IRDLOperation):
+    """Causal attention of the newest `new` tokens over a static KV cache at a runtime
+    length (emmy::cached_attention): q [batch, heads, new, dim], k_cache and v_cache [batch,
+    kv_heads, max_len, dim] (grouped-query where kv_heads < heads), length an i64 tensor [1],
+    the cache's length after this step's writes. Query i sits at position length - new + i
+    and sees the keys up to its own; positions from `length` on are never read. Scale
+    1/sqrt(dim).
+
+    %o = graph.cached_attention %q, %k, %v, %len : tensor<1x4x1x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1xi64> -> tensor<1x4x1x16xf32>
+    """
+
+    name = "graph.cached_attention"
+    q = operand_def(TensorType)
+    k_cache = operand_def(TensorType)
+    v_cache = operand_def(TensorType)
+    length = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$q `,` $k_cache `,` $v_cache `,` $length attr-dict `:` type($q) `,` type($k_cache)"
+        " `,` type($v_cache) `,` type($length) `->` type($result)"
+    )
+
+    def __init__(self, q: SSAValue, k_cache: SSAValue, v_cache: SSAValue, length: SSAValue):
+        super().__init__(operands=[q, k_cache, v_cache, length], result_types=[q.type])
+
+    def verify_(self) -> None:
+        q = _float_tensor(self.q, "graph.cached_attention q")
+        k = _float_tensor(self.k_cache, "graph.cached_attention k_cache")
+        v = _float_tensor(self.v_cache, "graph.cached_attention v_cache")
+        if len(q.get_shape()) != 4 or len(k.get_shape()) != 4 or k != v:
+            raise VerifyException(
+                "graph.cached_attention takes q and caches of rank 4 with the caches alike"
+            )
+        if not q.element_type == k.element_type:
+            raise VerifyException("graph.cached_attention q and the caches must share one dtype")
+        (b, h, new, d), (kb, kh, max_len, kd) = q.get_shape(), k.get_shape()
+        if kb != b or kd != d or kh == 0 or h % kh or new > max_len:
+            raise VerifyException(
+                f"graph.cached_attention caches {list(k.get_shape())} do not fit q "
+                f"{list(q.get_shape())}"
+            )
+        if self.length.type != TensorType(IntegerType(64), [1]):
+            raise VerifyException(
+                f"graph.cached_attention length must be tensor<1xi64>, not {self.length.type}"
+            )
+        if self.result.type != q:
+            raise VerifyException("graph.cached_attention result must have q's type")
+
+
+@irdl_op_definition
 class RopeOp(IRDLOperation):
     """Rotary embedding, rotate-half form, of x [batch, seq, heads, dim] by cos and sin
     [seq, dim / 2].
@@ -991,6 +1046,55 @@ class CatOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IndexCopyOp(IRDLOperation):
+    """`input` with rows along `dim` replaced: row index[j] of the result is row j of
+    `source` (which has index's length along `dim` and input's sizes elsewhere), the other
+    rows are input's. A static KV cache's update (Hugging Face's `index_copy_` at the cache
+    positions): the positions are a runtime tensor, so one kernel serves every step.
+
+    %y = graph.index_copy %cache[%pos], %new {dim = 2 : i64}
+           : tensor<1x2x64x16xf32>, tensor<1xi64>, tensor<1x2x1x16xf32> -> tensor<1x2x64x16xf32>
+    """
+
+    name = "graph.index_copy"
+    input = operand_def(TensorType)
+    index = operand_def(TensorType)
+    source = operand_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `[` $index `]` `,` $source attr-dict `:` type($input) `,` type($index) `,` "
+        "type($source) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue, dim: int, index: SSAValue, source: SSAValue):
+        super().__init__(
+            operands=[input, index, source],
+            result_types=[input.type],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    def verify_(self) -> None:
+        x = _storage_tensor(self.input, "graph.index_copy input")
+        source = _storage_tensor(self.source, "graph.index_copy source")
+        index = self.index.type
+        if not isinstance(index, TensorType) or index.element_type not in (i32, i64):
+            raise VerifyException(f"graph.index_copy index must be i32 or i64, not {index}")
+        if len(index.get_shape()) > 1:
+            raise VerifyException("graph.index_copy index must be 0-d or 1-d")
+        if self.result.type != x or source.element_type != x.element_type:
+            raise VerifyException("graph.index_copy keeps its input's type and dtype")
+        shape, dim = list(x.get_shape()), self.dim.value.data
+        if not 0 <= dim < len(shape):
+            raise VerifyException(f"graph.index_copy dim {dim} is not a dim of {x}")
+        shape[dim] = _numel(tuple(index.get_shape()))
+        if list(source.get_shape()) != shape:
+            raise VerifyException(f"graph.index_copy source {source} does not fit {x}")
+
+
+@irdl_op_definition
 class FusedOp(IRDLOperation):
     """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
     elementwise chains fused before and after it, or an elementwise chain alone. The body
@@ -1079,12 +1183,14 @@ Graph = Dialect(
         EmbeddingOp,
         AttentionOp,
         RopeOp,
+        CachedAttentionOp,
         ReshapeOp,
         MaskBiasOp,
         AsStridedOp,
         GatherOp,
         TriangleOp,
         CatOp,
+        IndexCopyOp,
         FusedOp,
         YieldOp,
     ],

@@ -74,6 +74,10 @@ def no_extra_atol(key: dict) -> float:
     return 0.0
 
 
+def no_input_ranges(key: dict) -> dict[int, tuple[int, int]]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Family:
     """One family. A kernel family's `.emmy` declaration is `emmy/library/<name>.emmy`'s
@@ -92,5 +96,9 @@ class Family:
     #: absolute error a check allows beyond the storage type's rounding (f32 accumulation
     #: that grows with a key's depth or row length)
     extra_atol: Callable[[dict], float] = no_extra_atol
+    #: the integer inputs (by index among the inputs) whose values must lie in a range,
+    #: lowest and highest included, at a key (a cache's length): a bench's random inputs
+    #: draw them there; other integers are indices a kernel clamps
+    input_ranges: Callable[[dict], dict[int, tuple[int, int]]] = no_input_ranges
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

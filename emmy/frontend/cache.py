@@ -1,20 +1,40 @@
 """A cache of traced expressions: the graph IR of `-c EXPR`, keyed by the expression and
-the versions of torch and emmy. A warm `emmy compile -c` neither imports nor runs torch.
-Graphs are kept as text; xDSL is imported only to parse one."""
+the frontend's stamp (the versions of torch and emmy, and the frontend's own code). A warm
+`emmy compile -c` neither imports nor runs torch. Graphs are kept as text; xDSL is
+imported only to parse one."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
 from importlib.metadata import version
+from pathlib import Path
 
 from emmy.paths import cache_dir, write_atomic
 from emmy.version import __version__
 
+#: the code a graph's text depends on: the frontend's handlers, the dialects they build,
+#: the families whose rules they ask
+_FRONTEND_CODE = ("frontend", "dialects", "families")
+
+
+@functools.cache
+def frontend_stamp() -> str:
+    """What every cached graph is keyed by besides its model: torch's and emmy's versions
+    and a digest of the frontend's code, so that a changed handler never reads a graph an
+    older one wrote."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256(f"{version('torch')}\0{__version__}".encode())
+    for folder in _FRONTEND_CODE:
+        for path in sorted((root / folder).glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
 
 def _path(expression: str):
-    text = "\0".join(("graph-v1", expression, version("torch"), __version__))
+    text = "\0".join(("graph-v1", expression, frontend_stamp()))
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.mlir"
 
 
@@ -25,10 +45,11 @@ def context():
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
 
+    from emmy.dialects.fallback import Fallback
     from emmy.dialects.graph import Graph
 
     ctx = Context()
-    for dialect in (Builtin, Func, Graph):
+    for dialect in (Builtin, Func, Graph, Fallback):
         ctx.load_dialect(dialect)
     return ctx
 

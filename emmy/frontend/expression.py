@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from xdsl.dialects.builtin import ModuleOp
 
 from emmy.errors import EmmyError
+from emmy.frontend import ops
 from emmy.frontend.model import Converter
 
 FACTORIES = {
@@ -100,7 +101,14 @@ class _WholeOps(TorchFunctionMode):
 
 
 def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
-    namespace = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "math": math}
+    # `emmy.rope(...)`, `emmy.cached_attention(...)`: the ops models call (emmy.frontend.ops)
+    namespace = {
+        "torch": torch,
+        "nn": torch.nn,
+        "F": torch.nn.functional,
+        "math": math,
+        "emmy": ops,
+    }
     recorder = _Recorder()
     try:
         code = compile(expression, "<expression>", "eval")

@@ -32,9 +32,8 @@ from types import ModuleType
 
 from emmy import dtypes
 from emmy.errors import EmmyError
-from emmy.frontend.cache import cached_export
+from emmy.frontend.cache import cached_export, frontend_stamp
 from emmy.paths import cache_dir
-from emmy.version import __version__
 
 CONFIG = "config.json"
 #: the example inputs' dims, and the dims `--dim NAME=N` may set
@@ -256,9 +255,8 @@ def _cache_path(case: ModelDir) -> Path:
             *(path.read_text() for path in _SOURCES),
             case.config_text,
             json.dumps([case.overrides, case.size, case.dtype], sort_keys=True),
-            version("torch"),
             transformers_version,
-            __version__,
+            frontend_stamp(),
         )
     )
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import operator
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
     ModuleOp,
     TensorType,
     i8,
@@ -43,6 +46,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import fallback, graph
+from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.errors import EmmyError
 from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
@@ -99,15 +103,19 @@ class ModelGraph:
 class Alias:
     """A returned value that views an input (`input`, its position, with these sizes,
     strides and offset) or is a weight or a view of one (`weight`, that view): returned as
-    a torch view, as eager returns it, with no kernel."""
+    a torch view, as eager returns it, with no kernel. A returned size (`number`: a graph
+    made shape-dynamic returns its batch size, specialised here) is returned as that int."""
 
     input: int | None
     weight: torch.Tensor | None = None
     shape: tuple[int, ...] = ()
     stride: tuple[int, ...] = ()
     offset: int = 0
+    number: int | None = None
 
-    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor | int:
+        if self.number is not None:
+            return self.number
         if self.weight is not None:
             return self.weight
         base = inputs[self.input]
@@ -169,10 +177,48 @@ def export_program(
     module = module.eval()
     try:
         with torch.no_grad():
-            return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
+            exported = torch.export.export(
+                module, tuple(example_inputs), dynamic_shapes=dynamic_shapes
+            )
+            if _mutates(exported.graph):
+                # functionalised (no decompositions): each in-place op becomes its functional
+                # form, and the graph returns the new value of every input it mutates
+                with warnings.catch_warnings():
+                    # torch's own copy of the export's tree spec warns about torch's API
+                    warnings.filterwarnings("ignore", "`isinstance.treespec", FutureWarning)
+                    exported = exported.run_decompositions({})
     except Exception as error:  # noqa: BLE001 - any reason torch.export refuses the model
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
+    return exported
+
+
+def _mutates(fx_graph: fx.Graph) -> bool:
+    """Whether a graph has an in-place op (a KV cache's `index_copy_`)."""
+    return any(
+        isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+        for node in fx_graph.nodes
+        if node.op == "call_function"
+    )
+
+
+def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
+    """The returned values that are the new values of mutated user inputs: their place in
+    the graph's return → the input's place among the user inputs."""
+    signature = exported.graph_signature
+    kinds = torch.export.graph_signature.OutputKind
+    for spec in signature.output_specs:
+        if spec.kind in (kinds.BUFFER_MUTATION, kinds.PARAMETER_MUTATION):
+            raise EmmyError(
+                f"the model writes its own {spec.target} in place; a program writes only its "
+                "inputs (pass the tensor, a KV cache, as an input)"
+            )
+    user = list(signature.user_inputs)
+    return {
+        index: user.index(spec.target)
+        for index, spec in enumerate(signature.output_specs)
+        if spec.kind == kinds.USER_INPUT_MUTATION
+    }
 
 
 def export(
@@ -200,7 +246,8 @@ def convert(
     _refuse_data_dependent_shapes(fx_graph)
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
-    return Converter(fx_graph, constants, exported.call_spec.out_spec, fallback).convert()
+    out_spec = exported.call_spec.out_spec
+    return Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
 
 
 def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:
@@ -265,6 +312,13 @@ class _Propagate(fx.Interpreter):
         result = super().run_node(n)
         n.meta["val"] = result
         return result
+
+    def call_function(self, target, args, kwargs):
+        # a factory (aten.arange of the cache positions) names the model's device: its
+        # tensor must be on meta beside the inputs it meets
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": torch.device("meta")}
+        return super().call_function(target, args, kwargs)
 
 
 def specialised_graph(
@@ -347,8 +401,11 @@ class Converter:
         constants: dict[str, tuple[str, torch.Tensor]],
         out_spec: object = None,
         fallback: bool = True,
+        mutations: dict[int, int] | None = None,
     ) -> None:
         self.fx_graph = fx_graph
+        #: returned values that are mutated inputs' new values: place → the input's place
+        self.mutations = mutations or {}
         self.fallback = fallback
         self.coverage = Coverage()
         self.placeholder_constants = constants
@@ -500,15 +557,7 @@ class Converter:
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
-                self.output_dtypes = [arg.meta["val"].dtype for arg in node.args[0]]
-                returned = []
-                for index, arg in enumerate(node.args[0]):
-                    alias = self.alias(arg)
-                    if alias is None:
-                        returned.append(self.operand(arg))
-                    else:
-                        self.aliases[index] = alias
-                self.builder.insert(func.ReturnOp(*returned))
+                self.builder.insert(func.ReturnOp(*self.returned(node.args[0])))
             else:
                 raise self.error(f"unsupported graph node kind {node.op}")
         self.node = None
@@ -520,6 +569,9 @@ class Converter:
             Region(self.block),
         )
         main.attributes["coverage"] = self.coverage.to_attr()
+        if self.mutations:
+            written = [IntegerAttr(i, 64) for _, i in sorted(self.mutations.items())]
+            main.attributes[MUTATED_INPUTS] = ArrayAttr(written)
         return ModelGraph(
             ModuleOp([main]),
             self.input_names,
@@ -530,10 +582,28 @@ class Converter:
             self.aliases,
         )
 
+    def returned(self, values: Sequence[object]) -> list[SSAValue]:
+        """The function's results: first the new values of the mutated inputs (a kernel
+        writes each into its input's buffer), then the user's outputs but those that view
+        an input or a weight (returned as torch views)."""
+        written = [self.operand(values[i]) for i in sorted(self.mutations)]
+        user = [value for i, value in enumerate(values) if i not in self.mutations]
+        self.output_dtypes = [_output_dtype(value) for value in user]
+        returned = []
+        for index, value in enumerate(user):
+            alias = self.alias(value)
+            if alias is None:
+                returned.append(self.operand(value))
+            else:
+                self.aliases[index] = alias
+        return [*written, *returned]
+
     def alias(self, arg: object) -> Alias | None:
         """How a returned value views an input or a weight (no kernel computes it), or
         None for a value a kernel computes."""
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
+        if isinstance(value, int):
+            return Alias(None, number=value)
         if isinstance(value, Constant):
             return Alias(None, value.tensor.detach())
         if not isinstance(value, View):
@@ -588,7 +658,7 @@ class Converter:
     def erase_after(self, last: object) -> None:
         """Erases the ops a handler inserted before it refused its node."""
         while self.block.last_op is not last:
-            self.block.last_op.erase()
+            self.block.erase_op(self.block.last_op)
 
     def fold(self, node: fx.Node) -> object:
         """The node's value as constants, where every call would compute the same: an
@@ -704,6 +774,12 @@ def handler_for(name: str) -> OpEntry | None:
 def supports(node: fx.Node) -> Support:
     """Whether the converter takes a call_function node, and if not why, without converting."""
     return ATEN.supports(node)
+
+
+def _output_dtype(node: fx.Node) -> torch.dtype:
+    """A returned value's dtype; a returned size's is int64 (an alias: no kernel gives it)."""
+    value = node.meta["val"]
+    return value.dtype if isinstance(value, torch.Tensor) else torch.int64
 
 
 def _value(node: fx.Node) -> torch.Tensor:
@@ -988,6 +1064,41 @@ def _rope(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.RopeOp(x, cos, sin)), node.meta["val"])
 
 
+def _cached_attention_refusal(node: fx.Node) -> str | None:
+    """What attention_decode does not cover: a q and caches of different or non-float
+    dtypes, a length not one int64, shapes that do not fit, a head dim that no `lanes`
+    option divides."""
+    q, k, v, length = (a.meta["val"] for a in node.args[:4])
+    if not q.dtype == k.dtype == v.dtype or not dtypes.is_float(_storage_name(q.dtype)):
+        return f"cached_attention of q {q.dtype} and caches {k.dtype}, {v.dtype}"
+    if length.dtype != torch.int64 or length.numel() != 1:
+        return (
+            f"cached_attention's length must be one int64, not {length.dtype} {list(length.shape)}"
+        )
+    ranks = q.dim() == k.dim() == 4 and k.shape == v.shape
+    if not ranks or not _cache_fits(tuple(q.shape), tuple(k.shape)):
+        return f"cached_attention of q {list(q.shape)} over caches {list(k.shape)}, {list(v.shape)}"
+    dim = q.shape[-1]
+    if dim % 4 or dim > 1024:
+        return f"cached_attention of head dim {dim} (a multiple of 4 up to 1024 is supported)"
+    return None
+
+
+def _cache_fits(q: tuple[int, ...], cache: tuple[int, ...]) -> bool:
+    """q [batch, heads, new, dim] over caches [batch, kv_heads, max_len, dim]: heads a
+    multiple of kv_heads, no more new tokens than the cache holds."""
+    (batch, heads, new, dim), (cache_batch, kv_heads, max_len, cache_dim) = q, cache
+    same = batch == cache_batch and dim == cache_dim
+    return same and kv_heads > 0 and heads % kv_heads == 0 and new <= max_len
+
+
+@ATEN.handles("emmy.cached_attention.default", accepts=_cached_attention_refusal)
+def _cached_attention(self: Converter, node: fx.Node) -> View:
+    q, k_cache, v_cache, length = (self.operand(a) for a in node.args[:4])
+    op = graph.CachedAttentionOp(q, k_cache, v_cache, length)
+    return self.result(self.insert(op), node.meta["val"])
+
+
 @ATEN.handles("aten.embedding.default")
 def _embedding(self: Converter, node: fx.Node) -> View:
     """Rows of the table by id. padding_idx, scale_grad_by_freq and sparse shape only the
@@ -1075,6 +1186,24 @@ def _index_select(self: Converter, node: fx.Node) -> View:
     along[dim] = index_strides[0]
     pick = Pick(index, along, meta.shape[dim], meta.stride(dim))
     return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
+def _index_copy_refusal(node: fx.Node) -> str | None:
+    x, index, source = (_value(node.args[k]) for k in (0, 2, 3))
+    if index.dim() > 1 or index.dtype not in (torch.int32, torch.int64):
+        return "index_copy by an index that is not a 0-d or 1-d tensor of int32/int64"
+    if source.dim() != x.dim():
+        return "index_copy of a source with fewer dims than its input is not supported"
+    return None
+
+
+@ATEN.handles("aten.index_copy.default", accepts=_nonempty(_index_copy_refusal))
+def _index_copy(self: Converter, node: fx.Node) -> View:
+    """A static KV cache's update: the input with the rows at the positions replaced."""
+    out = node.meta["val"]
+    x, index, source = (self.operand(node.args[k]) for k in (0, 2, 3))
+    op = graph.IndexCopyOp(x, node.args[1] % out.dim(), index, source)
+    return self.result(self.insert(op), out)
 
 
 def _gather_refusal(node: fx.Node) -> str | None:
@@ -1886,8 +2015,9 @@ def _attention(self: Converter, node: fx.Node) -> View:
 )
 def _attention_for_cpu(self: Converter, node: fx.Node) -> list:
     """torch's CPU flash attention (what SDPA is below autograd): the output and its
-    log-sum-exp, which no inference graph reads."""
-    return [_sdpa(self, node, _flash_arguments(node)), None]
+    log-sum-exp, which no inference graph reads. It takes k/v of fewer heads than q as
+    grouped-query attention (what SDPA with enable_gqa=True becomes)."""
+    return [_sdpa(self, node, {"enable_gqa": True, **_flash_arguments(node)}), None]
 
 
 def _additive_mask(self: Converter, view: View, dtype: Attribute) -> View:

@@ -5,6 +5,12 @@ A recipe module defines CONFIGS (name → dict, each with a "dtype": f32, f16 or
 SIZES (config name → list of size dicts), DEFAULT (a config name), `build(config)` and
 `example_inputs(config, size)`. The graph of a recipe at a config and size is cached with
 the names of its constants, so a warm `emmy compile RECIPE` does not import torch.
+
+A recipe with a decode program also defines DECODE (config name → {"max_len": the cache's
+length}), `decoder(model, config)` (a module over the model's own weights taking ids
+[batch, new], the position they start at (int64 [1]) and the caches, writing the new keys
+and values into the caches in place and returning the last token's logits) and
+`cache_shapes(config, batch, max_len)` (the caches' shapes, in the order it takes them).
 """
 
 from __future__ import annotations
@@ -16,15 +22,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 
 from emmy import dtypes
 from emmy.errors import EmmyError
-from emmy.frontend.cache import cached_export
+from emmy.frontend.cache import cached_export, frontend_stamp
 from emmy.paths import RECIPES_DIR, cache_dir
-from emmy.version import __version__
 
 
 def recipe_dir(name: str) -> Path:
@@ -55,6 +59,7 @@ class RecipeCase:
 
 
 _REQUIRED = ("CONFIGS", "SIZES", "DEFAULT")
+_OPTIONAL = ("DYNAMIC", "DECODE")
 
 
 def _recipe_source(directory: Path) -> str:
@@ -62,14 +67,14 @@ def _recipe_source(directory: Path) -> str:
 
 
 def _constants_of_source(directory: Path) -> dict:
-    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC, read without running the recipe (no
-    torch import)."""
+    """CONFIGS, SIZES, DEFAULT and the optional DYNAMIC and DECODE, read without running the
+    recipe (no torch import)."""
     tree = ast.parse(_recipe_source(directory), str(directory / "recipe.py"))
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in (*_REQUIRED, "DYNAMIC"):
+            if isinstance(target, ast.Name) and target.id in (*_REQUIRED, *_OPTIONAL):
                 try:
                     found[target.id] = ast.literal_eval(node.value)
                 except ValueError:
@@ -182,14 +187,75 @@ def build(case: RecipeCase, meta: bool = False):
     return model, inputs
 
 
-def _cache_path(case: RecipeCase) -> Path:
+def decode_case(
+    name: str, config: str | None, dtype: str | None, batch: int, max_len: int | None = None
+) -> RecipeCase:
+    """A recipe's decode program at a config: its size is the batch and the cache's
+    max_len (by default the recipe's DECODE's)."""
+    directory = recipe_dir(name)
+    constants = _constants_of_source(directory)
+    config_name = config or constants["DEFAULT"]
+    decode = constants.get("DECODE", {})
+    if config_name not in decode:
+        known = ", ".join(decode) or "none"
+        raise EmmyError(
+            f"recipe {name} has no decode program for config {config_name!r} (DECODE has: {known})"
+        )
+    if batch < 1:
+        raise EmmyError(f"the batch must be at least 1, not {batch}")
+    chosen = dtype or constants["CONFIGS"][config_name].get("dtype", "f32")
+    if not dtypes.is_float(chosen):
+        raise EmmyError(f"dtype must be one of {', '.join(dtypes.FLOAT_NAMES)}, not {chosen!r}")
+    if max_len is not None and max_len < 1:
+        raise EmmyError(f"the cache's max_len must be at least 1, not {max_len}")
+    size = {"batch": batch, "max_len": max_len or int(decode[config_name]["max_len"])}
+    config_dict = constants["CONFIGS"][config_name]
+    return RecipeCase(directory.name, directory, config_name, config_dict, size, chosen)
+
+
+def build_decoder(case: RecipeCase, device: object = "cpu"):
+    """A decode case's model (as `build` makes it: the same weights), its decode step over
+    the model's modules, and zeroed caches of the case's batch and max_len, on `device`."""
+    # torch builds the model, as in build()
+    import torch
+
+    recipe = _load(case.directory)
+    dtype = dtypes.torch_dtype(case.dtype)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = recipe.build(case.config).to(dtype).eval()
+        shapes = recipe.cache_shapes(case.config, case.size["batch"], case.size["max_len"])
+        caches = [torch.zeros(shape, dtype=dtype) for shape in shapes]
+    return model, recipe.decoder(model, case.config).eval(), caches
+
+
+def decode_step_example(case: RecipeCase, meta: bool = False):
+    """A decode case's step module and example inputs of one step: one new token per row
+    at position 0, and zeroed caches; with `meta`, on the meta device."""
+    # torch builds the model, as in build()
+    import torch
+
+    device = "meta" if meta else "cpu"
+    _, step, caches = build_decoder(case, device)
+    ids = torch.zeros((case.size["batch"], 1), dtype=torch.int64, device=device)
+    position = torch.zeros(1, dtype=torch.int64, device=device)
+    return step, (ids, position, *caches)
+
+
+def decode_graph_text(case: RecipeCase, timings: dict | None = None) -> tuple[str, list[str]]:
+    """The graph of a decode case's step (one new token) as text, and the names of its
+    constants, as recipe_graph_text gives a forward's."""
+    path = _cache_path(case, "decode-step")
+    return cached_export(path, lambda: decode_step_example(case, meta=True), timings)
+
+
+def _cache_path(case: RecipeCase, program: str = "forward") -> Path:
     text = "\0".join(
         (
-            "recipe-v1",
+            "recipe-v1" if program == "forward" else f"recipe-{program}-v1",
             _recipe_source(case.directory),
             json.dumps([case.config, case.size, case.dtype], sort_keys=True),
-            version("torch"),
-            __version__,
+            frontend_stamp(),
         )
     )
     return cache_dir() / "frontend" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"

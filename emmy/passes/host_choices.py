@@ -40,3 +40,13 @@ def offer_choice(
         [op, fork.YieldOp(list(op.results))], InsertPoint.at_end(choice.branches[0].block)
     )
     return choice
+
+
+def inside_choice(op: Operation) -> bool:
+    """Whether `op` is in an option of a choice (where the paths passes leave it alone)."""
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, fork.AlternativesOp):
+            return True
+        parent = parent.parent_op()
+    return False

@@ -52,7 +52,7 @@ from xdsl.rewriter import InsertPoint
 from emmy.dialects import fork, kernel
 from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey, format_key
 from emmy.dsl.library import canonical_key, family, instantiate
-from emmy.passes.host_choices import offer_choice
+from emmy.passes.host_choices import inside_choice, offer_choice
 
 FAMILY = "matmul_path"
 KNOB = "matmul"
@@ -166,7 +166,7 @@ class OfferMatmulPaths(RewritePattern):
         matmul = self.sites.by_name.get(op.site.root_reference.data)
         if matmul is None or matmul.family.data not in MATMUL_FAMILIES:
             return
-        if _inside_choice(op):
+        if inside_choice(op):
             return  # an option of another choice (the unfused attention path) stays as it is
         key = ProblemKey.parse(matmul.key.data)
         options = options_for(key)
@@ -227,15 +227,6 @@ class OfferMatmulPaths(RewritePattern):
             ops.append(epilogue)
             value = epilogue.outputs[0]
         return Region(Block([*ops, fork.YieldOp([value])]))
-
-
-def _inside_choice(call: kernel.CallOp) -> bool:
-    parent = call.parent_op()
-    while parent is not None:
-        if isinstance(parent, fork.AlternativesOp):
-            return True
-        parent = parent.parent_op()
-    return False
 
 
 @dataclass(frozen=True)

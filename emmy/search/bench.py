@@ -39,7 +39,7 @@ from emmy.dsl.library import active_params, complete_key, default_config, family
 from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import FamilyKind
-from emmy.families.registry import of_kind
+from emmy.families.registry import FAMILIES, of_kind
 from emmy.program import vendor_matmul_call
 from emmy.runtime.convert import (
     compare,
@@ -197,6 +197,8 @@ class Bench:
         specs = {s.name: s for s in every}
         seen, work = set(), []
         for call in program.calls:
+            if call.kernel not in program.kernels:
+                continue  # an op torch runs, or a host call: no emitted kernel to measure
             info = program.kernels[call.kernel]
             if (info.family, info.key) in seen:
                 continue  # one site measured once, however often the program calls it
@@ -474,6 +476,9 @@ def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]
         random_input(spec) if shape is None else random_input(spec).reshape(shape)
         for spec, shape in zip(work.inputs, shapes, strict=True)
     ]
+    entry = FAMILIES.get(work.family)
+    for index, (lo, hi) in (entry.input_ranges(key) if entry else {}).items():
+        tensors[index] = torch.randint(lo, hi + 1, tensors[index].shape, dtype=tensors[index].dtype)
     return key, tensors
 
 

@@ -248,6 +248,30 @@ func.func @rope_table(%x : tensor<1x8x2x16xf32>, %c : tensor<8x16xf32>) -> tenso
 
 // -----
 
+func.func @cached_attention_heads(%q : tensor<1x3x1x16xf32>, %k : tensor<1x2x64x16xf32>, %len : tensor<1xi64>) -> tensor<1x3x1x16xf32> {
+  %o = graph.cached_attention %q, %k, %k, %len : tensor<1x3x1x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1xi64> -> tensor<1x3x1x16xf32>
+  func.return %o : tensor<1x3x1x16xf32>
+}
+// CHECK: graph.cached_attention caches [1, 2, 64, 16] do not fit q [1, 3, 1, 16]
+
+// -----
+
+func.func @cached_attention_length(%q : tensor<1x4x1x16xf32>, %k : tensor<1x2x64x16xf32>, %len : tensor<1xi32>) -> tensor<1x4x1x16xf32> {
+  %o = graph.cached_attention %q, %k, %k, %len : tensor<1x4x1x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1xi32> -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+// CHECK: graph.cached_attention length must be tensor<1xi64>, not tensor<1xi32>
+
+// -----
+
+func.func @cached_attention_caches(%q : tensor<1x4x1x16xf32>, %k : tensor<1x2x64x16xf32>, %v : tensor<1x2x64x16xf16>, %len : tensor<1xi64>) -> tensor<1x4x1x16xf32> {
+  %o = graph.cached_attention %q, %k, %v, %len : tensor<1x4x1x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf16>, tensor<1xi64> -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+// CHECK: graph.cached_attention takes q and caches of rank 4 with the caches alike
+
+// -----
+
 func.func @reshape_count(%x : tensor<4x8xf32>) -> tensor<30xf32> {
   %y = graph.reshape %x : tensor<4x8xf32> -> tensor<30xf32>
   func.return %y : tensor<30xf32>

@@ -109,3 +109,9 @@ func.func @pointwise(%x : tensor<2x3x4x8xf32>, %row : tensor<8xf32>, %s : tensor
   // CHECK-NEXT: graph.add
   func.return %y : tensor<2x3x4x8xf32>
 }
+
+func.func @cached_attention(%q : tensor<1x4x1x16xbf16>, %k : tensor<1x2x64x16xbf16>, %v : tensor<1x2x64x16xbf16>, %len : tensor<1xi64>) -> tensor<1x4x1x16xbf16> {
+  %o = graph.cached_attention %q, %k, %v, %len : tensor<1x4x1x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1xi64> -> tensor<1x4x1x16xbf16>
+  // CHECK: graph.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x4x1x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1xi64> -> tensor<1x4x1x16xbf16>
+  func.return %o : tensor<1x4x1x16xbf16>
+}

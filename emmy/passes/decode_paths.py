@@ -1,0 +1,149 @@
+"""decode-paths: offers each decode attention (a call of an attention_decode site) as an
+`alternatives` fork between its one-pass kernel and split-KV ("flash-decoding"): `splits`
+blocks per query, each reading one chunk of the cache and writing its part (the chunk's
+normalised output and log-sum-exp), then attention_decode_combine adding the parts up. The
+`path` knob of an `attention_decode_path` site decides, like any fork.
+
+    %o = kernel.call @attention_decode_0(%q, %k, %v, %len) : (...) -> tensor<1x4x1x64xf32>
+  →
+    fork.site choice @attention_decode_path_3 "attention_decode_path" "<the decode key>" {
+      %p = fork.knob "path" ["one_pass", "split4", "split16"] default "split16"
+    }
+    %o = fork.alternatives @attention_decode_path_3 ["one_pass", "split4", "split16"] {
+      %a = kernel.call @attention_decode_0(%q, %k, %v, %len) : ...
+      fork.yield %a : tensor<1x4x1x64xf32>
+    } {
+      %part, %lse = kernel.call @attention_decode_1(%q, %k, %v, %len)     // splits=4
+          : (...) -> (tensor<4x1x4x1x64xf32>, tensor<4x1x4x1xf32>)
+      %b = kernel.call @attention_decode_combine_2(%part, %lse) : ... -> tensor<1x4x1x64xf32>
+      fork.yield %b : tensor<1x4x1x64xf32>
+    } { ... } : tensor<1x4x1x64xf32>
+
+The one pass has a block per `queries` queries (batch · heads · new of them), each reading
+the whole visible cache: with few queries (a small batch decoding) most of a GPU's
+multiprocessors idle while a long cache streams through a few. Split-KV is offered where
+the queries are fewer than SM_COUNT and the cache holds MIN_CHUNK positions per chunk or
+more; each option is `split<s>` for s in SPLITS with chunks of MIN_CHUNK or more.
+
+The declared default (what the oracle stack takes with no measurements) is split-KV where
+the queries are far fewer than the multiprocessors (queries · 4 ≤ SM_COUNT) and the cache
+long (LONG_CACHE or more): the fewest splits giving 2 · SM_COUNT (query, chunk) pairs or
+more, else the most offered; the one pass everywhere else. SM_COUNT is an H200's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.ir import Block, Region
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from emmy.dialects import fork, kernel
+from emmy.dsl.keys import KeyValue, ProblemKey
+from emmy.passes.host_choices import inside_choice, offer_choice
+from emmy.passes.matmul_paths import PathSites
+
+FAMILY = "attention_decode_path"
+KNOB = "path"
+DECODE_FAMILY = "attention_decode"
+COMBINE_FAMILY = "attention_decode_combine"
+ONE_PASS = "one_pass"
+SPLITS = (4, 16, 64)
+OPTIONS = (ONE_PASS, *(f"split{s}" for s in SPLITS))
+#: an H200's multiprocessors: what the default rule fills
+SM_COUNT = 132
+MIN_CHUNK = 64
+LONG_CACHE = 1024
+
+
+def queries_of(key: Mapping[str, KeyValue]) -> int:
+    return int(key["batch"]) * int(key["heads"]) * int(key["new"])
+
+
+def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
+    """The splits of the cache offered to a decode key (none where the one pass has enough
+    queries, or the cache too few positions)."""
+    if queries_of(key) >= SM_COUNT:
+        return []
+    return [s for s in SPLITS if math.ceil(int(key["max_len"]) / s) >= MIN_CHUNK]
+
+
+def options_for(key: Mapping[str, KeyValue]) -> list[str]:
+    return [ONE_PASS, *(f"split{s}" for s in splits_for(key))]
+
+
+def default_for(key: Mapping[str, KeyValue]) -> str:
+    """The declared default (see the module's docstring)."""
+    queries, splits = queries_of(key), splits_for(key)
+    if not splits or queries * 4 > SM_COUNT or int(key["max_len"]) < LONG_CACHE:
+        return ONE_PASS
+    enough = [s for s in splits if queries * s >= 2 * SM_COUNT]
+    return f"split{enough[0] if enough else splits[-1]}"
+
+
+@dataclass(frozen=True)
+class OfferSplitKV(RewritePattern):
+    """A call of an attention_decode site becomes the `one_pass` option of a choice whose
+    other options split the cache."""
+
+    sites: PathSites
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
+        decode = self.sites.by_name.get(op.site.root_reference.data)
+        if decode is None or decode.family.data != DECODE_FAMILY or inside_choice(op):
+            return
+        key = ProblemKey.parse(decode.key.data)
+        options = options_for(key)
+        if len(options) == 1:
+            return  # nothing to choose
+        regions = [
+            self.split_option(rewriter, op, key, int(option.removeprefix("split")))
+            for option in options[1:]
+        ]
+        default = default_for(key)
+
+        def build(name: str) -> fork.SiteOp:
+            site = fork.SiteOp(name, FAMILY, decode.key.data, kind=fork.SiteKind.CHOICE)
+            site.body.block.add_op(fork.KnobOp(KNOB, options, default))
+            return site
+
+        site = self.sites.site(rewriter, FAMILY, decode.key.data, build)
+        offer_choice(rewriter, op, site, options, regions)
+
+    def split_option(
+        self, rewriter: PatternRewriter, call: kernel.CallOp, key: ProblemKey, splits: int
+    ) -> Region:
+        """The chunks' parts by `splits` blocks per query, and their combination."""
+        (result,) = call.outputs
+        batch, heads, new, dim = (int(key[n]) for n in ("batch", "heads", "new", "dim"))
+        part_type = TensorType(Float32Type(), [splits, batch, heads, new, dim])
+        lse_type = TensorType(Float32Type(), [splits, batch, heads, new])
+        parts_site = self.sites.library_site(rewriter, DECODE_FAMILY, {**key, "splits": splits})
+        parts = kernel.CallOp(parts_site, list(call.inputs), [part_type, lse_type])
+        combine_key = {"splits": splits, "rows": queries_of(key), "dim": dim, "T": key["T"]}
+        combine_site = self.sites.library_site(rewriter, COMBINE_FAMILY, combine_key)
+        total = kernel.CallOp(combine_site, list(parts.outputs), [result.type])
+        return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
+
+
+@dataclass(frozen=True)
+class DecodePaths(ModulePass):
+    name = "decode-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # the calls a choice is made of are in the choice: they are not offered again
+        walker = PatternRewriteWalker(OfferSplitKV(PathSites.of(op)), apply_recursively=False)
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            walker.rewrite_region(function.body)
