@@ -24,6 +24,7 @@ from emmy.frontend.model import (
     convert,
     export,
     export_program,
+    kept_input_mutations,
     specialised_fx_graph,
 )
 from emmy.program import Program, compile_summary
@@ -249,8 +250,8 @@ class CompiledGraph:
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
-        graph = specialised_fx_graph(self.graph_module, inputs)
-        model = Converter(graph, {}, None, self.fallback).convert()
+        graph, mutations = kept_input_mutations(specialised_fx_graph(self.graph_module, inputs))
+        model = Converter(graph, {}, None, self.fallback, mutations).convert()
         frontend = time.perf_counter() - start
         program = build_program(
             model.module, self.device.identity, constants=list(model.constants), **self.options
@@ -302,8 +303,12 @@ def backend(
             compiled.specialize(example_inputs)
         return compiled
 
+    # the graph keeps its input mutations (a KV cache's in-place write): emmy writes the
+    # new value into the input's buffer, where AOTAutograd would copy all of it back after
     return aot_autograd(
-        fw_compiler=compile_graph, decompositions=get_decompositions(DECOMPOSITIONS)
+        fw_compiler=compile_graph,
+        decompositions=get_decompositions(DECOMPOSITIONS),
+        keep_inference_input_mutations=True,
     )
 
 

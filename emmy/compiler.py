@@ -74,6 +74,9 @@ class HostPlan:
 #: and written at one place by one thread): a mutated input's new value computed by one of
 #: them, or by torch (which computes, then copies), goes straight into the input's buffer
 WRITES_OVER_INPUT = frozenset({"index_copy"})
+#: the families whose kernel reads an input of its output's shape element by element, each
+#: element by the thread that writes the same element of the output (a counter's `add_`)
+WRITES_OVER_SAME_SHAPE_INPUT = frozenset({"elementwise"})
 
 
 def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
@@ -144,6 +147,9 @@ def _write_in_place(plan: HostPlan, value: str, target: str, families: dict[str,
     producer = plan.calls[index]
     over_input = producer.kernel in plan.fallbacks
     over_input |= families.get(producer.kernel) in WRITES_OVER_INPUT
+    shapes = {spec.name: spec.shape for spec in [*plan.inputs, *plan.temporaries]}
+    same_shape = shapes.get(target) == shapes.get(value)
+    over_input |= same_shape and families.get(producer.kernel) in WRITES_OVER_SAME_SHAPE_INPUT
     reads_old = target in producer.buffers
     read_later = any(target in c.buffers for c in plan.calls[index + 1 :])
     if read_later or (reads_old and not over_input):

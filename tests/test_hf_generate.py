@@ -20,16 +20,17 @@ from emmy.runtime.emu import EmuDevice
 NEW_TOKENS = 32
 PROMPT = 6
 VOCAB = 256
+LAYERS = 2
 #: the init's spread: at the default (0.02) the logits are flat and greedy decoding
 #: repeats one id, which would hide a wrong token
 SPREAD = 0.2
 CONFIGS = {
     "gpt2": lambda: GPT2Config(
-        vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+        vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=LAYERS, n_head=4,
         initializer_range=SPREAD, bos_token_id=None, eos_token_id=None,
     ),
     "llama": lambda: LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4,
         num_key_value_heads=2, intermediate_size=128, max_position_embeddings=64,
         initializer_range=SPREAD, bos_token_id=None, eos_token_id=None,
     ),
@@ -95,3 +96,10 @@ def test_decode_steps_reuse_one_program_and_run_natively(runs: dict, batch: int)
     for program in programs:
         assert program.fallbacks == {}, f"ops through torch: {program.fallbacks}"
         assert any(call.kernel.startswith("index_copy") for call in program.calls)
+    # the decode step writes the caches (k and v per layer) and the cache's length counters
+    # in place: AOTAutograd keeps the mutations in the graph, and copies nothing back
+    (_, step) = programs
+    written = {spec.name for spec in step.inputs if spec.name in step.mutated_inputs}
+    caches = [s for s in step.inputs if s.name in written and len(s.shape) == 4]
+    assert len(caches) == 2 * LAYERS, step.mutated_inputs
+    assert not written & {o.name for o in step.outputs}

@@ -368,6 +368,43 @@ def specialised_fx_graph(module: fx.GraphModule, inputs: Sequence[object]) -> fx
     return copy
 
 
+def kept_input_mutations(fx_graph: fx.Graph) -> tuple[fx.Graph, dict[int, int]]:
+    """An AOTAutograd graph that keeps its input mutations (a KV cache's new value copied
+    into the input at the end, `aten.copy_(input, value)`) as a graph that returns each such
+    value after its own outputs, and where they go: their place in the return → the
+    input's place among the tensor inputs (Converter's `mutations`). A copy_ the graph
+    also returns is returned as the input itself."""
+    copies = [
+        node
+        for node in fx_graph.nodes
+        if node.op == "call_function"
+        and node.target is torch.ops.aten.copy_.default
+        and node.args[0].op == "placeholder"
+        and all(user.op == "output" for user in node.users)
+    ]
+    if not copies:
+        return fx_graph, {}
+    graph = fx.Graph()
+    mapping: dict[fx.Node, fx.Node] = {}
+    returned = graph.graph_copy(fx_graph, mapping)
+    tensors = [
+        n
+        for n in fx_graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
+    outputs = list(returned) if isinstance(returned, (list, tuple)) else [returned]
+    mutations = {}
+    for node in copies:
+        copied = mapping[node]
+        # a returned copy_ is the input itself, written: returned as a view of it
+        outputs = [mapping[node.args[0]] if out is copied else out for out in outputs]
+        mutations[len(outputs)] = tensors.index(node.args[0])
+        outputs.append(mapping[node.args[1]])
+        graph.erase_node(copied)
+    graph.output(tuple(outputs))
+    return graph, mutations
+
+
 def _where(node: fx.Node) -> str:
     """The model source line a node came from, as torch.export recorded it."""
     source = source_line(node)
