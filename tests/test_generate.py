@@ -66,21 +66,29 @@ def test_the_new_value_of_a_mutated_input_goes_into_its_buffer() -> None:
     program = emmy.compile(step, ids, torch.tensor([0]), *caches, device=EmuDevice()).program
     assert program.mutated_inputs == [spec.name for spec in program.inputs[2:]]
     for name in program.mutated_inputs:
-        writers = [
-            c for c in program.calls if c.kernel in program.fallbacks and c.buffers[-1] == name
-        ]
+        writers = [c for c in program.calls if c.buffers[-1] == name]
         assert len(writers) == 1  # the index_copy writes the cache itself: no copy after it
-        assert program.fallbacks[writers[0].kernel]["target"] == "aten.index_copy.default"
+        assert program.kernels[writers[0].kernel].family == "index_copy"
     assert not {spec.name for spec in program.outputs} & set(program.mutated_inputs)
 
 
 class ReadsAfterWriting(torch.nn.Module):
-    """Adds to its input in place by a kernel that is not known to write over its input,
-    and returns a product of the new value."""
+    """Writes its input's softmax over it, by a kernel that is not known to write over its
+    input (it reads a whole row before it writes), and returns a product of the new value."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x.add_(1.0)
+        x.copy_(torch.softmax(x, -1))
         return x * 3.0
+
+
+class CountsInPlace(torch.nn.Module):
+    """A counter's `add_` and a transposed write: the elementwise kernel writes over a
+    same-shape input in place; a transpose is read into a temporary first."""
+
+    def forward(self, counter: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        counter.add_(1)
+        x.copy_(x.t() + 1.0)
+        return x * 2.0
 
 
 def test_a_mutated_input_whose_kernel_reads_it_is_copied_back() -> None:
@@ -91,8 +99,20 @@ def test_a_mutated_input_whose_kernel_reads_it_is_copied_back() -> None:
     assert program.mutated_inputs == ["in0"] and len(copies) == 1
     given = x.clone()
     result = compiled(given)
-    torch.testing.assert_close(given, x + 1)
-    torch.testing.assert_close(result, (x + 1) * 3)
+    torch.testing.assert_close(given, torch.softmax(x, -1))
+    torch.testing.assert_close(result, torch.softmax(x, -1) * 3)
+
+
+def test_elementwise_kernels_write_over_a_same_shape_input() -> None:
+    counter, x = torch.tensor(5), torch.arange(9, dtype=torch.float32).reshape(3, 3)
+    compiled = emmy.compile(CountsInPlace(), counter.clone(), x.clone(), device=EmuDevice())
+    assert compiled.program.mutated_inputs == ["in0", "in1"]
+    assert compiled.program.fallbacks == {}  # no copy after either write
+    given = (counter.clone(), x.clone())
+    result = compiled(*given)
+    assert int(given[0]) == 6
+    torch.testing.assert_close(given[1], x.t() + 1.0)
+    torch.testing.assert_close(result, (x.t() + 1.0) * 2.0)
 
 
 def test_help_lists_generate(capsys) -> None:

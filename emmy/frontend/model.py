@@ -963,12 +963,33 @@ def _copy_refusal(node: fx.Node) -> str | None:
 )
 def _copy(self: Converter, node: fx.Node) -> View:
     """A copy, contiguous, converted to another dtype where it asks for one."""
-    out = node.meta["val"]
-    value = self.contiguous(self.view(self.values[node.args[0]]))
+    return _copied(self, node.args[0], node.meta["val"])
+
+
+def _copied(self: Converter, source: fx.Node, out: torch.Tensor) -> View:
+    """`source`, contiguous, in the dtype of `out`."""
+    value = self.contiguous(self.view(self.values[source]))
     typ = self.type_of(out)
     if value.type.element_type != typ.element_type:
         value = self.insert(graph.ConvertOp(value, TensorType(typ.element_type, typ.get_shape())))
     return self.result(value, out)
+
+
+def _copy_into_refusal(node: fx.Node) -> str | None:
+    into, source = node.args[0].meta["val"], node.args[1].meta["val"]
+    if tuple(into.shape) != tuple(source.shape):
+        return f"{node.target}: a copy that broadcasts {list(source.shape)} to {list(into.shape)}"
+    for dtype in (source.dtype, into.dtype):
+        if _storage_name(dtype) is None:
+            return f"{node.target}: dtype {dtype} is not supported"
+    return None
+
+
+@ATEN.handles("aten.copy.default", accepts=_copy_into_refusal)
+def _copy_into(self: Converter, node: fx.Node) -> View:
+    """The functional form of `x.copy_(y)` (a write of y over x, as functionalisation
+    spells it): y, contiguous, in x's dtype."""
+    return _copied(self, node.args[1], node.meta["val"])
 
 
 # -- elementwise ------------------------------------------------------------------------
