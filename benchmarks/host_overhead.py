@@ -9,7 +9,12 @@ memory and back, on the runner that stays up); "executable", EmuDevice.load on t
 device memory (one request per call, nothing copied). Per launch: the overhead's growth
 from the smallest K to the largest, per launch added.
 
+Then whole programs through emmy.compile (`--models`, recipes at their tiny configs), their
+inputs in device memory: the time of a call from Python less the runner's seconds, per
+call and per launch, and what the device did per call.
+
     .venv/bin/python benchmarks/host_overhead.py [--calls 200] [--launches 1,10,100]
+        [--models mlp,gpt2,llama]
 """
 
 from __future__ import annotations
@@ -78,10 +83,46 @@ def executable(device: EmuDevice, launches: list[Launch], calls: int) -> tuple[l
     return out, inside
 
 
+def programs(names: list[str], calls: int) -> None:
+    """emmy.compile'd recipes (tiny) on emu: overhead per call and per launch."""
+    # the recipes' models are built with torch and compiled with the whole compiler
+    from dataclasses import asdict
+
+    import emmy
+    from emmy.frontend.recipes import build, resolve_case
+
+    print(f"programs through emmy.compile on emu, median of {calls} calls")
+    for name in names:
+        model, inputs = build(resolve_case(name, "tiny", 0, None))
+        device = EmuDevice(workers=1)
+        compiled = emmy.compile(model, *inputs, device=device)
+        on_device = [device.upload(tensor) for tensor in inputs]
+        compiled(*on_device)
+        executable = compiled.first.bound.executable
+        before = asdict(device.counters)
+        overheads = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            compiled(*on_device)
+            overheads.append(time.perf_counter() - start - executable.last_seconds)
+        after = asdict(device.counters)
+        per_call = {k: (after[k] - before[k]) / calls for k in ("requests", "launches", "uploads")}
+        launches = len(compiled.program.calls)
+        overhead = statistics.median(overheads)
+        print(
+            f"  {name:6} {launches:4} launches: {overhead * 1e6:8.1f} µs a call, "
+            f"{overhead / launches * 1e6:6.2f} µs a launch; per call {per_call}"
+        )
+        device.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per measurement")
     parser.add_argument("--launches", default="1,10,100", help="K: launches per program")
+    parser.add_argument(
+        "--models", default="mlp,gpt2,llama", help="recipes (tiny) through emmy.compile, or ''"
+    )
     args = parser.parse_args()
     ks = [int(k) for k in args.launches.split(",")]
     device = EmuDevice(workers=1)
@@ -110,6 +151,8 @@ def main() -> None:
         )
     print(f"runner starts: {device.counters.runner_starts}, requests: {device.counters.requests}")
     device.close()
+    if args.models:
+        programs(args.models.split(","), args.calls)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ CONVERTED_BY_NAME = {
     "aten.to.dtype_layout",
     "aten.to.device",
     "aten.type_as.default",
+    "aten.copy.default",
     # handlers
     "aten.addmm.default",
     "aten.native_layer_norm.default",
@@ -69,6 +70,7 @@ CONVERTED_BY_NAME = {
     "aten.scaled_dot_product_attention.default",
     "aten.gelu.default",
     "emmy.rope.default",
+    "emmy.cached_attention.default",
     "aten.sum.dim_IntList",
     "aten.mean.dim",
     "aten.amax.default",

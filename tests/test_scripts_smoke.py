@@ -33,9 +33,9 @@ SMOKE = {
     "benchmarks/decode_attention.py": (["--quick"], "stdout", "emu decode attention batch=1"),
     "benchmarks/device_worker.py": (["--repeats", "1"], "stdout", "worker round trip (median):"),
     "benchmarks/host_overhead.py": (
-        ["--calls", "10", "--launches", "1,10"],
+        ["--calls", "10", "--launches", "1,10", "--models", "mlp"],
         "stdout",
-        "per launch (K 1 to 10):",
+        "µs a launch; per call",
     ),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (

@@ -48,7 +48,8 @@ def run_fallback(call: HostCall, view: View, device: str) -> None:
             tensor = inputs[operand]
             if dtype == "bool":  # a mask is stored as bytes, 0 or 1
                 tensor = tensor.view(torch.bool)
-            return tensor.as_strided(shape, strides, offset)
+            # the offset counts from the buffer's start, which a view into an arena is not
+            return tensor.as_strided(shape, strides, tensor.storage_offset() + offset)
         kind, name = value["enum"]
         if kind == "device":
             return torch.device(device)
