@@ -98,16 +98,8 @@ def greedy(
     # dims symbolic
     first = torch.zeros((batch, 1), dtype=ids.dtype, device=ids.device)
     compiled.specialize([first, _position(length, ids), *caches])
-    start = _now(ids)
-    token = _next(compiled(ids, _position(0, ids), *caches))
-    prefill = _now(ids) - start
-    tokens = [token]
-    start = _now(ids)
-    for offset in range(count - 1):
-        token = _next(compiled(token, _position(length + offset, ids), *caches))
-        tokens.append(token)
-    decode = _now(ids) - start
-    return Generation(torch.cat(tokens, dim=1), prefill, decode, len(compiled.specializations))
+    tokens, prefill, decode = _loop(compiled, ids, caches, count)
+    return Generation(tokens, prefill, decode, len(compiled.specializations))
 
 
 def greedy_eager(
@@ -118,18 +110,29 @@ def greedy_eager(
 ) -> Generation:
     """The same greedy decoding through torch (the module eagerly, or a torch.compile of
     it), writing `caches` in place."""
-    length = ids.shape[1]
     with torch.no_grad():
-        start = _now(ids)
-        token = _next(step(ids, _position(0, ids), *caches))
-        prefill = _now(ids) - start
-        tokens = [token]
-        start = _now(ids)
-        for offset in range(count - 1):
-            token = _next(step(token, _position(length + offset, ids), *caches))
-            tokens.append(token)
-        decode = _now(ids) - start
-    return Generation(torch.cat(tokens, dim=1), prefill, decode, 0)
+        tokens, prefill, decode = _loop(step, ids, caches, count)
+    return Generation(tokens, prefill, decode, 0)
+
+
+def _loop(
+    step: Callable[..., torch.Tensor],
+    ids: torch.Tensor,
+    caches: Sequence[torch.Tensor],
+    count: int,
+) -> tuple[torch.Tensor, float, float]:
+    """Greedy decoding by `step` (ids, position, *caches → logits): the prompt's prefill,
+    then one token a step; the new tokens and the seconds of the prefill and the steps."""
+    length = ids.shape[1]
+    start = _now(ids)
+    token = _next(step(ids, _position(0, ids), *caches))
+    prefill = _now(ids) - start
+    tokens = [token]
+    start = _now(ids)
+    for offset in range(count - 1):
+        token = _next(step(token, _position(length + offset, ids), *caches))
+        tokens.append(token)
+    return torch.cat(tokens, dim=1), prefill, _now(ids) - start
 
 
 def first_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, int] | None:
