@@ -229,6 +229,7 @@ class Program:
             "choices": self.choices,
             "host_calls": self.host_calls,
             "fallbacks": self.fallbacks,
+            "mutated_inputs": self.mutated_inputs,
             "coverage": self.coverage,
             "memory_bytes": self.memory(),
             "timings_s": self.timings,
