@@ -732,7 +732,7 @@ def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> t
         device,
         constants,
         poison_outputs=True,
-        cuda_graphs=not getattr(args, "no_cuda_graphs", False),
+        cuda_graphs=not args.no_cuda_graphs,
     )
     start = time.perf_counter()
     results = bound(inputs, **options)

@@ -599,7 +599,7 @@ class CudaExecutable(Executable):
         first = not self.previous
         previous, self.previous = self.previous, pointers
         if not self.cuda_graphs or self.uncapturable or first:
-            self._issue(tensors)
+            self._issue(tensors, pointers)
             return
         if self.in_place is None:
             read = set(self.slots) - self.roles.outputs - self.roles.mutated - self.roles.fixed
@@ -609,7 +609,7 @@ class CudaExecutable(Executable):
         if graph is None:
             graph = self._recapture(tensors, pointers)
             if graph is None:
-                self._issue(tensors)
+                self._issue(tensors, pointers)
                 return
         graph.replay(tensors)
         self.device.counters.replays += 1
@@ -639,10 +639,10 @@ class CudaExecutable(Executable):
             self.graphs[self._key(pointers)] = graph
         return graph
 
-    def _issue(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Queues every step on torch's current stream of the device."""
+    def _issue(self, tensors: Mapping[str, torch.Tensor], pointers: Mapping[str, int]) -> None:
+        """Queues every step on torch's current stream of the device; `pointers` are the
+        tensors' addresses."""
         torch = self.device._torch()
-        pointers = {name: tensors[name].data_ptr() for name in self.slots}
         stream = torch.cuda.current_stream(self.device.ordinal).cuda_stream
         for step in self.steps:
             if isinstance(step, HostCall):
@@ -652,7 +652,7 @@ class CudaExecutable(Executable):
                 step.bind(pointers)
             step.issue(stream)
             self.device.counters.launches += 1
-        self.bound = pointers
+        self.bound = dict(pointers)
 
     def _capture(self, tensors: Mapping[str, torch.Tensor]) -> _Graph | None:
         torch = self.device._torch()
@@ -670,7 +670,7 @@ class CudaExecutable(Executable):
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.device(self.device.ordinal), torch.cuda.graph(graph):
-                self._issue(static)
+                self._issue(static, {name: static[name].data_ptr() for name in self.slots})
         except RuntimeError as error:  # a fallback op that cannot be captured
             self.uncapturable = str(error).splitlines()[0] if str(error) else type(error).__name__
             return None

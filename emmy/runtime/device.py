@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from emmy.errors import KernelLaunchError
+
 if TYPE_CHECKING:
     import torch
 
@@ -148,23 +150,13 @@ class Device(ABC):
         return self._counters
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        """Uninitialised device memory that the device's executables use in place (here
-        the host's: a device with memory of its own overrides it)."""
-        # torch is loaded by a program's run alone: a compile never needs it here
-        import torch
-
-        tensor = torch.empty(tuple(shape), dtype=dtype)
-        self.counters.allocations += 1
-        self.counters.allocated_bytes += tensor.numel() * tensor.element_size()
-        return tensor
+        """Uninitialised device memory that the device's executables use in place."""
+        raise self._no_programs()
 
     def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        """A call's output: device memory from torch's allocator (its caching allocator on
-        a GPU), not counted as the device's own allocation."""
-        # torch is loaded by a program's run alone: a compile never needs it here
-        import torch
-
-        return torch.empty(tuple(shape), dtype=dtype, device=self.torch_device)
+        """A call's output: device memory from the device's allocator (torch's caching
+        allocator on a GPU), not counted as the device's own allocation."""
+        raise self._no_programs()
 
     def upload(self, tensor: torch.Tensor) -> torch.Tensor:
         """A device copy of `tensor` (a weight), made on the stream that later reads it."""
@@ -189,10 +181,14 @@ class Device(ABC):
         every call (weights, the arena), `mutated` are inputs the steps write (a KV cache),
         `outputs` are bound to each call's fresh outputs; the others are inputs the steps
         only read. A GPU replays the launch list as one CUDA graph unless `cuda_graphs` is
-        False; other devices ignore it. Here: through `run`, on numpy views of host
-        tensors (a device with a faster way overrides it)."""
-        self.prepare(source)
-        return HostExecutable(self, source, tuple(steps), tuple(slots))
+        False; other devices ignore it."""
+        raise self._no_programs()
+
+    def _no_programs(self) -> KernelLaunchError:
+        return KernelLaunchError(
+            f"the {self.identity} device runs launch lists on numpy buffers alone (run, "
+            "time), not programs on its tensors"
+        )
 
     def synchronize(self) -> None:  # noqa: B027 - a device with no queue has nothing to wait on
         """Waits until everything queued on the device has finished."""
@@ -225,38 +221,3 @@ class Device(ABC):
         timeout: float = 600.0,
     ) -> Timing:
         """Seconds taken by each repetition of the whole launch list (after warm-up)."""
-
-
-class HostExecutable(Executable):
-    """Steps run through Device.run on numpy views of host tensors: the results land in
-    the tensors themselves, without a copy on this side."""
-
-    def __init__(
-        self, device: Device, source: str, steps: tuple[Step, ...], slots: tuple[str, ...]
-    ) -> None:
-        self.device = device
-        self.source = source
-        self.steps = steps
-        self.slots = slots
-
-    def __call__(self, tensors: Mapping[str, torch.Tensor], **options: object) -> None:
-        arrays = {name: host_array(tensors[name]) for name in self.slots}
-        self.device.run(self.source, self.steps, arrays, **options)
-        self.device.counters.requests += 1
-
-
-def host_array(tensor: torch.Tensor) -> np.ndarray:
-    """A writeable numpy view of a contiguous host tensor's bytes in its storage type (a
-    bf16 tensor as its bit pattern, a mask as bytes)."""
-    # torch is loaded by a program's run alone: a compile never needs it here
-    import torch
-
-    from emmy import dtypes
-
-    if not tensor.is_contiguous() or tensor.device.type != "cpu":
-        raise ValueError("a host buffer must be a contiguous CPU tensor")
-    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits
-        return tensor.view(torch.int16).numpy().view(dtypes.lookup("bf16").numpy)
-    if tensor.dtype == torch.bool:
-        return tensor.view(torch.int8).numpy()
-    return tensor.numpy()
