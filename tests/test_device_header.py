@@ -61,7 +61,7 @@ EMMY_KERNEL void __launch_bounds__(1024) everything(const float* __restrict__ x,
   float r = reduce_groups<emmy::Reduce::shuffle>(v) + reduce_groups<emmy::Reduce::smem>(v);
   r += emmy::shfl_xor(v, 1) + emmy::shfl_down(v, 2, 16) + emmy::shfl_idx(v, 3, 8);
   r += emmy::lane_id() + emmy::warp_id() + emmy::warp_size + gridDim.x + blockIdx.y + blockDim.z;
-  r += emmy::exp(v) + emmy::fast_exp(v) + emmy::log(v) + emmy::tanh(v) + emmy::erf(v);
+  r += emmy::exp(v) + emmy::fast_exp(v) + emmy::exp2(v) + emmy::log(v) + emmy::tanh(v) + emmy::erf(v);
   r += emmy::sqrt(v) + emmy::rsqrt(v) + emmy::fmax(v, 1.0f) + emmy::fmin(v, 1.0f) + emmy::abs(v);
   r += emmy::to_float(emmy::from_float<emmy::f16>(v));
   r += emmy::to_float(emmy::from_float<emmy::bf16>(v));

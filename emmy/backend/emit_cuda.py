@@ -57,6 +57,7 @@ CALLS = {
     arith.MaximumfOp: "emmy::fmax",
     arith.MinimumfOp: "emmy::fmin",
     xmath.LogOp: "emmy::log",
+    xmath.Exp2Op: "emmy::exp2",
     xmath.TanhOp: "emmy::tanh",
     xmath.ErfOp: "emmy::erf",
     xmath.SqrtOp: "emmy::sqrt",

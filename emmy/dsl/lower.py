@@ -61,6 +61,8 @@ FLOAT_COMPARE = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", 
 FLOAT_UNARY: dict[str, Callable[[SSAValue], Operation]] = {
     "exp": xmath.ExpOp,
     "fast_exp": lambda x: xmath.ExpOp(x, arith.FastMathFlagsAttr("fast")),
+    # 2^x: the GPU's ex2.approx, one instruction; a kernel folds log2(e) into its scale
+    "exp2": lambda x: xmath.Exp2Op(x, arith.FastMathFlagsAttr("fast")),
     "log": xmath.LogOp,
     "tanh": xmath.TanhOp,
     "erf": xmath.ErfOp,

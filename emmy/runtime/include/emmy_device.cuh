@@ -165,6 +165,8 @@ __device__ __forceinline__ float shfl_idx(float v, int src_lane, int width = 32)
 // ---- math ----
 __device__ __forceinline__ float exp(float x) { return expf(x); }
 __device__ __forceinline__ float fast_exp(float x) { return __expf(x); }
+// ex2.approx.ftz: 2 ulp, flushes subnormal results to 0 (as the emulator does)
+__device__ __forceinline__ float exp2(float x) { return exp2f(x); }
 __device__ __forceinline__ float log(float x) { return logf(x); }
 __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ float erf(float x) { return erff(x); }

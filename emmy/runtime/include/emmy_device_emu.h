@@ -204,6 +204,7 @@ inline float shfl_idx(float v, int src_lane, int width = 32, int site = __builti
 // ---- math: fast_exp is exact here; the GPU's __expf is the approximate one ----
 inline float exp(float x) { return expf(x); }
 inline float fast_exp(float x) { return expf(x); }
+inline float exp2(float x) { return exp2f(x); }
 inline float log(float x) { return logf(x); }
 inline float tanh(float x) { return tanhf(x); }
 inline float erf(float x) { return erff(x); }
