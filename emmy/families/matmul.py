@@ -1,5 +1,5 @@
 """Batched matmul with a fused epilogue (SIMT): B stored [k, n] or [n, k]. A matmul's site
-is the tensor-core family's where that applies (see `matmul_site`)."""
+is the tensor-core family's where that applies (see `matmul_key`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from emmy.dialects import graph
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
 from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
 
-def tensor_core_product(dtype: str, k: int, n: int) -> bool:
-    """Whether the tensor-core matmul takes A [m, k] · B of this storage type: every f16 or
-    bf16 product, of any k and n (edge tiles are zero-filled, and rows that are not whole
-    16-byte chunks are filled by element loads)."""
+
+def tensor_core_product(dtype: str) -> bool:
+    """Whether the tensor-core matmul takes a product of this storage type: every f16 or
+    bf16 one, B stored either way, of any m, n and k (edge tiles are zero-filled, and rows
+    that are not whole 16-byte chunks are filled by element loads)."""
     return dtypes.is_half(dtype)
 
 
@@ -31,7 +32,7 @@ def matmul_key(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> t
     common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch}
     layout = "nk" if op.transpose_b else "kn"
     epilogue_key = {"T": T, "epilogue": epilogue, "inputs": inputs}
-    if tensor_core_product(T, k, n):
+    if tensor_core_product(T):
         return "matmul_tc", {**common, "layout": layout, **epilogue_key}
     return "matmul", {**common, "b_rows": b[-2], "b_cols": b[-1], "layout": layout, **epilogue_key}
 

@@ -25,7 +25,8 @@ def check_keys(dtype: str) -> list[dict]:
         key(3, 1, 70, 24, 200, "nk", EPILOGUES[3]),
         key(1, 1, 19, 45, 43, "kn", EPILOGUES[1]),
         key(2, 1, 21, 77, 43, "nk"),
-        key(1, 1, 3, 50257, 40, "nk"),
+        # GPT-2's vocabulary, once: its 1571 to 197 blocks cost the emulator seconds
+        key(1, 1, 3, 50257, 16, "nk") if dtype == "bf16" else key(1, 1, 3, 257, 16, "nk"),
         key(2, 1, 37, 48, 40, "kn", split=8),
         key(1, 1, 70, 24, 136, "nk", split=3),
         key(1, 1, 20, 30, 45, "kn", split=2),
