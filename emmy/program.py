@@ -297,6 +297,7 @@ def vendor_attention_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCal
     o, viewed as torch's SDPA takes them: [groups, heads, len, d], the groups those of the
     mask (its batch; one group for a mask per head), so that the mask broadcasts over the
     heads of its group without a copy."""
+    # the key codec loads the kernel language (lark), as in vendor_matmul_call
     from emmy.dsl.keys import parse_key
 
     key = parse_key(key_text)
