@@ -1,0 +1,96 @@
+"""scripts/gpu-check on the emulator, in a real subprocess: its checks, its speed parts at
+their smallest settings (the figures mean nothing off a GPU, the plumbing is what is
+tested), and a part that fails, which costs its line of the report and nothing more."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).parent.parent / "scripts" / "gpu-check"
+#: the speed parts' smallest settings: sizes / 1024, one config per sweep beside the pick,
+#: the first shape of each target
+SMALLEST = ("--speed-only", "--scale", "1024", "--max-sweep", "1", "--quick")
+
+
+def gpu_check(tmp_path: Path, *options: str, status: int = 0) -> dict:
+    """Runs scripts/gpu-check on emu with `options`; its JSON report and its stdout."""
+    out = tmp_path / "check.json"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "emu", *options, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert result.returncode == status, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(out.read_text()) | {"stdout": result.stdout}
+
+
+def test_gpu_check_runs_its_checks_on_emu(tmp_path) -> None:
+    report = gpu_check(tmp_path, "--quick", "--families", "elementwise", "--models", "mlp:tiny")
+    assert report["device"] == "emu" and report["torch_cuda"] is False
+    assert report["correctness"]["elementwise/f32"]["failures"] == []
+    assert report["correctness"]["elementwise/f32"]["variants"] > 1
+    assert report["models"]["mlp:tiny"]["ok"]
+    assert "not measured" in report["speed"]
+    assert {p["status"] for p in report["parts"].values()} == {"ok"}
+    assert report["problems"] == []
+
+
+def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
+    """Every speed part gives positive figures for the compile's pick and the best of its
+    sweep; where torch cannot time (no CUDA here) each part says so in one line, and the
+    targets table shows those ratios unmeasured."""
+    report = gpu_check(tmp_path, *SMALLEST)
+    speed = report["speed"]
+    assert {p["status"] for p in report["parts"].values()} == {"ok"}
+    for name in ("copy", "softmax", "layer_norm", "rms_norm", "elementwise"):
+        assert speed[name]["best_gb_s"] > 0 and speed[name]["kernel_pick_gb_s"] > 0
+        # the pick, and the sweep's first config beside it: the largest tiles
+        assert len(speed[name]["configs"]) == 2
+    ((label, matmul),) = speed["matmul_tc"].items()
+    assert label == "4096^3" and matmul["shape"] == [16, 16, 16]
+    assert matmul["best_tflops"] > 0 and matmul["vendor_tflops"] > 0
+    assert matmul["pick_tflops"] > 0 and "matmul" in matmul["pick"]
+    assert set(speed["split_k"]["microseconds"]) == {"1", "2"}
+    ((_, attention),) = speed["attention"].items()
+    assert attention["best_tflops"] > 0 and attention["pick_tflops"] > 0
+    torch_lines = [line for line in report["problems"] if "torch: not measured" in line]
+    assert len(torch_lines) == len(speed) == len(report["problems"])
+    targets = {row["target"]: row for row in report["targets"]}
+    assert targets["softmax pick"]["reference_name"] == "emmy copy"  # no torch copy_ here
+    assert targets["softmax pick"]["ratio"] > 0
+    assert targets["matmul 4096^3 pick"]["ratio"] is None  # torch.matmul unmeasured
+    assert "matmul 4096^3 pick" in report["stdout"] and "unmeasured" in report["stdout"]
+
+
+def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
+    """A part past its limit is ended with its whole process group: the report says so in
+    one line, keeps what it measured, the next part runs in a fresh worker, the report is
+    written and the run fails."""
+    report = gpu_check(
+        tmp_path, *SMALLEST, "--parts", "copy,rms_norm", "--limit", "copy=0.2", status=1
+    )
+    assert report["parts"]["copy"]["status"] == "cut"
+    assert report["parts"]["rms_norm"]["status"] == "ok"
+    assert report["speed"]["rms_norm"]["best_gb_s"] > 0
+    cut = [line for line in report["problems"] if line.startswith("copy: cut after")]
+    assert len(cut) == 1
+    assert "failed: copy" in report["stdout"]
+    targets = {row["target"]: row for row in report["targets"]}
+    assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
+
+
+def test_a_bad_option_gets_a_one_line_error() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "emu", "--limit", "nosuch=3"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--limit nosuch=3: no part 'nosuch'" in result.stderr.strip().splitlines()[-1]
