@@ -4,7 +4,12 @@ tested), and a part that fails, which costs its line of the report and nothing m
 
 from __future__ import annotations
 
+import faulthandler
+import importlib.machinery
+import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +87,26 @@ def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
     assert "failed: copy" in report["stdout"]
     targets = {row["target"]: row for row in report["targets"]}
     assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
+
+
+def test_a_part_whose_worker_dies_costs_its_line(monkeypatch) -> None:
+    """A part's worker killed by a crash (a real SIGSEGV in the forked process): the part
+    is reported as died, in one line, with what it streamed before it died."""
+    loader = importlib.machinery.SourceFileLoader("gpu_check", str(SCRIPT))
+    script = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
+    monkeypatch.setitem(sys.modules, "gpu_check", script)  # its dataclasses look it up
+    loader.exec_module(script)
+
+    def crashes(ctx) -> None:
+        ctx.emit(("before", "the crash"), 1.5)
+        faulthandler.disable()  # pytest's, inherited: it would print this process's stack
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setitem(script.PARTS, "crashes", script.Part(crashes, 30))
+    options = {"device_name": "emu", "scale": 1, "quick": True, "max_sweep": None}
+    outcome = script.run_part("crashes", 30, options | {"options": {}})
+    assert outcome.status == "died" and outcome.data == {"before": {"the crash": 1.5}}
+    assert outcome.notes == ["its worker died of SIGSEGV; the report goes on"]
 
 
 def test_a_bad_option_gets_a_one_line_error() -> None:
