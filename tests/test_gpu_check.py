@@ -14,6 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from emmy.families.family import Family, FamilyKind
+from emmy.families.registry import FAMILIES
+
 SCRIPT = Path(__file__).parent.parent / "scripts" / "gpu-check"
 #: the speed parts' smallest settings: sizes / 1024, one config per sweep beside the pick,
 #: the first shape of each target
@@ -89,13 +95,23 @@ def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
     assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
 
 
-def test_a_part_whose_worker_dies_costs_its_line(monkeypatch) -> None:
+@pytest.fixture
+def script(monkeypatch):
+    """scripts/gpu-check as a module, for its parts' machinery."""
+    loader = importlib.machinery.SourceFileLoader("gpu_check", str(SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
+    monkeypatch.setitem(sys.modules, "gpu_check", module)  # its dataclasses look it up
+    loader.exec_module(module)
+    return module
+
+
+#: what a part's worker is given, on the emulator
+EMU = {"device_name": "emu", "scale": 1, "quick": True, "max_sweep": None, "options": {}}
+
+
+def test_a_part_whose_worker_dies_costs_its_line(script, monkeypatch) -> None:
     """A part's worker killed by a crash (a real SIGSEGV in the forked process): the part
     is reported as died, in one line, with what it streamed before it died."""
-    loader = importlib.machinery.SourceFileLoader("gpu_check", str(SCRIPT))
-    script = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
-    monkeypatch.setitem(sys.modules, "gpu_check", script)  # its dataclasses look it up
-    loader.exec_module(script)
 
     def crashes(ctx) -> None:
         ctx.emit(("before", "the crash"), 1.5)
@@ -103,10 +119,36 @@ def test_a_part_whose_worker_dies_costs_its_line(monkeypatch) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
 
     monkeypatch.setitem(script.PARTS, "crashes", script.Part(crashes, 30))
-    options = {"device_name": "emu", "scale": 1, "quick": True, "max_sweep": None}
-    outcome = script.run_part("crashes", 30, options | {"options": {}})
+    outcome = script.run_part("crashes", 30, EMU)
     assert outcome.status == "died" and outcome.data == {"before": {"the crash": 1.5}}
     assert outcome.notes == ["its worker died of SIGSEGV; the report goes on"]
+
+
+def test_a_fault_that_leaves_the_device_unusable_ends_its_part(script, monkeypatch) -> None:
+    """A sweep whose second config crashes the emulator (tests/library/fault.emmy, mode=oob:
+    a write far past its output), the way a sticky CUDA error wedges a GPU context: the
+    first config's figure is kept, the crash is one line, the part stops there and says
+    so (the third config is not timed)."""
+    monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
+    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0] * 2)
+    monkeypatch.setitem(FAMILIES, "fault", fault)
+    x = np.ones(64, dtype=np.float32)
+    configs = [{"mode": mode, "threads": threads} for mode, threads in
+               (("right", 32), ("oob", 32), ("right", 64))]  # fmt: skip
+
+    def sweeps(ctx) -> None:
+        problem = script.Problem(
+            "fault", {"n": 64, "T": "f32"}, [x], (64,), lambda s: 1 / s, "gb_s", np.float32
+        )
+        script.timed_sweep(ctx, (), problem, configs, until=float("inf"))
+
+    monkeypatch.setitem(script.PARTS, "sweeps", script.Part(sweeps, 120))
+    outcome = script.run_part("sweeps", 120, EMU)
+    assert outcome.status == "stopped"
+    assert list(outcome.data["configs"]) == ["mode=right,threads=32"]
+    crash, stop = outcome.notes
+    assert crash.startswith("fault mode=oob,threads=32: KernelLaunchError") and "died" in crash
+    assert stop.startswith("the CUDA context is unusable after fault mode=oob,threads=32")
 
 
 def test_a_bad_option_gets_a_one_line_error() -> None:
