@@ -92,7 +92,10 @@ def _add_compile_command(commands: argparse._SubParsersAction) -> None:
         "(default: this machine's GPU, else emu)",
     )
     compile_cmd.add_argument(
-        "--explain", action="store_true", help="print every site's config, its source and evidence"
+        "--explain",
+        action="store_true",
+        help="print every site's config, its source and evidence, and (for a GPU target) each"
+        " kernel's registers, spills, shared memory and occupancy",
     )
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
@@ -564,7 +567,7 @@ def explain_lines(program) -> list[str]:
     """What the compile's golden step did, where the graph's ops run, then one row per
     site: family, key, config (pinned forks marked), source, evidence; one per host call
     the device runs (the vendor library's matmul); one per op torch runs (a fallback), with
-    why and where the model calls it."""
+    why and where the model calls it; then each kernel's resources (resource_lines)."""
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
@@ -630,8 +633,10 @@ def resource_lines(program) -> list[str]:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    # indented under the title: lines that start with a site's name are its decision rows
     return [title] + [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
 

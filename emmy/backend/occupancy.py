@@ -138,28 +138,27 @@ class Occupancy:
 def occupancy(device: DeviceLimits, threads: int, registers: int, shared_bytes: int) -> Occupancy:
     """The occupancy of a kernel of `registers` per thread and `shared_bytes` of shared
     memory per block (static plus the launch's dynamic), launched in blocks of `threads`."""
+    if threads > device.max_threads_per_block:
+        reason = f"{threads} threads per block, at most {device.max_threads_per_block}"
+        return Occupancy(device.identity, 0, 0, device.max_warps_per_sm, (Limit.THREADS,), reason)
     warps = -(-threads // WARP_SIZE)
-    fits = threads <= device.max_threads_per_block
     blocks = {
-        Limit.THREADS: device.max_blocks_per_sm if fits else 0,
         Limit.WARPS: device.max_warps_per_sm // warps,
         Limit.REGISTERS: _register_limit(device, warps, registers),
         Limit.SHARED_MEMORY: _shared_limit(device, shared_bytes),
         Limit.BLOCKS: device.max_blocks_per_sm,
     }
     fewest = min(blocks.values())
-    # the block size binds only by refusing the launch; at a fit it caps nothing
-    limits = tuple(
-        limit for limit, n in blocks.items() if n == fewest and (n == 0 or limit != Limit.THREADS)
+    limits = tuple(limit for limit, n in blocks.items() if n == fewest)
+    # a block of at most 1024 threads leaves warps and blocks to spare: only registers and
+    # shared memory can refuse it
+    reason = (
+        ""
+        if fewest
+        else "; ".join(_why(lim, device, threads, registers, shared_bytes) for lim in limits)
     )
-    reason = "; ".join(_why(limit, device, threads, registers, shared_bytes) for limit in limits)
     return Occupancy(
-        device.identity,
-        fewest,
-        fewest * warps,
-        device.max_warps_per_sm,
-        limits,
-        reason if not fewest else "",
+        device.identity, fewest, fewest * warps, device.max_warps_per_sm, limits, reason
     )
 
 
@@ -188,17 +187,17 @@ def _shared_limit(device: DeviceLimits, shared_bytes: int) -> int:
 def _why(
     limit: Limit, device: DeviceLimits, threads: int, registers: int, shared_bytes: int
 ) -> str:
-    """Why `limit` lets no block of the kernel onto an SM of the device."""
-    if limit == Limit.THREADS:
-        return f"{threads} threads per block, at most {device.max_threads_per_block}"
-    if limit == Limit.REGISTERS:
-        per_warp = _round_up(registers * WARP_SIZE, device.regs_unit)
-        needed = per_warp * _round_up(-(-threads // WARP_SIZE), device.sub_partitions)
-        return (
-            f"{registers} registers x {threads} threads need {needed} registers per block,"
-            f" at most {device.regs_per_block}"
-        )
-    return f"{shared_bytes} B of shared memory per block, at most {device.smem_per_block} B"
+    """Why registers or shared memory let no block of the kernel onto an SM of the device."""
+    if limit == Limit.SHARED_MEMORY:
+        return f"{shared_bytes} B of shared memory per block, at most {device.smem_per_block} B"
+    if registers > device.max_regs_per_thread:
+        return f"{registers} registers per thread, at most {device.max_regs_per_thread}"
+    per_warp = _round_up(registers * WARP_SIZE, device.regs_unit)
+    needed = per_warp * _round_up(-(-threads // WARP_SIZE), device.sub_partitions)
+    return (
+        f"{registers} registers x {threads} threads need {needed} registers per block,"
+        f" at most {device.regs_per_block}"
+    )
 
 
 def _round_up(value: int, unit: int) -> int:
