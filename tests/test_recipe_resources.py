@@ -16,8 +16,10 @@ together, the site being one more fork, so each option is compiled at each site 
 pair of options together at some site of the family (~490 kernels). A fork's effect on
 registers and shared memory comes from its tiles, which are the same at every site, while a
 site changes mostly sizes the kernel reads as constants.
-All variants are one source: one NVRTC call per arch, and a cache hit for the second test
-of an arch in a run.
+All variants are one source, built once: one NVRTC call per arch. Measured at issue 17's
+start (493 variants): building the source takes 20.7 s of CPU, NVRTC 77.2 s of CPU for
+sm_80 and 70.4 s for sm_90, spread over both cores: ~45 s of wall time an arch on an idle
+2-core machine (~200 s at the load of ~10 measured), more as the fork spaces grow.
 """
 
 from __future__ import annotations
