@@ -42,12 +42,21 @@ def pairwise(candidates: list[dict]) -> list[dict]:
         items = [(n, config[n]) for n in names]
         return set(itertools.combinations(items, 2)) | {(i,) for i in items}
 
-    uncovered = set().union(*(pairs(c) for c in candidates))
+    # the greedy pick scores every candidate each time; over a site's thousands of configs
+    # that costs seconds unless the scores are kept and lowered as pairs get covered
+    covered = [pairs(c) for c in candidates]
+    holders: dict[tuple, list[int]] = {}
+    for i, cover in enumerate(covered):
+        for pair in cover:
+            holders.setdefault(pair, []).append(i)
+    gain = [len(cover) for cover in covered]
     chosen = []
-    while uncovered:
-        best = max(candidates, key=lambda c: len(pairs(c) & uncovered))
-        chosen.append(best)
-        uncovered -= pairs(best)
+    while holders:
+        best = max(range(len(candidates)), key=gain.__getitem__)  # the first of the best
+        chosen.append(candidates[best])
+        for pair in covered[best]:
+            for i in holders.pop(pair, ()):
+                gain[i] -= 1
     return chosen
 
 

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from emmy.backend.occupancy import devices_of, occupancy
 from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
@@ -33,6 +34,7 @@ from emmy.frontend.recipes import (
     recipe_graph_text,
     resolve_case,
 )
+from emmy.identity import EMU, arch_of
 from emmy.program import coverage_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
@@ -90,7 +92,10 @@ def _add_compile_command(commands: argparse._SubParsersAction) -> None:
         "(default: this machine's GPU, else emu)",
     )
     compile_cmd.add_argument(
-        "--explain", action="store_true", help="print every site's config, its source and evidence"
+        "--explain",
+        action="store_true",
+        help="print every site's config, its source and evidence, and (for a GPU target) each"
+        " kernel's registers, spills, shared memory and occupancy",
     )
     compile_cmd.add_argument(
         "-o", "--output", metavar="DIR", type=Path, help="write source, cubin and report here"
@@ -559,7 +564,7 @@ def explain_lines(program) -> list[str]:
     """What the compile's golden step did, where the graph's ops run, then one row per
     site: family, key, config (pinned forks marked), source, evidence; one per host call
     the device runs (the vendor library's matmul or attention); one per op torch runs (a fallback), with
-    why and where the model calls it."""
+    why and where the model calls it; then each kernel's resources (resource_lines)."""
     # the registry loads the kernel library (xDSL), which a program-cache hit does not need
     from emmy.families.registry import registered
 
@@ -582,10 +587,57 @@ def explain_lines(program) -> list[str]:
         where = f" at {call['source']}" if call["source"] else ""
         rows.append((name, "torch", call["target"], "-", "fallback", f"{call['reason']}{where}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [*program.golden_imports, f"ops: {coverage_line(program)}"] + [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-        + "  "
-        + row[-1]
+    return (
+        [*program.golden_imports, f"ops: {coverage_line(program)}"]
+        + [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            + "  "
+            + row[-1]
+            for row in rows
+        ]
+        + resource_lines(program)
+    )
+
+
+def resource_lines(program) -> list[str]:
+    """One row per kernel: what ptxas reports (registers, spill stores/loads, shared memory
+    static + the launch's dynamic) and the occupancy it reaches on each device of the
+    target's arch (emmy.backend.occupancy); on the emulator, one line saying why none."""
+    if program.target == EMU:
+        return [
+            "resources: none on emu: g++ compiles its kernels, while registers, spills, shared"
+            " memory and occupancy are what ptxas reports for a GPU target"
+            " (e.g. --target nvidia-h200-sm90)"
+        ]
+    arch = arch_of(program.target)
+    if not program.resources:
+        return [f"resources: none: the kernels were not compiled for {arch}"]
+    devices = devices_of(arch)
+    title = f"resources (ptxas, {arch}); occupancy per SM on each {arch} device of the table"
+    if not devices:
+        title = f"resources (ptxas, {arch}); no {arch} device in emmy/backend/occupancy.py"
+    rows = [("kernel", "registers", "spills st/ld", "smem static+dynamic")]
+    rows[0] += tuple(d.identity for d in devices)
+    for name, info in program.kernels.items():
+        used = program.resources.get(name)
+        if used is None:
+            rows.append((name, "?", "?", "?", *("?" for _ in devices)))
+            continue
+        shared = used["shared_static"] + info.smem
+        rows.append(
+            (
+                name,
+                str(used["registers"]),
+                f"{used['spill_stores']}/{used['spill_loads']} B",
+                f"{used['shared_static']}+{info.smem} B",
+                *(occupancy(d, info.block, used["registers"], shared).describe() for d in devices),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    # indented under the title: lines that start with a site's name are its decision rows
+    return [title] + [
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
 

@@ -1,0 +1,126 @@
+"""Every option of the recipes' kernel sites compiles with NVRTC for sm_80 and sm_90 without
+spills, and launches (non-zero occupancy, emmy/backend/occupancy.py) on each device of the
+arch in the occupancy table.
+
+The sites are the distinct (family, key) kernel sites of mlp, gpt2 and llama at their
+default and tiny configs, size 0, compiled for nvidia-h200-sm90: those
+tests/data/recipe-site-keys.json pins, read from there because test_recipe_site_keys checks
+that the compiler still makes exactly them, and six recipe compiles would cost ~15 s of the
+budget. Host-level choices (matmul_path, attention_path) and host calls (vendor_matmul) have
+no kernel of their own; their options' kernels are sites of the list.
+
+What is cut, and why: pairwise per site (every pair of options at every site) is ~1900
+kernels, four times what fits the budget of 60 s of NVRTC per arch. The options are covered
+as emmy.check covers a family's check keys: pairwise over the family's sites and forks
+together, the site being one more fork, so each option is compiled at each site and each
+pair of options together at some site of the family (~490 kernels). A fork's effect on
+registers and shared memory comes from its tiles, which are the same at every site, while a
+site changes mostly sizes the kernel reads as constants.
+All variants are one source, built once: one NVRTC call per arch. Measured at issue 17's
+start (493 variants): building the source takes 20.7 s of CPU, NVRTC 77.2 s of CPU for
+sm_80 and 70.4 s for sm_90, spread over both cores: ~45 s of wall time an arch on an idle
+2-core machine (~200 s at the load of ~10 measured), more as the fork spaces grow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from emmy.backend.nvrtc import compile_cuda
+from emmy.backend.occupancy import devices_of, occupancy
+from emmy.check import pairwise
+from emmy.compiler import compile_variants
+from emmy.dsl.keys import parse_key
+from emmy.dsl.library import configs, families, family
+
+SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
+TARGET = "nvidia-h200-sm90"
+#: the fork emmy.check's pairwise covers the sites of a family as
+SITE = "site"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One option of one site, as the source compiles it."""
+
+    family: str
+    key: str
+    config: dict[str, int | str]
+    block: int
+    smem: int  # the launch's dynamic shared memory
+
+    def describe(self, arch: str) -> str:
+        config = " ".join(f"{k}={v}" for k, v in self.config.items())
+        return f"{self.family} [{self.key}] {config} at {arch}"
+
+
+def recipe_sites() -> dict[str, list[str]]:
+    """The kernel families of the recipes' sites and each family's keys, sorted."""
+    pinned = json.loads(SITES.read_text())
+    sites = {
+        (family_name, key)
+        for case, listed in pinned.items()
+        if case.endswith(f":{TARGET}")
+        for family_name, key in listed
+    }
+    kernels = families()
+    by_family: dict[str, list[str]] = {}
+    for family_name, key in sorted(sites):
+        if family_name in kernels:
+            by_family.setdefault(family_name, []).append(key)
+    return by_family
+
+
+@cache
+def variants() -> tuple[str, dict[str, Variant]]:
+    """One source with a kernel per variant, and each kernel's variant."""
+    sources, found = [], {}
+    for family_name, keys in recipe_sites().items():
+        decl = family(family_name)
+        assert SITE not in {f.name for f in decl.forks}, f"{family_name} has a fork {SITE!r}"
+        chosen = pairwise(
+            [{SITE: i, **c} for i, key in enumerate(keys) for c in configs(decl, parse_key(key))]
+        )
+        for i, key in enumerate(keys):
+            options = [{n: v for n, v in c.items() if n != SITE} for c in chosen if c[SITE] == i]
+            if not options:
+                continue  # a key with no valid config: the compiler never makes its site
+            program = compile_variants(family_name, parse_key(key), options, f"{family_name}_s{i}_")
+            sources.append(program.source.split("\n", 1)[1])
+            for config, info in zip(options, program.kernels.values(), strict=True):
+                found[info.name] = Variant(family_name, key, config, info.block, info.smem)
+    return '#include "emmy_device.cuh"\n' + "\n".join(sources), found
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_option_of_the_recipes_sites_fits_without_spilling(arch: str) -> None:
+    source, found = variants()
+    devices = devices_of(arch)
+    assert devices, f"no {arch} device in the occupancy table"
+    resources = compile_cuda(source, arch).resources
+    failures = []
+    for name, variant in found.items():
+        used = resources.get(name)
+        where = variant.describe(arch)
+        if used is None:
+            failures.append(f"{where}: ptxas reported no resources for {name}")
+            continue
+        if used.spill_stores or used.spill_loads:
+            failures.append(
+                f"{where}: spills {used.spill_stores} B stored, {used.spill_loads} B loaded"
+                f" at {used.registers} registers"
+            )
+        for device in devices:
+            fit = occupancy(
+                device, variant.block, used.registers, used.shared_static + variant.smem
+            )
+            if not fit.blocks_per_sm:
+                failures.append(f"{where}: zero occupancy on {device.identity}: {fit.reason}")
+    assert not failures, f"{len(failures)} failures in {len(found)} variants:\n" + "\n".join(
+        failures[:20]
+    )
