@@ -42,12 +42,13 @@ def pairwise(candidates: list[dict]) -> list[dict]:
         items = [(n, config[n]) for n in names]
         return set(itertools.combinations(items, 2)) | {(i,) for i in items}
 
-    uncovered = set().union(*(pairs(c) for c in candidates))
+    covered = [pairs(c) for c in candidates]  # once each: the greedy loop asks many times
+    uncovered = set().union(*covered)
     chosen = []
     while uncovered:
-        best = max(candidates, key=lambda c: len(pairs(c) & uncovered))
-        chosen.append(best)
-        uncovered -= pairs(best)
+        best = max(range(len(candidates)), key=lambda i: len(covered[i] & uncovered))
+        chosen.append(candidates[best])
+        uncovered -= covered[best]
     return chosen
 
 
@@ -73,6 +74,19 @@ class Case:
     output_dtypes: dict[str, str] = field(default_factory=dict)
 
 
+def case_configs(family_name: str, dtype: str) -> list[dict]:
+    """The configs a case runs, each with the index of its check key as `shape`: pairwise
+    over the shapes and the forks together."""
+    entry = registered(family_name)
+    assert entry.check_keys is not None
+    candidates = [
+        {"shape": index, **config}
+        for index, key in enumerate(entry.check_keys(dtype))
+        for config in configs(family(family_name), key)
+    ]
+    return pairwise(candidates)
+
+
 @cache
 def case(family_name: str, dtype: str) -> Case:
     """Pairwise over the shapes and the forks together: each option runs, with each other
@@ -82,12 +96,7 @@ def case(family_name: str, dtype: str) -> Case:
     keys_of, inputs_of = entry.check_keys, entry.check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = keys_of(dtype)
-    candidates = [
-        {"shape": index, **config}
-        for index, key in enumerate(keys)
-        for config in configs(family(family_name), key)
-    ]
-    chosen_configs = pairwise(candidates)
+    chosen_configs = case_configs(family_name, dtype)
     sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
     output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):

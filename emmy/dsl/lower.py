@@ -100,10 +100,10 @@ def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, i
     env = {**complete_key(decl, key), **config}
     symbols = frozenset(o for f in decl.forks if f.is_symbolic for o in f.options)
     for decl_fork in decl.forks:
-        if decl_fork.where is None:
+        if decl_fork.where_text is None:
             continue
         try:
-            if not holds(unparse(decl_fork.where), env, symbols):
+            if not holds(decl_fork.where_text, env, symbols):
                 return False
         except EvaluationError as error:
             raise decl.error(error.node, f"constraint of fork {decl_fork.name}: {error}") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from lark import Lark, Token, Tree
@@ -40,6 +40,12 @@ class ForkDecl:
     @property
     def is_symbolic(self) -> bool:
         return isinstance(self.default, str)
+
+    @cached_property
+    def where_text(self) -> str | None:
+        """The constraint as text, unparsed once: enumerating a fork space checks it for
+        every config."""
+        return None if self.where is None else unparse(self.where)
 
 
 @dataclass
