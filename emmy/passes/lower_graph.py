@@ -35,12 +35,12 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from emmy.dialects import graph, kernel
+from emmy.dialects import fork, graph, kernel
 from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
-from emmy.families.registry import implementing
+from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 
 # emmy.frontend.model reads these here
@@ -59,13 +59,23 @@ class SiteTable:
     def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
         """A call of the site (instantiated before the function the first time it is met)
         on its inputs, with `op`'s result types."""
-        decl = family(site.family)
-        identity = (site.family, canonical_key(decl, site.key))
-        name = self.names.get(identity)
+        entry = FAMILIES.get(site.family)
+        if entry is not None and entry.host_key is not None:  # a host call: no kernel
+            text = entry.host_key(site.key)
+
+            def build(name: str) -> fork.SiteOp:
+                return fork.SiteOp(name, site.family, text, kind=fork.SiteKind.HOST_CALL)
+        else:
+            decl = family(site.family)
+            text = canonical_key(decl, site.key)
+
+            def build(name: str) -> fork.SiteOp:
+                return instantiate(decl, site.key, name)
+
+        name = self.names.get((site.family, text))
         if name is None:
-            name = self.names[identity] = f"{site.family}_{len(self.names)}"
-            function = _enclosing_function(op)
-            rewriter.insert(instantiate(decl, site.key, name), InsertPoint.before(function))
+            name = self.names[site.family, text] = f"{site.family}_{len(self.names)}"
+            rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
 
 
