@@ -82,6 +82,19 @@ class Case:
     output_dtypes: dict[str, str] = field(default_factory=dict)
 
 
+def case_configs(family_name: str, dtype: str) -> list[dict]:
+    """The configs a case runs, each with the index of its check key as `shape`: pairwise
+    over the shapes and the forks together."""
+    entry = registered(family_name)
+    assert entry.check_keys is not None
+    candidates = [
+        {"shape": index, **config}
+        for index, key in enumerate(entry.check_keys(dtype))
+        for config in configs(family(family_name), key)
+    ]
+    return pairwise(candidates)
+
+
 @cache
 def case(family_name: str, dtype: str) -> Case:
     """Pairwise over the shapes and the forks together: each option runs, with each other
@@ -91,12 +104,7 @@ def case(family_name: str, dtype: str) -> Case:
     keys_of, inputs_of = entry.check_keys, entry.check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = keys_of(dtype)
-    candidates = [
-        {"shape": index, **config}
-        for index, key in enumerate(keys)
-        for config in configs(family(family_name), key)
-    ]
-    chosen_configs = pairwise(candidates)
+    chosen_configs = case_configs(family_name, dtype)
     sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
     output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):

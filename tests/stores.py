@@ -20,7 +20,7 @@ SOFTMAX_DEFAULT = {
     "threads": 256,
     "rows_per_block": 1,
     "vec": 4,
-    "algo": "two_pass",
+    "algo": "registers",
     "reduction": "shuffle",
 }
 

@@ -52,7 +52,15 @@ def test_explain_shows_each_fork_and_its_source(capsys) -> None:
     (row,) = [line.split() for line in out.splitlines() if line.startswith("softmax_0 ")]
     assert row[:4] == ["softmax_0", "softmax", "rows=4,cols=1000,T=f32", "threads=256"]
     assert "algo=online(pin)" in row and "vec=4" in row
-    assert row[row.index("reduction=shuffle") + 1 :] == ["default", "declared", "default"]
+    # the declared 16-byte vector is 8 lanes, 32 bytes of f32: the default moves it to 4
+    assert row[row.index("reduction=shuffle") + 1 :] == [
+        "default",
+        "declared",
+        "default;",
+        "constraints",
+        "moved",
+        "vec",
+    ]
 
 
 def test_explain_shows_the_target_default_as_its_own_oracle(capsys) -> None:

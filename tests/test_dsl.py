@@ -37,7 +37,7 @@ def test_library_declares_both_families() -> None:
         "algo",
         "reduction",
     ]
-    assert default_config(softmax)["algo"] == "two_pass"
+    assert default_config(softmax)["algo"] == "registers"
 
 
 def test_constraints_keep_invalid_options_out() -> None:

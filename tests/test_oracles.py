@@ -113,11 +113,11 @@ def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(
     )
     write_golden(
         recipe / "golden" / "emu.json",
-        [golden_entry(softmax_config(vec=8), 2e-3)],
+        [golden_entry(softmax_config(algo="online"), 2e-3)],
     )
     monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", agnostic)
     program = softmax_program(db_path, golden=str(recipe))
-    assert config_of(program) == softmax_config(vec=8)
+    assert config_of(program) == softmax_config(algo="online")
 
 
 def test_pins_come_first_and_narrow_the_other_oracles(db_path) -> None:

@@ -44,7 +44,7 @@ def synthetic_time(family_name: str, key: dict, config: dict, device: str) -> fl
     threads, rpb, vec = config["threads"], config["rows_per_block"], config["vec"]
     group = max(threads // rpb, 1)
     blocks = math.ceil(rows / rpb)
-    passes = {"two_pass": 3.0, "online": 2.2, "one_pass": 2.0}[config["algo"]]
+    passes = {"two_pass": 3.0, "online": 2.2, "one_pass": 2.0, "registers": 1.0}[config["algo"]]
     lanes_used = min(1.0, cols / (group * vec))
     vector = min(1.0, (vec * size / 16) ** 0.6)
     per_sm = max(1, 2048 // threads)
@@ -186,7 +186,7 @@ def test_features_are_named_stable_and_numpy_only() -> None:
     config = {"threads": 256, "rows_per_block": 2, "vec": 8, "algo": "online", "reduction": "smem"}
     (row,) = spec.matrix("emu", [key], [config])
     features = dict(zip(spec.names, row[0], strict=True))
-    assert len(features) == spec.size == 2 + 3 + 3 + 4 + 2 * 3 * 3 + 2
+    assert len(features) == spec.size == 2 + 3 + 3 + 5 + 2 * 3 * 3 + 2
     assert features["key:rows"] == math.log2(9) and features["key:cols"] == math.log2(1001)
     assert features["key:T=f16"] == 1 and features["key:T=f32"] == 0
     assert features["config:vec"] == math.log2(9) and features["config:algo=online"] == 1

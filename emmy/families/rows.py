@@ -51,6 +51,10 @@ def row_site_of(family_name: str) -> SiteBuilder:
     return row_site
 
 
+#: plain rows of the checks, (rows, cols): ragged lengths (no vector, vec 2, a single
+#: column), a model's widths, and 4096, which needs a wide block for the row in registers
+ROW_SHAPES = [(3, 1), (2, 7), (5, 97), (4, 130), (2, 768), (2, 1000), (1, 4096)]
+
 #: fused row kernels: (rows, cols, kinds of the inputs, chain of x, epilogue, store x)
 FUSED_ROWS = [
     (5, 96, "full/full/row", "(in0 + in1)", "gelu((acc * in2))", "yes"),
@@ -68,9 +72,7 @@ def fused_keys(dtype: str, extra: dict) -> list[dict]:
 
 
 def norm_keys(dtype: str, extra: dict) -> list[dict]:
-    plain = [
-        {"rows": r, "cols": c, "T": dtype, **extra} for r, c in [(3, 1), (2, 7), (5, 96), (2, 1000)]
-    ]
+    plain = [{"rows": r, "cols": c, "T": dtype, **extra} for r, c in ROW_SHAPES]
     return plain + fused_keys(dtype, extra)
 
 

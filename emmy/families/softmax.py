@@ -8,7 +8,7 @@ import math
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families.family import Family, FamilyKind, Fuses
-from emmy.families.rows import fused_keys, row_site_of
+from emmy.families.rows import ROW_SHAPES, fused_keys, row_site_of
 
 
 def reference(key: dict, inputs: list):
@@ -30,10 +30,7 @@ def reference(key: dict, inputs: list):
 
 def check_keys(dtype: str) -> list[dict]:
     return (
-        [
-            {"rows": r, "cols": c, "T": dtype}
-            for r, c in [(3, 1), (2, 7), (5, 97), (4, 130), (1, 4096), (2, 1000)]
-        ]
+        [{"rows": r, "cols": c, "T": dtype} for r, c in ROW_SHAPES]
         + fused_keys(dtype, {})
         # causal rows of the unfused attention path: 3 queries over 5 keys, 4 over 4
         + [

@@ -48,6 +48,7 @@ from emmy.runtime.convert import (
 )
 from emmy.runtime.device import BufferArg, Device, Launch, Step, Timing
 from emmy.search.db import Row, TuningDB, canonical_config
+from emmy.search.evaluate import default_pick, site_query
 from emmy.search.reference import as_outputs, reference, tolerance
 from emmy.search.worker import DeviceWorker, is_timeout, isolated
 
@@ -117,7 +118,9 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     key = parse_key(work.key)
     valid = list(valid_configs(decl, key))
     forks = {f.name for f in decl.forks}
-    base = {**default_config(decl), **{n: work.pick[n] for n in work.pinned}}
+    # the default a compile takes: the declared one, or the valid config nearest to it
+    default = default_pick(site_query(work.family, work.key)) or default_config(decl)
+    base = {**default, **{n: work.pick[n] for n in work.pinned}}
     if base not in valid:
         base = work.pick
     wanted: list[dict] = [work.pick]
