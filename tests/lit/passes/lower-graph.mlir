@@ -11,7 +11,7 @@ func.func @main(%x : tensor<8x64xf32>, %b : tensor<64xf32>) -> tensor<8x64xf32> 
 // The elementwise chain that alone feeds the softmax becomes its prologue, written into
 // the key: one site, read from x and b.
 // CHECK: fork.site @softmax_0 "softmax" "rows=8,cols=64,T=f32,inputs=full/row,fn=gelu(((in0 * 2.0) + in1))" {
-// CHECK: fork.knob "vec" [1, 2, 4, 8] default 4 where "cols % vec == 0"
+// CHECK: fork.knob "vec" [1, 2, 4, 8] default 8 where "cols % vec == 0 && vec * sizeof(T) <= 16"
 // CHECK-NOT: fork.site
 // CHECK: func.func @main(%[[X:[^:]*]]: tensor<8x64xf32>, %[[B:[^:]*]]: tensor<64xf32>) -> tensor<8x64xf32> {
 // CHECK-NEXT: %[[SM:.*]] = kernel.call @softmax_0(%[[X]], %[[B]]) : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
