@@ -246,6 +246,7 @@ class LoadOp(IRDLOperation):
     """Loads one element, converting float storage to f32.
 
     %v = kernel.load %x[%i] : !kernel.ptr<bf16> -> f32
+    %w = kernel.load %x[%j : i64] : !kernel.ptr<bf16> -> f32    (a 64-bit kernel's index)
     """
 
     name = "kernel.load"
@@ -300,6 +301,7 @@ class StoreOp(IRDLOperation):
     """Stores one element, converting from f32 to the pointer's storage type.
 
     kernel.store %v, %y[%i] : f32, !kernel.ptr<bf16>
+    kernel.store %v, %y[%j : i64] : f32, !kernel.ptr<bf16>    (a 64-bit kernel's index)
     """
 
     name = "kernel.store"
@@ -378,7 +380,7 @@ class ForOp(IRDLOperation):
     The range must be a multiple of `width` (the kernel's constraints guarantee it), so
     loads and stores at `base + j` can be emitted as one vector access per `j0`. The
     width is usually a fork: it must be a constant of 1, 2, 4, 8 or 16 once forks are
-    specialised.
+    specialised. The index, bounds and step are one type: i32, or i64 in a 64-bit kernel.
     """
 
     name = "kernel.for"

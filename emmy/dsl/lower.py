@@ -5,11 +5,11 @@ or i64 where the key says `index=i64` (a site with a tensor of 2^31 elements or 
 then every integer the kernel computes (loop counters, offsets, products of coordinates)
 is 64-bit, and only what must fit the ops' 32-bit fields (launch geometry, shared and
 local array sizes and offsets, fragment offsets) is narrowed back. Fork values are the i32
-results of `fork.knob` ops, widened where the index type is i64; symbolic forks select `fork.alternatives` branches with `match` and
-reduction strategies in `group_reduce`. Tensor indexing linearises over the key's dims;
-inside a `width` loop, an access whose last index is the loop index and whose other
-indices do not change in the loop is computed before the loop, so the emitter can make it
-one vector access.
+results of `fork.knob` ops, widened where the index type is i64; symbolic forks select
+`fork.alternatives` branches with `match` and reduction strategies in `group_reduce`.
+Tensor indexing linearises over the key's dims; inside a `width` loop, an access whose
+last index is the loop index and whose other indices do not change in the loop is
+computed before the loop, so the emitter can make it one vector access.
 """
 
 from __future__ import annotations
