@@ -79,7 +79,8 @@ def _add_compile_command(commands: argparse._SubParsersAction) -> None:
         description="Compile a recipe's model, a local Hugging Face model directory "
         "(config.json, and safetensors weights if any) or a PyTorch expression: CUDA source, "
         "cubin for --target, the launch plan and a report. Each fork is decided by the oracle stack: pins, golden files, the tuning "
-        "database, the prior, the declared default.",
+        "database, the prior, the target default (on a GPU: the vendor library for matmuls and "
+        "attentions), the declared default.",
     )
     _add_source(compile_cmd)
     compile_cmd.add_argument(
@@ -330,7 +331,7 @@ def _add_decision_options(parser: argparse.ArgumentParser) -> None:
         "--oracles",
         default="",
         metavar="LIST",
-        help="the oracle stack, in order (default: pins,golden,db,prior,default)",
+        help="the oracle stack, in order (default: pins,golden,db,prior,target,default; target: the vendor library for matmuls and attentions on a GPU)",
     )
     parser.add_argument(
         "--db",
@@ -608,6 +609,9 @@ def _evidence(provenance: dict) -> str:
             if moved
             else "declared default"
         )
+    if oracle == "target":
+        chosen = ", ".join(f"{n}={v}" for n, v in evidence.get("options", {}).items())
+        return f"target default on a {evidence.get('device_class')} ({chosen}): no evidence at this key"
     if oracle == "pins":
         return "every fork pinned"
     if oracle == "prior":

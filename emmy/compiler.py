@@ -296,7 +296,7 @@ def compile_graph(
     verify_each: bool | None = None,
 ) -> Program:
     """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
-    decided by the oracle stack (`oracles`, default pins→golden→db→prior→default) from
+    decided by the oracle stack (`oracles`, default pins→golden→db→prior→target→default) from
     the tuning database `db` ("" the default, "none" none) and golden files in scope.
     `verify_each` verifies the module after every pass (None: as EMMY_VERIFY_EACH says)."""
     timings: dict[str, float] = {}

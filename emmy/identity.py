@@ -28,6 +28,15 @@ def is_well_formed(identity: str) -> bool:
     return identity == EMU or _SLUG.fullmatch(identity) is not None
 
 
+#: the classes of device a target default is declared for (emmy.families' `target_defaults`)
+DEVICE_CLASSES = ("emu", "gpu")
+
+
+def device_class(identity: str) -> str:
+    """ "emu" for the emulator, "gpu" for every CUDA device."""
+    return "emu" if identity == EMU else "gpu"
+
+
 def arch_of(identity: str) -> str:
     """The arch NVRTC compiles for on the device `identity`, e.g. "sm_90"."""
     if identity == EMU:

@@ -102,3 +102,17 @@ def single_site_module(family_name: str, key: dict, shape: list[int], dtype=None
 def softmax_program(db: Path, **options):
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
     return compile_graph(module, target=options.pop("target", "emu"), db=str(db), **options)
+
+
+def matmul_module(m: int, n: int, k: int) -> ModuleOp:
+    """`@main(a, b) = a · b` in bf16 as the frontend gives it (a graph op, not yet a site):
+    the pipeline makes it a `matmul_path` choice."""
+    from xdsl.dialects.builtin import BFloat16Type
+
+    from emmy.dialects import graph
+
+    a, b, c = (TensorType(BFloat16Type(), shape) for shape in ([m, k], [k, n], [m, n]))
+    block = Block(arg_types=[a, b])
+    product = graph.MatmulOp(block.args[0], block.args[1], c, transpose_b=False)
+    block.add_ops([product, func.ReturnOp(product.result)])
+    return ModuleOp([func.FuncOp("main", ([a, b], [c]), Region(block))])

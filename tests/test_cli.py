@@ -56,6 +56,26 @@ def test_explain_shows_each_fork_and_its_source(capsys) -> None:
     assert row[row.index("reduction=shuffle") + 1 :] == ["default", "declared", "default"]
 
 
+def test_explain_shows_the_target_default_as_its_own_oracle(capsys) -> None:
+    bf16 = "dtype=torch.bfloat16"
+    expression = f"torch.randn(8, 64, {bf16}) @ torch.randn(64, 32, {bf16})"
+    argv = [
+        "compile",
+        "-c",
+        expression,
+        "--target",
+        "nvidia-h100-sm90",
+        "--explain",
+        "--db",
+        "none",
+    ]
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if line.startswith("matmul_path_")]
+    assert row.split()[3:6] == ["matmul=vendor", "target", "target"]
+    assert row.endswith("target default on a gpu (matmul=vendor): no evidence at this key")
+
+
 @pytest.mark.parametrize(
     "expression",
     [

@@ -15,6 +15,7 @@ from stores import (
 )
 from xdsl.context import Context
 
+from emmy.backend.regime import regime_for
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.resolve_forks import ResolveForks
@@ -227,3 +228,85 @@ def test_resolve_forks_without_a_stack_is_a_clear_error() -> None:
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
     with pytest.raises(EmmyError, match="resolve-forks was given no oracle stack"):
         ResolveForks().apply(Context(), module)
+
+
+GPU = "nvidia-h200-sm90"
+
+
+def path_decision(target: str, db_path, **options) -> dict:
+    """The decision of the matmul_path site of a bf16 matmul compiled for `target` (no
+    NVRTC: only the decisions are read)."""
+    from stores import matmul_module
+
+    from emmy.compiler import compile_graph
+
+    program = compile_graph(
+        matmul_module(64, 96, 128), target=target, db=str(db_path), compile_kernels=False, **options
+    )
+    ((name, choice),) = program.choices.items()
+    return {**program.provenance[name], "config": choice["config"], "key": choice["key"]}
+
+
+def test_a_gpu_site_with_no_evidence_takes_the_vendor_library(db_path) -> None:
+    decided = path_decision(GPU, db_path)
+    assert decided["config"] == {"matmul": "vendor"}
+    assert decided["oracle"] == "target"
+    assert decided["forks"] == {"matmul": "target"}
+    assert decided["evidence"] == {"device_class": "gpu", "options": {"matmul": "vendor"}}
+    # the emulator keeps the declared default: emmy's kernel
+    on_emu = path_decision("emu", db_path)
+    assert (on_emu["config"], on_emu["oracle"]) == ({"matmul": "kernel"}, "default")
+    # without the target oracle, the declared default again
+    trimmed = path_decision(GPU, db_path, oracles="pins,golden,db,prior,default")
+    assert (trimmed["config"], trimmed["oracle"]) == ({"matmul": "kernel"}, "default")
+
+
+def test_pins_golden_and_rows_come_before_the_target_default(
+    db_path, tmp_path, monkeypatch
+) -> None:
+    pinned = path_decision(GPU, db_path, pins="matmul=kernel")
+    assert (pinned["config"], pinned["oracle"]) == ({"matmul": "kernel"}, "pins")
+    # rows where emmy's kernel won, measured on this device under its regime
+    key = path_decision(GPU, db_path)["key"]
+    regime = regime_for(GPU)
+    measured = [
+        row(
+            {"matmul": "kernel"},
+            1e-3,
+            device=GPU,
+            regime=regime.id,
+            family_name="matmul_path",
+            key=key,
+        ),
+        row(
+            {"matmul": "vendor"},
+            2e-3,
+            device=GPU,
+            regime=regime.id,
+            family_name="matmul_path",
+            key=key,
+        ),
+    ]
+    with TuningDB(db_path) as db:
+        db.add(measured)
+    from_rows = path_decision(GPU, db_path)
+    assert (from_rows["config"], from_rows["oracle"]) == ({"matmul": "kernel"}, "db")
+    # a golden file of this device that names the kernel, over an empty database
+    golden_dir = tmp_path / "golden"
+    entry = {"family": "matmul_path", "key": key, "config": {"matmul": "kernel"}}
+    write_golden(
+        golden_dir / f"{GPU}.json",
+        [{**entry, "median_s": 1e-3, "promoted_from": {}}],
+        device=GPU,
+        regime=regime.id,
+    )
+    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    from_golden = path_decision(GPU, tmp_path / "empty.db")
+    assert (from_golden["config"], from_golden["oracle"]) == ({"matmul": "kernel"}, "golden")
+
+
+def test_the_target_default_is_the_same_decision_every_time(db_path) -> None:
+    # no measurement to break ties with: the family's declared options, whatever the order
+    # of sites or stores, and one decision per key
+    first, second = path_decision(GPU, db_path), path_decision(GPU, db_path)
+    assert first == second

@@ -102,3 +102,7 @@ class Family:
     input_ranges: Callable[[dict], dict[int, tuple[int, int]]] = no_input_ranges
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence
+    #: takes before the declared default (the target-default oracle): on a GPU, the vendor
+    #: library, which a fresh machine must never start below
+    target_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

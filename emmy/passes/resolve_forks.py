@@ -1,6 +1,6 @@
 """resolve-forks: decides every fork of every site through the oracle stack.
 
-    resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,default" db=""}
+    resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,target,default" db=""}
 
     fork.site @s "f" "n=6,T=f32" {
       %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
@@ -11,7 +11,8 @@
     }
 
 Pins narrow each site's configs to those that agree with them; the oracles then decide in
-order (pins, golden files, the tuning database, the prior, the declared default). Every
+order (pins, golden files, the tuning database, the prior, the target default, the
+declared default). Every
 knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
 and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
 

@@ -3,7 +3,12 @@
 Each oracle answers one question, `decide(query) -> Decision | None`: the config of a site
 (family, problem key) among its valid configs, or nothing. The default stack is
 
-    pins → golden (recipe, then model-agnostic) → tuning database → prior → default
+    pins → golden (recipe, then model-agnostic) → tuning database → prior → target → default
+
+`target` is the target default: what a site with no evidence takes on this class of
+device before the declared default (on a GPU, the vendor library for matmuls and
+attentions, so that a freshly rented machine never starts below torch); the emulator keeps
+the declared defaults.
 
 A user reorders or trims it with `--oracles`, and a package adds oracles through the
 `emmy.oracles` entry point group (name → a class taking an `OracleContext`). Only rows and
@@ -28,13 +33,14 @@ from typing import Protocol
 from emmy.backend.regime import Regime, regime_for
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
-from emmy.families.registry import choice_forks
+from emmy.families.registry import FAMILIES, choice_forks
+from emmy.identity import device_class
 from emmy.search.db import TuningDB, default_db_path
 from emmy.search.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.search.prior import load_prior
 from emmy.search.query import Config, Decision, SiteQuery
 
-DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "default")
+DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "target", "default")
 
 
 @dataclass
@@ -185,6 +191,27 @@ class PriorOracle:
         return self.prior.decide(query)
 
 
+class TargetDefaultOracle:
+    """The options the site's family declares for this class of device (its
+    `target_defaults`), the other forks at their declared defaults, the pins over both."""
+
+    name = "target"
+
+    def __init__(self, context: OracleContext):
+        self.context = context
+        self.device_class = device_class(context.device)
+
+    def decide(self, query: SiteQuery) -> Decision | None:
+        entry = FAMILIES.get(query.family)
+        target = entry.target_defaults.get(self.device_class) if entry is not None else None
+        if not target:
+            return None
+        wanted = {**query.default, **target, **query.pins}
+        if not query.allows(wanted):
+            return None  # e.g. a pin or the key rules the target's option out
+        return Decision(wanted, self.name, {"device_class": self.device_class, "options": target})
+
+
 class DefaultOracle:
     """The kernel's declared default, or the allowed config nearest to it: fewest forks
     moved, then the smallest moves along their option lists, then the declared order."""
@@ -230,6 +257,7 @@ BUILTIN_ORACLES: dict[str, type] = {
     "golden": GoldenOracle,
     "db": DatabaseOracle,
     "prior": PriorOracle,
+    "target": TargetDefaultOracle,
     "default": DefaultOracle,
 }
 
@@ -295,7 +323,7 @@ class OracleStack:
 
 def oracle_stack(target: str, oracles: str = "", db: str = "", golden: str = "") -> OracleStack:
     """The oracle stack of a compile for `target` (a device identity): the oracles named by
-    `oracles` (default pins→golden→db→prior→default), the tuning database `db` ("" the
+    `oracles` (default pins→golden→db→prior→target→default), the tuning database `db` ("" the
     default, "none" none) and the golden files of the recipe folders `golden` (comma-separated)
     before the model-agnostic ones."""
     names = parse_oracles(oracles)
