@@ -29,7 +29,7 @@ def test_a_wide_site_gets_the_key_field_and_long_long_and_compiles_with_nvrtc(
     assert kernel["key"].startswith("n=2147483664,") and kernel["key"].endswith(",index=i64")
     assert kernel["resources"]["spill_stores"] == 0
     source = (tmp_path / "kernels.cu").read_text()
-    assert f"__launch_bounds__({kernel['block']}) elementwise_0(" in source
+    assert f"__launch_bounds__({kernel['block']}, 1) elementwise_0(" in source
     assert "for (long long " in source and "for (int j" not in source
     assert "2147483664LL" in source  # the bound, a 64-bit constant
     assert (tmp_path / "kernels.cubin").read_bytes()[:4] == b"\x7fELF"

@@ -261,9 +261,10 @@ class KernelPrinter:
         name = self.func.sym_name.data
         self.block(self.func.body.block)
         body = "\n".join(self.lines)
-        # the register allocator may then use all a block's registers, and a block too big
-        # for the kernel's registers fails to compile rather than to launch
-        bounds = "" if self.launch_block is None else f"__launch_bounds__({self.launch_block}) "
+        # a block of this many threads must fit an SM: ptxas keeps the registers within it,
+        # so no option fails to launch. At least one block per SM, said outright: with the
+        # threads alone, ptxas squeezes some kernels to full occupancy and spills them
+        bounds = "" if self.launch_block is None else f"__launch_bounds__({self.launch_block}, 1) "
         return (
             f"EMMY_KERNEL void {bounds}{name}({', '.join(params)}) {{\n{body}\n}}\n"
             f"EMMY_EMU_ENTRY({name})\n"
