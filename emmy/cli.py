@@ -555,14 +555,14 @@ def _compile(args: argparse.Namespace) -> int:
     return 0
 
 
-VENDOR_EVIDENCE = "the vendor library through torch (cuBLAS on a GPU, the CPU's BLAS on emu)"
-
-
 def explain_lines(program) -> list[str]:
     """What the compile's golden step did, where the graph's ops run, then one row per
     site: family, key, config (pinned forks marked), source, evidence; one per host call
-    the device runs (the vendor library's matmul); one per op torch runs (a fallback), with
+    the device runs (the vendor library's matmul or attention); one per op torch runs (a fallback), with
     why and where the model calls it."""
+    # the registry loads the kernel library (xDSL), which a program-cache hit does not need
+    from emmy.families.registry import registered
+
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
@@ -576,7 +576,8 @@ def explain_lines(program) -> list[str]:
             (name, family_name, key, config, provenance.get("oracle", "?"), _evidence(provenance))
         )
     for name, call in program.host_calls.items():
-        rows.append((name, call["family"], call["key"], "-", "host call", VENDOR_EVIDENCE))
+        runs_by = registered(call["family"]).runs_by
+        rows.append((name, call["family"], call["key"], "-", "host call", runs_by))
     for name, call in program.fallbacks.items():
         where = f" at {call['source']}" if call["source"] else ""
         rows.append((name, "torch", call["target"], "-", "fallback", f"{call['reason']}{where}"))

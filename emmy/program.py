@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,9 +113,10 @@ class Program:
         return launches
 
     def host_call(self, call: Call) -> HostCall:
-        """The vendor library's product c = a · b (or a · bᵀ) at the shapes of its key."""
-        key = self.host_calls[call.kernel]["key"]
-        return vendor_matmul_call(key, tuple(self.buffer_arg(b) for b in call.buffers))
+        """The vendor library's operation of the call's site, at the shapes of its key."""
+        site = self.host_calls[call.kernel]
+        args = tuple(self.buffer_arg(b) for b in call.buffers)
+        return host_call_of(site["family"], site["key"], args)
 
     def fallback_call(self, call: Call) -> HostCall:
         """A torch op on the call's buffers: its inputs, then its outputs."""
@@ -289,6 +290,47 @@ def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
     b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
     shapes = ((batch, m, k), b_shape, (batch, m, n))
     return HostCall("matmul", args, shapes, str(key["T"]), transpose_b)
+
+
+def vendor_attention_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
+    """The host call of a vendor_attention key (an attention's) on buffers q, k, v, [mask],
+    o, viewed as torch's SDPA takes them: [groups, heads, len, d], the groups those of the
+    mask (its batch; one group for a mask per head), so that the mask broadcasts over the
+    heads of its group without a copy."""
+    # the key codec loads the kernel language (lark), as in vendor_matmul_call
+    from emmy.dsl.keys import parse_key
+
+    key = parse_key(key_text)
+    bh, kv_bh, q_len, kv_len, d = (int(key[n]) for n in ("bh", "kv_bh", "q_len", "kv_len", "d"))
+    masked = key.get("masked", "no") == "yes"
+    mask_groups = int(key.get("batch", 1))
+    groups = mask_groups if masked and mask_groups != bh else 1
+    shapes = [
+        (groups, bh // groups, q_len, d),
+        (groups, kv_bh // groups, kv_len, d),
+        (groups, kv_bh // groups, kv_len, d),
+    ]
+    if masked:
+        heads_of_mask = bh // groups if mask_groups == bh else 1
+        shapes.append((groups, heads_of_mask, int(key.get("mask_rows", 1)), kv_len))
+    shapes.append(shapes[0])
+    spec = json.dumps({"causal": key["causal"] == "yes", "scale": float(key["scale"])})
+    return HostCall("attention", args, tuple(shapes), str(key["T"]), spec=spec)
+
+
+#: the host call of each host-call family's site: (key text, buffers) -> HostCall
+HOST_CALLS: dict[str, Callable[[str, tuple[BufferArg, ...]], HostCall]] = {
+    "vendor_matmul": vendor_matmul_call,
+    "vendor_attention": vendor_attention_call,
+}
+
+
+def host_call_of(family_name: str, key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
+    """The host call a site of a host-call family runs on `args`."""
+    build = HOST_CALLS.get(family_name)
+    if build is None:
+        raise EmmyError(f"no host call runs family {family_name!r} (emmy.program.HOST_CALLS)")
+    return build(key_text, args)
 
 
 def nbytes(spec: TensorSpec) -> int:

@@ -252,10 +252,10 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
 def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choice(
     capsys, tmp_path
 ) -> None:
-    """`--sweep path` times the fused kernel and the unfused path (its three kernels, each
-    checked against its own reference and recorded as a row of its own site); an option's
-    row is the sum of its kernels' medians, recalled by the next bench and decided from by
-    the next compile."""
+    """`--sweep path` times the fused kernel, the unfused path (its three kernels, each
+    checked against its own reference and recorded as a row of its own site) and torch's
+    SDPA (a host call); an option's row is the sum of its kernels' medians, recalled by the
+    next bench and decided from by the next compile."""
     expression = (
         "torch.nn.functional.scaled_dot_product_attention(torch.randn(1, 4, 9, 16),"
         " torch.randn(1, 2, 9, 16), torch.randn(1, 2, 9, 16), is_causal=True, enable_gqa=True)"
@@ -268,9 +268,16 @@ def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choic
     by_family: dict[str, list] = {}
     for row in rows:
         by_family.setdefault(row.family, []).append(row)
-    assert sorted(by_family) == ["attention", "attention_path", "matmul", "softmax"]
+    assert sorted(by_family) == [
+        "attention",
+        "attention_path",
+        "matmul",
+        "softmax",
+        "vendor_attention",
+    ]
     paths = {row.config["path"]: row for row in by_family["attention_path"]}
-    assert set(paths) == {"fused", "unfused"}
+    assert set(paths) == {"fused", "unfused", "sdpa"}
+    assert paths["sdpa"].median_s == pytest.approx(by_family["vendor_attention"][0].median_s)
     parts = [*by_family["matmul"], *by_family["softmax"]]
     assert len(parts) == 3 and all(row.median_s for row in parts)
     assert paths["unfused"].median_s == pytest.approx(sum(row.median_s for row in parts))
@@ -279,7 +286,7 @@ def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choic
     again = capsys.readouterr().out
     assert ": 0 measured, " in again
     recalled = [line for line in again.splitlines() if "path=" in line and "recalled" in line]
-    assert len(recalled) == 2, again
+    assert len(recalled) == 3, again
     main(["compile", "-c", expression, "--target", "emu", "--explain", "--db", str(db)])
     explain = capsys.readouterr().out
     choice = next(line for line in explain.splitlines() if line.startswith("attention_path_0"))

@@ -72,7 +72,7 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
 def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_path"].forks == {"path": PATHS}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
-    assert list(of_kind(FamilyKind.HOST_CALL)) == ["vendor_matmul"]
+    assert list(of_kind(FamilyKind.HOST_CALL)) == ["vendor_matmul", "vendor_attention"]
 
 
 def test_lowering_and_the_registry_import_without_torch() -> None:

@@ -284,6 +284,29 @@ def test_sdpa_with_padding_per_query_and_per_head_masks():
     assert sum("batch=8,mask_rows=5" in key for key in keys) == 1  # a mask per head
 
 
+def test_the_library_path_runs_every_attention_through_torch_sdpa():
+    """Pinned to `sdpa`, causal, grouped-query, fewer keys than queries, padding masks, a
+    mask per query and one per head all run as host calls of torch's SDPA (on emu, torch's
+    CPU kernel over the emulator's buffers) and match eager; no attention kernel is left."""
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
+    padding = torch.zeros(2, 7)
+    padding[0, 5:] = -torch.inf
+    hidden = torch.ones(5, 7, dtype=torch.bool).triu(1)
+    both = padding[:, None, None, :] + torch.zeros(5, 7).masked_fill(hidden, -torch.inf)
+    cases = [
+        (PaddedAttention(), (q, k, v, padding, both, torch.randn(1, 4, 5, 7))),
+        (Attentions(), (q, k, v, torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8))),
+    ]
+    for module, inputs in cases:
+        compiled = emmy.compile(module, *inputs, device=EmuDevice(), pins="path=sdpa", db="none")
+        torch.testing.assert_close(compiled(*inputs), module(*inputs), **F32)
+        program = compiled.program
+        attentions = [f for f in families(program) if "attention" in f]
+        assert set(attentions) == {"vendor_attention"}, families(program)
+        assert {h["family"] for h in program.host_calls.values()} == {"vendor_attention"}
+        assert all(c["config"] == {"path": "sdpa"} for c in program.choices.values())
+
+
 class BoolMasked(nn.Module):
     """Boolean masks (true: the key is read): a padding mask given per call and viewed as
     [batch, 1, 1, keys], and a band of keys per query held by the model."""

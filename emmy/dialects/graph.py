@@ -620,7 +620,11 @@ class AttentionOp(IRDLOperation):
     Hugging Face models build it), the same for every head; a mask [batch·heads, ...] is
     added per head too.
 
+    `library` runs it by the vendor library (torch's scaled_dot_product_attention) as a
+    host call, not by emmy's kernels: attention-paths offers it as an option.
+
     %o = graph.attention %q, %k, %v mask %m {scale = 0.25 : f64, causal} : ..., tensor<2x16xf32> -> ...
+    %o = graph.attention %q, %k, %v {scale = 0.25 : f64, library} : ...
     """
 
     name = "graph.attention"
@@ -630,6 +634,7 @@ class AttentionOp(IRDLOperation):
     mask = opt_operand_def(TensorType)
     scale = prop_def(FloatAttr)
     causal = opt_prop_def(UnitAttr)
+    library = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -646,10 +651,13 @@ class AttentionOp(IRDLOperation):
         scale: float,
         causal: bool,
         mask: SSAValue | None = None,
+        library: bool = False,
     ):
         properties: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
         if causal:
             properties["causal"] = UnitAttr()
+        if library:
+            properties["library"] = UnitAttr()
         operands = [q, k, v, [mask] if mask is not None else []]
         super().__init__(operands=operands, result_types=[q.type], properties=properties)
 

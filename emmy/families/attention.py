@@ -11,10 +11,14 @@ from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
+#: the host call that runs an attention by the vendor library (torch's SDPA)
+VENDOR_FAMILY = "vendor_attention"
+
 
 def attention_key(op: graph.AttentionOp) -> tuple[str, dict]:
     """The tensor-core family for f16/bf16 heads of a multiple of 16 up to 256, the SIMT
-    family otherwise, and the key."""
+    family otherwise, the vendor library's host call for a `library` attention, and the
+    key (the same for all three)."""
     batch, heads, q_len, d = shape_of(op.q)
     _, kv_heads, kv_len, _ = shape_of(op.k)
     key = {
@@ -32,6 +36,8 @@ def attention_key(op: graph.AttentionOp) -> tuple[str, dict]:
         key |= {"masked": "yes", "batch": shape_of(op.mask)[0]}
         if len(shape_of(op.mask)) == 3:
             key["mask_rows"] = q_len
+    if op.library is not None:
+        return VENDOR_FAMILY, key
     tensor_cores = dtypes.is_half(key["T"]) and d % 16 == 0 and d <= 256
     return "attention_tc" if tensor_cores else "attention", key
 
@@ -58,7 +64,10 @@ def reference(key: dict, inputs: list):
         rows, cols = scores.shape[-2:]
         hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)
         scores = scores.masked_fill(hidden, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+    # a query whose every key is masked reads nothing (0, as torch's attention gives), where
+    # a plain softmax would give NaN
+    hidden_rows = scores.isneginf().all(dim=-1, keepdim=True)
+    return torch.softmax(scores, dim=-1).masked_fill(hidden_rows, 0.0) @ v
 
 
 def length_atol(key: dict) -> float:

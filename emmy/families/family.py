@@ -100,6 +100,11 @@ class Family:
     #: lowest and highest included, at a key (a cache's length): a bench's random inputs
     #: draw them there; other integers are indices a kernel clamps
     input_ranges: Callable[[dict], dict[int, tuple[int, int]]] = no_input_ranges
+    #: a host-call family's key text from a site's key (a kernel family's is its
+    #: declaration's canonical text)
+    host_key: Callable[[dict], str] | None = None
+    #: what runs a host-call family's sites, as --explain says it
+    runs_by: str = ""
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence

@@ -35,6 +35,7 @@ from emmy.families import (
     softmax,
     split_sum,
     transpose,
+    vendor_attention,
     vendor_matmul,
 )
 from emmy.families.family import Family, FamilyKind, Fuses
@@ -69,6 +70,7 @@ FAMILIES: dict[str, Family] = {
         attention_decode_path,
         matmul_path,
         vendor_matmul,
+        vendor_attention,
     )
 }
 

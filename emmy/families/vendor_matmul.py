@@ -18,4 +18,6 @@ FAMILY = Family(
     FamilyKind.HOST_CALL,
     reference=reference,
     extra_atol=matmul.depth_atol,
+    host_key=matmul_paths.vendor_key,
+    runs_by="the vendor library through torch (cuBLAS on a GPU, the CPU's BLAS on emu)",
 )

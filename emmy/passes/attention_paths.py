@@ -1,13 +1,14 @@
-"""attention-paths: offers each attention as an `alternatives` fork between the fused kernel
-and the unfused path built from the other families (matmul → scaled causal softmax →
-matmul), decided like any fork by the `path` knob of an `attention_path` site.
+"""attention-paths: offers each attention as an `alternatives` fork between the fused kernel,
+the unfused path built from the other families (matmul → scaled causal softmax → matmul)
+and the vendor library (torch's SDPA, a host call), decided like any fork by the `path`
+knob of an `attention_path` site.
 
     %o = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : ...
   →
     fork.site @attention_path_0 "attention_path" "<the attention's key>" {
-      %path = fork.knob "path" ["fused", "unfused"] default "fused"
+      %path = fork.knob "path" ["fused", "unfused", "sdpa"] default "fused"
     }
-    %o = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+    %o = fork.alternatives @attention_path_0 ["fused", "unfused", "sdpa"] {
       %a = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : ...
       fork.yield %a : ...
     } {
@@ -16,12 +17,15 @@ matmul), decided like any fork by the `path` knob of an `attention_path` site.
       %p = graph.softmax (%s' * 0.125) {dim = -1, causal} ...
       %r = graph.matmul %p', %v' ...
       fork.yield %r' : ...
+    } {
+      %l = graph.attention %q, %k, %v {scale = 0.125 : f64, causal, library} : ...
+      fork.yield %l : ...
     } : ...
 
 The primes are reshapes (no data moves): grouped-query heads are folded into the rows of
 their key/value head. Attentions with the same key share one site, so the layers of a
-model take one decision. An attention with a padding mask stays fused: the mask is read
-per batch, a broadcast the softmax's prologue does not have.
+model take one decision. An attention with a padding mask has no unfused path: the mask
+is read per batch, a broadcast the softmax's prologue does not have.
 """
 
 from __future__ import annotations
@@ -49,13 +53,28 @@ from emmy.families.matmul import tensor_core_product
 from emmy.passes.host_choices import offer_choice
 
 FAMILY = "attention_path"
-PATHS = ("fused", "unfused")
+PATHS = ("fused", "unfused", "sdpa")
 
 
-def path_site(name: str, key: str) -> fork.SiteOp:
+def paths_for(op: graph.AttentionOp) -> list[str]:
+    """The paths offered to an attention: the unfused one only without a padding mask (the
+    unfused softmax has no per-batch broadcast to add it with)."""
+    return [p for p in PATHS if p != "unfused" or op.mask is None]
+
+
+def path_site(name: str, key: str, paths: list[str]) -> fork.SiteOp:
     site = fork.SiteOp(name, FAMILY, key, kind=fork.SiteKind.CHOICE)
-    site.body.block.add_op(fork.KnobOp("path", list(PATHS), PATHS[0]))
+    site.body.block.add_op(fork.KnobOp("path", paths, paths[0]))
     return site
+
+
+def library_path(op: graph.AttentionOp) -> list[Operation]:
+    """The attention as the vendor library runs it (a host call once lowered)."""
+    mask = op.mask
+    library = graph.AttentionOp(
+        op.q, op.k, op.v, op.scale.value.data, op.causal is not None, mask, library=True
+    )
+    return [library]
 
 
 def unfused_path(op: graph.AttentionOp) -> list[Operation]:
@@ -112,11 +131,14 @@ class PathSites:
 
     names: dict[str, str] = field(default_factory=dict)
 
-    def site_for(self, rewriter: PatternRewriter, attention: Operation, key_text: str) -> str:
+    def site_for(
+        self, rewriter: PatternRewriter, attention: Operation, key_text: str, paths: list[str]
+    ) -> str:
         name = self.names.get(key_text)
         if name is None:
             name = self.names[key_text] = f"{FAMILY}_{len(self.names)}"
-            rewriter.insert(path_site(name, key_text), InsertPoint.before(_top_level(attention)))
+            site = path_site(name, key_text, paths)
+            rewriter.insert(site, InsertPoint.before(_top_level(attention)))
         return name
 
 
@@ -129,21 +151,22 @@ def _top_level(op: Operation) -> Operation:
 
 
 @dataclass(frozen=True)
-class OfferUnfusedPath(RewritePattern):
-    """An attention becomes the fused option of a choice whose other option is the unfused
-    path."""
+class OfferAttentionPaths(RewritePattern):
+    """An attention becomes the fused option of a choice whose other options are the
+    unfused path and the vendor library."""
 
     sites: PathSites
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.AttentionOp, rewriter: PatternRewriter) -> None:
-        if op.mask is not None:
-            return  # the unfused softmax has no per-batch broadcast to add the mask with
-        if isinstance(op.parent_op(), fork.AlternativesOp):
-            return  # already the fused option of a choice
+        if op.library is not None or isinstance(op.parent_op(), fork.AlternativesOp):
+            return  # already an option of a choice
         family_name, key = attention_key(op)
-        site = self.sites.site_for(rewriter, op, canonical_key(family(family_name), key))
-        offer_choice(rewriter, op, site, PATHS, [_region(unfused_path(op))])
+        paths = paths_for(op)
+        key_text = canonical_key(family(family_name), key)
+        site = self.sites.site_for(rewriter, op, key_text, paths)
+        builders = {"unfused": unfused_path, "sdpa": library_path}
+        offer_choice(rewriter, op, site, paths, [_region(builders[p](op)) for p in paths[1:]])
 
 
 @dataclass(frozen=True)
@@ -152,6 +175,6 @@ class AttentionPaths(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # the choices made are not walked again: their fused option is an attention
-        walker = PatternRewriteWalker(OfferUnfusedPath(PathSites()), apply_recursively=False)
+        walker = PatternRewriteWalker(OfferAttentionPaths(PathSites()), apply_recursively=False)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             walker.rewrite_region(function.body)

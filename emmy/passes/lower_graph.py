@@ -40,14 +40,14 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from emmy.dialects import graph, kernel
+from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.dsl.lower import NarrowIndexError
 from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
-from emmy.families.registry import implementing
+from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 
 # emmy.frontend.model reads these here
@@ -66,26 +66,36 @@ class SiteTable:
     def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
         """A call of the site (instantiated before the function the first time it is met)
         on its inputs, with `op`'s result types."""
-        decl = family(site.family)
         tensors = [("input", i, v.type) for i, v in enumerate(site.inputs)]
         tensors += [("output", i, r.type) for i, r in enumerate(op.results)]
         big = next((t for t in tensors if _elements(t[2]) >= NARROW_INDEX_LIMIT), None)
         key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
-        identity = (site.family, canonical_key(decl, key))
-        name = self.names.get(identity)
+        entry = FAMILIES.get(site.family)
+        if entry is not None and entry.host_key is not None:  # a host call: no kernel
+            text = entry.host_key(key)
+
+            def build(name: str) -> fork.SiteOp:
+                return fork.SiteOp(name, site.family, text, kind=fork.SiteKind.HOST_CALL)
+        else:
+            decl = family(site.family)
+            text = canonical_key(decl, key)
+
+            def build(name: str) -> fork.SiteOp:
+                try:
+                    return instantiate(decl, key, name)
+                except NarrowIndexError as error:
+                    assert big is not None, "only a 64-bit site refuses its index type"
+                    where, number, typ = big
+                    raise EmmyError(
+                        f"site {name} ({op.name}): family {site.family} cannot index 64-bit "
+                        f"({error}), and its {where} {number} ({typ}) has {_elements(typ)} "
+                        "elements, 2^31 or more"
+                    ) from None
+
+        name = self.names.get((site.family, text))
         if name is None:
-            name = self.names[identity] = f"{site.family}_{len(self.names)}"
-            function = _enclosing_function(op)
-            try:
-                instance = instantiate(decl, key, name)
-            except NarrowIndexError as error:
-                assert big is not None, "only a 64-bit site refuses its index type"
-                where, number, typ = big
-                raise EmmyError(
-                    f"site {name} ({op.name}): family {site.family} cannot index 64-bit ({error}), "
-                    f"and its {where} {number} ({typ}) has {_elements(typ)} elements, 2^31 or more"
-                ) from None
-            rewriter.insert(instance, InsertPoint.before(function))
+            name = self.names[site.family, text] = f"{site.family}_{len(self.names)}"
+            rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
 
 

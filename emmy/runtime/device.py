@@ -64,6 +64,10 @@ class HostCall:
     - op "matmul": the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the
       emulator), c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it
       has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type.
+    - op "attention": torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or the
+      memory-efficient kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v on
+      q, k, v, [mask], o in SDPA's [groups, heads, len, d] shapes; `spec` is JSON
+      {"causal", "scale"}.
     - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
       (emmy.program.Program.fallback_call), `args` its input buffers then its output
       buffers, `shapes` and `dtypes` theirs."""

@@ -4,6 +4,7 @@ emulator's numpy buffers. One function per HostCall op, the same code on both de
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -21,12 +22,45 @@ def run_host_call(call: HostCall, view: View, device: str) -> None:
     if call.op == "torch":
         run_fallback(call, view, device)
         return
-    if call.op != "matmul":
+    run = HOST_OPS.get(call.op)
+    if run is None:
         raise KernelLaunchError(f"unknown host call {call.op!r}")
-    a, b, c = (
-        view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)
+    run(
+        call,
+        [view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)],
     )
+
+
+def _matmul(call: HostCall, tensors: list[torch.Tensor]) -> None:
+    a, b, c = tensors
     torch.matmul(a, b.transpose(-2, -1) if call.transpose_b else b, out=c)
+
+
+def _attention(call: HostCall, tensors: list[torch.Tensor]) -> None:
+    """torch's SDPA; a causal attention with a mask adds the causal mask to it (SDPA takes
+    one or the other)."""
+    q, k, v, *mask, o = tensors
+    spec = json.loads(call.spec)
+    causal = bool(spec["causal"])
+    attn_mask = mask[0] if mask else None
+    if attn_mask is not None and causal:
+        hidden = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
+        attn_mask = attn_mask.masked_fill(hidden, float("-inf"))
+    o.copy_(
+        torch.nn.functional.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            is_causal=causal and attn_mask is None,
+            scale=float(spec["scale"]),
+            enable_gqa=q.shape[1] != k.shape[1],
+        )
+    )
+
+
+#: the vendor library's operations, by HostCall op
+HOST_OPS = {"matmul": _matmul, "attention": _attention}
 
 
 def numpy_view(

@@ -40,7 +40,7 @@ from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES, of_kind
-from emmy.program import vendor_matmul_call
+from emmy.program import host_call_of
 from emmy.runtime.convert import (
     compare,
     from_storage,
@@ -466,8 +466,8 @@ def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]
     """The key its reference reads and fresh random inputs (never zeros) of a site, in
     the shapes its family declares (a host call: the vendor product's)."""
     key = parse_key(work.key)
-    if host:  # the vendor library's product: no kernel declares its shapes
-        shapes: list = list(vendor_matmul_call(work.key, ()).shapes[:2])
+    if host:  # the vendor library's operation: no kernel declares its shapes
+        shapes: list = list(host_call_of(work.family, work.key, ()).shapes[: len(work.inputs)])
     else:
         shapes = declared_input_shapes(work.family, key, len(work.inputs))
         # the canonical text leaves out keys at their defaults; references read them all
@@ -497,7 +497,7 @@ def _buffers(
 def _launch(work: SiteWork, info, args: tuple[BufferArg, ...]) -> Step:
     """The step that runs a config: its kernel's launch, or the host call (`info` None)."""
     if info is None:
-        return vendor_matmul_call(work.key, args)
+        return host_call_of(work.family, work.key, args)
     return Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
 
 

@@ -3,16 +3,16 @@
 // RUN: emmy-opt %s -p attention-paths,attention-paths --split-input-file | filecheck %s
 
 // A causal grouped-query attention: a site with the `path` knob, and the choice between the
-// fused op and matmul → scaled causal softmax → matmul, the query heads of each key/value
-// head folded into its rows by reshapes.
+// fused op, matmul → scaled causal softmax → matmul (the query heads of each key/value head
+// folded into its rows by reshapes) and the vendor library's attention.
 func.func @gqa(%q : tensor<1x4x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tensor<1x2x6x8xf32>) -> tensor<1x4x6x8xf32> {
   %o = graph.attention %q, %k, %v {scale = 0.5 : f64, causal} : tensor<1x4x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x4x6x8xf32>
   func.return %o : tensor<1x4x6x8xf32>
 }
 // CHECK:      fork.site choice @attention_path_0 "attention_path" "bh=4,kv_bh=2,q_len=6,kv_len=6,d=8,T=f32,causal=yes,scale=0.5" {
-// CHECK-NEXT:   fork.knob "path" ["fused", "unfused"] default "fused"
+// CHECK-NEXT:   fork.knob "path" ["fused", "unfused", "sdpa"] default "fused"
 // CHECK-NEXT: }
-// CHECK:      %[[O:.*]] = fork.alternatives @attention_path_0 ["fused", "unfused"] {
+// CHECK:      %[[O:.*]] = fork.alternatives @attention_path_0 ["fused", "unfused", "sdpa"] {
 // CHECK-NEXT:   %[[A:.*]] = graph.attention %q, %k, %v {scale = 5.000000e-01 : f64, causal}
 // CHECK-NEXT:   fork.yield %[[A]] : tensor<1x4x6x8xf32>
 // CHECK-NEXT: } {
@@ -28,6 +28,9 @@ func.func @gqa(%q : tensor<1x4x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tensor<1
 // CHECK-NEXT:   %[[R:.*]] = graph.matmul %[[P3]], %[[V]] : tensor<2x12x6xf32>, tensor<2x6x8xf32> -> tensor<2x12x8xf32>
 // CHECK-NEXT:   %[[R4:.*]] = graph.reshape %[[R]] : tensor<2x12x8xf32> -> tensor<1x4x6x8xf32>
 // CHECK-NEXT:   fork.yield %[[R4]] : tensor<1x4x6x8xf32>
+// CHECK-NEXT: } {
+// CHECK-NEXT:   %[[L:.*]] = graph.attention %q, %k, %v {scale = 5.000000e-01 : f64, causal, library}
+// CHECK-NEXT:   fork.yield %[[L]] : tensor<1x4x6x8xf32>
 // CHECK-NEXT: } : tensor<1x4x6x8xf32>
 // CHECK-NEXT: func.return %[[O]]
 
@@ -50,11 +53,19 @@ func.func @layers(%q : tensor<1x2x4x8xf32>, %k : tensor<1x2x4x8xf32>, %v : tenso
 
 // -----
 
-// A padding mask stays fused: the unfused softmax has no per-batch broadcast to add it.
+// A padding mask has no unfused path (the unfused softmax has no per-batch broadcast to add
+// it): the fused kernel or the vendor library, which takes the mask.
 func.func @masked(%q : tensor<2x2x4x8xf32>, %k : tensor<2x2x4x8xf32>, %v : tensor<2x2x4x8xf32>, %m : tensor<2x4xf32>) -> tensor<2x2x4x8xf32> {
   %o = graph.attention %q, %k, %v mask %m {scale = 0.5 : f64} : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x4xf32> -> tensor<2x2x4x8xf32>
   func.return %o : tensor<2x2x4x8xf32>
 }
+// CHECK:       fork.knob "path" ["fused", "sdpa"] default "fused"
 // CHECK-LABEL: func.func @masked
-// CHECK-NEXT:    %[[O:.*]] = graph.attention %q, %k, %v mask %m
+// CHECK-NEXT:    %[[O:.*]] = fork.alternatives @attention_path_0 ["fused", "sdpa"] {
+// CHECK-NEXT:      %[[A:.*]] = graph.attention %q, %k, %v mask %m {scale = 5.000000e-01 : f64}
+// CHECK-NEXT:      fork.yield %[[A]]
+// CHECK-NEXT:    } {
+// CHECK-NEXT:      %[[L:.*]] = graph.attention %q, %k, %v mask %m {scale = 5.000000e-01 : f64, library}
+// CHECK-NEXT:      fork.yield %[[L]]
+// CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %[[O]]

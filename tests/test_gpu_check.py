@@ -1,0 +1,163 @@
+"""scripts/gpu-check on the emulator, in a real subprocess: its checks, its speed parts at
+their smallest settings (the figures mean nothing off a GPU, the plumbing is what is
+tested), and a part that fails, which costs its line of the report and nothing more."""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.machinery
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emmy.families.family import Family, FamilyKind
+from emmy.families.registry import FAMILIES
+
+SCRIPT = Path(__file__).parent.parent / "scripts" / "gpu-check"
+#: the speed parts' smallest settings: sizes / 1024, one config per sweep beside the pick,
+#: the first shape of each target
+SMALLEST = ("--speed-only", "--scale", "1024", "--max-sweep", "1", "--quick")
+
+
+def gpu_check(tmp_path: Path, *options: str, status: int = 0) -> dict:
+    """Runs scripts/gpu-check on emu with `options`; its JSON report and its stdout."""
+    out = tmp_path / "check.json"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "emu", *options, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert result.returncode == status, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(out.read_text()) | {"stdout": result.stdout}
+
+
+def test_gpu_check_runs_its_checks_on_emu(tmp_path) -> None:
+    report = gpu_check(tmp_path, "--quick", "--families", "elementwise", "--models", "mlp:tiny")
+    assert report["device"] == "emu" and report["torch_cuda"] is False
+    assert report["correctness"]["elementwise/f32"]["failures"] == []
+    assert report["correctness"]["elementwise/f32"]["variants"] > 1
+    assert report["models"]["mlp:tiny"]["ok"]
+    assert "not measured" in report["speed"]
+    assert {p["status"] for p in report["parts"].values()} == {"ok"}
+    assert report["problems"] == []
+
+
+def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
+    """Every speed part gives positive figures for the compile's pick and the best of its
+    sweep; where torch cannot time (no CUDA here) each part says so in one line, and the
+    targets table shows those ratios unmeasured."""
+    report = gpu_check(tmp_path, *SMALLEST)
+    speed = report["speed"]
+    assert {p["status"] for p in report["parts"].values()} == {"ok"}
+    for name in ("copy", "softmax", "layer_norm", "rms_norm", "elementwise"):
+        assert speed[name]["best_gb_s"] > 0 and speed[name]["kernel_pick_gb_s"] > 0
+        # the pick, and the sweep's first config beside it: the largest tiles
+        assert len(speed[name]["configs"]) == 2
+    ((label, matmul),) = speed["matmul_tc"].items()
+    assert label == "4096^3" and matmul["shape"] == [16, 16, 16]
+    assert matmul["best_tflops"] > 0 and matmul["vendor_tflops"] > 0
+    assert matmul["pick_tflops"] > 0 and "matmul" in matmul["pick"]
+    assert set(speed["split_k"]["microseconds"]) == {"1", "2"}
+    ((_, attention),) = speed["attention"].items()
+    assert attention["best_tflops"] > 0 and attention["pick_tflops"] > 0
+    torch_lines = [line for line in report["problems"] if "torch: not measured" in line]
+    assert len(torch_lines) == len(speed) == len(report["problems"])
+    targets = {row["target"]: row for row in report["targets"]}
+    assert targets["softmax pick"]["reference_name"] == "emmy copy"  # no torch copy_ here
+    assert targets["softmax pick"]["ratio"] > 0
+    assert targets["matmul 4096^3 pick"]["ratio"] is None  # torch.matmul unmeasured
+    assert "matmul 4096^3 pick" in report["stdout"] and "unmeasured" in report["stdout"]
+
+
+def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
+    """A part past its limit is ended with its whole process group: the report says so in
+    one line, keeps what it measured, the next part runs in a fresh worker, the report is
+    written and the run fails."""
+    report = gpu_check(
+        tmp_path, *SMALLEST, "--parts", "copy,rms_norm", "--limit", "copy=0.2", status=1
+    )
+    assert report["parts"]["copy"]["status"] == "cut"
+    assert report["parts"]["rms_norm"]["status"] == "ok"
+    assert report["speed"]["rms_norm"]["best_gb_s"] > 0
+    cut = [line for line in report["problems"] if line.startswith("copy: cut after")]
+    assert len(cut) == 1
+    assert "failed: copy" in report["stdout"]
+    targets = {row["target"]: row for row in report["targets"]}
+    assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """scripts/gpu-check as a module, for its parts' machinery."""
+    loader = importlib.machinery.SourceFileLoader("gpu_check", str(SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
+    monkeypatch.setitem(sys.modules, "gpu_check", module)  # its dataclasses look it up
+    loader.exec_module(module)
+    return module
+
+
+#: what a part's worker is given, on the emulator
+EMU = {"device_name": "emu", "scale": 1, "quick": True, "max_sweep": None, "options": {}}
+
+
+def test_a_part_whose_worker_dies_costs_its_line(script, monkeypatch) -> None:
+    """A part's worker killed by a crash (a real SIGSEGV in the forked process): the part
+    is reported as died, in one line, with what it streamed before it died."""
+
+    def crashes(ctx) -> None:
+        ctx.emit(("before", "the crash"), 1.5)
+        faulthandler.disable()  # pytest's, inherited: it would print this process's stack
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setitem(script.PARTS, "crashes", script.Part(crashes, 30))
+    outcome = script.run_part("crashes", 30, EMU)
+    assert outcome.status == "died" and outcome.data == {"before": {"the crash": 1.5}}
+    assert outcome.notes == ["its worker died of SIGSEGV; the report goes on"]
+
+
+def test_a_fault_that_leaves_the_device_unusable_ends_its_part(script, monkeypatch) -> None:
+    """A sweep whose second config crashes the emulator (tests/library/fault.emmy, mode=oob:
+    a write far past its output), the way a sticky CUDA error wedges a GPU context: the
+    first config's figure is kept, the crash is one line, the part stops there and says
+    so (the third config is not timed)."""
+    monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
+    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0] * 2)
+    monkeypatch.setitem(FAMILIES, "fault", fault)
+    x = np.ones(64, dtype=np.float32)
+    configs = [{"mode": mode, "threads": threads} for mode, threads in
+               (("right", 32), ("oob", 32), ("right", 64))]  # fmt: skip
+
+    def sweeps(ctx) -> None:
+        problem = script.Problem(
+            "fault", {"n": 64, "T": "f32"}, [x], (64,), lambda s: 1 / s, "gb_s", np.float32
+        )
+        script.timed_sweep(ctx, (), problem, configs, until=float("inf"))
+
+    monkeypatch.setitem(script.PARTS, "sweeps", script.Part(sweeps, 120))
+    outcome = script.run_part("sweeps", 120, EMU)
+    assert outcome.status == "stopped"
+    assert list(outcome.data["configs"]) == ["mode=right,threads=32"]
+    crash, stop = outcome.notes
+    assert crash.startswith("fault mode=oob,threads=32: KernelLaunchError") and "died" in crash
+    assert stop.startswith("the CUDA context is unusable after fault mode=oob,threads=32")
+
+
+def test_a_bad_option_gets_a_one_line_error() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "emu", "--limit", "nosuch=3"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--limit nosuch=3: no part 'nosuch'" in result.stderr.strip().splitlines()[-1]
