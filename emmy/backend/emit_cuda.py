@@ -428,7 +428,8 @@ class KernelPrinter:
     @emit.register
     def _copy_async_wait(self, op: kernel.CopyAsyncWaitOp) -> None:
         self.line("emmy::cp_async_commit();")
-        self.line(f"emmy::cp_async_wait<{op.pending.value.data}>();")
+        pending = fold_int(op.pending, "the number of pending cp.async groups")
+        self.line(f"emmy::cp_async_wait<{pending}>();")
 
     @emit.register
     def _barrier(self, op: kernel.BarrierOp) -> None:

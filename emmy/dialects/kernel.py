@@ -662,17 +662,17 @@ class CopyAsyncOp(IRDLOperation):
 class CopyAsyncWaitOp(IRDLOperation):
     """Commits this thread's pending cp_asyncs as a group, then waits until at most
     `pending` groups are still in flight (cp.async.commit_group; cp.async.wait_group).
+    `pending` is an integer once forks are fixed (a pipeline's depth less two).
 
-        kernel.cp_async_wait {pending = 0 : i32}
+        kernel.cp_async_wait %pending
     """
 
     name = "kernel.cp_async_wait"
-    pending = prop_def(IntegerAttr)
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict"
+    pending = operand_def(i32)
+    assembly_format = "$pending attr-dict"
 
-    def __init__(self, pending: int):
-        super().__init__(properties={"pending": IntegerAttr(pending, 32)})
+    def __init__(self, pending: SSAValue):
+        super().__init__(operands=[pending])
 
 
 @irdl_op_definition

@@ -5,7 +5,7 @@ Used for fork constraints (which configs are valid for a key) before any IR is b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache, lru_cache
 
 from lark import Token, Tree
@@ -111,6 +111,13 @@ def _holds(text: str, values: tuple, symbols: frozenset[str]) -> bool:
     tree, names = _constraint(text)
     env = {n: v for n, v in zip(names, values, strict=True) if v is not _MISSING}
     return bool(evaluate(tree, env, symbols))
+
+
+def symbols_of(text: str, declared: Iterable[str]) -> frozenset[str]:
+    """The names a condition reads that name no key or fork: symbols standing for
+    themselves, so a symbolic key compares with any of its values (`layout == nk` where
+    layout is kn)."""
+    return frozenset(_constraint(text)[1]).difference(declared)
 
 
 def holds(text: str, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> bool:

@@ -27,7 +27,7 @@ from functools import cache
 
 from lark import Token, Tree
 
-from emmy.dsl.evaluate import holds
+from emmy.dsl.evaluate import holds, symbols_of
 from emmy.dsl.parser import KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
@@ -284,7 +284,8 @@ def _present(condition: str, key: Mapping[str, int | str]) -> bool:
     """Whether a parameter's condition holds at a key: a bare key name where it is `yes`."""
     if condition.isidentifier():
         return str(key.get(condition)) == "yes"
-    return holds(condition, key, frozenset(str(v) for v in key.values() if isinstance(v, str)))
+    values = frozenset(str(v) for v in key.values() if isinstance(v, str))
+    return holds(condition, key, values | symbols_of(condition, key))
 
 
 def param_dtype(param: Param, key: Mapping[str, int | str]) -> str:

@@ -36,7 +36,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fork, kernel
-from emmy.dsl.evaluate import EvaluationError, holds
+from emmy.dsl.evaluate import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import (
     DTYPES_NAME,
     INDEX_NAME,
@@ -114,10 +114,11 @@ def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, i
     env = {**complete_key(decl, key), **config}
     symbols = frozenset(o for f in decl.forks if f.is_symbolic for o in f.options)
     for decl_fork in decl.forks:
-        if decl_fork.where is None:
+        text = decl_fork.where_text
+        if text is None:
             continue
         try:
-            if not holds(unparse(decl_fork.where), env, symbols):
+            if not holds(text, env, symbols | symbols_of(text, env)):
                 return False
         except EvaluationError as error:
             raise decl.error(error.node, f"constraint of fork {decl_fork.name}: {error}") from None
@@ -569,7 +570,7 @@ class Lowering:
     def call_cp_async_wait(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 1:
             raise self.error(node, "cp_async_wait(pending)")
-        self.add(kernel.CopyAsyncWaitOp(self.literal(args[0], "the number of pending groups")))
+        self.add(kernel.CopyAsyncWaitOp(self.int_expr(args[0])))
 
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:

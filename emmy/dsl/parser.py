@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from lark import Lark, Token, Tree
@@ -40,6 +40,11 @@ class ForkDecl:
     @property
     def is_symbolic(self) -> bool:
         return isinstance(self.default, str)
+
+    @cached_property
+    def where_text(self) -> str | None:
+        """The constraint as text: enumerating a fork space reads it once per config."""
+        return None if self.where is None else unparse(self.where)
 
 
 @dataclass
@@ -209,10 +214,11 @@ def _check_declaration(decl: KernelDecl, node: Tree) -> None:
         if param.when is None:
             continue
         when = parse_expression(param.when, "<parameter condition>")
-        unknown = sorted(names_read(when) - set(decl.key))
-        if unknown:
+        # beside key names, a condition names symbols a key compares with (`layout == nk`)
+        read = names_read(when)
+        if not read & set(decl.key):
             raise decl.error(
-                node, f"parameter {param.name} depends on {unknown[0]!r}, which is not a key"
+                node, f"parameter {param.name} depends on {min(read)!r}, which is not a key"
             )
     for fork in decl.forks:
         if fork.default not in fork.options:

@@ -1,5 +1,5 @@
 """Batched matmul with a fused epilogue (SIMT): B stored [k, n] or [n, k]. A matmul's site
-is the tensor-core family's where that applies (see `matmul_site`)."""
+is the tensor-core family's where that applies (see `matmul_key`)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,17 @@ from emmy.dialects import graph
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
 from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
 
-#: storage types the tensor-core matmul takes
 
-
-def tensor_core_product(dtype: str, k: int, n: int) -> bool:
-    """Whether the tensor-core matmul takes A [m, k] · B [k, n] of this storage type (B
-    stored [k, n], rows of 16 bytes)."""
-    return dtypes.is_half(dtype) and k % 8 == 0 and n % 8 == 0
+def tensor_core_product(dtype: str) -> bool:
+    """Whether the tensor-core matmul takes a product of this storage type: every f16 or
+    bf16 one, B stored either way, of any m, n and k (edge tiles are zero-filled, and rows
+    that are not whole 16-byte chunks are filled by element loads)."""
+    return dtypes.is_half(dtype)
 
 
 def matmul_key(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
-    """The tensor-core family where it applies (f16/bf16, B stored [k, n], rows of 16
-    bytes), the SIMT family otherwise, and the key."""
+    """The tensor-core family for f16/bf16 (B stored [k, n] or, transpose_b, [n, k]), the
+    SIMT family otherwise, and the key."""
     a, b = shape_of(op.lhs), shape_of(op.rhs)
     k = a[-1]
     n = b[-2] if op.transpose_b else b[-1]
@@ -30,12 +29,12 @@ def matmul_key(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> t
     else:
         batch, m, b_batch = math.prod(a[:-2]), a[-2], math.prod(b[:-2])
     T = dtype_of(op.lhs)
-    common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch, "T": T}
-    epilogue_key = {"epilogue": epilogue, "inputs": inputs}
-    if not op.transpose_b and tensor_core_product(T, k, n):
-        return "matmul_tc", {**common, **epilogue_key}
-    layout = {"b_rows": b[-2], "b_cols": b[-1], "layout": "nk" if op.transpose_b else "kn"}
-    return "matmul", {**common, **layout, **epilogue_key}
+    common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch}
+    layout = "nk" if op.transpose_b else "kn"
+    epilogue_key = {"T": T, "epilogue": epilogue, "inputs": inputs}
+    if tensor_core_product(T):
+        return "matmul_tc", {**common, "layout": layout, **epilogue_key}
+    return "matmul", {**common, "b_rows": b[-2], "b_cols": b[-1], "layout": layout, **epilogue_key}
 
 
 def site(op: graph.MatmulOp, fusion: Fusion) -> Site:

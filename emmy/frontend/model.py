@@ -1810,7 +1810,9 @@ def _linear(self: Converter, node: fx.Node) -> View:
     n = int(node.args[1].meta["val"].shape[0])
     typ = TensorType(x.type.element_type, [*x.type.get_shape()[:-1], n])
     weight = self.values[w_arg]
-    if isinstance(weight, Constant):
+    # a weight of its own is stored transposed, B [k, n]; a tied one (GPT-2's embedding as
+    # its lm_head) is read in place as A · Bᵀ: a transposed copy would double it
+    if isinstance(weight, Constant) and len(w_arg.users) == 1:
         w = self.constant_arg(f"{weight.name}.T", weight.tensor.t())
         product = graph.MatmulOp(x, w, typ, transpose_b=False)
     else:

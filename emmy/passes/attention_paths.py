@@ -13,7 +13,6 @@ knob of an `attention_path` site.
       fork.yield %a : ...
     } {
       %s = graph.matmul %q', %k' {transpose_b} ...    // [b·kv_heads, group·q_len, kv_len]
-      // (in f16/bf16, q' · k'ᵀ with k'ᵀ copied, so that it runs on tensor cores)
       %p = graph.softmax (%s' * 0.125) {dim = -1, causal} ...
       %r = graph.matmul %p', %v' ...
       fork.yield %r' : ...
@@ -47,9 +46,7 @@ from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph
 from emmy.dsl.library import canonical_key, family
-from emmy.dtypes import dtype_name
 from emmy.families.attention import attention_key
-from emmy.families.matmul import tensor_core_product
 from emmy.passes.host_choices import offer_choice
 
 FAMILY = "attention_path"
@@ -97,14 +94,8 @@ def unfused_path(op: graph.AttentionOp) -> list[Operation]:
     k = reshape(op.k, batch * kv_heads, kv_len, d)
     v = reshape(op.v, batch * kv_heads, kv_len, d)
     scores_type = TensorType(element, [batch * kv_heads, rows, kv_len])
-    if tensor_core_product(dtype_name(element), d, kv_len):
-        # tensor cores read B as [k, n]: kᵀ is copied once (kv_len · d per head, against
-        # the rows · kv_len scores it makes)
-        kt_type = TensorType(element, [batch * kv_heads, d, kv_len])
-        kt = add(graph.AsStridedOp(k, kt_type, [kv_len * d, 1, d], 0))
-        scores = add(graph.MatmulOp(q, kt, scores_type, transpose_b=False))
-    else:
-        scores = add(graph.MatmulOp(q, k, scores_type, transpose_b=True))
+    # k read in place as B [n, k], by the tensor-core family too
+    scores = add(graph.MatmulOp(q, k, scores_type, transpose_b=True))
     scores = reshape(scores, batch, heads, q_len, kv_len)
     scale = op.scale.value.data
     if scale != 1.0:

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 from emmy.dialects import fork
-from emmy.dsl.evaluate import EvaluationError, holds
+from emmy.dsl.evaluate import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import complete_key, parse_key
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
@@ -37,7 +37,7 @@ class SiteSpace:
         env = {**self.key, **config}
         for knob_name, text in self.constraints:
             try:
-                if not holds(text, env, self.symbols):
+                if not holds(text, env, self.symbols | symbols_of(text, env)):
                     return False
             except EvaluationError as error:
                 raise EmmyError(

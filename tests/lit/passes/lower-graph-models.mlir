@@ -14,9 +14,8 @@ func.func @linear_gelu(%x : tensor<2x8x64xf32>, %w : tensor<64x96xf32>, %b : ten
 // CHECK-NEXT: %[[G:.*]] = kernel.call @[[MM]](%[[X]], %[[W]], %[[B]]) : (tensor<2x8x64xf32>, tensor<64x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
 // CHECK-NEXT: func.return %[[G]] : tensor<2x8x96xf32>
 
-// bf16 with B stored [k, n] and k, n multiples of 8: the tensor-core family. Stored [n, k]
-// (transpose_b) it stays on the SIMT family, layout nk. The sum reads both products; it
-// fuses into the first as a full-size input.
+// bf16 with B stored [k, n]: the tensor-core family; stored [n, k] (transpose_b) too, layout
+// nk. The sum reads both products; it fuses into the first as a full-size input.
 func.func @tensor_cores(%x : tensor<16x64xbf16>, %w : tensor<64x32xbf16>, %wt : tensor<32x64xbf16>) -> tensor<16x32xbf16> {
   %m = graph.matmul %x, %w : tensor<16x64xbf16>, tensor<64x32xbf16> -> tensor<16x32xbf16>
   %n = graph.matmul %x, %wt {transpose_b} : tensor<16x64xbf16>, tensor<32x64xbf16> -> tensor<16x32xbf16>
@@ -24,18 +23,18 @@ func.func @tensor_cores(%x : tensor<16x64xbf16>, %w : tensor<64x32xbf16>, %wt : 
   func.return %s : tensor<16x32xbf16>
 }
 // CHECK-DAG: fork.site @[[TC:matmul_tc_[0-9]+]] "matmul_tc" "batch=1,m=16,n=32,k=64,b_batch=1,T=bf16,epilogue=(acc + in0),inputs=full" {
-// CHECK-DAG: fork.site @[[NK:matmul_[0-9]+]] "matmul" "batch=1,m=16,n=32,k=64,b_batch=1,b_rows=32,b_cols=64,layout=nk,T=bf16,epilogue=acc,inputs=" {
+// CHECK-DAG: fork.site @[[NK:matmul_tc_[0-9]+]] "matmul_tc" "batch=1,m=16,n=32,k=64,b_batch=1,layout=nk,T=bf16,epilogue=acc,inputs=" {
 // CHECK: func.func @tensor_cores(
 // CHECK-NEXT: %[[N:.*]] = kernel.call @[[NK]](%{{.*}}, %{{.*}}) : (tensor<16x64xbf16>, tensor<32x64xbf16>) -> tensor<16x32xbf16>
 // CHECK-NEXT: %[[S:.*]] = kernel.call @[[TC]](%{{.*}}, %{{.*}}, %[[N]]) : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
 // CHECK-NEXT: func.return %[[S]]
 
-// k not a multiple of 8: bf16 on the SIMT family.
+// k not a multiple of 8: bf16 still on tensor cores (the tiles filled by element loads).
 func.func @ragged(%x : tensor<16x60xbf16>, %w : tensor<60x32xbf16>) -> tensor<16x32xbf16> {
   %m = graph.matmul %x, %w : tensor<16x60xbf16>, tensor<60x32xbf16> -> tensor<16x32xbf16>
   func.return %m : tensor<16x32xbf16>
 }
-// CHECK: fork.site @{{matmul_[0-9]+}} "matmul" "batch=1,m=16,n=32,k=60,b_batch=1,b_rows=60,b_cols=32,layout=kn,T=bf16,epilogue=acc,inputs=" {
+// CHECK: fork.site @{{matmul_tc_[0-9]+}} "matmul_tc" "batch=1,m=16,n=32,k=60,b_batch=1,T=bf16,epilogue=acc,inputs=" {
 // CHECK: func.func @ragged(
 
 // A batched matmul of two activations: q · kᵀ, k read in place.

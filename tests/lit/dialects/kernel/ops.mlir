@@ -67,8 +67,8 @@ fork.site @k "k" "n=8" {
     // CHECK-NEXT: kernel.pack_half2 %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} {dtype = "f16"} : !kernel.ptr<i32>
     kernel.cp_async %ht[%t], %x[%t], %c4 : !kernel.ptr<bf16>, !kernel.ptr<bf16>
     // CHECK-NEXT: kernel.cp_async %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : !kernel.ptr<bf16>, !kernel.ptr<bf16>
-    kernel.cp_async_wait {pending = 0 : i32}
-    // CHECK-NEXT: kernel.cp_async_wait {pending = 0 : i32}
+    kernel.cp_async_wait %c1
+    // CHECK-NEXT: kernel.cp_async_wait %{{.*}}
     kernel.store %m, %y[%t] : f32, !kernel.ptr<f32>
     // CHECK: kernel.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, !kernel.ptr<f32>
     kernel.return
