@@ -21,7 +21,7 @@ import torch
 
 from emmy import dtypes
 from emmy.compiler import TensorSpec, compile_variants, poisoned
-from emmy.dsl.keys import param_dtype
+from emmy.dsl.keys import INDEX_NAME, param_dtype
 from emmy.dsl.library import active_params, configs, family
 from emmy.errors import KernelLaunchError
 from emmy.families.family import FamilyKind
@@ -32,15 +32,16 @@ from emmy.search.reference import as_outputs, reference, tolerance
 from emmy.search.worker import DeviceWorker, isolated
 
 
-def pairwise(candidates: list[dict]) -> list[dict]:
-    """A small subset covering every option and every pair of options the set contains."""
+def pairwise(candidates: list[dict], strength: int = 2) -> list[dict]:
+    """A small subset covering every option and every pair of options the set contains
+    (with `strength=1`, every option only)."""
     if not candidates:
         return []
     names = list(candidates[0])
 
     def pairs(config: dict) -> set:
         items = [(n, config[n]) for n in names]
-        return set(itertools.combinations(items, 2)) | {(i,) for i in items}
+        return set(itertools.combinations(items, strength)) | {(i,) for i in items}
 
     # the greedy pick scores every candidate each time; over a site's thousands of configs
     # that costs seconds unless the scores are kept and lowered as pairs get covered
@@ -82,29 +83,37 @@ class Case:
     output_dtypes: dict[str, str] = field(default_factory=dict)
 
 
-def case_configs(family_name: str, dtype: str) -> list[dict]:
+def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
     """The configs a case runs, each with the index of its check key as `shape`: pairwise
-    over the shapes and the forks together."""
+    over the shapes and the forks together (each option once in 64-bit arithmetic, which
+    changes the integer type, not what the options do)."""
     entry = registered(family_name)
     assert entry.check_keys is not None
+    keys = entry.check_keys(dtype)
+    if index != "i32":
+        keys = [{**key, INDEX_NAME: index} for key in keys]
     candidates = [
-        {"shape": index, **config}
-        for index, key in enumerate(entry.check_keys(dtype))
+        {"shape": shape, **config}
+        for shape, key in enumerate(keys)
         for config in configs(family(family_name), key)
     ]
-    return pairwise(candidates)
+    return pairwise(candidates, 2 if index == "i32" else 1)
 
 
 @cache
-def case(family_name: str, dtype: str) -> Case:
+def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     """Pairwise over the shapes and the forks together: each option runs, with each other
-    fork's options and on each shape, in far fewer variants than pairwise per shape."""
+    fork's options and on each shape, in far fewer variants than pairwise per shape.
+    `index="i64"` runs the kernels lowered in 64-bit arithmetic (as a site with a tensor
+    of 2^31 elements or more has them) at the family's own small shapes."""
     entry = registered(family_name)
     assert entry.check_keys is not None and entry.check_inputs is not None
     keys_of, inputs_of = entry.check_keys, entry.check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = keys_of(dtype)
-    chosen_configs = case_configs(family_name, dtype)
+    if index != "i32":
+        keys = [{**key, INDEX_NAME: index} for key in keys]
+    chosen_configs = case_configs(family_name, dtype, index)
     sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
     output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):

@@ -122,7 +122,9 @@ def emit_module(module: ModuleOp) -> CudaProgram:
         if func is None:
             continue  # a site of a host-level choice (attention_path, matmul_path) or a host call: no kernel
         launch = next(op for op in site.body.block.ops if isinstance(op, kernel.LaunchOp))
-        program.source += "\n" + KernelPrinter(func).print()
+        _check_launch_fits(site, launch)
+        block = fold_int(launch.block, "the block size")
+        program.source += "\n" + KernelPrinter(func, block).print()
         config = site.attributes.get("config")
         _check_shared_memory(func, launch)
         program.kernels[func.sym_name.data] = KernelInfo(
@@ -133,7 +135,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             arg_names=tuple(n.data for n in func.arg_names),
             arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
-            block=fold_int(launch.block, "the block size"),
+            block=block,
             smem=fold_int(launch.smem, "the shared memory size"),
         )
     return program
@@ -168,6 +170,21 @@ def _check_shared_memory(func: kernel.FuncOp, launch: kernel.LaunchOp) -> None:
         )
 
 
+def _check_launch_fits(site: fork.SiteOp, launch: kernel.LaunchOp) -> None:
+    """A 64-bit kernel computes its launch in 64 bits and narrows it for the launch: a
+    value the narrowing would wrap is an error, not a wrong launch."""
+    for what, value in (("grid", launch.grid), ("block", launch.block), ("shared", launch.smem)):
+        owner = value.owner
+        if not isinstance(owner, arith.TruncIOp):
+            continue
+        wide = fold(owner.input)
+        if isinstance(wide, int) and not 0 <= wide < 2**31:
+            raise EmitError(
+                f"site {site.sym_name.data} ({site.family.data}): its launch's {what} is "
+                f"{wide}, beyond what a launch takes (2^31 - 1)"
+            )
+
+
 def _config_dict(config: Attribute | None) -> dict[str, int | str]:
     if config is None:
         return {}
@@ -182,8 +199,10 @@ def _any_of(op_types: Iterable[type[Operation]]) -> UnionType:
 class KernelPrinter:
     """Prints one kernel.func; every SSA value gets a C name or an inline literal."""
 
-    def __init__(self, func: kernel.FuncOp):
+    def __init__(self, func: kernel.FuncOp, block: int | None = None):
         self.func = func
+        #: the threads of every launch of the kernel: its `__launch_bounds__`
+        self.launch_block = block
         self.names: dict[SSAValue, str] = {}
         self.lines: list[str] = []
         self.indent = 1
@@ -242,8 +261,13 @@ class KernelPrinter:
         name = self.func.sym_name.data
         self.block(self.func.body.block)
         body = "\n".join(self.lines)
+        # a block of this many threads must fit an SM: ptxas keeps the registers within it,
+        # so no option fails to launch. At least one block per SM, said outright: with the
+        # threads alone, ptxas squeezes some kernels to full occupancy and spills them
+        bounds = "" if self.launch_block is None else f"__launch_bounds__({self.launch_block}, 1) "
         return (
-            f"EMMY_KERNEL void {name}({', '.join(params)}) {{\n{body}\n}}\nEMMY_EMU_ENTRY({name})\n"
+            f"EMMY_KERNEL void {bounds}{name}({', '.join(params)}) {{\n{body}\n}}\n"
+            f"EMMY_EMU_ENTRY({name})\n"
         )
 
     def block(self, block: Block) -> None:
@@ -458,8 +482,9 @@ class KernelPrinter:
             tiled = any(isinstance(inner, kernel.BarrierOp) for inner in op.body.walk())
             if trips <= 32 and not tiled:
                 self.line("#pragma unroll")
+        counter = c_type(index.type)
         self.line(
-            f"for (int {start} = {self.value(op.lower)}; {start} < {self.value(op.upper)}; "
+            f"for ({counter} {start} = {self.value(op.lower)}; {start} < {self.value(op.upper)}; "
             f"{start} += {self.value(op.step)}) {{"
         )
         self.indent += 1
@@ -471,7 +496,7 @@ class KernelPrinter:
             self.line(f"for (int {lane} = 0; {lane} < {width}; ++{lane}) {{")
             self.indent += 1
             self.names[index] = self.fresh("i")
-            self.line(f"const int {self.names[index]} = {start} + {lane};")
+            self.line(f"const {counter} {self.names[index]} = {start} + {lane};")
         else:
             self.names[index] = start
         self.block(op.body.block)

@@ -73,6 +73,15 @@ def fold(value: SSAValue) -> int | float | None:
         if cond is None:
             return None
         return fold(op.lhs if cond else op.rhs)
+    if isinstance(op, arith.ExtSIOp):  # a fork's i32 value in a 64-bit kernel
+        return fold(op.input)
+    if isinstance(op, arith.TruncIOp):  # a 64-bit kernel's size, narrowed for its op
+        inner = fold(op.input)
+        if not isinstance(inner, int):
+            return None
+        bits = op.result.type.width.data
+        wrapped = inner % (1 << bits)
+        return wrapped - (1 << bits) if wrapped >= 1 << (bits - 1) else wrapped
     if isinstance(op, arith.NegfOp):
         inner = fold(op.operands[0])
         return None if inner is None else -inner

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     i1,
     i32,
+    i64,
 )
 from xdsl.dialects.utils import parse_assignment, print_assignment
 from xdsl.ir import (
@@ -39,6 +40,7 @@ from xdsl.ir import (
     TypeAttribute,
 )
 from xdsl.irdl import (
+    AttrSetConstraint,
     AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
@@ -70,6 +72,26 @@ from emmy.dialects import fork
 from emmy.families.pointwise_ops import DEVICE_FUNCTIONS
 
 DIMENSIONS = ("x", "y", "z")
+
+
+#: the integers a kernel indexes global tensors and loops with: i32, or i64 at a site whose
+#: tensors have 2^31 elements or more (its key's `index=i64`)
+INDEX_TYPES = (i32, i64)
+IndexInt = AttrSetConstraint.get(*INDEX_TYPES)
+
+
+def _print_index(printer: Printer, index: SSAValue) -> None:
+    """`%i`, or `%i : i64` for a 64-bit index (the i32 form keeps its old text)."""
+    printer.print_ssa_value(index)
+    if index.type != i32:
+        printer.print_string(" : ")
+        printer.print_attribute(index.type)
+
+
+def _parse_index(parser: Parser) -> SSAValue:
+    index = parser.parse_unresolved_operand()
+    typ = parser.parse_type() if parser.parse_optional_punctuation(":") else i32
+    return parser.resolve_operand(index, typ)
 
 
 @irdl_attr_definition
@@ -224,17 +246,46 @@ class LoadOp(IRDLOperation):
     """Loads one element, converting float storage to f32.
 
     %v = kernel.load %x[%i] : !kernel.ptr<bf16> -> f32
+    %w = kernel.load %x[%j : i64] : !kernel.ptr<bf16> -> f32    (a 64-bit kernel's index)
     """
 
     name = "kernel.load"
     ptr = operand_def(PtrType)
-    index = operand_def(i32)
+    index = operand_def(IndexInt)
     result = result_def()
-    assembly_format = "$ptr `[` $index `]` attr-dict `:` type($ptr) `->` type($result)"
 
     def __init__(self, ptr: SSAValue, index: SSAValue):
         assert isinstance(ptr.type, PtrType)
         super().__init__(operands=[ptr, index], result_types=[loaded_type(ptr.type.element)])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.ptr)
+        printer.print_string("[")
+        _print_index(printer, self.index)
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.ptr.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        ptr = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        index = _parse_index(parser)
+        parser.parse_punctuation("]")
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ptr_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()  # as written: verify_ says if it is not the ptr's
+        return cls.create(
+            operands=[parser.resolve_operand(ptr, ptr_type), index],
+            result_types=[result_type],
+            attributes=attributes,
+        )
 
     def verify_(self) -> None:
         assert isinstance(self.ptr.type, PtrType)
@@ -250,16 +301,49 @@ class StoreOp(IRDLOperation):
     """Stores one element, converting from f32 to the pointer's storage type.
 
     kernel.store %v, %y[%i] : f32, !kernel.ptr<bf16>
+    kernel.store %v, %y[%j : i64] : f32, !kernel.ptr<bf16>    (a 64-bit kernel's index)
     """
 
     name = "kernel.store"
     value = operand_def()
     ptr = operand_def(PtrType)
-    index = operand_def(i32)
-    assembly_format = "$value `,` $ptr `[` $index `]` attr-dict `:` type($value) `,` type($ptr)"
+    index = operand_def(IndexInt)
 
     def __init__(self, value: SSAValue, ptr: SSAValue, index: SSAValue):
         super().__init__(operands=[value, ptr, index])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.value)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.ptr)
+        printer.print_string("[")
+        _print_index(printer, self.index)
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.value.type)
+        printer.print_string(", ")
+        printer.print_attribute(self.ptr.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        ptr = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        index = _parse_index(parser)
+        parser.parse_punctuation("]")
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        value_type = parser.parse_type()
+        parser.parse_punctuation(",")
+        ptr_type = parser.parse_type()
+        operands = [
+            parser.resolve_operand(value, value_type),
+            parser.resolve_operand(ptr, ptr_type),
+        ]
+        return cls.create(operands=[*operands, index], attributes=attributes)
 
     def verify_(self) -> None:
         assert isinstance(self.ptr.type, PtrType)
@@ -296,13 +380,13 @@ class ForOp(IRDLOperation):
     The range must be a multiple of `width` (the kernel's constraints guarantee it), so
     loads and stores at `base + j` can be emitted as one vector access per `j0`. The
     width is usually a fork: it must be a constant of 1, 2, 4, 8 or 16 once forks are
-    specialised.
+    specialised. The index, bounds and step are one type: i32, or i64 in a 64-bit kernel.
     """
 
     name = "kernel.for"
-    lower = operand_def(i32)
-    upper = operand_def(i32)
-    step = operand_def(i32)
+    lower = operand_def(IndexInt)
+    upper = operand_def(IndexInt)
+    step = operand_def(IndexInt)
     width = operand_def(i32)
     iter_args = var_operand_def()
     res = var_result_def()
@@ -370,14 +454,17 @@ class ForOp(IRDLOperation):
             types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
             carried = [arg for arg, _ in pairs]
             inits = [parser.resolve_operand(o, t) for (_, o), t in zip(pairs, types, strict=True)]
-        args = [index.resolve(i32), *(a.resolve(t) for a, t in zip(carried, types, strict=True))]
+        args = [
+            index.resolve(lower.type),
+            *(a.resolve(t) for a, t in zip(carried, types, strict=True)),
+        ]
         body = parser.parse_region(args)
         return cls(lower, upper, step, width, inits, body)
 
     def verify_(self) -> None:
         index, *carried = self.body.block.args
-        if index.type != i32:
-            raise VerifyException("kernel.for index must be i32")
+        if not index.type == self.lower.type == self.upper.type == self.step.type:
+            raise VerifyException("kernel.for index, bounds and step must be one integer type")
         if [a.type for a in carried] != [a.type for a in self.iter_args]:
             raise VerifyException("kernel.for iter_args and block arguments differ in type")
         last = self.body.block.last_op

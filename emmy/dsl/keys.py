@@ -39,6 +39,12 @@ INPUTS_NAME = "inputs"
 #: the key name whose value is the storage type of each input of a chain, `/`-separated,
 #: where they are not all the kernel's T (absent otherwise: older keys keep their text)
 DTYPES_NAME = "dtypes"
+#: the key name of the integer type a kernel indexes with, present only as `index=i64`, at
+#: a site with a tensor of 2^31 elements or more (every other key keeps its text)
+INDEX_NAME = "index"
+WIDE_INDEX = "i64"
+#: the elements a tensor may have for 32-bit index arithmetic
+NARROW_INDEX_LIMIT = 2**31
 FLAG_TEXT = {True: "yes", False: "no"}
 _INPUT_NAME = re.compile(r"in(0|[1-9][0-9]*)")
 
@@ -250,9 +256,12 @@ class ProblemKey(Mapping[str, KeyValue]):
 def canonical_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> str:
     """The problem key as the same string on every machine: the declared order of names,
     without the names at their declared default (so a key that gains an optional name
-    keeps the text its measurements were recorded under)."""
+    keeps the text its measurements were recorded under), then `index=i64` where the
+    site indexes in 64 bits (a name every kernel has, declared by none)."""
     plain = plain_values(key)
     names = [n for n in decl.key if n in plain and plain[n] != decl.key_defaults.get(n, _ABSENT)]
+    if plain.get(INDEX_NAME) == WIDE_INDEX and INDEX_NAME not in decl.key:
+        names.append(INDEX_NAME)
     return format_key(names, plain)
 
 

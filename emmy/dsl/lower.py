@@ -1,11 +1,15 @@
 """Instantiates a kernel declaration for one problem key as a `fork.site` of emmy.kernel IR.
 
-Integers are i32, floats f32, conditions i1. Fork values are the i32 results of
-`fork.knob` ops; symbolic forks select `fork.alternatives` branches with `match` and
-reduction strategies in `group_reduce`. Tensor indexing linearises over the key's dims;
-inside a `width` loop, an access whose last index is the loop index and whose other
-indices do not change in the loop is computed before the loop, so the emitter can make it
-one vector access.
+Integers are the kernel's index type, floats f32, conditions i1. The index type is i32,
+or i64 where the key says `index=i64` (a site with a tensor of 2^31 elements or more):
+then every integer the kernel computes (loop counters, offsets, products of coordinates)
+is 64-bit, and only what must fit the ops' 32-bit fields (launch geometry, shared and
+local array sizes and offsets, fragment offsets) is narrowed back. Fork values are the i32
+results of `fork.knob` ops, widened where the index type is i64; symbolic forks select
+`fork.alternatives` branches with `match` and reduction strategies in `group_reduce`.
+Tensor indexing linearises over the key's dims; inside a `width` loop, an access whose
+last index is the loop index and whose other indices do not change in the loop is
+computed before the loop, so the emitter can make it one vector access.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from emmy.dialects import fork, kernel
 from emmy.dsl.evaluate import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import (
     DTYPES_NAME,
+    INDEX_NAME,
+    WIDE_INDEX,
     Chain,
     InputKind,
     active_params,
@@ -78,8 +84,16 @@ COORDINATES = {
 }
 
 
+class NarrowIndexError(EmmyError):
+    """A kernel asked for 64-bit indices that one of its statements cannot take."""
+
+
 def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
     key = complete_key(decl, key)
+    if str(key.get(INDEX_NAME, "i32")) not in ("i32", WIDE_INDEX):
+        raise DslError(
+            decl.path, decl.line, 1, f"{INDEX_NAME}={key[INDEX_NAME]} is not i32 or {WIDE_INDEX}"
+        )
     missing = [name for name in decl.key if name not in key]
     if missing:
         raise DslError(
@@ -131,6 +145,8 @@ class Lowering:
 
     def __init__(self, decl: KernelDecl, key: Mapping[str, int | str], site_name: str):
         self.decl, self.key, self.site_name = decl, complete_key(decl, key), site_name
+        #: the integer type of the kernel's arithmetic (see the module's docstring)
+        self.index = i64 if self.key.get(INDEX_NAME) == WIDE_INDEX else i32
         self.block = Block()
         self.scope = Scope()
         self.knobs: dict[str, fork.KnobOp] = {}
@@ -146,7 +162,20 @@ class Lowering:
         return op.results[0] if op.results else None
 
     def const_int(self, value: int) -> SSAValue:
-        return self.add(arith.ConstantOp(IntegerAttr(value, i32)))
+        return self.add(arith.ConstantOp(IntegerAttr(value, self.index)))
+
+    def narrow(self, value: SSAValue) -> SSAValue:
+        """An integer for an op's 32-bit field (a size, a launch dimension, an offset into
+        shared or local memory, all small): truncated from the index type."""
+        return value if value.type == i32 else self.add(arith.TruncIOp(value, i32))
+
+    def narrow_expr(self, node: Tree) -> SSAValue:
+        return self.narrow(self.int_expr(node))
+
+    def widened(self, value: SSAValue) -> SSAValue:
+        """An i32 integer (a fork's value, an i32 tensor's element) in the index type, as C
+        promotes it."""
+        return self.add(arith.ExtSIOp(value, self.index)) if value.type != self.index else value
 
     def const_float(self, value: float) -> SSAValue:
         return self.add(arith.ConstantOp(FloatAttr(value, f32)))
@@ -168,7 +197,7 @@ class Lowering:
             knob = fork.KnobOp(decl_fork.name, list(decl_fork.options), decl_fork.default, where)
             self.knobs[decl_fork.name] = knob
             self.add(knob)
-            self.scope.names[decl_fork.name] = Value(ssa=knob.result)
+            self.scope.names[decl_fork.name] = Value(ssa=self.widened(knob.result))
         params, arg_names, arg_types = self.signature()
         site_block = self.block
         func = kernel.FuncOp(self.site_name, arg_names, arg_types)
@@ -180,17 +209,17 @@ class Lowering:
             self.statement(stmt)
         self.add(kernel.ReturnOp())
         self.block = site_block
-        grid = self.int_expr(decl.launch["grid"])
-        block = self.int_expr(decl.launch["block"])
+        grid = self.narrow_expr(decl.launch["grid"])
+        block = self.narrow_expr(decl.launch["block"])
         if "shared" in decl.launch:
-            smem = self.int_expr(decl.launch["shared"])
+            smem = self.narrow_expr(decl.launch["shared"])
         elif self.uses_reduction:
             raise self.error(
                 decl.body[0],
                 "group_reduce needs `shared = ...` (at least 8 bytes per thread) in launch",
             )
         else:
-            smem = self.const_int(0)
+            smem = self.narrow(self.const_int(0))
         self.add(func)
         self.add(kernel.LaunchOp(self.site_name, grid, block, smem))
         key_text = canonical_key(decl, self.key)
@@ -281,6 +310,8 @@ class Lowering:
         if current is None or not current.mutable:
             raise self.error(name, f"{name!s} is not a var (declare it with `var`)")
         value = self.expr(expr)
+        if value.type == i32 and current.ssa.type == self.index:
+            value = self.widened(value)
         if value.type != current.ssa.type:
             raise self.error(
                 expr, f"{name!s} is {_type_name(current.ssa.type)}, not {_type_name(value.type)}"
@@ -317,14 +348,16 @@ class Lowering:
         )
         body = rest[1:] if width_node is not None else rest
         lower, upper, step = (self.int_expr(n) for n in (lo_node, hi_node, step_node))
-        width = self.int_expr(width_node) if width_node is not None else self.const_int(1)
+        width = self.narrow(
+            self.int_expr(width_node) if width_node is not None else self.const_int(1)
+        )
         carried = sorted(
             n
             for n in _assigned_names(body)
             if n in self.scope.names and self.scope.names[n].mutable
         )
         inits = [self.scope.names[n].ssa for n in carried]
-        body_block = Block(arg_types=[i32, *(v.type for v in inits)])
+        body_block = Block(arg_types=[self.index, *(v.type for v in inits)])
         outer_block, outer_names = self.block, dict(self.scope.names)
         self.scope.names[str(index_name)] = Value(ssa=body_block.args[0])
         for name, arg in zip(carried, body_block.args[1:], strict=True):
@@ -422,7 +455,7 @@ class Lowering:
         count = self.int_expr(count_node)
         offset = self.shared_bytes if self.shared_bytes is not None else self.const_int(0)
         element = dtypes.xdsl_type(element_name)
-        array = self.add(kernel.SharedArrayOp(offset, count, element))
+        array = self.add(kernel.SharedArrayOp(self.narrow(offset), self.narrow(count), element))
         # the next array starts 16-byte aligned, for vector access
         size = self.add(arith.MuliOp(count, self.const_int(dtypes.lookup(element_name).bytes)))
         rounded = self.add(arith.AddiOp(size, self.const_int(15)))
@@ -440,7 +473,7 @@ class Lowering:
             raise self.error(dtype, "local arrays hold f32, or u32 (tensor-core fragments)")
         if self.hoist_stack or self.in_if:
             raise self.error(node, "local arrays are declared at the top level of a kernel")
-        count = self.int_expr(count_node)
+        count = self.narrow_expr(count_node)
         element = f32 if str(dtype) == "f32" else i32
         array = self.add(kernel.LocalArrayOp(count, element))
         self.params[str(name)] = ("",)
@@ -485,9 +518,9 @@ class Lowering:
         self.add(
             kernel.LdmatrixOp(
                 self.array(args[0]),
-                self.int_expr(args[1]),
+                self.narrow_expr(args[1]),
                 self.array(args[2]),
-                self.int_expr(args[3]),
+                self.narrow_expr(args[3]),
                 count,
                 name.endswith("_trans"),
             )
@@ -505,7 +538,7 @@ class Lowering:
             raise self.error(node, "mma(acc, offset, a_frag, a_offset, b_frag, b_offset)")
         dtype = self.half_dtype(node, "mma multiplies")
         acc, a, b = (self.array(args[i]) for i in (0, 2, 4))
-        offsets = [self.int_expr(args[i]) for i in (1, 3, 5)]
+        offsets = [self.narrow_expr(args[i]) for i in (1, 3, 5)]
         self.add(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
 
     def call_pack_half2(self, node: Tree, name: str, args: list[Tree]) -> None:
@@ -513,11 +546,16 @@ class Lowering:
             raise self.error(node, "pack_half2(frag, offset, lo, hi)")
         dtype = self.half_dtype(node, "pack_half2 packs")
         lo, hi = (self.float_expr(args[i]) for i in (2, 3))
-        self.add(kernel.PackHalf2Op(self.array(args[0]), self.int_expr(args[1]), lo, hi, dtype))
+        self.add(kernel.PackHalf2Op(self.array(args[0]), self.narrow_expr(args[1]), lo, hi, dtype))
 
     def call_cp_async(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) < 5:
             raise self.error(node, "cp_async(tile, offset, tensor, index..., valid_elements)")
+        if self.index != i32:
+            # the intrinsic's global offset is 32-bit (kernel.cp_async)
+            raise NarrowIndexError(
+                f"{self.decl.name} reads global memory with cp_async, whose offsets are 32-bit"
+            )
         tile, tensor = self.array(args[0]), self.array(args[2])
         tensor_name = str(args[2].children[0])
         dims = self.params[tensor_name]
@@ -527,7 +565,7 @@ class Lowering:
         source = self.linear_offset(node, dims, indices)
         element_bytes = dtypes.lookup(dtypes.dtype_name(tensor.type.element)).bytes
         valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
-        self.add(kernel.CopyAsyncOp(tile, self.int_expr(args[1]), tensor, source, valid))
+        self.add(kernel.CopyAsyncOp(tile, self.narrow_expr(args[1]), tensor, source, valid))
 
     def call_cp_async_wait(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 1:
@@ -537,7 +575,9 @@ class Lowering:
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:
         value = self.expr(node)
-        if value.type != i32:
+        if value.type == i32 and self.index != i32:
+            return self.widened(value)
+        if value.type != self.index:
             raise self.error(node, f"expected an integer, got {_type_name(value.type)}")
         return value
 
@@ -586,7 +626,7 @@ class Lowering:
         value = self.expr(node.children[0])
         if value.type == f32:
             return self.add(arith.NegfOp(value))
-        return self.add(arith.SubiOp(self.const_int(0), value))
+        return self.binary(node, "-", self.const_int(0), value)
 
     def expr_not_(self, node: Tree) -> SSAValue:
         value = self.condition(node.children[0])
@@ -624,6 +664,7 @@ class Lowering:
         return value
 
     def binary(self, node: Tree, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        lhs, rhs = self.promoted(lhs, rhs)
         if lhs.type != rhs.type:
             raise self.error(
                 node, f"{_type_name(lhs.type)} {op} {_type_name(rhs.type)}: convert with float()"
@@ -640,6 +681,7 @@ class Lowering:
             lhs, rhs = symbolic
         else:
             lhs, rhs = self.expr(lhs_node), self.expr(rhs_node)
+        lhs, rhs = self.promoted(lhs, rhs)
         if lhs.type != rhs.type:
             raise self.error(
                 node, f"cannot compare {_type_name(lhs.type)} with {_type_name(rhs.type)}"
@@ -647,6 +689,13 @@ class Lowering:
         if lhs.type == f32:
             return self.add(arith.CmpfOp(lhs, rhs, FLOAT_COMPARE[str(op)]))
         return self.add(arith.CmpiOp(lhs, rhs, INT_COMPARE[str(op)]))
+
+    def promoted(self, lhs: SSAValue, rhs: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """In a 64-bit kernel, an i32 (an i32 tensor's element) meeting an index-type integer
+        is widened, as C would; a 32-bit kernel's integers are all i32 already."""
+        if self.index == i32 or {lhs.type, rhs.type} != {i32, self.index}:
+            return lhs, rhs
+        return self.widened(lhs), self.widened(rhs)
 
     def symbolic_comparison(self, lhs: Tree, rhs: Tree) -> tuple[SSAValue, SSAValue] | None:
         """`algo == online`: a symbolic fork against one of its options, by index."""
@@ -658,7 +707,8 @@ class Lowering:
         option = str(rhs.children[0])
         if option not in decl_fork.options:
             raise self.error(rhs, f"{option!r} is not an option of fork {decl_fork.name}")
-        return self.knobs[decl_fork.name].result, self.const_int(decl_fork.options.index(option))
+        knob = self.scope.names[decl_fork.name].ssa
+        return knob, self.const_int(decl_fork.options.index(option))
 
     def expr_index(self, node: Tree) -> SSAValue:
         name, args = node.children
@@ -764,6 +814,7 @@ class Lowering:
             return ACTIVATIONS[fname](self, args[0])
         if fname in ("min", "max"):
             arity(2)
+            args = list(self.promoted(*args))
             if args[0].type != args[1].type:
                 raise self.error(
                     node, f"{fname}() of {_type_name(args[0].type)} and {_type_name(args[1].type)}"
@@ -773,8 +824,8 @@ class Lowering:
             return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(*args))
         if fname == "ceil_div":
             arity(2)
-            a, b = args
-            if a.type != i32 or b.type != i32:
+            a, b = (self.widened(v) if v.type == i32 else v for v in args)
+            if a.type != self.index or b.type != self.index:
                 raise self.error(node, "ceil_div() takes integers")
             one = self.const_int(1)
             return self.add(
@@ -782,7 +833,7 @@ class Lowering:
             )
         if fname == "select":
             arity(3)
-            cond, a, b = args
+            cond, (a, b) = args[0], self.promoted(*args[1:])
             if cond.type != i1 or a.type != b.type:
                 raise self.error(
                     node, "select(condition, a, b) needs a condition and two values of one type"
@@ -801,20 +852,20 @@ class Lowering:
             return args[0] if width == 64 else self.add(arith.ExtSIOp(args[0], i64))
         if fname == "int":
             arity(1)
-            if args[0].type == i32:
+            if args[0].type == self.index:
                 return args[0]
             if args[0].type == f32:
-                return self.add(arith.FPToSIOp(args[0], i32))  # toward zero, as C casts
+                return self.add(arith.FPToSIOp(args[0], self.index))  # toward zero, as C casts
             width = args[0].type.width.data if isinstance(args[0].type, IntegerType) else 0
-            if width not in (8, 64):
+            if width not in (8, 32, 64):
                 raise self.error(
                     node,
                     "int() converts a float, or an 8-bit or 64-bit integer (a mask's or an "
                     "index tensor's element)",
                 )
-            if width == 8:
-                return self.add(arith.ExtSIOp(args[0], i32))
-            return self.add(arith.TruncIOp(args[0], i32))
+            if width < self.index.width.data:
+                return self.add(arith.ExtSIOp(args[0], self.index))
+            return self.add(arith.TruncIOp(args[0], self.index))
         raise self.error(node, f"unknown function {fname}()")
 
     def sizeof(self, node: Tree, arg_nodes: list[Tree]) -> int:
@@ -846,7 +897,7 @@ class Lowering:
         values = [self.expr(n) for n in arg_nodes[1:-2]]
         if any(v.type != f32 for v in values):
             raise self.error(node, "group_reduce reduces floats")
-        group = self.int_expr(arg_nodes[-2])
+        group = self.narrow_expr(arg_nodes[-2])
         self.uses_reduction = True
         op = kernel.GroupReduceOp(
             kind,

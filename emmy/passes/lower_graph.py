@@ -16,18 +16,23 @@ share their kernels. Every site is instantiated with its forks unresolved.
     fork.site @elementwise_0 "elementwise" "n=32768,cols=512,T=f32,inputs=full/row,fn=gelu((in0 + in1))" {...}
     %y = kernel.call @elementwise_0(%a, %b) : (...) -> tensor<64x512xf32>
 
+A site whose tensors (inputs or outputs) include one of 2^31 elements or more indexes in
+64 bits: its key gains `index=i64` (no other key changes), and a family whose kernel cannot
+is a one-line error naming the site, the family and the tensor.
+
 `graph.reshape` stays: it moves no data, and the host plan reads it as another name for
 its input. `lower-graph` is fuse-graph then lower-sites, as one pass.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -36,7 +41,9 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph, kernel
+from emmy.dsl.keys import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.dsl.lower import NarrowIndexError
 from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
@@ -59,24 +66,41 @@ class SiteTable:
     def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
         """A call of the site (instantiated before the function the first time it is met)
         on its inputs, with `op`'s result types."""
+        tensors = [("input", i, v.type) for i, v in enumerate(site.inputs)]
+        tensors += [("output", i, r.type) for i, r in enumerate(op.results)]
+        big = next((t for t in tensors if _elements(t[2]) >= NARROW_INDEX_LIMIT), None)
+        key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
         entry = FAMILIES.get(site.family)
         if entry is not None and entry.host_key is not None:  # a host call: no kernel
-            text = entry.host_key(site.key)
+            text = entry.host_key(key)
 
             def build(name: str) -> fork.SiteOp:
                 return fork.SiteOp(name, site.family, text, kind=fork.SiteKind.HOST_CALL)
         else:
             decl = family(site.family)
-            text = canonical_key(decl, site.key)
+            text = canonical_key(decl, key)
 
             def build(name: str) -> fork.SiteOp:
-                return instantiate(decl, site.key, name)
+                try:
+                    return instantiate(decl, key, name)
+                except NarrowIndexError as error:
+                    assert big is not None, "only a 64-bit site refuses its index type"
+                    where, number, typ = big
+                    raise EmmyError(
+                        f"site {name} ({op.name}): family {site.family} cannot index 64-bit "
+                        f"({error}), and its {where} {number} ({typ}) has {_elements(typ)} "
+                        "elements, 2^31 or more"
+                    ) from None
 
         name = self.names.get((site.family, text))
         if name is None:
             name = self.names[site.family, text] = f"{site.family}_{len(self.names)}"
             rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
+
+
+def _elements(typ: Attribute) -> int:
+    return math.prod(typ.get_shape()) if isinstance(typ, TensorType) else 1
 
 
 def _enclosing_function(op: Operation) -> func.FuncOp:

@@ -14,7 +14,7 @@ func.func @main(%mask : tensor<4x8xi8>, %ids : tensor<8xi64>, %x : tensor<4x8xf3
   %y = graph.bitwise_xor %w, %c : tensor<4x8xi64>, tensor<8xi64> -> tensor<4x8xi64>
   func.return %y : tensor<4x8xi64>
 }
-// CHECK: EMMY_KERNEL void elementwise_0(const signed char* __restrict__ p_in0, const float* __restrict__ p_in1, const long long* __restrict__ p_in2, long long* __restrict__ p_out) {
+// CHECK: EMMY_KERNEL void __launch_bounds__({{[0-9]+}}, 1) elementwise_0(const signed char* __restrict__ p_in0, const float* __restrict__ p_in1, const long long* __restrict__ p_in2, long long* __restrict__ p_out) {
 // CHECK: const bool [[MASK:v[0-9]+]] = {{.*}} != 0;
 // CHECK: emmy::pw_to_i64(
 // CHECK: * 1099511627776LL;

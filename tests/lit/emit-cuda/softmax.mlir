@@ -1,7 +1,7 @@
 // RUN: emmy-opt %S/../../../emmy/library/softmax.emmy -p 'resolve-forks{db=none pin="vec=4,algo=online,reduction=smem"},specialize-forks' -t cuda | filecheck %s
 
 // CHECK: #include "emmy_device.cuh"
-// CHECK: EMMY_KERNEL void softmax(const float* __restrict__ p_in0, float* __restrict__ p_y) {
+// CHECK: EMMY_KERNEL void __launch_bounds__({{[0-9]+}}, 1) softmax(const float* __restrict__ p_in0, float* __restrict__ p_y) {
 // The row is read four floats at a time.
 // CHECK: emmy::load_vec<4>(p_in0 + {{.*}}, [[VEC:vec[0-9]+]]);
 // CHECK-NEXT: #pragma unroll

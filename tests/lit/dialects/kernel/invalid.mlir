@@ -120,15 +120,29 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
 // -----
 
 "kernel.func"() <{sym_name = "k", arg_names = []}> ({
-  %c = arith.constant 0 : i64
+  %c = arith.constant 0 : i16
   %f = arith.constant 0.0 : f32
   %r = "kernel.for"(%c, %c, %c, %c, %f) ({
-  ^bb0(%j : i64, %a : f32):
+  ^bb0(%j : i16, %a : f32):
     "kernel.yield"(%a) : (f32) -> ()
-  }) : (i64, i64, i64, i64, f32) -> f32
+  }) : (i16, i16, i16, i16, f32) -> f32
   "kernel.return"() : () -> ()
 }) : () -> ()
 // CHECK: operand 'lower' at position 0 does not verify
+
+// -----
+
+"kernel.func"() <{sym_name = "k", arg_names = []}> ({
+  %c = arith.constant 0 : i32
+  %w = arith.constant 1 : i32
+  %l = arith.constant 0 : i64
+  "kernel.for"(%l, %c, %c, %w) ({
+  ^bb0(%j : i64):
+    "kernel.yield"() : () -> ()
+  }) : (i64, i32, i32, i32) -> ()
+  "kernel.return"() : () -> ()
+}) : () -> ()
+// CHECK: kernel.for index, bounds and step must be one integer type
 
 // -----
 

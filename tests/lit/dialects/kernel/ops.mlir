@@ -31,6 +31,16 @@ fork.site @k "k" "n=8" {
       kernel.yield
     }
     // CHECK: kernel.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} width %{{.*}} {
+    %w0 = arith.constant 0 : i64
+    %w64 = arith.constant 64 : i64
+    kernel.for %j = %w0 to %w64 step %w64 width %c1 {
+      %e = kernel.load %x[%j : i64] : !kernel.ptr<bf16> -> f32
+      kernel.store %e, %y[%j : i64] : f32, !kernel.ptr<f32>
+      kernel.yield
+    }
+    // a 64-bit kernel's loop and accesses (a site with `index=i64`)
+    // CHECK: kernel.load %{{.*}}[%{{.*}} : i64] : !kernel.ptr<bf16> -> f32
+    // CHECK-NEXT: kernel.store %{{.*}}, %{{.*}}[%{{.*}} : i64] : f32, !kernel.ptr<f32>
     %r = kernel.group_reduce "sum" (%s) group %c64 strategy %strategy ["shuffle", "smem"]
     // CHECK: kernel.group_reduce "sum" (%{{.*}}) group %{{.*}} strategy %{{.*}} ["shuffle", "smem"]
     %m, %l = kernel.group_reduce "online_softmax" (%v, %r) group %c64 strategy %strategy ["smem"]
