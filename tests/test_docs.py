@@ -33,6 +33,10 @@ def test_see_it_yourself_commands_run_as_printed(tmp_path) -> None:
     # with vec pinned, the database decides if it holds a clean (stable) row with vec=1; an
     # emulator timing disturbed by a busy machine is marked unstable, and the default decides
     assert found[3] in ("db", "default"), output[-4000:]
-    assert ": 0 measured, 6 recalled" in result.stdout
+    # the second bench recalls every row the first measured (the compiler's pick and the
+    # sweep around the default)
+    first = re.search(r": (\d+) measured, 0 recalled", result.stdout)
+    assert first and int(first.group(1)) >= 5, output[-4000:]
+    assert f": 0 measured, {first.group(1)} recalled" in result.stdout
     assert "no ordinary compile reads them" in result.stderr
     assert "vec=1(pin)" in result.stdout

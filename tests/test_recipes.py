@@ -57,12 +57,15 @@ def test_compile_explains_every_site_and_reuses_the_program(capsys, tmp_path: Pa
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     families = {k["family"] for k in report["kernels"]}
-    assert {"embedding", "layer_norm", "attention", "permute"} <= families
-    # on a GPU with no evidence, every matmul takes the vendor library (the target default)
-    assert {c["config"]["matmul"] for n, c in report["choices"].items() if "matmul" in n} == {
-        "vendor"
+    assert {"embedding", "layer_norm", "permute"} <= families
+    # on a GPU with no evidence, every matmul and attention takes the vendor library (the
+    # target default)
+    assert {str(c["config"]) for c in report["choices"].values()} == {
+        "{'matmul': 'vendor'}",
+        "{'path': 'sdpa'}",
     }
-    assert {h["family"] for h in report["host_calls"].values()} == {"vendor_matmul"}
+    hosts = {h["family"] for h in report["host_calls"].values()}
+    assert hosts == {"vendor_matmul", "vendor_attention"}
     assert all(k["provenance"]["oracle"] for k in report["kernels"])
     assert all(k["resources"]["spill_stores"] == 0 for k in report["kernels"])
     for kernel in report["kernels"]:
