@@ -32,16 +32,21 @@ from emmy.search.reference import as_outputs, reference, tolerance
 from emmy.search.worker import DeviceWorker, isolated
 
 
-def pairwise(candidates: list[dict], strength: int = 2) -> list[dict]:
+def pairwise(
+    candidates: list[dict], strength: int = 2, alone: frozenset[str] = frozenset()
+) -> list[dict]:
     """A small subset covering every option and every pair of options the set contains
-    (with `strength=1`, every option only)."""
+    (with `strength=1`, every option only); the values of the names in `alone` are covered
+    once each, in no pair."""
     if not candidates:
         return []
     names = list(candidates[0])
+    paired = [n for n in names if n not in alone]
 
     def pairs(config: dict) -> set:
-        items = [(n, config[n]) for n in names]
-        return set(itertools.combinations(items, strength)) | {(i,) for i in items}
+        items = [(n, config[n]) for n in paired]
+        singles = {((n, config[n]),) for n in names}
+        return set(itertools.combinations(items, strength)) | singles
 
     # the greedy pick scores every candidate each time; over a site's thousands of configs
     # that costs seconds unless the scores are kept and lowered as pairs get covered

@@ -1,5 +1,6 @@
 """Every option of every library family on the emulator under two thread orders, against
-float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. The shapes
+float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills (the f32 and
+bf16 sources: f16 differs from bf16 only in its conversions). The shapes
 are the families' own (emmy/families/: ragged edges; softmax inputs with overflowing
 magnitudes and -inf); emmy.check builds the cases, which scripts/gpu-check runs on a GPU
 (tests/test_gpu_check.py runs the script itself on emu)."""
@@ -39,10 +40,18 @@ def test_pairwise_runs_every_option(family_name: str) -> None:
             assert (fork.name, option) in seen, f"{family_name} {fork.name}={option} never runs"
 
 
+def compiled_dtypes(family_name: str) -> list[str]:
+    """The storage types whose sources the NVRTC test compiles: f16 is left out where bf16 is
+    checked, since the two differ only in the conversion instruction, not in the registers a
+    config needs (both run on emu)."""
+    checked = dtypes_of(family_name)
+    return [d for d in checked if d != "f16" or "bf16" not in checked]
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("family_name", FAMILIES)
 def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch: str) -> None:
-    for dtype in dtypes_of(family_name):
+    for dtype in compiled_dtypes(family_name):
         compiled = compile_cuda(case(family_name, dtype).source, arch)
         spilling = {k: r for k, r in compiled.resources.items() if r.spill_stores or r.spill_loads}
         assert not spilling, f"{family_name} {dtype} {arch} spills: {spilling}"

@@ -474,9 +474,9 @@ def fitted(tmp_path_factory):
     """The synthetic dataset and a prior fitted on it through `emmy fit`."""
     pytest.importorskip("jax", reason="emmy fit needs the [fit] extra")
     base = tmp_path_factory.mktemp("fitted")
-    data = synthetic_dataset(base / "data", n_keys=100)
+    data = synthetic_dataset(base / "data", n_keys=60)
     prior = base / "prior"
-    assert main(["fit", "--dataset", str(data), "-o", str(prior), "--epochs", "40"]) == 0
+    assert main(["fit", "--dataset", str(data), "-o", str(prior), "--epochs", "25"]) == 0
     return data, prior
 
 
