@@ -269,23 +269,9 @@ def test_pins_golden_and_rows_come_before_the_target_default(
     # rows where emmy's kernel won, measured on this device under its regime
     key = path_decision(GPU, db_path)["key"]
     regime = regime_for(GPU)
+    where = {"device": GPU, "regime": regime.id, "family_name": "matmul_path", "key": key}
     measured = [
-        row(
-            {"matmul": "kernel"},
-            1e-3,
-            device=GPU,
-            regime=regime.id,
-            family_name="matmul_path",
-            key=key,
-        ),
-        row(
-            {"matmul": "vendor"},
-            2e-3,
-            device=GPU,
-            regime=regime.id,
-            family_name="matmul_path",
-            key=key,
-        ),
+        row({"matmul": option}, s, **where) for option, s in [("kernel", 1e-3), ("vendor", 2e-3)]
     ]
     with TuningDB(db_path) as db:
         db.add(measured)

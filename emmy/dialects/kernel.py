@@ -54,7 +54,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
@@ -92,6 +92,30 @@ def _parse_index(parser: Parser) -> SSAValue:
     index = parser.parse_unresolved_operand()
     typ = parser.parse_type() if parser.parse_optional_punctuation(":") else i32
     return parser.resolve_operand(index, typ)
+
+
+def _print_element(
+    printer: Printer, ptr: SSAValue, index: SSAValue, attributes: dict[str, Attribute]
+) -> None:
+    """`%x[%i] {attributes} : ` of a load or store, up to its types."""
+    printer.print_ssa_value(ptr)
+    printer.print_string("[")
+    _print_index(printer, index)
+    printer.print_string("]")
+    printer.print_op_attributes(attributes)
+    printer.print_string(" : ")
+
+
+def _parse_element(parser: Parser) -> tuple[UnresolvedOperand, SSAValue, dict[str, Attribute]]:
+    """The pointer (unresolved until its type is read), index and attributes of `%x[%i]
+    {attributes} :`."""
+    ptr = parser.parse_unresolved_operand()
+    parser.parse_punctuation("[")
+    index = _parse_index(parser)
+    parser.parse_punctuation("]")
+    attributes = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    return ptr, index, attributes
 
 
 @irdl_attr_definition
@@ -260,24 +284,14 @@ class LoadOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_ssa_value(self.ptr)
-        printer.print_string("[")
-        _print_index(printer, self.index)
-        printer.print_string("]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
+        _print_element(printer, self.ptr, self.index, self.attributes)
         printer.print_attribute(self.ptr.type)
         printer.print_string(" -> ")
         printer.print_attribute(self.result.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        index = _parse_index(parser)
-        parser.parse_punctuation("]")
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
+        ptr, index, attributes = _parse_element(parser)
         ptr_type = parser.parse_type()
         parser.parse_punctuation("->")
         result_type = parser.parse_type()  # as written: verify_ says if it is not the ptr's
@@ -316,12 +330,7 @@ class StoreOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_ssa_value(self.value)
         printer.print_string(", ")
-        printer.print_ssa_value(self.ptr)
-        printer.print_string("[")
-        _print_index(printer, self.index)
-        printer.print_string("]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
+        _print_element(printer, self.ptr, self.index, self.attributes)
         printer.print_attribute(self.value.type)
         printer.print_string(", ")
         printer.print_attribute(self.ptr.type)
@@ -330,12 +339,7 @@ class StoreOp(IRDLOperation):
     def parse(cls, parser: Parser) -> StoreOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        index = _parse_index(parser)
-        parser.parse_punctuation("]")
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
+        ptr, index, attributes = _parse_element(parser)
         value_type = parser.parse_type()
         parser.parse_punctuation(",")
         ptr_type = parser.parse_type()
