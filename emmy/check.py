@@ -88,15 +88,19 @@ class Case:
     output_dtypes: dict[str, str] = field(default_factory=dict)
 
 
+def check_keys(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
+    """The family's check keys in `dtype`, with `index=i64` on each for a 64-bit case."""
+    entry = registered(family_name)
+    assert entry.check_keys is not None
+    keys = entry.check_keys(dtype)
+    return keys if index == "i32" else [{**key, INDEX_NAME: index} for key in keys]
+
+
 def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
     """The configs a case runs, each with the index of its check key as `shape`: pairwise
     over the shapes and the forks together (each option once in 64-bit arithmetic, which
     changes the integer type, not what the options do)."""
-    entry = registered(family_name)
-    assert entry.check_keys is not None
-    keys = entry.check_keys(dtype)
-    if index != "i32":
-        keys = [{**key, INDEX_NAME: index} for key in keys]
+    keys = check_keys(family_name, dtype, index)
     candidates = [
         {"shape": shape, **config}
         for shape, key in enumerate(keys)
@@ -113,11 +117,9 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     of 2^31 elements or more has them) at the family's own small shapes."""
     entry = registered(family_name)
     assert entry.check_keys is not None and entry.check_inputs is not None
-    keys_of, inputs_of = entry.check_keys, entry.check_inputs
+    inputs_of = entry.check_inputs
     generator = torch.Generator().manual_seed(7)
-    keys = keys_of(dtype)
-    if index != "i32":
-        keys = [{**key, INDEX_NAME: index} for key in keys]
+    keys = check_keys(family_name, dtype, index)
     chosen_configs = case_configs(family_name, dtype, index)
     sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
     output_dtypes: dict[str, str] = {}

@@ -586,17 +586,22 @@ def explain_lines(program) -> list[str]:
     for name, call in program.fallbacks.items():
         where = f" at {call['source']}" if call["source"] else ""
         rows.append((name, "torch", call["target"], "-", "fallback", f"{call['reason']}{where}"))
+    return [
+        *program.golden_imports,
+        f"ops: {coverage_line(program)}",
+        *_aligned(rows),
+        *resource_lines(program),
+    ]
+
+
+def _aligned(rows: list[tuple[str, ...]], indent: str = "") -> list[str]:
+    """The rows as columns two spaces apart, each as wide as its widest cell (the last one
+    left as it is)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return (
-        [*program.golden_imports, f"ops: {coverage_line(program)}"]
-        + [
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-            + "  "
-            + row[-1]
-            for row in rows
-        ]
-        + resource_lines(program)
-    )
+    return [
+        indent + "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
 
 
 def resource_lines(program) -> list[str]:
@@ -633,13 +638,8 @@ def resource_lines(program) -> list[str]:
                 *(occupancy(d, info.block, used["registers"], shared).describe() for d in devices),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     # indented under the title: lines that start with a site's name are its decision rows
-    return [title] + [
-        "  "
-        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+    return [title, *_aligned(rows, indent="  ")]
 
 
 def _evidence(provenance: dict) -> str:

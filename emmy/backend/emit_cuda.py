@@ -199,7 +199,7 @@ def _any_of(op_types: Iterable[type[Operation]]) -> UnionType:
 class KernelPrinter:
     """Prints one kernel.func; every SSA value gets a C name or an inline literal."""
 
-    def __init__(self, func: kernel.FuncOp, block: int | None = None):
+    def __init__(self, func: kernel.FuncOp, block: int):
         self.func = func
         #: the threads of every launch of the kernel: its `__launch_bounds__`
         self.launch_block = block
@@ -264,9 +264,9 @@ class KernelPrinter:
         # a block of this many threads must fit an SM: ptxas keeps the registers within it,
         # so no option fails to launch. At least one block per SM, said outright: with the
         # threads alone, ptxas squeezes some kernels to full occupancy and spills them
-        bounds = "" if self.launch_block is None else f"__launch_bounds__({self.launch_block}, 1) "
+        bounds = f"__launch_bounds__({self.launch_block}, 1)"
         return (
-            f"EMMY_KERNEL void {bounds}{name}({', '.join(params)}) {{\n{body}\n}}\n"
+            f"EMMY_KERNEL void {bounds} {name}({', '.join(params)}) {{\n{body}\n}}\n"
             f"EMMY_EMU_ENTRY({name})\n"
         )
 

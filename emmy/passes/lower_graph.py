@@ -66,9 +66,7 @@ class SiteTable:
     def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
         """A call of the site (instantiated before the function the first time it is met)
         on its inputs, with `op`'s result types."""
-        tensors = [("input", i, v.type) for i, v in enumerate(site.inputs)]
-        tensors += [("output", i, r.type) for i, r in enumerate(op.results)]
-        big = next((t for t in tensors if _elements(t[2]) >= NARROW_INDEX_LIMIT), None)
+        big = _first_wide_tensor(site, op)
         key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
         entry = FAMILIES.get(site.family)
         if entry is not None and entry.host_key is not None:  # a host call: no kernel
@@ -97,6 +95,14 @@ class SiteTable:
             name = self.names[site.family, text] = f"{site.family}_{len(self.names)}"
             rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
+
+
+def _first_wide_tensor(site: Site, op: Operation) -> tuple[str, int, Attribute] | None:
+    """The first of the site's inputs and outputs with 2^31 elements or more, as (input or
+    output, its position, its type), or None: the site indexes in 32 bits."""
+    tensors = [("input", i, v.type) for i, v in enumerate(site.inputs)]
+    tensors += [("output", i, r.type) for i, r in enumerate(op.results)]
+    return next((t for t in tensors if _elements(t[2]) >= NARROW_INDEX_LIMIT), None)
 
 
 def _elements(typ: Attribute) -> int:
