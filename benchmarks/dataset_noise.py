@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def bench(db: Path, args: argparse.Namespace) -> None:
+    # one worker: two timing at once on a small host would add their contention to the noise
     command = [sys.executable, str(ROOT / "scripts" / "make-dataset"), "--db", str(db)]
+    command += ["--workers", "1", "--campaign", str(db.with_suffix(".campaign.json"))]
     command += ["--every", str(args.every), "--sample", str(args.sample), "--device", args.device]
     command += [flag for family in args.family for flag in ("--family", family)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -20,6 +20,7 @@ from pathlib import Path
 from emmy.backend.occupancy import devices_of, occupancy
 from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
+from emmy.campaign.cli import add_campaign_commands
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
 from emmy.frontend import hf
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate_command(commands)
     _add_golden_command(commands)
     add_db_commands(commands)
+    add_campaign_commands(commands, _add_model_options, source_text)
     add_fit_eval_commands(commands)
     return parser
 

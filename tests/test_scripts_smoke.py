@@ -61,7 +61,7 @@ SMOKE = {
     "scripts/make-dataset": (
         ["--db", "{tmp}/dataset.db", "--family", "softmax", "--every", "52", "--sample", "1"],
         "stderr",
-        "1 keys in",
+        "dataset campaign",
     ),
 }
 #: scripts whose smoke test lives elsewhere, and where

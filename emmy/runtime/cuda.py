@@ -125,6 +125,29 @@ def cuda_available() -> bool:
         return False
 
 
+def device_identities() -> list[str]:
+    """The identity of every CUDA device this process sees, by ordinal; none without a
+    driver or a device. No context is created."""
+    try:
+        count = _init_driver()
+    except NoDeviceError:
+        return []
+    attr = cu.CUdevice_attribute
+    identities = []
+    for ordinal in range(count):
+        dev = _check(cu.cuDeviceGet(ordinal), "cuDeviceGet", NoDeviceError)
+        raw = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName", NoDeviceError)
+        major, minor = (
+            _check(cu.cuDeviceGetAttribute(a, dev), a.name, NoDeviceError)
+            for a in (
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            )
+        )
+        identities.append(slug(raw.split(b"\0")[0].decode().strip(), major, minor))
+    return identities
+
+
 class CudaDevice(Device):
     """One GPU, by ordinal. `flags` picks the regime kernels are compiled under."""
 

@@ -176,6 +176,32 @@ def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple
     return shapes
 
 
+def program_sites(program: Program) -> list[SiteWork]:
+    """The kernel sites of a program a bench measures, each once however often the program
+    calls it, with the specs of its buffers and the forks its compile had pinned."""
+    every = [*program.inputs, *program.constants, *program.outputs, *program.temporaries]
+    specs = {s.name: s for s in every}
+    seen, work = set(), []
+    for call in program.calls:
+        if call.kernel not in program.kernels:
+            continue  # an op torch runs, or a host call: no emitted kernel to measure
+        info = program.kernels[call.kernel]
+        if (info.family, info.key) in seen:
+            continue  # one site measured once, however often the program calls it
+        seen.add((info.family, info.key))
+        decl = family(info.family)
+        params = active_params(decl, parse_key(info.key))
+        count = sum(p.direction == "out" for p in params)
+        buffers = [specs[b] for b in call.buffers]
+        inputs, outputs = buffers[:-count], buffers[-count:]
+        forks = program.provenance.get(call.kernel, {}).get("forks", {})
+        pinned = frozenset(name for name, source in forks.items() if source == "pin")
+        work.append(
+            SiteWork(call.kernel, info.family, info.key, info.config, inputs, outputs, pinned)
+        )
+    return work
+
+
 class Bench:
     """One bench run over a program's sites on one device and regime."""
 
@@ -194,29 +220,12 @@ class Bench:
         self.bench_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         self.compiler = getattr(device, "compiler", "unknown")
         self.outcomes: list[Outcome] = []
+        #: every row this bench recorded or recalled, the kernel rows of a choice's options
+        #: among them (a campaign's worker returns them all)
+        self.rows: list[Row] = []
 
     def sites(self, program: Program) -> list[SiteWork]:
-        every = [*program.inputs, *program.constants, *program.outputs, *program.temporaries]
-        specs = {s.name: s for s in every}
-        seen, work = set(), []
-        for call in program.calls:
-            if call.kernel not in program.kernels:
-                continue  # an op torch runs, or a host call: no emitted kernel to measure
-            info = program.kernels[call.kernel]
-            if (info.family, info.key) in seen:
-                continue  # one site measured once, however often the program calls it
-            seen.add((info.family, info.key))
-            decl = family(info.family)
-            params = active_params(decl, parse_key(info.key))
-            count = sum(p.direction == "out" for p in params)
-            buffers = [specs[b] for b in call.buffers]
-            inputs, outputs = buffers[:-count], buffers[-count:]
-            forks = program.provenance.get(call.kernel, {}).get("forks", {})
-            pinned = frozenset(name for name, source in forks.items() if source == "pin")
-            work.append(
-                SiteWork(call.kernel, info.family, info.key, info.config, inputs, outputs, pinned)
-            )
-        return work
+        return program_sites(program)
 
     def run(self, program: Program) -> list[Outcome]:
         sites = self.sites(program)
@@ -240,17 +249,24 @@ class Bench:
                 self.runner.close()  # the worker isolated() started for this bench
         return self.outcomes
 
-    def bench_choice(self, name: str, choice: dict) -> None:
-        """A host-level choice (attention fused or unfused): each option's time is the sum
-        of its kernels' times, each kernel measured (or recalled) as a row of its own site."""
+    def choice_options(self, choice: dict) -> list[str]:
+        """The options of a host-level choice this bench measures: the pick, then every
+        option where swept, and the pinned ones."""
         (fork_name,) = choice["config"]
         options = list(choice["paths"])
         wanted = [choice["config"][fork_name]]
         if "all" in self.options.sweep or fork_name in self.options.sweep:
             wanted += options
         wanted += [o for o in self.options.pins.get(fork_name, []) if o in options]
+        return list(dict.fromkeys(wanted))
+
+    def bench_choice(self, name: str, choice: dict, options: Sequence[str] | None = None) -> None:
+        """A host-level choice (attention fused or unfused): each option's time is the sum
+        of its kernels' times, each kernel measured (or recalled) as a row of its own site.
+        `options`: those to measure (default: `choice_options`)."""
+        (fork_name,) = choice["config"]
         work = SiteWork(name, choice["family"], choice["key"], choice["config"], [], [])
-        for option in dict.fromkeys(wanted):
+        for option in self.choice_options(choice) if options is None else options:
             config = {fork_name: option}
             origin = "pick" if config == choice["config"] else "forced"
             if self.recall(work, config):
@@ -258,9 +274,8 @@ class Bench:
             self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
             calls = choice["paths"][option]
             parts = [self.kernel_row(f"{name}.{option}", call) for call in calls]
-            row = self.sum_row(work, config, origin, parts)
-            (row_id,) = self.db.add([row])
-            self.outcomes.append(Outcome(name, config, _with_id(row, row_id), recalled=False))
+            row = self.store(self.sum_row(work, config, origin, parts))
+            self.outcomes.append(Outcome(name, config, row, recalled=False))
             self.progress(f"  {_short(config)}: {_shown(row)} ({len(parts)} kernel(s))")
 
     def kernel_row(self, site: str, call: dict) -> Row:
@@ -290,8 +305,14 @@ class Bench:
             row = self.row(work, config, origin, "compile_error", message=source[14:])
         else:
             row = self.measure(work, config, origin, *source)
+        return self.store(row)
+
+    def store(self, row: Row) -> Row:
+        """Writes a new row to the database (its own transaction); the row with its id."""
         (row_id,) = self.db.add([row])
-        return _with_id(row, row_id)
+        stored = _with_id(row, row_id)
+        self.rows.append(stored)
+        return stored
 
     def sum_row(self, work: SiteWork, config: dict, origin: str, parts: list[Row]) -> Row:
         """An option's row from its kernels' rows: the sum of their medians; the first
@@ -319,7 +340,10 @@ class Bench:
         --force)."""
         if self.options.force:
             return None
-        return self.db.find(self.device.identity, self.regime.id, family_name, key, config)
+        row = self.db.find(self.device.identity, self.regime.id, family_name, key, config)
+        if row is not None:
+            self.rows.append(row)
+        return row
 
     def recall(self, work: SiteWork, config: dict) -> bool:
         """Takes the known row of a config as its outcome, if there is one."""
@@ -330,8 +354,10 @@ class Bench:
         self.progress(f"  {work.site} {_short(config)}: recalled row {known.id}")
         return True
 
-    def bench_site(self, work: SiteWork) -> None:
-        configs = requested_configs(work, self.options)
+    def bench_site(self, work: SiteWork, configs: Sequence[dict] | None = None) -> None:
+        """Measures (or recalls) the configs of a site: `configs`, or those the options ask
+        for (`requested_configs`)."""
+        configs = requested_configs(work, self.options) if configs is None else configs
         fresh = []
         for config in configs:
             if not self.recall(work, config):

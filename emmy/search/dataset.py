@@ -90,15 +90,20 @@ def _line(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def row_cell(row: Row) -> tuple[str, str, str, str, str]:
+    """What a row measured: (device, regime, family, key, canonical config); a freeze's
+    rows are in this order."""
+    return (row.device, row.regime, row.family, row.key, canonical_config(row.config))
+
+
+def frozen_line(row: Row) -> str:
+    """A row's line in a freeze."""
+    return _line(_record(row))
+
+
 def _row_lines(rows: Iterable[Row]) -> list[str]:
     """The frozen text of `rows`, one line each, in an order fixed by their content."""
-    keyed = []
-    for row in rows:
-        line = _line(_record(row))
-        keyed.append(
-            ((row.device, row.regime, row.family, row.key, canonical_config(row.config)), line)
-        )
-    keyed.sort()
+    keyed = sorted((row_cell(row), frozen_line(row)) for row in rows)
     return [line for _, line in keyed]
 
 
@@ -130,28 +135,57 @@ def freeze(
     if not rows:
         chosen = "; ".join(f"{k} {', '.join(v)}" for k, v in filters.items() if v)
         raise EmmyError(f"{db_path}: no rows to freeze" + (f" ({chosen})" if chosen else ""))
+    return write_freeze(out_dir, freeze_bytes(rows, str(db_path), filters))
+
+
+def freeze_bytes(
+    rows: Sequence[Row], source: str, filters: dict[str, list[str]] | None = None
+) -> bytes:
+    """The bytes of a freeze of `rows` (at least one), read from `source`."""
+    return assemble_freeze(_row_lines(rows), max(r.created for r in rows), source, filters)
+
+
+def assemble_freeze(
+    lines: Sequence[str],
+    created: float,
+    source: str,
+    filters: dict[str, list[str]] | None = None,
+) -> bytes:
+    """The bytes of a freeze of rows already frozen (`frozen_line`, in `row_cell` order),
+    the newest of them recorded at `created`."""
     header = {
         "format": FREEZE_FORMAT,
         "schema": FREEZE_SCHEMA,
-        "created": _iso(max(r.created for r in rows)),
-        "source": str(db_path),
-        "filters": filters,
-        "rows": len(rows),
+        "created": _iso(created),
+        "source": source,
+        "filters": filters or {"device": [], "family": [], "regime": []},
+        "rows": len(lines),
     }
-    data = "\n".join([_line(header), *_row_lines(rows)]).encode() + b"\n"
+    return "\n".join([_line(header), *lines]).encode() + b"\n"
+
+
+def freeze_name(data: bytes) -> str:
+    """The file name of a freeze: its content's hash."""
+    return f"freeze-{hashlib.sha256(data).hexdigest()[:12]}.jsonl"
+
+
+def write_freeze(out_dir: Path, data: bytes) -> Freeze:
+    """Writes a freeze's bytes into `out_dir` under its content's name, atomically (a file
+    of the same content already there is kept)."""
     sha256 = hashlib.sha256(data).hexdigest()
+    rows = data.count(b"\n") - 1
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise EmmyError(f"{out_dir}: not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"freeze-{sha256[:12]}.jsonl"
+        path = out_dir / freeze_name(data)
         if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256:
-            return Freeze(path, sha256, len(rows), written=False)
+            return Freeze(path, sha256, rows, written=False)
         write_atomic(path, data)
     except OSError as e:
         raise EmmyError(f"{out_dir}: cannot write the freeze ({e.strerror or e})") from None
-    return Freeze(path, sha256, len(rows), written=True)
+    return Freeze(path, sha256, rows, written=True)
 
 
 # --- reading sources ----------------------------------------------------------------------
@@ -242,6 +276,15 @@ def _load_freeze(path: Path, data: bytes, sha256: str) -> Source:
         )
     rows = [_row_from_record(f"{path}:{i}", r) for i, r in enumerate(records[1:], start=2)]
     return Source(path, "freeze", sha256, rows)
+
+
+def read_freeze(path: Path) -> list[Row]:
+    """The rows of the freeze at `path`, read and validated whole."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise EmmyError(f"{path}: cannot read it ({e.strerror or e})") from None
+    return _load_freeze(Path(path), data, hashlib.sha256(data).hexdigest()).rows
 
 
 def _load_golden(path: Path) -> Source:

@@ -1,0 +1,228 @@
+"""Campaigns on a local Ray with two emulator workers: the same rows as benching the items
+one by one; a worker killed mid-item; a driver interrupted and run again; an item no
+worker can take. Each campaign runs as its own `emmy campaign run` process, as a user runs
+it, so that the test can kill its workers and interrupt it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from emmy.campaign.items import load_campaign
+from emmy.campaign.output import CampaignOutput
+from emmy.campaign.planner import plan
+from emmy.cli import main
+from emmy.frontend.cache import traced_graph_text
+from emmy.search.dataset import frozen_line, row_cell
+from emmy.search.db import ReadOnlyDB
+
+pytest.importorskip("ray", reason="Ray is the campaign extra, which the test extra pulls in")
+
+EMMY = str(Path(sys.executable).with_name("emmy"))
+#: 21 one-site expressions, small enough that the emulator runs each config in well under
+#: a second
+EXPRESSIONS = [
+    expression
+    for rows, cols in [(4, 32), (8, 48), (2, 64), (6, 40), (3, 96), (5, 24), (7, 56)]
+    for expression in (
+        f"torch.softmax(torch.randn({rows}, {cols}), -1)",
+        f"torch.randn({rows}, {cols}).sum(-1)",
+        f"torch.nn.functional.gelu(torch.randn({rows}, {cols}) * 2.0)",
+    )
+]
+#: the default and one seeded random config per site
+SAMPLE = 1
+WORKER_TITLE = b"ray::bench_item"
+
+
+@pytest.fixture(scope="module")
+def campaign_file(tmp_path_factory) -> Path:
+    """The campaign of EXPRESSIONS on emu, planned once for the module."""
+    path = tmp_path_factory.mktemp("plan") / "campaign.json"
+    sources = [(traced_graph_text(e), (), f"<{e}>", "", e) for e in EXPRESSIONS]
+    campaign = plan(
+        path,
+        sources,
+        ["emu"],
+        configs={"sample": SAMPLE},
+        max_rows=SAMPLE,
+        progress=lambda _: None,
+    )
+    campaign.write()
+    return path
+
+
+def copy_of(campaign_file: Path, folder: Path, items: slice = slice(None)) -> Path:
+    """The campaign (some of its items) in a folder of its own, with no output yet."""
+    data = json.loads(campaign_file.read_text())
+    data["items"] = data["items"][items]
+    path = folder / "campaign.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def start(path: Path, db: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [EMMY, "campaign", "run", str(path), "--workers", "2", "--worker-db", str(db), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def expected_cells(path: Path) -> set[tuple]:
+    campaign = load_campaign(path)
+    return {cell for _, _, cells in campaign.iter_cells(["emu"]) for cell, _ in cells}
+
+
+def output_rows(path: Path) -> dict:
+    campaign = load_campaign(path)
+    return CampaignOutput(campaign.output, str(path)).rows
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below `root`, by their parents in /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    below, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        below += children
+        frontier += children
+    return below
+
+
+def busy_worker(driver: int, deadline: float) -> int:
+    """The pid of a Ray worker of `driver` that is benching an item."""
+    while time.monotonic() < deadline:
+        for pid in descendants(driver):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if title.startswith(WORKER_TITLE):
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("no Ray worker started benching an item")
+
+
+def cell_of_bench_row(row) -> tuple:
+    return (row.family, row.key, json.dumps(row.config, sort_keys=True), row.origin)
+
+
+def test_a_campaign_gives_the_rows_of_benching_its_items_one_by_one(
+    campaign_file, tmp_path, capsys
+) -> None:
+    path = copy_of(campaign_file, tmp_path)
+    # one more item, for a device kind no worker has: left, not waited for
+    data = json.loads(path.read_text())
+    data["items"].append({**data["items"][0], "devices": ["nvidia-h200-sm90"]})
+    path.write_text(json.dumps(data))
+    code, out, err = finish(start(path, tmp_path / "workers.db"))
+    assert code == 0, err
+    unplaceable = [line for line in err.splitlines() if "unplaceable" in line]
+    assert unplaceable == [
+        "emmy: campaign: 1 item(s) for nvidia-h200-sm90 unplaceable: no worker in the cluster "
+        "has that device (workers: emu ×2); left for a run on a cluster that has one"
+    ]
+    rows = output_rows(path)
+    assert set(rows) == expected_cells(path)
+    assert all(row.status in ("ok", "unstable") for row in rows.values())
+    assert "emu" in out and "campaign summary" in out
+    # the same expressions benched one by one, as `emmy run --bench` does
+    one_by_one = tmp_path / "one-by-one.db"
+    for expression in EXPRESSIONS:
+        argv = ["run", "-c", expression, "--bench", "--db", str(one_by_one), "--oracles",
+                "default", "--sample", str(SAMPLE), "--max-rows", str(SAMPLE)]  # fmt: skip
+        assert main(argv) == 0
+    capsys.readouterr()
+    with ReadOnlyDB(one_by_one) as db:
+        benched = db.rows()
+    assert sorted(map(cell_of_bench_row, benched)) == sorted(map(cell_of_bench_row, rows.values()))
+    status = subprocess.run([EMMY, "campaign", "status", str(path)], capture_output=True, text=True)
+    assert "nvidia-h200-sm90: 0/2 cells done (0 failed), 2 left" in status.stdout
+
+
+def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, tmp_path) -> None:
+    path = copy_of(campaign_file, tmp_path, slice(0, 8))
+    driver = start(path, tmp_path / "workers.db")
+    victim = busy_worker(driver.pid, time.monotonic() + 120)
+    os.kill(victim, signal.SIGKILL)
+    code, _, err = finish(driver)
+    assert code == 0, err
+    rows = output_rows(path)
+    # every cell once, measured: none is a failure row of the killed try
+    assert set(rows) == expected_cells(path)
+    assert all(row.status in ("ok", "unstable") for row in rows.values()), err
+    assert len(list((path.parent / "campaign.out").glob("*.jsonl"))) == 1
+
+
+def test_an_item_that_fails_every_try_becomes_failure_rows(campaign_file, tmp_path) -> None:
+    path = copy_of(campaign_file, tmp_path, slice(0, 3))
+    driver = start(path, tmp_path / "workers.db", "--retries", "0")
+    victim = busy_worker(driver.pid, time.monotonic() + 120)
+    os.kill(victim, signal.SIGKILL)
+    code, _, err = finish(driver)
+    assert code == 0, err
+    rows = output_rows(path)
+    assert set(rows) == expected_cells(path)
+    failed = [row for row in rows.values() if row.status == "launch_error"]
+    assert failed, err
+    assert all(
+        row.message.startswith("campaign: the item failed: its worker died on each of 1 tries")
+        for row in failed
+    )
+    assert "failed every try" in err
+
+
+def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
+    campaign_file, tmp_path
+) -> None:
+    path = copy_of(campaign_file, tmp_path, slice(0, 10))
+    workers_db = tmp_path / "workers.db"
+    driver = start(path, workers_db)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "campaign.out").glob("*.jsonl")):
+        assert time.monotonic() < deadline and driver.poll() is None, "no row arrived"
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)
+    code, _, err = finish(driver)
+    assert code == 130, err
+    assert "interrupted:" in err and "run the campaign again" in err
+    received = {cell: frozen_line(row) for cell, row in output_rows(path).items()}
+    assert received and set(received) < expected_cells(path)
+    code, out, err = finish(start(path, workers_db))
+    assert code == 0, err
+    final = output_rows(path)
+    assert set(final) == expected_cells(path)
+    assert all(frozen_line(final[cell]) == line for cell, line in received.items())
+    # every cell was measured once: the second run skipped what the first had sent, and
+    # recalled from the workers' database what the first measured but never sent
+    with ReadOnlyDB(workers_db) as db:
+        measured = Counter(row_cell(row) for row in db.rows())
+    assert set(measured) == expected_cells(path)
+    assert max(measured.values()) == 1
+    resumed = subprocess.run(
+        [EMMY, "campaign", "status", str(path)], capture_output=True, text=True
+    )
+    assert "nothing left" in resumed.stdout
