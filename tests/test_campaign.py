@@ -231,3 +231,20 @@ def test_compiling_never_imports_ray() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_resources_advertise_a_worker_per_core_or_none(capsys) -> None:
+    assert main(["campaign", "resources", "--workers", "3"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"emmy:emu": 3.0}
+    # a GPU node that benches no emulator: its GPUs alone (none on this machine)
+    assert main(["campaign", "resources", "--workers", "0"]) == 0
+    assert json.loads(capsys.readouterr().out) == {}
+    assert main(["campaign", "resources", "--workers", "-1"]) == 2
+    assert "--workers must be 0 or more" in capsys.readouterr().err
+
+
+def test_plan_refuses_mixed_sources(capsys) -> None:
+    assert main(["campaign", "plan", "--grid", "-c", SOFTMAX, "-o", "x.json"]) == 2
+    assert "--grid plans the key grid" in capsys.readouterr().err
+    assert main(["campaign", "plan", "-c", SOFTMAX, "--every", "2", "-o", "x.json"]) == 2
+    assert "give --grid" in capsys.readouterr().err

@@ -126,6 +126,16 @@ def busy_worker(driver: int, deadline: float) -> int:
     raise AssertionError("no Ray worker started benching an item")
 
 
+def killed_mid_item(path: Path, db: Path, *extra: str) -> str:
+    """Runs the campaign, kills (SIGKILL) the first worker seen benching an item, and
+    returns what the driver printed on stderr once it completed."""
+    driver = start(path, db, *extra)
+    os.kill(busy_worker(driver.pid, time.monotonic() + 120), signal.SIGKILL)
+    code, _, err = finish(driver)
+    assert code == 0, err
+    return err
+
+
 def cell_of_bench_row(row) -> tuple:
     return (row.family, row.key, json.dumps(row.config, sort_keys=True), row.origin)
 
@@ -165,11 +175,7 @@ def test_a_campaign_gives_the_rows_of_benching_its_items_one_by_one(
 
 def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, tmp_path) -> None:
     path = copy_of(campaign_file, tmp_path, slice(0, 8))
-    driver = start(path, tmp_path / "workers.db")
-    victim = busy_worker(driver.pid, time.monotonic() + 120)
-    os.kill(victim, signal.SIGKILL)
-    code, _, err = finish(driver)
-    assert code == 0, err
+    err = killed_mid_item(path, tmp_path / "workers.db")
     rows = output_rows(path)
     # every cell once, measured: none is a failure row of the killed try
     assert set(rows) == expected_cells(path)
@@ -179,11 +185,7 @@ def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, tmp_path) 
 
 def test_an_item_that_fails_every_try_becomes_failure_rows(campaign_file, tmp_path) -> None:
     path = copy_of(campaign_file, tmp_path, slice(0, 3))
-    driver = start(path, tmp_path / "workers.db", "--retries", "0")
-    victim = busy_worker(driver.pid, time.monotonic() + 120)
-    os.kill(victim, signal.SIGKILL)
-    code, _, err = finish(driver)
-    assert code == 0, err
+    err = killed_mid_item(path, tmp_path / "workers.db", "--retries", "0")
     rows = output_rows(path)
     assert set(rows) == expected_cells(path)
     failed = [row for row in rows.values() if row.status == "launch_error"]

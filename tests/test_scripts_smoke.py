@@ -37,6 +37,11 @@ SMOKE = {
         "stdout",
         "µs a launch; per call",
     ),
+    "benchmarks/campaign.py": (
+        ["--items", "2", "--sample", "1"],
+        "stdout",
+        "scaling, 2 workers over 1:",
+    ),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/model_compile.py": (
         ["--config", "tiny", "--skip-inductor"],

@@ -200,7 +200,7 @@ def _add_run(actions: argparse._SubParsersAction) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="emulator workers of the local Ray (default: one per core)",
+        help="emulator workers of the local Ray (default: one per core; 0: none, GPUs only)",
     )
     run_cmd.add_argument(
         "--worker-db",
@@ -237,8 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a campaign's items know their configs through the bench (torch): loaded here only
     from emmy.campaign.items import load_campaign
 
-    if args.workers is not None and args.workers < 1:
-        raise EmmyError("--workers must be 1 or more")
+    if args.workers is not None and args.workers < 0:
+        raise EmmyError("--workers must be 0 or more")
     if args.retries < 0:
         raise EmmyError("--retries must be 0 or more")
     if args.address is not None and args.workers is not None:
@@ -312,13 +312,16 @@ def _add_resources(actions: argparse._SubParsersAction) -> None:
         "advertises: emmy:emu (a worker per core) and emmy:<identity> per GPU kind.",
     )
     resources_cmd.add_argument(
-        "--workers", type=int, metavar="N", help="emulator workers (default: one per core)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="emulator workers (default: one per core; 0: none, for a node that benches its GPUs)",
     )
     resources_cmd.set_defaults(handler=cmd_resources)
 
 
 def cmd_resources(args: argparse.Namespace) -> int:
-    if args.workers is not None and args.workers < 1:
-        raise EmmyError("--workers must be 1 or more")
+    if args.workers is not None and args.workers < 0:
+        raise EmmyError("--workers must be 0 or more")
     print(json.dumps(local_resources(args.workers)))
     return 0

@@ -187,7 +187,7 @@ def _start_ray(address: str | None, emu_workers: int | None) -> None:
     try:
         ray.init(
             address="local",
-            num_cpus=int(resources[resource_name(EMU)]),
+            num_cpus=int(resources.get(resource_name(EMU), 0)),
             num_gpus=int(gpus),
             resources=resources,
             include_dashboard=False,

@@ -41,6 +41,7 @@ from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, is_well_formed
 from emmy.paths import write_atomic
 from emmy.search.bench import BenchOptions, SiteWork, requested_configs
+from emmy.search.dataset import Cell, cell
 from emmy.search.db import canonical_config
 from emmy.search.evaluate import default_pick, site_query
 
@@ -54,9 +55,6 @@ _ITEM_FIELDS = {
 }  # fmt: skip
 _REQUIRED_ITEM_FIELDS = ("family", "key", "configs")
 _CALL_FIELDS = {"family", "key", "config", "inputs", "outputs"}
-
-#: a cell: (device, regime, family, key, canonical config), as emmy.search.dataset.row_cell
-Cell = tuple[str, str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -172,10 +170,7 @@ class Campaign:
     def cells(self, item: Item, device: str) -> list[tuple[Cell, dict]]:
         """The cells of an item on a device kind, with their configs."""
         regime = regime_for(device, self.flags).id
-        return [
-            ((device, regime, item.family, item.key, canonical_config(c)), c)
-            for c in item.wanted_configs()
-        ]
+        return [(cell(device, regime, item.family, item.key, c), c) for c in item.wanted_configs()]
 
     def iter_cells(self, devices: Sequence[str]) -> Iterator[tuple[int, str, list]]:
         """(item index, device, its cells) of every item on each of `devices` it wants."""

@@ -26,12 +26,12 @@ def device_of(resource: str) -> str | None:
 
 def local_resources(emu_workers: int | None = None) -> dict[str, float]:
     """The emmy resources of this machine: a worker per core for the emulator (or
-    `emu_workers`), one per GPU of each kind."""
+    `emu_workers`; 0: none), one per GPU of each kind."""
     # the CUDA bindings take ~0.25 s to load; only a campaign's node asks for its GPUs
     from emmy.runtime.cuda import device_identities
 
-    cores = len(os.sched_getaffinity(0))
-    resources = {resource_name(EMU): float(emu_workers or cores)}
+    workers = len(os.sched_getaffinity(0)) if emu_workers is None else emu_workers
+    resources = {resource_name(EMU): float(workers)} if workers else {}
     for identity, count in Counter(device_identities()).items():
         resources[resource_name(identity)] = float(count)
     return resources

@@ -25,7 +25,7 @@ import math
 import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,10 +90,19 @@ def _line(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def row_cell(row: Row) -> tuple[str, str, str, str, str]:
-    """What a row measured: (device, regime, family, key, canonical config); a freeze's
-    rows are in this order."""
-    return (row.device, row.regime, row.family, row.key, canonical_config(row.config))
+#: what a row measured: (device, regime, family, key, canonical config)
+Cell = tuple[str, str, str, str, str]
+
+
+def cell(device: str, regime: str, family: str, key: str, config: Mapping[str, int | str]) -> Cell:
+    """The cell of one config of a site on a device under a regime; a freeze's rows are in
+    the order of their cells."""
+    return (device, regime, family, key, canonical_config(config))
+
+
+def row_cell(row: Row) -> Cell:
+    """The cell a row measured."""
+    return cell(row.device, row.regime, row.family, row.key, row.config)
 
 
 def frozen_line(row: Row) -> str:
