@@ -248,3 +248,12 @@ def test_plan_refuses_mixed_sources(capsys) -> None:
     assert "--grid plans the key grid" in capsys.readouterr().err
     assert main(["campaign", "plan", "-c", SOFTMAX, "--every", "2", "-o", "x.json"]) == 2
     assert "give --grid" in capsys.readouterr().err
+
+
+def test_a_run_for_a_device_kind_the_file_has_no_item_for_is_one_line(tmp_path, capsys) -> None:
+    path = write_campaign(tmp_path / "c.json", [softmax_item()])
+    assert main(["campaign", "run", str(path), "--devices", "nvidia-h100-sm90"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"emmy: error: {path}: no item is for nvidia-h100-sm90 (the file's device kinds: emu)"
+    )

@@ -122,6 +122,11 @@ def run_campaign(
     output = CampaignOutput(campaign.output, str(campaign.path))
     summary = RunSummary(output=output.path)
     wanted = list(devices) or campaign.device_kinds()
+    if not set(wanted) & set(campaign.device_kinds()):
+        kinds = ", ".join(campaign.device_kinds()) or "none"
+        raise EmmyError(
+            f"{campaign.path}: no item is for {', '.join(wanted)} (the file's device kinds: {kinds})"
+        )
     work = _work(campaign, output, wanted, force, worker_db, summary)
     if not work:
         console.print(
