@@ -83,13 +83,19 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=24, help="items of the campaign (24)")
     parser.add_argument("--sample", type=int, default=2, help="random configs per item (2)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of 1 and 2 workers (1)")
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip the warm-up run (the first measured run then compiles every kernel)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="emmy-campaign-bench-"))
     quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the run
     path = planned(folder, args.items, args.sample)
     cells = sum(len(c) for _, _, c in load_campaign(path).iter_cells([EMU]))
     print(f"campaign: {args.items} items, {cells} cells on emu; {folder}")
-    run(path, 2, "warm", quiet)  # compiles every kernel once, into the shared kernel cache
+    if not args.no_warm:
+        run(path, 2, "warm", quiet)  # compiles every kernel once, into the shared kernel cache
     results = []
     for round_index in range(args.rounds):
         for workers in (1, 2):

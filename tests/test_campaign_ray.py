@@ -1,15 +1,20 @@
 """Campaigns on a local Ray with two emulator workers: the same rows as benching the items
 one by one; a worker killed mid-item; a driver interrupted and run again; an item no
-worker can take. Each campaign runs as its own `emmy campaign run` process, as a user runs
-it, so that the test can kill its workers and interrupt it."""
+worker can take; a cluster started with `ray start`, joined with --address. Each campaign
+runs as its own `emmy campaign run` process, as a user runs it, so that the test can kill
+its workers and interrupt it."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -200,7 +205,7 @@ def test_an_item_that_fails_every_try_becomes_failure_rows(campaign_file, tmp_pa
 def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
     campaign_file, tmp_path
 ) -> None:
-    path = copy_of(campaign_file, tmp_path, slice(0, 10))
+    path = copy_of(campaign_file, tmp_path, slice(0, 6))
     workers_db = tmp_path / "workers.db"
     driver = start(path, workers_db)
     deadline = time.monotonic() + 300
@@ -228,3 +233,48 @@ def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
         [EMMY, "campaign", "status", str(path)], capture_output=True, text=True
     )
     assert "nothing left" in resumed.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_campaign_joins_a_cluster_whose_nodes_advertise_their_devices(
+    campaign_file, tmp_path
+) -> None:
+    """A head started as docs/campaigns.md says (`ray start --resources "$(emmy campaign
+    resources)"`, token authentication on), and the campaign run with --address."""
+    path = copy_of(campaign_file, tmp_path, slice(0, 2))
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    resources = subprocess.run(
+        [EMMY, "campaign", "resources", "--workers", "2"], capture_output=True, text=True
+    ).stdout.strip()
+    assert json.loads(resources) == {"emmy:emu": 2.0}
+    port = free_port()
+    # a short folder: Ray's sockets live under it, and a socket's path is at most 107 bytes
+    temp = tempfile.mkdtemp(prefix="emmy-ray-", dir="/tmp")
+    ray = str(Path(sys.executable).with_name("ray"))
+    log = tmp_path / "head.log"
+    with log.open("w") as sink:  # a file: a pipe nobody drains would stall the head
+        head = subprocess.Popen(
+            [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+             f"--resources={resources}", "--include-dashboard=false", f"--temp-dir={temp}",
+             "--disable-usage-stats"],
+            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log.read_text():  # it takes drivers from then on
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        run = [EMMY, "campaign", "run", str(path), "--address", f"127.0.0.1:{port}",
+               "--worker-db", str(tmp_path / "workers.db")]  # fmt: skip
+        done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert set(output_rows(path)) == expected_cells(path)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)

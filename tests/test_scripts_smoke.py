@@ -38,7 +38,7 @@ SMOKE = {
         "µs a launch; per call",
     ),
     "benchmarks/campaign.py": (
-        ["--items", "2", "--sample", "1"],
+        ["--items", "2", "--sample", "1", "--no-warm"],
         "stdout",
         "scaling, 2 workers over 1:",
     ),

@@ -184,8 +184,15 @@ def _start_ray(address: str | None, emu_workers: int | None) -> None:
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise EmmyError(f"cannot join the Ray cluster at {address}: {first}") from None
+            hint = (
+                "; a cluster with token authentication (Ray's default since 2.59) needs "
+                "RAY_AUTH_MODE=token and its RAY_AUTH_TOKEN here too (docs/campaigns.md)"
+                if "RAY_AUTH_MODE" not in os.environ
+                else ""
+            )
+            raise EmmyError(
+                f"cannot join the Ray cluster at {address}: {_first_line(str(error))}{hint}"
+            ) from None
         return
     resources = local_resources(emu_workers)
     gpus = sum(v for k, v in resources.items() if k != resource_name(EMU))
