@@ -275,6 +275,21 @@ def test_a_campaign_joins_a_cluster_whose_nodes_advertise_their_devices(
         assert done.returncode == 0, done.stderr[-3000:]
         assert set(output_rows(path)) == expected_cells(path)
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
+        # the head's processes are its session's (a graceful stop takes half a minute)
+        os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=60)
+        left = [pid for pid in all_pids() if temp.encode() in _cmdline(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def all_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]

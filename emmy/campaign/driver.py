@@ -17,7 +17,9 @@ every try becomes failure rows saying why, and the campaign goes on.
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -135,6 +137,9 @@ def run_campaign(
         summary.wall_s = time.time() - started
         return summary
     _start_ray(address, emu_workers)
+    # a driver ended by SIGTERM (a job scheduler's stop) ends as an interrupted one does
+    main_thread = threading.current_thread() is threading.main_thread()
+    terminate = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         placeable = _placeable(work, summary, console)
         _run(campaign, placeable, output, summary, force, retries, console)
@@ -145,6 +150,8 @@ def run_campaign(
             "run the campaign again to measure the rest"
         ) from None
     finally:
+        if terminate is not None:
+            signal.signal(signal.SIGTERM, terminate)
         ray.shutdown()
     summary.output = output.flush()
     summary.wall_s = time.time() - started
@@ -394,30 +401,15 @@ def _first_line(text: str) -> str:
 
 
 def summary_table(summary: RunSummary) -> Table:
-    """Per device kind: cells measured, recalled and failed, and wall time."""
-    table = Table(title="campaign summary")
-    for name in (
-        "device",
-        "cells",
-        "done before",
-        "measured",
-        "recalled",
-        "failed",
-        "unplaceable",
-        "wall",
-    ):
+    """Per device kind: its cells, those already in the output before the run, measured,
+    recalled from a worker's database, failed and left unplaceable, and the wall time."""
+    table = Table(title="campaign summary", caption="before: in the output before this run")
+    columns = ("device", "cells", "before", "measured", "recalled", "failed", "unplaced", "wall")
+    for name in columns:
         table.add_column(name, justify="left" if name == "device" else "right")
     for device, tally in sorted(summary.tallies.items()):
-        table.add_row(
-            device,
-            str(tally.cells),
-            str(tally.done_before),
-            str(tally.measured),
-            str(tally.recalled),
-            str(tally.failed),
-            str(tally.unplaceable),
-            f"{tally.wall_s:.1f} s",
-        )
+        counts = (tally.cells, tally.done_before, tally.measured, tally.recalled, tally.failed)
+        table.add_row(device, *map(str, counts), str(tally.unplaceable), f"{tally.wall_s:.1f} s")
     return table
 
 
@@ -426,16 +418,18 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(summary))
     for line in summary.unplaceable:
-        console.print(f"left: {line}", highlight=False)
+        console.print(f"left: {line}", highlight=False, soft_wrap=True)
     if summary.durable_s:
         mean = sum(summary.durable_s) / len(summary.durable_s)
         console.print(
             f"driver: {mean * 1e3:.1f} ms per item from a worker's return to its rows on disk "
             f"(mean of {len(summary.durable_s)}, max {max(summary.durable_s) * 1e3:.1f} ms)",
             highlight=False,
+            soft_wrap=True,
         )
     console.print(
         f"{summary.rows_received} row(s) received in {summary.wall_s:.1f} s; "
         f"output {summary.output or 'none yet'} (emmy db import takes it)",
         highlight=False,
+        soft_wrap=True,
     )
