@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from emmy.campaign import DEFAULT_MAX_ROWS
+from emmy.campaign import DEFAULT_MAX_ROWS, DEFAULT_RETRIES
 from emmy.campaign.resources import local_resources
 from emmy.errors import EmmyError
 from emmy.identity import EMU, is_well_formed
@@ -211,9 +211,10 @@ def _add_run(actions: argparse._SubParsersAction) -> None:
     run_cmd.add_argument(
         "--retries",
         type=int,
-        default=2,
+        default=DEFAULT_RETRIES,
         metavar="N",
-        help="tries of an item after its worker died, on another worker of its kind (2)",
+        help="tries of an item after its worker died, on another worker of its kind "
+        f"({DEFAULT_RETRIES})",
     )
     run_cmd.add_argument(
         "--force", action="store_true", help="measure every cell again, even those in the output"

@@ -39,6 +39,7 @@ from rich.progress import (
 from rich.table import Table
 
 from emmy.backend.regime import regime_for
+from emmy.campaign import DEFAULT_RETRIES
 from emmy.campaign.items import Campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.resources import device_of, local_resources, resource_name
@@ -48,8 +49,6 @@ from emmy.identity import EMU
 from emmy.search.dataset import row_cell
 from emmy.search.db import Row, canonical_config
 
-#: tries of a task whose worker died, after its first
-DEFAULT_RETRIES = 2
 #: the longest temp folder under which the local Ray's session sockets fit in 107 bytes
 MAX_TEMP_ROOT = 40
 #: the object store of an embedded Ray: rows are small, and a CI machine's /dev/shm too
