@@ -257,3 +257,14 @@ def test_a_run_for_a_device_kind_the_file_has_no_item_for_is_one_line(tmp_path, 
     assert err == (
         f"emmy: error: {path}: no item is for nvidia-h100-sm90 (the file's device kinds: emu)"
     )
+
+
+def test_a_damaged_freeze_in_the_output_is_one_line_and_is_kept(tmp_path, capsys) -> None:
+    path = write_campaign(tmp_path / "c.json", [softmax_item()])
+    damaged = tmp_path / "c.out" / "freeze-000000000000.jsonl"
+    damaged.parent.mkdir()
+    damaged.write_text('{"format": "emmy-freeze"\n')
+    assert main(["campaign", "status", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"emmy: error: {damaged}") and "\n" not in err
+    assert damaged.read_text() == '{"format": "emmy-freeze"\n'  # nothing is overwritten
