@@ -228,7 +228,7 @@ def _driver():
         # Ray (the campaign extra) takes seconds to import; only a campaign run needs it
         from emmy.campaign import driver
     except ImportError as error:
-        if error.name in ("ray", "rich") or str(error.name).startswith(("ray.", "rich.")):
+        if (error.name or "").split(".")[0] in ("ray", "rich"):
             raise EmmyError(INSTALL_RAY) from None
         raise
     return driver
@@ -277,7 +277,7 @@ def _add_status(actions: argparse._SubParsersAction) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     # a campaign's items know their configs through the bench (torch): loaded here only
     from emmy.campaign.items import load_campaign
-    from emmy.campaign.output import CampaignOutput
+    from emmy.campaign.output import CampaignOutput, is_failure
 
     campaign = load_campaign(args.file)
     output = CampaignOutput(campaign.output, str(campaign.path))
@@ -286,7 +286,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for _, device, cells in campaign.iter_cells(campaign.device_kinds()):
         count = totals.setdefault(device, Counter())
         left = [cell for cell, _ in cells if cell not in output]
-        failed = [cell for cell, _ in cells if cell in output and _failed(output.rows[cell].status)]
+        failed = [cell for cell, _ in cells if cell in output and is_failure(output.rows[cell])]
         count.update(cells=len(cells), left=len(left), failed=len(failed))
         items_left += bool(left)
     where = output.path or f"{campaign.output} (nothing yet)"
@@ -299,10 +299,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     print(f"{items_left} item(s) with cells left" if items_left else "nothing left")
     return 0
-
-
-def _failed(status: str) -> bool:
-    return status not in ("ok", "unstable")
 
 
 def _add_resources(actions: argparse._SubParsersAction) -> None:

@@ -41,7 +41,7 @@ from rich.table import Table
 from emmy.backend.regime import regime_for
 from emmy.campaign import DEFAULT_RETRIES
 from emmy.campaign.items import Campaign
-from emmy.campaign.output import CampaignOutput
+from emmy.campaign.output import CampaignOutput, is_failure
 from emmy.campaign.resources import device_of, local_resources, resource_name
 from emmy.campaign.worker import Result, Task, bench_task
 from emmy.errors import EmmyError
@@ -355,7 +355,7 @@ def _tally(tally: DeviceTally, pending: _Pending, result: Result | None, rows: l
     measured = sum(row.bench == result.bench for row in mine)
     tally.measured += measured
     tally.recalled += len(mine) - measured
-    tally.failed += sum(not row.clean and row.status != "unstable" for row in mine)
+    tally.failed += sum(is_failure(row) for row in mine)
     tally.first_start = min(t for t in (tally.first_start, result.started) if t is not None)
     tally.last_finish = max(t for t in (tally.last_finish, result.finished) if t is not None)
 

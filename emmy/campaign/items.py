@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from emmy import dtypes
 from emmy.backend.regime import regime_for
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
-from emmy.dsl.keys import active_params, param_dtype, parse_key
+from emmy.dsl.keys import active_params, complete_key, param_dtype, parse_key
 from emmy.dsl.library import configs as valid_configs
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
@@ -104,10 +105,15 @@ class Item:
 
     def wanted_configs(self) -> list[dict[str, int | str]]:
         """The configs this item measures on every device kind, in the bench's order."""
+        return [dict(c) for c in self._wanted]
+
+    @cached_property
+    def _wanted(self) -> tuple[dict[str, int | str], ...]:
+        # computed once: a check, each device kind's cells and the driver all ask
         if self.is_choice:
-            return _choice_configs(self)
+            return tuple(_choice_configs(self))
         if isinstance(self.configs, list):
-            return [dict(c) for c in self.configs]
+            return tuple(dict(c) for c in self.configs)
         options = BenchOptions(max_rows=self.max_rows)
         if self.configs == "all":
             options.sweep = ["all"]
@@ -115,7 +121,7 @@ class Item:
             options.sample = options.max_rows = self.configs["sample"]
         elif isinstance(self.configs, dict):
             options.sweep = list(self.configs["sweep"])
-        return requested_configs(self.work(), options)
+        return tuple(requested_configs(self.work(), options))
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"family": self.family, "key": self.key, "configs": self.configs}
@@ -351,7 +357,7 @@ def _with_buffers(where: str, item: Item, record: dict) -> Item:
         outputs = _specs(f"{where}: outputs", record["outputs"])
     else:
         inputs, outputs = _declared_specs(where, item.family, item.key)
-    return Item(**{**item.__dict__, "inputs": inputs, "outputs": outputs})
+    return replace(item, inputs=inputs, outputs=outputs)
 
 
 def _declared_specs(
@@ -360,7 +366,7 @@ def _declared_specs(
     """The buffers a family declares at a key, where every parameter has a shape of its
     own (not a variadic one, whose shapes depend on how each input is read)."""
     decl = kernel_family(family_name)
-    values = {**decl.key_defaults, **parse_key(key)}
+    values = complete_key(decl, parse_key(key))
     specs: dict[str, list[TensorSpec]] = {"in": [], "out": []}
     for param in active_params(decl, values):
         if param.variadic:
@@ -388,7 +394,7 @@ def _with_paths(where: str, item: Item, paths: object) -> Item:
                 raise EmmyError(f"{where}: path {option!r} kernel {i} must have {fields}")
             if call["family"] not in FAMILIES:
                 raise EmmyError(f"{where}: path {option!r}: unknown family {call['family']!r}")
-    return Item(**{**item.__dict__, "paths": paths})
+    return replace(item, paths=paths)
 
 
 def _check_listed(where: str, item: Item, configs: list[dict]) -> None:

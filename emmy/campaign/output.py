@@ -16,7 +16,6 @@ from pathlib import Path
 from emmy.errors import EmmyError
 from emmy.search.dataset import (
     assemble_freeze,
-    freeze_name,
     frozen_line,
     read_freeze,
     row_cell,
@@ -26,6 +25,11 @@ from emmy.search.db import Row
 
 #: a freeze of a campaign's output folder
 FREEZE_GLOB = "freeze-*.jsonl"
+
+
+def is_failure(row: Row) -> bool:
+    """Whether a row says its config failed (an unstable timing is still a time)."""
+    return row.status not in ("ok", "unstable")
 
 
 class CampaignOutput:
@@ -82,7 +86,7 @@ class CampaignOutput:
         data = assemble_freeze(lines, created, self.source)
         written = write_freeze(self.folder, data).path
         for old in self.folder.glob(FREEZE_GLOB):
-            if old.name != freeze_name(data):
+            if old.name != written.name:
                 old.unlink(missing_ok=True)
         self._written, self._dirty = written, False
         return written

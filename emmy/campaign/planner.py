@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from emmy.build import build_program
@@ -113,7 +114,7 @@ def merged(items: Iterable[Item]) -> list[Item]:
             by_site[site] = item
             continue
         devices = tuple(dict.fromkeys([*known.devices, *item.devices]))
-        by_site[site] = Item(**{**known.__dict__, "devices": devices})
+        by_site[site] = replace(known, devices=devices)
     return list(by_site.values())
 
 

@@ -85,9 +85,10 @@ def bench_task(task: Task) -> Result:
     with TuningDB(db_path) as db:
         bench = Bench(device, device.regime, db, BenchOptions(force=task.force), lambda _: None)
         if task.item.is_choice:
-            (fork_name,) = task.item.choice()["config"]
+            choice = task.item.choice()
+            (fork_name,) = choice["config"]
             options = [config[fork_name] for config in task.configs]
-            bench.bench_choice(task.item.family, task.item.choice(), options)
+            bench.bench_choice(task.item.family, choice, options)
         else:
             bench.bench_site(task.item.work(), list(task.configs))
     measured = sum(row.bench == bench.bench_id for row in bench.rows)

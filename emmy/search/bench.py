@@ -224,11 +224,8 @@ class Bench:
         #: among them (a campaign's worker returns them all)
         self.rows: list[Row] = []
 
-    def sites(self, program: Program) -> list[SiteWork]:
-        return program_sites(program)
-
     def run(self, program: Program) -> list[Outcome]:
-        sites = self.sites(program)
+        sites = program_sites(program)
         forks = {f.name for work in sites for f in family(work.family).forks}
         forks |= {name for choice in program.choices.values() for name in choice["config"]}
         for name in set(self.options.sweep) - {"all"} - forks:

@@ -173,14 +173,9 @@ def assemble_freeze(
     return "\n".join([_line(header), *lines]).encode() + b"\n"
 
 
-def freeze_name(data: bytes) -> str:
-    """The file name of a freeze: its content's hash."""
-    return f"freeze-{hashlib.sha256(data).hexdigest()[:12]}.jsonl"
-
-
 def write_freeze(out_dir: Path, data: bytes) -> Freeze:
-    """Writes a freeze's bytes into `out_dir` under its content's name, atomically (a file
-    of the same content already there is kept)."""
+    """Writes a freeze's bytes into `out_dir` under its content's name, freeze-<sha256[:12]>
+    .jsonl, atomically (a file of the same content already there is kept)."""
     sha256 = hashlib.sha256(data).hexdigest()
     rows = data.count(b"\n") - 1
     out_dir = Path(out_dir)
@@ -188,7 +183,7 @@ def write_freeze(out_dir: Path, data: bytes) -> Freeze:
         raise EmmyError(f"{out_dir}: not a directory")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / freeze_name(data)
+        path = out_dir / f"freeze-{sha256[:12]}.jsonl"
         if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256:
             return Freeze(path, sha256, rows, written=False)
         write_atomic(path, data)
