@@ -22,9 +22,10 @@ from emmy.families.registry import FAMILIES
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu import EmuDevice, build_runner
+from emmy.runtime.faults import ends_worker
 from emmy.search.bench import Bench, BenchOptions
 from emmy.search.db import TuningDB
-from emmy.search.worker import DeviceSpec, DeviceWorker, ends_worker
+from emmy.search.worker import DeviceSpec, DeviceWorker
 
 LIBRARY = Path(__file__).parent / "library"
 #: long enough for a 64-element kernel's run and timing on a busy emulator host, short
@@ -130,7 +131,7 @@ def test_a_worker_that_dies_is_reported_and_replaced() -> None:
             worker.run(SOURCE, [launch], buffers)
         buffers["y"][...] = 0
         timing = worker.time(SOURCE, [launch], buffers, warmup=0, repetitions=2)
-        assert len(timing.seconds) == 2 and timing.batch == 1 and worker.starts == 2
+        assert len(timing.seconds) == 2 and timing.batch >= 1 and worker.starts == 2
         worker.run(SOURCE, [launch], buffers)
         np.testing.assert_array_equal(buffers["y"], 2 * x)
 

@@ -41,7 +41,12 @@ def test_later_calls_allocate_nothing_and_copy_nothing_to_the_host():
     x = on_device(device, torch.randn(4, 16))
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        # the second call captures the graph, with static buffers for the input (it moved
+        # between the two calls) and the output
+        x = on_device(device, torch.randn(4, 16))
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
     first = asdict(device.counters)
+    assert device.counters.replays == 1
     for _ in range(3):
         y = on_device(device, torch.randn(4, 16))
         before = asdict(device.counters)

@@ -64,7 +64,7 @@ class BoundProgram:
     def _resident(self, spec: TensorSpec, tensor: torch.Tensor) -> torch.Tensor:
         """A constant as the device's tensor of its storage type, uploaded once."""
         storage = _storage_view(tensor, spec)
-        if storage.device == torch.device(self.device.torch_device) and storage.is_contiguous():
+        if self.device.owns(storage) and storage.is_contiguous():
             return storage
         return self.device.upload(storage.contiguous())
 
@@ -81,12 +81,8 @@ class BoundProgram:
         if len(inputs) != len(program.inputs):
             raise EmmyError(f"the program takes {len(program.inputs)} input(s), got {len(inputs)}")
         tensors = dict(self.fixed)
-        written_back: list[tuple[torch.Tensor, torch.Tensor]] = []
         for spec, given in zip(program.inputs, inputs, strict=True):
-            bound = self._bind(spec, given)
-            tensors[spec.name] = bound
-            if spec.name in self.mutated and bound.data_ptr() != given.data_ptr():
-                written_back.append((given, bound))
+            tensors[spec.name] = self._checked(spec, given)
         outputs = []
         for spec in program.outputs:
             if spec.name in tensors:  # a reshape of another output: the same buffer
@@ -101,26 +97,17 @@ class BoundProgram:
             self.executable(tensors, **options)
         except KernelLaunchError as error:
             raise KernelLaunchError(program.naming_sites(str(error))) from None
-        for given, bound in written_back:
-            given.copy_(bound.view(given.dtype).reshape(given.shape))
         return outputs
 
-    def _bind(self, spec: TensorSpec, tensor: torch.Tensor) -> torch.Tensor:
-        """The caller's tensor itself where it is already the device's contiguous tensor
-        of the spec's type; else a device copy of it (counted as an upload)."""
+    def _checked(self, spec: TensorSpec, tensor: torch.Tensor) -> torch.Tensor:
+        """The caller's tensor as its storage type, of the spec's shape. The executable uses
+        it in place where the kernels can (device memory, contiguous, aligned), else a
+        copy it writes back where the program writes the input (a KV cache)."""
         if tuple(tensor.shape) != spec.shape:
             raise EmmyError(
                 f"{spec.name} must have shape {list(spec.shape)}, got {list(tensor.shape)}"
             )
-        storage = _storage_view(tensor, spec)
-        on_device = storage.device == torch.device(self.device.torch_device)
-        if on_device and storage.is_contiguous():
-            return storage
-        copy = self.device.output(spec.shape, dtypes.torch_dtype(spec.dtype))
-        copy.copy_(storage)
-        if not on_device:
-            self.device.counters.uploads += 1
-        return copy
+        return _storage_view(tensor, spec)
 
 
 def _storage_view(tensor: torch.Tensor, spec: TensorSpec) -> torch.Tensor:

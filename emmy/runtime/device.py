@@ -1,173 +1,141 @@
-"""The interface every device implements: run a list of kernel launches over named buffers.
-
-A device takes the emitted CUDA source as text and compiles it the way it needs to (NVRTC to
-a cubin for `cuda`, g++ against the emulation header for `emu`), caching the result.
+"""A device: the one runtime over a driver (emmy.runtime.driver), the same code on a GPU and on
+the emulator.
 
 Two ways in. `run` and `time` take numpy arrays (a bench's fresh inputs, a check's
-references) and copy them to the device and back. `load` gives an Executable: the launch
-list prepared once (its arguments packed, its kernels loaded), then called any number of
-times on torch tensors that live on the device, in place, with nothing copied to the host:
-that is how a compiled program runs (emmy.runtime.bound).
+references): they are staged into device memory, the steps run with a synchronisation after
+each launch (so a fault names the launch that made it), and written arrays are copied back.
+`load` gives an Executable (emmy.runtime.executable): the launch list prepared once, then
+called any number of times on tensors that live on the device, in place, with nothing copied
+to the host: that is how a compiled program runs (emmy.runtime.bound).
+
+`time` measures windows of back-to-back passes between two events, long enough to time
+honestly; a batch of passes is captured once as a graph and replayed, so that a short
+kernel is not timed at the speed Python issues it. Beside each window it records the host's
+time to enqueue it: a window the host bounds says so (Timing.host_bound).
 """
 
 from __future__ import annotations
 
-import json
-from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import math
+import time as _time
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from emmy.errors import KernelLaunchError
+from emmy.runtime.device_types import (  # noqa: F401 - the records, as every caller names them
+    Arg,
+    BufferArg,
+    DeviceCounters,
+    HostCall,
+    Launch,
+    ScalarArg,
+    Step,
+    Timing,
+)
+from emmy.runtime.driver import Driver
+from emmy.runtime.executable import Executable, load
 
 if TYPE_CHECKING:
     import torch
 
+    from emmy.backend.regime import Regime
 
-@dataclass(frozen=True)
-class BufferArg:
-    """A kernel parameter bound to the named buffer, `offset` bytes in (passed as a device
-    pointer): a launch plan places its temporaries at offsets of one arena."""
-
-    name: str
-    offset: int = 0
+#: the most passes one timed window batches
+MAX_BATCH = 100_000
+#: the most passes one captured graph holds; a longer window replays it several times
+GRAPH_PASSES = 256
 
 
-@dataclass(frozen=True)
-class ScalarArg:
-    """A kernel parameter passed by value; dtype is one of "i32", "i64", "f32"."""
+class Device:
+    """A place where emitted kernels run: the runtime over `driver`."""
 
-    dtype: str
-    value: int | float
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        # read-only host arrays (a program's weights) keep one device copy
+        self._resident: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
 
-
-Arg = BufferArg | ScalarArg
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: the kernel's symbol, its geometry and its arguments in order."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    smem: int
-    args: tuple[Arg, ...]
-
-
-@dataclass(frozen=True)
-class HostCall:
-    """A step of a launch plan that the device runs through torch rather than as an emitted
-    kernel (emmy.runtime.vendor):
-    - op "matmul": the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the
-      emulator), c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it
-      has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type.
-    - op "attention": torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or the
-      memory-efficient kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v on
-      q, k, v, [mask], o in SDPA's [groups, heads, len, d] shapes; `spec` is JSON
-      {"causal", "scale"}.
-    - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
-      (emmy.program.Program.fallback_call), `args` its input buffers then its output
-      buffers, `shapes` and `dtypes` theirs."""
-
-    op: str
-    args: tuple[BufferArg, ...]
-    shapes: tuple[tuple[int, ...], ...]
-    dtype: str
-    transpose_b: bool = False
-    dtypes: tuple[str, ...] = ()
-    spec: str = ""
+    # -- what the driver says --------------------------------------------------------------
 
     @property
-    def kernel(self) -> str:
-        if self.op == "torch":
-            return f"torch {json.loads(self.spec)['target']}"
-        return f"vendor {self.op}"
+    def identity(self) -> str:
+        """The device identity slug, e.g. "emu" or "nvidia-h200-sm90"."""
+        return self.driver.identity
 
-    def dtype_of(self, index: int) -> str:
-        """The storage type of buffer `index`."""
-        return self.dtypes[index] if self.dtypes else self.dtype
+    @property
+    def torch_device(self) -> str:
+        """torch's name of this device's memory ("cpu" for the emulator, "cuda:0")."""
+        return self.driver.torch_device
 
+    @property
+    def regime(self) -> Regime:
+        return self.driver.regime
 
-Step = Launch | HostCall
-
-
-@dataclass(frozen=True)
-class Timing:
-    """What a device's time() measured: seconds of one pass of the launch list, one per
-    repetition, each the mean of `batch` passes run back to back inside one timed window
-    (a GPU batches short kernels until the window is long enough to time honestly)."""
-
-    seconds: tuple[float, ...]
-    batch: int = 1
-
-
-@dataclass
-class DeviceCounters:
-    """What a device did, counted by the device itself, so that a test can check that a
-    program's later calls allocate nothing and copy nothing to the host."""
-
-    #: device memory the device allocated itself (arenas, workspaces, staging, graphs'
-    #: static buffers), not outputs drawn from torch's caching allocator
-    allocations: int = 0
-    allocated_bytes: int = 0
-    #: host-to-device copies (weights uploaded, a CPU tensor staged into device memory)
-    uploads: int = 0
-    #: device-to-host copies
-    host_copies: int = 0
-    #: kernel launches issued (a graph replay counts its launches once, at capture)
-    launches: int = 0
-    #: graph replays (cuda) or runner requests (emu)
-    replays: int = 0
-    requests: int = 0
-    #: emulator runner processes started
-    runner_starts: int = 0
-
-
-class Executable(ABC):
-    """A launch list loaded on a device: kernels loaded and arguments packed once. A call
-    runs it on the device's tensors, one per buffer name (its slots), in place, ordered on
-    the device's current stream; it returns before the device has finished."""
-
-    @abstractmethod
-    def __call__(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Runs the launches on `tensors` (every slot bound)."""
-
-
-class Device(ABC):
-    """A place where emitted kernels run."""
-
-    #: the device identity slug, e.g. "emu" or "nvidia-h200-sm90"
-    identity: str
-    #: the compiler and its version, as recorded beside measurements ("nvrtc 13.0")
-    compiler: str
-    #: torch's name of this device's memory ("cpu" for the emulator, "cuda:0")
-    torch_device: str = "cpu"
+    @property
+    def compiler(self) -> str:
+        """The compiler and its version, as recorded beside measurements ("nvrtc 13.0")."""
+        return self.driver.compiler
 
     @property
     def counters(self) -> DeviceCounters:
         """This device's counts, from its creation on."""
-        if "_counters" not in self.__dict__:
-            self._counters = DeviceCounters()
-        return self._counters
+        return self.driver.counters
+
+    # -- memory ----------------------------------------------------------------------------
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """Uninitialised device memory that the device's executables use in place."""
-        raise self._no_programs()
+        return self.driver.empty(tuple(shape), dtype)
 
     def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """A call's output: device memory from the device's allocator (torch's caching
         allocator on a GPU), not counted as the device's own allocation."""
-        raise self._no_programs()
+        return self.driver.output(tuple(shape), dtype)
+
+    def owns(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor` lives in this device's memory."""
+        return self.driver.owns(tensor)
 
     def upload(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A device copy of `tensor` (a weight), made on the stream that later reads it."""
-        copy = self.empty(tuple(tensor.shape), tensor.dtype)
-        copy.copy_(tensor)
+        """A device copy of `tensor` (a weight), made in stream order."""
+        copy = self.driver.empty(tuple(tensor.shape), tensor.dtype)
+        self.driver.host_call(lambda: copy.copy_(tensor))
+        self.driver.end_call()
         self.counters.uploads += 1
         return copy
+
+    # -- the stream and the context --------------------------------------------------------
+
+    def prepare(self, source: str) -> None:
+        """Compiles `source` for this device ahead of any launch (cached); a compile error
+        raises KernelCompileError here."""
+        self.driver.prepare(source)
+
+    def synchronize(self) -> None:
+        """Waits until everything queued on the device has finished."""
+        self.driver.synchronize()
+
+    def fault(self) -> str | None:
+        """The sticky fault of this device's context, if it suffered one."""
+        return self.driver.fault()
+
+    def reset(self) -> None:
+        """A fresh context after a fault (the emulator's; a GPU's process must be replaced)."""
+        self._resident.clear()
+        self.driver.reset()
+
+    def close(self) -> None:
+        self._resident.clear()
+        self.driver.close()
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- programs on the device's tensors --------------------------------------------------
 
     def load(
         self,
@@ -184,44 +152,155 @@ class Device(ABC):
         one of `slots`. The roles of the slots: `fixed` are bound to the same tensors at
         every call (weights, the arena), `mutated` are inputs the steps write (a KV cache),
         `outputs` are bound to each call's fresh outputs; the others are inputs the steps
-        only read. A GPU replays the launch list as one CUDA graph unless `cuda_graphs` is
-        False; other devices ignore it."""
-        raise self._no_programs()
-
-    def _no_programs(self) -> KernelLaunchError:
-        return KernelLaunchError(
-            f"the {self.identity} device runs launch lists on numpy buffers alone (run, "
-            "time), not programs on its tensors"
+        only read. The launch list is replayed as one graph unless `cuda_graphs` is False."""
+        return load(
+            self.driver,
+            source,
+            steps,
+            slots,
+            cuda_graphs=cuda_graphs,
+            fixed=fixed,
+            mutated=mutated,
+            outputs=outputs,
         )
 
-    def synchronize(self) -> None:  # noqa: B027 - a device with no queue has nothing to wait on
-        """Waits until everything queued on the device has finished."""
+    # -- launch lists on numpy buffers -----------------------------------------------------
 
-    def prepare(self, source: str) -> None:  # noqa: B027 - optional for devices
-        """Compiles `source` for this device ahead of any launch (cached); a compile error
-        raises KernelCompileError here."""
-
-    @abstractmethod
     def run(
         self,
         source: str,
-        launches: Sequence[Launch],
+        launches: Sequence[Step],
         buffers: dict[str, np.ndarray],
         *,
         schedule: str = "forward",
         timeout: float = 120.0,
     ) -> None:
-        """Run the launches in order; results are written back into `buffers` in place."""
+        """Runs the launches in order, each waited for (a fault names its launch); results
+        are written back into the writeable arrays of `buffers` in place (read-only arrays
+        are inputs). `schedule` orders the emulator's threads; a GPU orders its own."""
+        tensors = self._stage(buffers)
+        executable = Executable(self.driver, source, launches, list(buffers), cuda_graphs=False)
+        executable(tensors, sync_each_launch=True, timeout=timeout, schedule=schedule)
+        self._unstage(buffers, tensors)
 
-    @abstractmethod
     def time(
         self,
         source: str,
-        launches: Sequence[Launch],
+        launches: Sequence[Step],
         buffers: dict[str, np.ndarray],
         *,
         warmup: int = 2,
         repetitions: int = 10,
         timeout: float = 600.0,
+        graphs: bool = True,
     ) -> Timing:
-        """Seconds taken by each repetition of the whole launch list (after warm-up)."""
+        """Device seconds of one pass of the launch list, per repetition: events around
+        `batch` passes back to back, `batch` chosen so that a window lasts the driver's
+        min_window_seconds or more, replayed from a captured graph unless `graphs` is False
+        or the steps cannot be captured. Buffers are not copied back."""
+        driver = self.driver
+        driver.check_fault()
+        deadline = _time.monotonic() + timeout
+
+        def left() -> float:
+            return max(1.0, deadline - _time.monotonic())
+
+        tensors = self._stage(buffers)
+        executable = Executable(driver, source, launches, list(buffers), cuda_graphs=False)
+        pointers = {name: tensor.data_ptr() for name, tensor in tensors.items()}
+
+        def issue() -> None:
+            executable.issue(tensors, pointers)
+
+        window: _Window | None = None
+        seconds: list[float] = []
+        hosts: list[float] = []
+        for count, context in driver.timing_contexts(repetitions):
+            with context:
+                for _ in range(warmup):
+                    issue()
+                driver.synchronize(left(), "the warm-up")
+                window = window or _Window.fitted(driver, issue, graphs, left)
+                marks = [window.measure(driver, issue) for _ in range(count)]
+                driver.synchronize(left(), f"{count} timed window(s) of {window.batch} pass(es)")
+                for start, end, host in marks:
+                    seconds.append(driver.elapsed(start, end) / window.batch)
+                    hosts.append(host / window.batch)
+        driver.end_call()
+        if window is None:
+            raise KernelLaunchError("a timing needs at least one repetition")
+        return Timing(tuple(seconds), window.batch, tuple(hosts), window.graph is not None)
+
+    def _stage(self, buffers: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Device tensors holding the arrays' bytes; read-only arrays are copied once and
+        kept (a program's weights cross once, not at every run)."""
+        import torch  # the runtime's tensors; a compile never comes here
+
+        tensors: dict[str, torch.Tensor] = {}
+        for name, array in buffers.items():
+            resident = self._resident.get(id(array))
+            if resident is not None and resident[0] is array:
+                tensors[name] = resident[1]
+                continue
+            host = torch.from_numpy(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+            tensor = self.driver.empty((host.numel(),), torch.uint8)
+            self.driver.host_call(lambda tensor=tensor, host=host: tensor.copy_(host))
+            self.counters.uploads += 1
+            tensors[name] = tensor
+            if not array.flags.writeable and array.nbytes:
+                self._resident[id(array)] = (array, tensor)
+        return tensors
+
+    def _unstage(self, buffers: dict[str, np.ndarray], tensors: dict[str, torch.Tensor]) -> None:
+        for name, array in buffers.items():
+            if not array.flags.writeable or not array.nbytes:
+                continue  # a read-only array can only have been an input
+            host = tensors[name].cpu().numpy().view(array.dtype).reshape(array.shape)
+            array[...] = host
+            self.counters.host_copies += 1
+
+
+class _Window:
+    """How one timed window runs: `batch` passes, as `replays` replays of a graph of
+    `batch / replays` passes, or issued one by one (`graph` None)."""
+
+    def __init__(self, batch: int, graph: Any, replays: int) -> None:
+        self.batch = batch
+        self.graph = graph
+        self.replays = replays
+
+    @classmethod
+    def fitted(cls, driver: Driver, issue: Any, graphs: bool, left: Any) -> _Window:
+        """A window long enough to time: one probed pass sets the batch."""
+        start, end = driver.event(), driver.event()
+        driver.record(start)
+        issue()
+        driver.record(end)
+        driver.synchronize(left(), "a probe of the launch list")
+        one = max(driver.elapsed(start, end), 1e-7)
+        batch = max(1, min(MAX_BATCH, math.ceil(driver.min_window_seconds / one)))
+        if not graphs:
+            return cls(batch, None, batch)
+        passes = min(batch, GRAPH_PASSES)
+        replays = math.ceil(batch / passes)
+        try:
+            with driver.capture() as graph:
+                for _ in range(passes):
+                    issue()
+        except RuntimeError:  # a host call that cannot be captured: pass by pass
+            return cls(batch, None, batch)
+        return cls(passes * replays, graph, replays)
+
+    def measure(self, driver: Driver, issue: Any) -> tuple[Any, Any, float]:
+        """Queues one window between two events; the events and the host's enqueue time."""
+        start, end = driver.event(), driver.event()
+        driver.record(start)
+        begun = _time.perf_counter()
+        for _ in range(self.replays):
+            if self.graph is not None:
+                driver.replay(self.graph)
+            else:
+                issue()
+        host = _time.perf_counter() - begun
+        driver.record(end)
+        return start, end, host

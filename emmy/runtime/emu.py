@@ -21,18 +21,19 @@ import subprocess
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from emmy import dtypes
 from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
 from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.runtime.device import BufferArg, Device, Executable, HostCall, Launch, Step, Timing
+from emmy.runtime.device import Device
+from emmy.runtime.device_types import BufferArg, DeviceCounters, Launch
+from emmy.runtime.driver import Driver, PackedLaunch
 from emmy.runtime.emu_memory import EmuMemory
 from emmy.runtime.emu_serve import Program, Runner, schedule_words
 
@@ -160,48 +161,6 @@ def build_runner(sanitize: str | None = None) -> Path:
     )
 
 
-def _segments(steps: Sequence[Step]) -> list[HostCall | list[Launch]]:
-    """The steps as runs of consecutive kernel launches, and the host calls between them."""
-    segments: list[HostCall | list[Launch]] = []
-    for step in steps:
-        if isinstance(step, HostCall):
-            segments.append(step)
-        elif segments and isinstance(segments[-1], list):
-            segments[-1].append(step)
-        else:
-            segments.append([step])
-    return segments
-
-
-def _host_call(call: HostCall, buffers: Mapping[str, np.ndarray]) -> None:
-    # the vendor library runs through torch, loaded by a program's first host call alone
-    from emmy.runtime.vendor import numpy_view, run_host_call
-
-    def view(arg: BufferArg, shape: tuple[int, ...], dtype: str):
-        if arg.name not in buffers:
-            raise KernelLaunchError(f"{call.kernel} uses unknown buffer {arg.name!r}")
-        return numpy_view(buffers[arg.name], arg, shape, dtype)
-
-    run_host_call(call, view, "cpu")
-
-
-def _time_host_calls(
-    steps: Sequence[Step], buffers: dict[str, np.ndarray], warmup: int, repetitions: int
-) -> list[float]:
-    if not all(isinstance(step, HostCall) for step in steps):
-        raise KernelLaunchError("the emulator times host calls alone, not among kernels")
-    for _ in range(warmup):
-        for step in steps:
-            _host_call(step, buffers)  # type: ignore[arg-type]
-    times = []
-    for _ in range(repetitions):
-        start = time.perf_counter()
-        for step in steps:
-            _host_call(step, buffers)  # type: ignore[arg-type]
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def _default_workers() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -217,13 +176,330 @@ TIMING_PROCESSES = 3
 CACHED_PROGRAMS = 64
 
 
+#: implicit runs of the queue (an event, a host call, the end of a call) may take this long
+QUEUE_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A launch as queued: its kernel object, and its arguments as they were at launch,
+    pointers as (region, byte offset) of the device memory they point into."""
+
+    so: Path
+    launch: Launch
+    pointers: tuple[tuple[int, int] | None, ...]
+
+
+@dataclass
+class _Event:
+    """A point on the emulated stream: the device seconds run before it."""
+
+    at: float = 0.0
+
+
+class EmuGraph:
+    """A captured graph: runs of launches, each a runner program bound to the device memory
+    its arguments pointed at during capture, and the host calls between them. A replay runs
+    those very arguments, as a CUDA graph does: a tensor that moved after capture is not
+    where the graph reads or writes."""
+
+    def __init__(self, items: list[tuple[Program, list[tuple[int, int]]] | Callable[[], None]]):
+        self.items = items
+
+
+class EmuDriver(Driver):
+    """The emulator below the runtime: device memory is shared memory (emu_memory.EmuMemory),
+    CPU torch tensors that the runner reads and writes in place; launches are queued and run
+    as one runner request per run of launches, when something needs their results (a host
+    call, an event, a synchronisation, the end of a call). A kernel that crashes or hangs
+    kills the runner and faults the context: every later call fails with that fault until
+    `reset` starts a fresh runner, as a GPU's process must be replaced."""
+
+    identity = EMU
+    torch_device = "cpu"
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        sanitize: str | None = None,
+        smem_limit: int = DEFAULT_SMEM_LIMIT,
+        flags: str | Sequence[str] = DEPLOYABLE_FLAGS,
+    ) -> None:
+        _sanitize_flags(sanitize)
+        self.regime = regime_for(EMU, flags)
+        self.host_flags = host_compiler_flags(self.regime)
+        self.workers = workers if workers is not None else _default_workers()
+        self.sanitize = sanitize
+        self.smem_limit = smem_limit
+        self.counters = DeviceCounters()
+        self._memory: EmuMemory | None = None
+        self._runner: Runner | None = None
+        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self._queue: list[_Queued | EmuGraph] = []
+        self._captured: list[_Queued | Callable[[], None]] | None = None
+        self._clock = 0.0
+        self._schedule = "forward"
+        self._run_workers: int | None = None
+        self._fault: str | None = None
+
+    @property
+    def compiler(self) -> str:
+        return "g++ " + _gxx_version().splitlines()[0].split()[-1]
+
+    @property
+    def memory(self) -> EmuMemory:
+        """This device's memory (made on first use)."""
+        if self._memory is None:
+            self._memory = EmuMemory(self.counters)
+        return self._memory
+
+    def runner(self) -> Runner:
+        """The client of this device's runner process (which starts on its first request)."""
+        if self._runner is None:
+            self._runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
+        return self._runner
+
+    def compile(self, source: str) -> Path:
+        """The kernel object of `source` for this device's sanitizer and regime (cached)."""
+        return compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
+
+    # -- memory ----------------------------------------------------------------------------
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return self.memory.tensor(tuple(shape), dtype)
+
+    def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return self.memory.tensor(tuple(shape), dtype, counted=False)
+
+    def owns(self, tensor: torch.Tensor) -> bool:
+        if tensor.device.type != "cpu":
+            return False
+        nbytes = tensor.numel() * tensor.element_size()
+        return self.memory.resolve(tensor.data_ptr(), nbytes) is not None
+
+    # -- modules ---------------------------------------------------------------------------
+
+    def prepare(self, source: str) -> None:
+        self.compile(source)
+
+    def load_module(self, source: str) -> Path:
+        return self.compile(source)
+
+    def function(self, module: Path, launch: Launch) -> Path:
+        if not launch.kernel.isidentifier():
+            raise KernelLaunchError(f"bad kernel name {launch.kernel!r}")
+        return module
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def launch(self, packed: PackedLaunch) -> None:
+        self.check_fault()
+        pointers: list[tuple[int, int] | None] = []
+        for arg, value in zip(packed.launch.args, packed.values(), strict=True):
+            if not isinstance(arg, BufferArg):
+                pointers.append(None)
+                continue
+            place = self.memory.resolve(int(value), 0)
+            if place is None:
+                raise KernelLaunchError(
+                    f"launch of {packed.launch.kernel!r}: buffer {arg.name!r} is not device memory"
+                )
+            pointers.append(place)
+        queued = _Queued(packed.function, packed.launch, tuple(pointers))
+        (self._captured if self._captured is not None else self._queue).append(queued)
+
+    def host_call(self, call: Callable[[], None]) -> None:
+        if self._captured is not None:
+            self._captured.append(call)
+            return
+        self._flush(QUEUE_TIMEOUT)
+        self._timed_host_call(call)
+
+    def _timed_host_call(self, call: Callable[[], None]) -> None:
+        # the emulator's events time host calls as the wall time they take
+        start = time.perf_counter()
+        call()
+        self._clock += time.perf_counter() - start
+
+    def synchronize(self, timeout: float = 120.0, what: str = "the launches") -> None:
+        self.check_fault()
+        self._flush(timeout)
+
+    def end_call(self, timeout: float = QUEUE_TIMEOUT) -> None:
+        self._flush(timeout)
+
+    @contextmanager
+    def order(self, schedule: str) -> Iterator[None]:
+        schedule_words(schedule)
+        previous, self._schedule = self._schedule, schedule
+        try:
+            yield
+        finally:
+            self._schedule = previous
+
+    def _flush(self, timeout: float) -> None:
+        """Runs the queue: one runner request per run of launches of one kernel object, and
+        the graphs replayed between them."""
+        queue, self._queue = self._queue, []
+        run: list[_Queued] = []
+        for item in [*queue, None]:
+            if isinstance(item, _Queued):
+                run.append(item)
+                continue
+            for program, binding in self._programs_of(run):
+                self._run(program, binding, timeout)
+            run = []
+            if item is not None:
+                self._run_graph(item, timeout)
+
+    def _programs_of(self, queue: list[_Queued]) -> Iterator[tuple[Program, list[tuple[int, int]]]]:
+        start = 0
+        while start < len(queue):
+            end = start + 1
+            while end < len(queue) and queue[end].so == queue[start].so:
+                end += 1
+            yield self._program(queue[start:end])
+            start = end
+
+    def _program(self, run: list[_Queued]) -> tuple[Program, list[tuple[int, int]]]:
+        """The runner program of a run of launches (defined once while cached), its slots
+        the regions the arguments point into, in order of first use, and their binding."""
+        regions: dict[int, int] = {}
+        launches = []
+        for queued in run:
+            args = []
+            for arg, place in zip(queued.launch.args, queued.pointers, strict=True):
+                if place is None:
+                    args.append(arg)
+                    continue
+                region, offset = place
+                slot = regions.setdefault(region, len(regions))
+                args.append(BufferArg(f"s{slot}", offset))
+            launches.append(
+                Launch(
+                    queued.launch.kernel, queued.launch.grid, queued.launch.block,
+                    queued.launch.smem, tuple(args),
+                )
+            )  # fmt: skip
+        slots = tuple(f"s{slot}" for slot in range(len(regions)))
+        key = (run[0].so, tuple(launches), slots)
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = Program(run[0].so, launches, slots)
+            if len(self._programs) > CACHED_PROGRAMS:
+                _, old = self._programs.popitem(last=False)
+                self.runner().forget(old)
+        else:
+            self._programs.move_to_end(key)
+        return program, [(region, 0) for region in regions]
+
+    def _run(self, program: Program, binding: list[tuple[int, int]], timeout: float) -> None:
+        self.check_fault()
+        runner = self.runner()
+        try:
+            self._clock += runner.run(
+                program,
+                binding,
+                workers=self._run_workers or self.workers,
+                schedule=self._schedule,
+                smem_limit=self.smem_limit,
+                timeout=timeout,
+            )
+        except KernelLaunchError as error:
+            if not runner.alive:  # a crash or a hang: the context is gone, as on a GPU
+                self._fault = str(error)
+            raise
+
+    # -- events and graphs -----------------------------------------------------------------
+
+    def event(self) -> _Event:
+        return _Event()
+
+    def record(self, event: _Event) -> None:
+        self._flush(QUEUE_TIMEOUT)
+        event.at = self._clock
+
+    def elapsed(self, start: _Event, end: _Event) -> float:
+        return end.at - start.at
+
+    @contextmanager
+    def capture(self) -> Iterator[EmuGraph]:
+        self._flush(QUEUE_TIMEOUT)
+        graph = EmuGraph([])
+        self._captured = captured = []
+        try:
+            yield graph
+        finally:
+            self._captured = None
+        run: list[_Queued] = []
+        for item in [*captured, None]:
+            if isinstance(item, _Queued):
+                run.append(item)
+                continue
+            if run:
+                graph.items.extend(self._programs_of(run))
+                run = []
+            if item is not None:
+                graph.items.append(item)
+
+    def replay(self, graph: EmuGraph) -> None:
+        self.check_fault()
+        self._queue.append(graph)
+
+    def _run_graph(self, graph: EmuGraph, timeout: float) -> None:
+        for item in graph.items:
+            if isinstance(item, tuple):
+                self._run(*item, timeout)
+            else:
+                self._timed_host_call(item)
+
+    # -- faults and contexts ---------------------------------------------------------------
+
+    def fault(self) -> str | None:
+        return self._fault
+
+    def reset(self) -> None:
+        """A fresh context: the queue dropped, the fault cleared, a fresh runner."""
+        self._queue.clear()
+        self._fault = None
+        if self._runner is not None:
+            self._runner.close()
+
+    def timing_contexts(self, repetitions: int) -> Iterator[tuple[int, AbstractContextManager]]:
+        """The repetitions spread over TIMING_PROCESSES fresh runners on TIMING_WORKERS (see
+        EmuDevice)."""
+        processes = max(1, min(TIMING_PROCESSES, repetitions))
+        for process in range(processes):
+            yield (repetitions + process) // processes, self._fresh_runner()
+
+    @contextmanager
+    def _fresh_runner(self) -> Iterator[None]:
+        self._flush(QUEUE_TIMEOUT)
+        previous = self._runner
+        self._runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
+        self._run_workers = TIMING_WORKERS
+        try:
+            yield
+        finally:
+            self._runner.close()
+            self._runner, self._run_workers = previous, None
+
+    def close(self) -> None:
+        """Stops the runner (a later call starts another)."""
+        self._queue.clear()
+        if self._runner is not None:
+            self._runner.close()
+
+
 class EmuDevice(Device):
-    """Runs emitted kernels on the CPU, one fiber per CUDA thread.
+    """Runs emitted kernels on the CPU, one fiber per CUDA thread: the runtime over an
+    EmuDriver.
 
     Device memory is shared memory (emu_memory.EmuMemory): `empty` gives CPU torch tensors
     that the runner reads and writes in place. The kernels run in one runner process that
-    stays up (emu_serve.Runner); a kernel that crashes or hangs kills it, and the next call
-    starts a fresh one. `counters` counts allocations, copies in and out (uploads,
+    stays up (emu_serve.Runner); a kernel that crashes or hangs kills it and faults the
+    device until `reset`. `counters` counts allocations, copies in and out (uploads,
     host_copies), launches, runner starts and requests.
 
     workers: OS threads running blocks in parallel (default: the CPUs this process may use).
@@ -247,8 +523,6 @@ class EmuDevice(Device):
     depends on thread order (races) show it.
     """
 
-    identity = EMU
-
     def __init__(
         self,
         workers: int | None = None,
@@ -257,325 +531,31 @@ class EmuDevice(Device):
         smem_limit: int = DEFAULT_SMEM_LIMIT,
         flags: str | Sequence[str] = DEPLOYABLE_FLAGS,
     ) -> None:
-        _sanitize_flags(sanitize)
-        self.regime = regime_for(EMU, flags)
-        self.host_flags = host_compiler_flags(self.regime)
-        self.workers = workers if workers is not None else _default_workers()
-        self.sanitize = sanitize
-        self.smem_limit = smem_limit
-        self._memory: EmuMemory | None = None
-        self._runner: Runner | None = None
-        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self.emu = EmuDriver(workers, sanitize=sanitize, smem_limit=smem_limit, flags=flags)
+        super().__init__(self.emu)
 
     @property
-    def compiler(self) -> str:
-        return "g++ " + _gxx_version().splitlines()[0].split()[-1]
+    def workers(self) -> int:
+        return self.emu.workers
+
+    @property
+    def sanitize(self) -> str | None:
+        return self.emu.sanitize
+
+    @property
+    def smem_limit(self) -> int:
+        return self.emu.smem_limit
+
+    @property
+    def host_flags(self) -> tuple[str, ...]:
+        return self.emu.host_flags
 
     @property
     def memory(self) -> EmuMemory:
-        """This device's memory (made on first use)."""
-        if self._memory is None:
-            self._memory = EmuMemory(self.counters)
-        return self._memory
+        return self.emu.memory
 
     def runner(self) -> Runner:
-        """The client of this device's runner process (which starts on its first request)."""
-        if self._runner is None:
-            self._runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
-        return self._runner
-
-    def close(self) -> None:
-        """Stops the runner (a later call starts another)."""
-        if self._runner is not None:
-            self._runner.close()
-
-    def prepare(self, source: str) -> None:
-        self._compile(source)
-
-    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        """An uninitialised CPU torch tensor of torch `dtype` in device memory: a program run
-        on it reads and writes it in place."""
-        return self.memory.tensor(tuple(shape), dtype)
-
-    def empty_bytes(self, nbytes: int) -> torch.Tensor:
-        """`nbytes` of device memory, as a uint8 CPU torch tensor."""
-        # torch is heavy, and only a program run on torch tensors allocates them
-        import torch
-
-        return self.memory.tensor((nbytes,), torch.uint8)
-
-    def output(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        """A call's output in device memory, from the region cache (as torch's caching
-        allocator on a GPU: not counted as an allocation)."""
-        return self.memory.tensor(tuple(shape), dtype, counted=False)
-
-    def load(
-        self,
-        source: str,
-        steps: Sequence[Step],
-        slots: Sequence[str],
-        *,
-        cuda_graphs: bool = True,
-        fixed: Collection[str] = (),
-        mutated: Collection[str] = (),
-        outputs: Collection[str] = (),
-    ) -> EmuExecutable:
-        """The steps as an executable over torch tensors bound to `slots` at each call (every
-        buffer of the steps is a slot; roles as Device.load says, `cuda_graphs` ignored).
-        A staged tensor is copied back when the steps may write it: fixed, mutated and
-        outputs. The runner defines its programs here, once."""
-        return EmuExecutable(self, source, steps, slots, {*fixed, *mutated, *outputs})
-
-    def run(
-        self,
-        source: str,
-        launches: Sequence[Step],
-        buffers: dict[str, np.ndarray],
-        *,
-        schedule: str = "forward",
-        timeout: float = 120.0,
-    ) -> None:
-        """Runs the launches; writeable arrays in `buffers` receive the results in place
-        (read-only arrays are treated as inputs). The arrays are copied into device memory
-        and back; host calls run here, between the runs of kernels, on device memory."""
-        schedule_words(schedule)
-        segments = _segments(launches)
-        if all(isinstance(segment, HostCall) for segment in segments):
-            for segment in segments:
-                _host_call(segment, buffers)  # type: ignore[arg-type]
-            return
-        staged, slots = self._stage(buffers)
-        for segment in segments:
-            if isinstance(segment, HostCall):
-                _host_call(segment, staged)
-                continue
-            program = self._program(source, segment, list(buffers))
-            self.runner().run(
-                program,
-                slots,
-                workers=self.workers,
-                schedule=schedule,
-                smem_limit=self.smem_limit,
-                timeout=timeout,
-            )
-        self._unstage(buffers, staged)
-
-    def time(
-        self,
-        source: str,
-        launches: Sequence[Launch],
-        buffers: dict[str, np.ndarray],
-        *,
-        warmup: int = 2,
-        repetitions: int = 10,
-        timeout: float = 600.0,
-    ) -> Timing:
-        """Seconds per repetition of the whole launch list, measured inside fresh runners,
-        each warmed up `warmup` times (host calls, which run here, are timed alone)."""
-        if any(isinstance(step, HostCall) for step in launches):
-            return Timing(tuple(_time_host_calls(launches, buffers, warmup, repetitions)))
-        staged, slots = self._stage(buffers)
-        program = Program(self._compile(source), launches, list(buffers))
-        times: list[float] = []
-        processes = max(1, min(TIMING_PROCESSES, repetitions))
-        for process in range(processes):
-            runner = Runner(build_runner(self.sanitize), self.memory, self.counters)
-            try:
-                times += runner.time(
-                    program,
-                    slots,
-                    warmup=warmup,
-                    repetitions=(repetitions + process) // processes,
-                    workers=TIMING_WORKERS,
-                    smem_limit=self.smem_limit,
-                    timeout=timeout,
-                )
-            finally:
-                runner.close()
-        self._unstage(buffers, staged)
-        return Timing(tuple(times))
+        return self.emu.runner()
 
     def _compile(self, source: str) -> Path:
-        return compile_emu(source, sanitize=self.sanitize, extra_flags=self.host_flags)
-
-    def _program(self, source: str, launches: Sequence[Launch], slots: Sequence[str]) -> Program:
-        """The program of these launches over these slots, defined once while cached."""
-        so = self._compile(source)
-        key = (so, tuple(launches), tuple(slots))
-        program = self._programs.get(key)
-        if program is not None:
-            self._programs.move_to_end(key)
-            return program
-        program = self._programs[key] = Program(so, launches, slots)
-        if len(self._programs) > CACHED_PROGRAMS:
-            _, old = self._programs.popitem(last=False)
-            self.runner().forget(old)
-        return program
-
-    def _stage(
-        self, buffers: Mapping[str, np.ndarray]
-    ) -> tuple[dict[str, np.ndarray], list[tuple[int, int]]]:
-        """Copies of the arrays in device memory, and their (region, offset)s."""
-        staged, slots = {}, []
-        for name, array in buffers.items():
-            copy, region, offset = self.memory.array(array.shape, array.dtype)
-            copy[...] = array
-            self.counters.uploads += 1
-            staged[name] = copy
-            slots.append((region, offset))
-        return staged, slots
-
-    def _unstage(self, buffers: Mapping[str, np.ndarray], staged: Mapping[str, np.ndarray]) -> None:
-        for name, array in buffers.items():
-            if array.flags.writeable and array.size:
-                array[...] = staged[name]
-                self.counters.host_copies += 1
-
-
-class EmuExecutable(Executable):
-    """Steps loaded on an EmuDevice, run on torch CPU tensors bound to its slots by name.
-
-    A tensor in the device's memory (EmuDevice.empty, output) is used in place; any other is
-    staged: copied into a device buffer (kept for the next call) before (an upload), and
-    back after (a host copy) when it is one of `written`. Each run of consecutive launches is one request to the runner; host
-    calls run here between them, on the tensors. `last_seconds`: the runner's own seconds
-    for the kernels of the last call.
-    """
-
-    def __init__(
-        self,
-        device: EmuDevice,
-        source: str,
-        steps: Sequence[Step],
-        slots: Sequence[str],
-        written: Collection[str],
-    ) -> None:
-        self.device = device
-        self.slots = tuple(slots)
-        known = set(self.slots)
-        for step in steps:
-            for arg in step.args:
-                if isinstance(arg, BufferArg) and arg.name not in known:
-                    raise KernelLaunchError(
-                        f"{step.kernel} uses buffer {arg.name!r}, which is not a slot"
-                    )
-        self.written = set(written)
-        so = device._compile(source)
-        self._segments = [
-            segment if isinstance(segment, HostCall) else Program(so, segment, self.slots)
-            for segment in _segments(steps)
-        ]
-        self._staging: dict[str, torch.Tensor] = {}
-        self.last_seconds = 0.0
-        runner = device.runner()
-        for segment in self._segments:
-            if isinstance(segment, Program):
-                runner.define(segment)
-
-    def __call__(
-        self,
-        tensors: Mapping[str, torch.Tensor],
-        *,
-        schedule: str = "forward",
-        timeout: float = 120.0,
-    ) -> None:
-        """Runs the steps on `tensors` (one per slot), in place."""
-        bound, slots, staged = self._bind(tensors)
-        runner = self.device.runner()
-        seconds = 0.0
-        for segment in self._segments:
-            if isinstance(segment, HostCall):
-                _host_call_on_tensors(segment, bound)
-                continue
-            seconds += runner.run(
-                segment,
-                slots,
-                workers=self.device.workers,
-                schedule=schedule,
-                smem_limit=self.device.smem_limit,
-                timeout=timeout,
-            )
-        for name in staged:
-            if name in self.written:
-                tensors[name].copy_(bound[name])
-                self.device.counters.host_copies += 1
-        self.last_seconds = seconds
-
-    def time(
-        self, tensors: Mapping[str, torch.Tensor], *, warmup: int = 2, repetitions: int = 10
-    ) -> Timing:
-        """Seconds per call: measured in the runner (on TIMING_WORKERS) when the steps are
-        kernels alone, else around whole calls here."""
-        if len(self._segments) == 1 and isinstance(self._segments[0], Program):
-            _, slots, _ = self._bind(tensors)
-            return Timing(
-                tuple(
-                    self.device.runner().time(
-                        self._segments[0],
-                        slots,
-                        warmup=warmup,
-                        repetitions=repetitions,
-                        workers=TIMING_WORKERS,
-                        smem_limit=self.device.smem_limit,
-                        timeout=600.0,
-                    )
-                )
-            )
-        for _ in range(warmup):
-            self(tensors)
-        times = []
-        for _ in range(repetitions):
-            start = time.perf_counter()
-            self(tensors)
-            times.append(time.perf_counter() - start)
-        return Timing(tuple(times))
-
-    def _bind(
-        self, tensors: Mapping[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], list[tuple[int, int]], list[str]]:
-        """Per slot: the tensor in device memory, its (region, offset); the staged slots."""
-        memory = self.device.memory
-        bound, slots, staged = {}, [], []
-        for name in self.slots:
-            if name not in tensors:
-                raise KernelLaunchError(f"no tensor for slot {name!r}")
-            tensor = tensors[name]
-            if tensor.device.type != "cpu":
-                raise KernelLaunchError(
-                    f"slot {name!r}: the emulator runs on CPU tensors, not {tensor.device}"
-                )
-            place = memory.locate(tensor)
-            if place is None:
-                copy = self._staging_for(name, tensor)
-                copy.copy_(tensor)
-                self.device.counters.uploads += 1
-                staged.append(name)
-                tensor = copy
-                place = memory.locate(copy)
-            bound[name] = tensor
-            slots.append(place)
-        return bound, slots, staged
-
-    def _staging_for(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
-        copy = self._staging.get(name)
-        if copy is None or copy.shape != tensor.shape or copy.dtype != tensor.dtype:
-            copy = self._staging[name] = self.device.empty(tensor.shape, tensor.dtype)
-        return copy
-
-
-def _host_call_on_tensors(call: HostCall, tensors: Mapping[str, torch.Tensor]) -> None:
-    # the vendor library runs through torch, loaded by a program's first host call alone
-    import torch
-
-    from emmy.runtime.vendor import run_host_call
-
-    def view(arg: BufferArg, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-        flat = tensors[arg.name].reshape(-1).view(torch.uint8)
-        count = int(np.prod(shape, dtype=np.int64))
-        size = dtypes.lookup(dtype).bytes
-        raw = flat[arg.offset : arg.offset + count * size]
-        if raw.numel() != count * size:
-            raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
-        return raw.view(dtypes.torch_dtype(dtype)).reshape(shape)
-
-    run_host_call(call, view, "cpu")
+        return self.emu.compile(source)

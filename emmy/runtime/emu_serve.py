@@ -49,14 +49,23 @@ def _arg_word(arg: BufferArg | ScalarArg, index: dict[str, int], kernel: str) ->
     raise KernelLaunchError(f"launch of {kernel}: unknown scalar dtype {arg.dtype!r}")
 
 
+#: the suffix of a schedule whose cp_asyncs land at issue instead of at their wait
+EAGER = "+eager"
+
+
 def schedule_words(schedule: str) -> str:
-    """ "forward", "reverse" or "shuffle:SEED" as the runner's two words."""
-    name, _, seed = schedule.partition(":")
+    """ "forward", "reverse" or "shuffle:SEED", each optionally followed by "+eager", as the
+    runner's three words: thread order, seed, and when cp_asyncs land (deferred or eager)."""
+    order = schedule.removesuffix(EAGER)
+    copies = "deferred" if order == schedule else "eager"
+    name, _, seed = order.partition(":")
     if name in ("forward", "reverse") and not seed:
-        return f"{name} 0"
+        return f"{name} 0 {copies}"
     if name == "shuffle" and (not seed or seed.isdigit()):
-        return f"shuffle {int(seed or 0)}"
-    raise ValueError(f"schedule must be forward, reverse or shuffle[:SEED], not {schedule!r}")
+        return f"shuffle {int(seed or 0)} {copies}"
+    raise ValueError(
+        f"schedule must be forward, reverse or shuffle[:SEED], optionally +eager, not {schedule!r}"
+    )
 
 
 class Program:
@@ -126,9 +135,7 @@ class Runner:
             self._prepare(program, slots)
             binding = " ".join(f"{r}:{o}" for r, o in slots)
             line = f"run {program.id} {workers} {words} {smem_limit} {binding}"
-            seconds = float(self._request(line, program.kernels, timeout))
-        self.counters.launches += len(program.lines)
-        return seconds
+            return float(self._request(line, program.kernels, timeout))
 
     def time(
         self,
@@ -148,6 +155,12 @@ class Runner:
             line = f"time {program.id} {warmup} {repetitions} {workers} {smem_limit} {binding}"
             answer = self._request(line, program.kernels, timeout)
         return [float(word) for word in answer.split()]
+
+    @property
+    def alive(self) -> bool:
+        """Whether no runner died since the last request started one (a crash or a hang
+        ends the process; the next request starts a fresh one)."""
+        return self._proc is not None and self._proc.poll() is None
 
     def define(self, program: Program) -> None:
         """Defines the program in the runner now (else on its first run)."""

@@ -5,7 +5,6 @@ emulator's numpy buffers. One function per HostCall op, the same code on both de
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import torch
@@ -61,22 +60,6 @@ def _attention(call: HostCall, tensors: list[torch.Tensor]) -> None:
 
 #: the vendor library's operations, by HostCall op
 HOST_OPS = {"matmul": _matmul, "attention": _attention}
-
-
-def numpy_view(
-    array: np.ndarray, arg: BufferArg, shape: tuple[int, ...], dtype: str
-) -> torch.Tensor:
-    """A torch tensor over the bytes of a host buffer from `arg.offset` (no copy)."""
-    count = int(np.prod(shape))
-    storage = dtypes.lookup(dtype)
-    item = storage.bytes
-    raw = array.reshape(-1).view(np.uint8)[arg.offset : arg.offset + count * item]
-    if raw.size != count * item:
-        raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
-    with warnings.catch_warnings():  # a read-only input is only read
-        warnings.simplefilter("ignore", UserWarning)
-        tensor = torch.from_numpy(raw.view(storage.numpy).reshape(shape))
-    return tensor.view(dtypes.torch_dtype(dtype))
 
 
 def tensor_view(

@@ -47,10 +47,11 @@ from emmy.runtime.convert import (
     to_storage,
 )
 from emmy.runtime.device import BufferArg, Device, Launch, Step, Timing
+from emmy.runtime.faults import is_timeout
 from emmy.search.db import Row, TuningDB, canonical_config
 from emmy.search.evaluate import default_pick, site_query
 from emmy.search.reference import as_outputs, reference, tolerance
-from emmy.search.worker import DeviceWorker, is_timeout, isolated
+from emmy.search.worker import DeviceWorker, isolated
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
@@ -419,6 +420,8 @@ class Bench:
                 return failed("wrong_result", wrong)
             timing = self.timed(source, launch, buffers)
         except KernelLaunchError as error:
+            if self.runner.fault() is not None:
+                self.runner.reset()  # the next config runs on a fresh context
             status = "timeout" if is_timeout(str(error)) else "launch_error"
             return failed(status, _first_lines(str(error)))
         return self._timed_row(work, config, origin, timing, kernel_hash)

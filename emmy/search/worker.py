@@ -38,27 +38,8 @@ from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDevi
 from emmy.identity import EMU
 from emmy.runtime.device import Device, Step, Timing
 from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
+from emmy.runtime.faults import ends_worker
 
-#: text of a launch error after which the process that ran it cannot run kernels again: the
-#: CUDA driver's sticky errors, cuda.py's wording of a fault, and the emulator's crashed
-#: runner (its process survives, but ending the worker the same way lets the emulator stand
-#: in for a GPU in tests of this path)
-FAULT_MARKS = (
-    "CUDA_ERROR_ILLEGAL_ADDRESS",
-    "CUDA_ERROR_MISALIGNED_ADDRESS",
-    "CUDA_ERROR_LAUNCH_FAILED",
-    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "CUDA_ERROR_HARDWARE_STACK_ERROR",
-    "CUDA_ERROR_INVALID_PC",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-    "CUDA_ERROR_ASSERT",
-    "CUDA_ERROR_LAUNCH_TIMEOUT",
-    "CUDA_ERROR_CONTEXT_IS_DESTROYED",
-    "CUDA context unusable",
-    "the emulator died of",
-)
-#: text of a launch error that is a timeout (the emulator's, cuda.py's and this module's)
-TIMEOUT_MARKS = ("timed out", "did not finish in time")
 #: seconds the device inside the worker is given beyond a request's timeout: the worker's
 #: own watchdog fires first, and ends a kernel that never returns with its process
 INNER_GRACE = 5.0
@@ -67,16 +48,6 @@ INNER_GRACE = 5.0
 START_TIMEOUT = 120.0
 #: the folder that holds the `emmy` package
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-def is_timeout(message: str) -> bool:
-    """Whether a launch error's text says the launch ran out of time."""
-    return any(mark in message for mark in TIMEOUT_MARKS)
-
-
-def ends_worker(message: str) -> bool:
-    """Whether a launch error leaves the process that ran it unfit for the next launch."""
-    return is_timeout(message) or any(mark in message for mark in FAULT_MARKS)
 
 
 @dataclass(frozen=True)
@@ -241,6 +212,13 @@ class DeviceWorker(Device):
 
     def close(self) -> None:
         """Ends the worker, if one runs."""
+        self._end()
+
+    def fault(self) -> str | None:
+        """None: a fault ends the worker process, and the next request starts a fresh one."""
+        return None
+
+    def reset(self) -> None:
         self._end()
 
     def __enter__(self) -> DeviceWorker:

@@ -1,0 +1,128 @@
+"""The records a launch plan and a device exchange: kernel launches and their arguments, host
+calls, timings, and the device's own counts. Plain data, below every driver and the runtime."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A kernel parameter bound to the named buffer, `offset` bytes in (passed as a device
+    pointer): a launch plan places its temporaries at offsets of one arena."""
+
+    name: str
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A kernel parameter passed by value; dtype is one of "i32", "i64", "f32"."""
+
+    dtype: str
+    value: int | float
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the kernel's symbol, its geometry and its arguments in order."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """A step of a launch plan that the device runs through torch rather than as an emitted
+    kernel (emmy.runtime.vendor):
+    - op "matmul": the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the
+      emulator), c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it
+      has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type.
+    - op "attention": torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or the
+      memory-efficient kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v on
+      q, k, v, [mask], o in SDPA's [groups, heads, len, d] shapes; `spec` is JSON
+      {"causal", "scale"}.
+    - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
+      (emmy.program.Program.fallback_call), `args` its input buffers then its output
+      buffers, `shapes` and `dtypes` theirs."""
+
+    op: str
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    transpose_b: bool = False
+    dtypes: tuple[str, ...] = ()
+    spec: str = ""
+
+    @property
+    def kernel(self) -> str:
+        if self.op == "torch":
+            return f"torch {json.loads(self.spec)['target']}"
+        return f"vendor {self.op}"
+
+    def dtype_of(self, index: int) -> str:
+        """The storage type of buffer `index`."""
+        return self.dtypes[index] if self.dtypes else self.dtype
+
+
+Step = Launch | HostCall
+
+
+#: a window whose host enqueue time is at least this share of it is bounded by the host: the
+#: device may have waited for launches, so the window measured Python, not the kernels
+HOST_BOUND_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What a device's time() measured: seconds of one pass of the launch list, one per
+    repetition, each the mean of `batch` passes run back to back inside one timed window
+    (short kernels are batched until the window is long enough to time honestly, replayed
+    from one captured graph where the steps allow); `host_seconds` beside each, the host's
+    time to enqueue that window's passes, per pass."""
+
+    seconds: tuple[float, ...]
+    batch: int = 1
+    host_seconds: tuple[float, ...] = ()
+    #: whether the batch was replayed from a captured graph (else issued launch by launch)
+    graphed: bool = False
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether the host's enqueueing, not the device, bounds the median window."""
+        if not self.host_seconds or not self.seconds:
+            return False
+        device = sorted(self.seconds)[len(self.seconds) // 2]
+        host = sorted(self.host_seconds)[len(self.host_seconds) // 2]
+        return host >= HOST_BOUND_SHARE * device
+
+
+@dataclass
+class DeviceCounters:
+    """What a device did, counted by the device itself, so that a test can check that a
+    program's later calls allocate nothing and copy nothing to the host."""
+
+    #: device memory the device allocated itself (arenas, workspaces, staging, graphs'
+    #: static buffers), not outputs drawn from torch's caching allocator
+    allocations: int = 0
+    allocated_bytes: int = 0
+    #: host-to-device copies (weights uploaded, a CPU tensor staged into device memory)
+    uploads: int = 0
+    #: device-to-host copies
+    host_copies: int = 0
+    #: kernel launches issued (a graph replay counts its launches once, at capture)
+    launches: int = 0
+    #: graph replays (cuda) or runner requests (emu)
+    replays: int = 0
+    requests: int = 0
+    #: emulator runner processes started
+    runner_starts: int = 0
+    #: device tensors copied because their address broke the kernels' alignment
+    realigned: int = 0
