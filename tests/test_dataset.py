@@ -1,5 +1,5 @@
 """The dataset side of the stores: freezes, `emmy db import` (dedup, provenance, skips, all or
-nothing), stats, the exported manifest and matrices, and the schema 1 -> 3 migrations."""
+nothing), stats, the exported manifest and matrices, and the schema 1 -> 4 migrations."""
 
 from __future__ import annotations
 
@@ -420,7 +420,7 @@ def test_a_schema_1_database_is_read_as_is_and_migrated_on_write(tmp_path):
     assert path.read_bytes() == content
     # importing into it migrates it first
     dataset.import_sources(path, [frozen.path], progress=lambda m: None)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     with ReadOnlyDB(path) as db:
-        assert db.schema == 3 and len(db.rows()) == 2
+        assert db.schema == 4 and len(db.rows()) == 2
         assert [s["kind"] for s in db.sources()] == ["freeze"] and len(db.links()) == 2

@@ -57,7 +57,7 @@ def db(tmp_path):
 
 
 def test_constants():
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     assert STATUSES == (
         "ok",
         "compile_error",
@@ -65,6 +65,7 @@ def test_constants():
         "wrong_result",
         "timeout",
         "unstable",
+        "host_bound",
     )
     assert ORIGINS == ("pick", "forced", "golden")
     assert canonical_config({"b": 2, "a": "x"}) == '{"a":"x","b":2}'
@@ -297,7 +298,7 @@ def test_wal_mode(db):
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     other.close()
     meta = dict(db.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-    assert meta == {"application": "emmy", "schema_version": "3"}
+    assert meta == {"application": "emmy", "schema_version": "4"}
     assert db.integrity_check() == "ok"
 
 
@@ -458,7 +459,7 @@ def test_a_newer_database_is_refused_and_untouched(tmp_path):
     content = path.read_bytes()
     with pytest.raises(EmmyError) as e:
         TuningDB(path)
-    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 3)"
+    assert str(e.value) == f"{path}: made by a newer emmy (schema 7, this emmy reads up to 4)"
     assert path.read_bytes() == content
 
 
@@ -470,12 +471,12 @@ def test_an_older_database_is_migrated_in_one_transaction(tmp_path, monkeypatch)
     path = tmp_path / "t.db"
     with TuningDB(path) as d:
         d.add([row()])
-    # pretend this emmy is one schema ahead, with the step from 3
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 4)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: _add_note_column})
+    # pretend this emmy is one schema ahead, with the step from 4
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 4: _add_note_column})
     with TuningDB(path) as d:
         meta = dict(d.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
-        assert meta["schema_version"] == "4"
+        assert meta["schema_version"] == "5"
         assert d.database.execute_sql("SELECT note FROM measurements").fetchall() == [("migrated",)]
         assert d.count() == 1
 
@@ -489,16 +490,16 @@ def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
         _add_note_column(database)
         raise EmmyError("step failed")
 
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 5)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: half_then_fail})
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 6)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 4: half_then_fail})
     with pytest.raises(EmmyError, match="step failed"):
         TuningDB(path)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 3: _add_note_column})
-    with pytest.raises(EmmyError, match="schema 4 is too old: this emmy has no migration"):
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {**dbmod.MIGRATIONS, 4: _add_note_column})
+    with pytest.raises(EmmyError, match="schema 5 is too old: this emmy has no migration"):
         TuningDB(path)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM emmy_meta WHERE key = 'schema_version'").fetchone() == (
-        "3",
+        "4",
     )
     columns = [c[1] for c in conn.execute("PRAGMA table_info(measurements)")]
     assert "note" not in columns

@@ -139,9 +139,16 @@ class Executable:
                 driver.launch(step)
                 driver.counters.launches += 1
             if sync_each_launch:
-                kernel = step.kernel if isinstance(step, HostCall) else step.launch.kernel
-                driver.synchronize(timeout, f"launch {index + 1} of {count}, {kernel!r},")
+                self._wait_for(step, f"launch {index + 1} of {count}", timeout)
         self._bound = dict(pointers)
+
+    def _wait_for(self, step: PackedLaunch | HostCall, which: str, timeout: float) -> None:
+        """Waits for one step; its failure names it."""
+        kernel = step.kernel if isinstance(step, HostCall) else step.launch.kernel
+        try:
+            self.driver.synchronize(timeout, "the launch")
+        except KernelLaunchError as error:
+            raise KernelLaunchError(f"{which}, {kernel!r}: {error}") from None
 
     # -- binding ---------------------------------------------------------------------------
 

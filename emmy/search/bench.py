@@ -436,10 +436,16 @@ class Bench:
         q1, _, q3 = np.percentile(times, [25, 50, 75])
         spread = float((q3 - q1) / median) if median > 0 else 0.0
         limit = UNSTABLE_SPREAD.get(self.device.identity, UNSTABLE_SPREAD_GPU)
-        status = "unstable" if spread > limit else "ok"
-        message = (
-            f"interquartile spread {spread:.0%} of the median" if status == "unstable" else None
-        )
+        host = statistics.median(timing.host_seconds) if timing.host_seconds else None
+        status, message = "ok", None
+        if timing.host_bound:
+            status = "host_bound"
+            message = (
+                f"the host took {host * 1e6:.3g} µs to enqueue a pass the device ran in"
+                f" {median * 1e6:.3g} µs: the window timed the host"
+            )
+        elif spread > limit:
+            status, message = "unstable", f"interquartile spread {spread:.0%} of the median"
         return self.row(
             work,
             config,
@@ -449,6 +455,7 @@ class Bench:
             spread=spread,
             repetitions=len(times),
             batch=timing.batch,
+            host_s=host,
             message=message,
             kernel_hash=kernel_hash,
         )

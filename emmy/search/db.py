@@ -35,8 +35,12 @@ from emmy.errors import EmmyError
 from emmy.paths import cache_dir
 from emmy.version import __version__
 
-SCHEMA_VERSION = 3
-STATUSES = ("ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable")
+SCHEMA_VERSION = 4
+#: "host_bound": the kernel ran right, but the host's enqueueing bounded its timed windows, so
+#: its time is the host's, not the kernel's
+STATUSES = (
+    "ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable", "host_bound",
+)  # fmt: skip
 ORIGINS = ("pick", "forced", "golden")
 APPLICATION = "emmy"
 
@@ -95,6 +99,9 @@ class Row:
     #: the launches run back to back in each timed window, whose mean is one repetition's
     #: time (a GPU batches a short kernel until the window is long enough to time honestly)
     batch: int = _column(peewee.IntegerField(), default=1)
+    #: the host's time to enqueue one pass of a timed window, median over the repetitions,
+    #: beside the device's median_s: a window the host bounds is not the kernel's time
+    host_s: float | None = _column(peewee.FloatField(null=True), default=None)
 
     @property
     def clean(self) -> bool:
@@ -112,7 +119,7 @@ _ROW_COLUMNS = tuple(f.name for f in fields(Row))
 #: with, and the value every row from before it holds. A database older than a field reads
 #: it as that value, and a digest or a freeze leaves the field out where it holds that
 #: value, so the digests and freezes of rows from before it stay what they were.
-LATER_FIELDS: dict[str, tuple[int, Any]] = {"batch": (3, 1)}
+LATER_FIELDS: dict[str, tuple[int, Any]] = {"batch": (3, 1), "host_s": (4, None)}
 #: the digest's content, in the order it has always been hashed: a new order, or a new
 #: field in it, would change every digest, and `emmy db import` deduplicates by them
 _DIGESTED = (
@@ -238,17 +245,30 @@ def _add_batch(database: peewee.SqliteDatabase) -> None:
     )
 
 
+def _add_host_s(database: peewee.SqliteDatabase) -> None:
+    """3 -> 4: the host's enqueue time per pass; rows from before did not record it."""
+    database.execute_sql("ALTER TABLE measurements ADD COLUMN host_s REAL")
+
+
 #: from_version -> the step that brings a database from that version to the next; each open
 #: runs the steps it needs in one transaction with the version bump, so an upgrade is all or
 #: nothing.
-MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {1: _add_sources, 2: _add_batch}
+MIGRATIONS: dict[int, Callable[[peewee.SqliteDatabase], None]] = {
+    1: _add_sources, 2: _add_batch, 3: _add_host_s,
+}  # fmt: skip
+
+
+def _literal(value: Any) -> str:
+    return "NULL" if value is None else repr(value)
 
 
 def _select(schema: int = SCHEMA_VERSION) -> str:
     """The query of every column of a Row from a database of `schema`: a field newer than
     it reads as the value rows from before it hold."""
     columns = [
-        f'{LATER_FIELDS[c][1]!r} AS "{c}"' if LATER_FIELDS.get(c, (0,))[0] > schema else f'"{c}"'
+        f'{_literal(LATER_FIELDS[c][1])} AS "{c}"'
+        if LATER_FIELDS.get(c, (0,))[0] > schema
+        else f'"{c}"'
         for c in _ROW_COLUMNS
     ]
     return "SELECT " + ", ".join(columns) + " FROM measurements"
@@ -304,7 +324,7 @@ def _problem(row: Row) -> str | None:
     for name, value in row.config.items():
         if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int | str):
             return f"config {name!r}: {value!r} is not an int or a str"
-    for name in ("median_s", "spread"):
+    for name in ("median_s", "spread", "host_s"):
         value = getattr(row, name)
         if value is not None and not _is_number(value):
             return f"{name} {value!r} is not a finite number"
