@@ -10,15 +10,20 @@ Before the passes, the compile builds the oracle stack that resolve-forks asks, 
 the golden files' measured entries into the tuning database (a step of its own, which
 `emmy compile --explain` shows).
 
+Between the passes and emit-cuda, the host's launch plan binds buffers to every kernel
+call: a kernel parameter that a call binds to bytes another parameter of it writes (a KV
+cache updated in place) is marked `aliased`, and printed without `__restrict__`.
+
 The result is an emmy.program.Program: the emitted source, the kernels with their launch
 geometry and decisions, the host's launch plan, and the time each stage took.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
@@ -40,6 +45,7 @@ from emmy.passes.registry import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
 from emmy.program import (
+    ARENA,
     ARENA_ALIGNMENT,
     Call,
     Program,
@@ -195,6 +201,59 @@ def plan_arena(
     return offsets, max((end for _, end, _ in placed), default=0)
 
 
+@dataclass(frozen=True)
+class Span:
+    """The bytes a tensor of the plan takes: a buffer of its own, or a range of the arena."""
+
+    buffer: str
+    start: int
+    end: int
+
+    def overlaps(self, other: Span) -> bool:
+        return self.buffer == other.buffer and self.start < other.end and other.start < self.end
+
+
+def buffer_spans(plan: HostPlan, offsets: Mapping[str, int]) -> dict[str, Span]:
+    """Where each tensor of the plan lies, as the launches bind it (Program.buffer_arg)."""
+    spans = {}
+    for spec in [*plan.inputs, *plan.constants, *plan.outputs, *plan.temporaries]:
+        if spec.name in offsets:
+            start = offsets[spec.name]
+            spans[spec.name] = Span(ARENA, start, start + nbytes(spec))
+        else:
+            spans[spec.name] = Span(spec.name, 0, nbytes(spec))
+    return spans
+
+
+def overlapping_params(
+    calls: Sequence[Call], spans: Mapping[str, Span]
+) -> dict[str, set[tuple[int, int]]]:
+    """Per called kernel (or host call), the pairs of its parameters (i < j) that some call
+    of it binds to overlapping bytes."""
+    pairs: dict[str, set[tuple[int, int]]] = {}
+    for call in calls:
+        bound = [spans[name] for name in call.buffers]
+        for i, j in itertools.combinations(range(len(bound)), 2):
+            if bound[i].overlaps(bound[j]):
+                pairs.setdefault(call.kernel, set()).add((i, j))
+    return pairs
+
+
+def mark_aliased_params(module: ModuleOp, pairs: Mapping[str, set[tuple[int, int]]]) -> None:
+    """Marks `aliased` each kernel parameter that some call binds to bytes another parameter
+    of the call reaches, one of the two written: emit-cuda prints it without `__restrict__`.
+    Two read-only parameters on the same bytes (a `cat` of a tensor with itself) keep it,
+    as `__restrict__` promises nothing about bytes no one writes."""
+    for site in _sites(module):
+        func = next((op for op in site.body.block.ops if isinstance(op, kernel.FuncOp)), None)
+        overlapping = pairs.get(site.sym_name.data)
+        if func is None or not overlapping:
+            continue
+        written = func.written_args()
+        aliased = {k for pair in overlapping if written.intersection(pair) for k in pair}
+        func.set_aliased(func.arg_names.data[k].data for k in aliased)
+
+
 def _sites(module: ModuleOp) -> list[fork.SiteOp]:
     return [op for op in module.ops if isinstance(op, fork.SiteOp)]
 
@@ -307,9 +366,11 @@ def compile_graph(
         pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
     )
     _run_pipeline(module, resolve, verify_each_pass() if verify_each is None else verify_each)
-    cuda: CudaProgram = emit_module(module)
     plan = host_plan(module, constants)
     arena = plan_arena(plan.temporaries, plan.calls)
+    # the launches decide which pointers may alias, so the plan comes before the source
+    mark_aliased_params(module, overlapping_params(plan.calls, buffer_spans(plan, arena[0])))
+    cuda: CudaProgram = emit_module(module)
     timings["passes"] = time.perf_counter() - start
     program = _program(module, target, cuda, plan, arena, timings, golden_imports)
     if compile_kernels:

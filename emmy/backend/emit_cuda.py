@@ -251,13 +251,19 @@ class KernelPrinter:
 
     def print(self) -> str:
         params = []
-        stored = {op.ptr for op in self.func.walk() if isinstance(op, kernel.StoreOp)}
-        for arg, arg_name in zip(self.func.body.block.args, self.func.arg_names, strict=True):
+        written = self.func.written_args()
+        # `__restrict__` promises the compiler that no other parameter reaches the bytes
+        # this one writes or reads while another writes them: a launch binding one buffer
+        # to two parameters (a KV cache written in place) breaks that promise
+        aliased = self.func.aliased_names()
+        args = zip(self.func.body.block.args, self.func.arg_names, strict=True)
+        for i, (arg, arg_name) in enumerate(args):
             element = storage_type(arg.type.element)
             name = f"p_{arg_name.data}"
             self.names[arg] = name
-            const = "" if arg in stored else "const "
-            params.append(f"{const}{element}* __restrict__ {name}")
+            const = "" if i in written else "const "
+            restrict = "" if arg_name.data in aliased else " __restrict__"
+            params.append(f"{const}{element}*{restrict} {name}")
         name = self.func.sym_name.data
         self.block(self.func.body.block)
         body = "\n".join(self.lines)

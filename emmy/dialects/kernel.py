@@ -11,7 +11,7 @@ kernel to tensors on the host.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -47,6 +47,7 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -144,17 +145,22 @@ def loaded_type(element: Attribute) -> Attribute:
 class FuncOp(IRDLOperation):
     """A kernel function: device pointer parameters, no results.
 
-        kernel.func @scale(%x : !kernel.ptr<f32>, %y : !kernel.ptr<f32>) {
+        kernel.func @scale(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "y") {
           kernel.return
         }
 
-    Not isolated from above: the body may use the fork values of its site.
+    A parameter marked `aliased` (`%y : !kernel.ptr<f32> "y" aliased`) may share bytes with
+    another parameter of the same launch, one of the two written: the host plan, which
+    binds buffers to every launch, says so. Not isolated from above: the body may use the
+    fork values of its site.
     """
 
     name = "kernel.func"
 
     sym_name = prop_def(StringAttr)
     arg_names = prop_def(ArrayAttr[StringAttr])
+    #: the names of the `aliased` parameters; absent, no parameter aliases another
+    aliased = opt_prop_def(ArrayAttr[StringAttr])
     body = region_def("single_block")
 
     traits = traits_def(SymbolOpInterface(), RecursiveMemoryEffect())
@@ -172,10 +178,25 @@ class FuncOp(IRDLOperation):
     def function_type(self) -> FunctionType:
         return FunctionType.from_lists([a.type for a in self.body.block.args], [])
 
+    def aliased_names(self) -> set[str]:
+        return {n.data for n in self.aliased.data} if self.aliased is not None else set()
+
+    def set_aliased(self, names: Iterable[str]) -> None:
+        """Marks the parameters `names` aliased (in parameter order), and no others."""
+        marked = set(names)
+        ordered = [n for n in self.arg_names.data if n.data in marked]
+        self.aliased = ArrayAttr(ordered) if ordered else None
+
+    def written_args(self) -> set[int]:
+        """The positions of the parameters the kernel stores through."""
+        stored = {op.ptr for op in self.walk() if isinstance(op, StoreOp)}
+        return {i for i, arg in enumerate(self.body.block.args) if arg in stored}
+
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string("(")
+        aliased = self.aliased_names()
         args = zip(self.body.block.args, self.arg_names.data, strict=True)
         for i, (arg, arg_name) in enumerate(args):
             if i:
@@ -184,6 +205,8 @@ class FuncOp(IRDLOperation):
             printer.print_string(" : ")
             printer.print_attribute(arg.type)
             printer.print_string(f' "{arg_name.data}"')
+            if arg_name.data in aliased:
+                printer.print_string(" aliased")
         printer.print_string(") ")
         printer.print_region(self.body, print_entry_block_args=False)
 
@@ -191,13 +214,15 @@ class FuncOp(IRDLOperation):
     def parse(cls, parser: Parser) -> FuncOp:
         name = parser.parse_symbol_name().data
 
-        def parse_param() -> tuple[Parser.Argument, str]:
+        def parse_param() -> tuple[Parser.Argument, str, bool]:
             arg = parser.parse_argument(expect_type=True)
-            return arg, parser.parse_str_literal()
+            arg_name = parser.parse_str_literal()
+            return arg, arg_name, parser.parse_optional_keyword("aliased") is not None
 
         params = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parse_param)
-        body = parser.parse_region([arg for arg, _ in params])
-        op = cls(name, [n for _, n in params], [])
+        body = parser.parse_region([arg for arg, _, _ in params])
+        op = cls(name, [n for _, n, _ in params], [])
+        op.set_aliased(n for _, n, aliased in params if aliased)
         op.body.detach_block(0)
         op.body.add_block(body.detach_block(0))
         return op
@@ -205,6 +230,11 @@ class FuncOp(IRDLOperation):
     def verify_(self) -> None:
         if len(self.arg_names) != len(self.body.block.args):
             raise VerifyException("kernel.func needs one name per parameter")
+        unknown = self.aliased_names() - {n.data for n in self.arg_names}
+        if unknown:
+            raise VerifyException(
+                f"kernel.func marks {sorted(unknown)[0]!r} aliased, not a parameter"
+            )
         for arg in self.body.block.args:
             if not isinstance(arg.type, PtrType):
                 raise VerifyException(f"kernel.func parameters must be kernel.ptr, got {arg.type}")
