@@ -28,6 +28,7 @@ from emmy.families.family import FamilyKind
 from emmy.families.registry import of_kind, registered
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
+from emmy.runtime.emu_serve import EAGER
 from emmy.search.reference import as_outputs, reference, tolerance
 from emmy.search.worker import DeviceWorker, isolated
 
@@ -157,11 +158,33 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     return Case(source, launches, buffers, expected, chosen, dtype, family_name, output_dtypes)
 
 
+def emu_schedules(c: Case, schedule: str) -> list[str]:
+    """The emulator schedules a check of the case runs: `schedule`, and where the case copies
+    with cp_async its eager twin as well. A GPU lands a copy any time between its issue and
+    its wait; the emulator's default lands it at the wait, which catches a read before the
+    wait, and eager lands it at issue, which catches a stage refilled while another warp
+    still reads it."""
+    if "cp_async" not in c.source or schedule.endswith(EAGER):
+        return [schedule]
+    return [schedule, schedule + EAGER]
+
+
 def check(c: Case, device: Device, schedule: str = "forward") -> list[str]:
     """Runs every variant of a case on a device; the failures, one line each (a launch
-    that failed in a device worker: one line for the case)."""
+    that failed in a device worker: one line for the case). On the emulator, under each of
+    emu_schedules(c, schedule)."""
+    if device.identity != "emu":
+        return _check_once(c, device, {})
+    schedules = emu_schedules(c, schedule)
+    failures = []
+    for s in schedules:
+        found = _check_once(c, device, {"schedule": s})
+        failures += found if len(schedules) == 1 else [f"{s}: {line}" for line in found]
+    return failures
+
+
+def _check_once(c: Case, device: Device, options: dict[str, str]) -> list[str]:
     buffers = {n: a.copy() for n, a in c.buffers.items()}
-    options = {"schedule": schedule} if device.identity == "emu" else {}
     runner = isolated(device)
     try:
         runner.run(c.source, c.launches, buffers, timeout=600, **options)

@@ -196,15 +196,18 @@ def test_a_database_from_before_the_batch_column_opens(tmp_path):
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("ALTER TABLE measurements DROP COLUMN batch")
+        conn.execute("ALTER TABLE measurements DROP COLUMN host_s")
         conn.execute("UPDATE emmy_meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
     content = path.read_bytes()
     with dbmod.ReadOnlyDB(path) as old:  # read as it is: its rows timed one launch a window
         assert old.schema == 2 and [r.batch for r in old.rows()] == [1]
+        assert [r.host_s for r in old.rows()] == [None]
     assert path.read_bytes() == content
     with TuningDB(path) as d:  # opened to write: migrated
-        d.add([row(batch=4)])
+        d.add([row(batch=4, host_s=2e-6)])
         assert [r.batch for r in d.rows(DEV, REG, "gemm", "k")] == [1, 4]
+        assert [r.host_s for r in d.rows(DEV, REG, "gemm", "k")] == [None, 2e-6]
         meta = dict(d.database.execute_sql("SELECT key, value FROM emmy_meta").fetchall())
     assert meta["schema_version"] == str(SCHEMA_VERSION)
 

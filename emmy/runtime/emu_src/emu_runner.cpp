@@ -16,15 +16,22 @@
 //                                s:SLOT:BYTE_OFFSET | i32:V | i64:V | f32:HEXBITS; packed and
 //                                checked against the kernel's __emmy_params once, here
 //   drop ID                      forget a program
-//   run ID WORKERS forward|reverse|shuffle SEED SMEM_LIMIT REGION:OFFSET...
+//   run ID WORKERS forward|reverse|shuffle SEED deferred|eager SMEM_LIMIT REGION:OFFSET...
 //                                bind slot k to the k-th REGION:OFFSET and run the launches in
-//                                order; answers "ok SECONDS" (measured here)
+//                                order; answers "ok SECONDS" (measured here). The threads of a
+//                                block resume in thread order, reversed, or shuffled by SEED;
+//                                cp_asyncs land at the wait that retires them, or at issue (the
+//                                two ends of what a GPU may do, see emmy_device_emu.h)
 //   time ID WARMUP REPS WORKERS SMEM_LIMIT REGION:OFFSET...
 //                                answers "ok SECONDS..." one per repetition, after WARMUP runs
+//                                (forward, deferred)
 // EOF on stdin ends the runner. A kernel that fails at run time (a crash, a deadlock, a
 // misaligned access...) kills the runner, as a GPU context dies: one line "error: ..." on
 // stderr naming the kernel, block and thread, then exit status 3 or death by the signal. The
-// client reports it and starts a fresh runner. Kernels' own stdout goes to stderr.
+// client reports it and starts a fresh runner. A fault a GPU reports as a sticky CUDA error
+// starts with that error's enum name and text (CUDA_ERROR_MISALIGNED_ADDRESS: misaligned
+// address), so that the client classifies it as it would the GPU's. Kernels' own stdout goes
+// to stderr.
 //
 // Each CUDA thread is a fiber (own stack slot, see emmy_device_emu.h); each worker OS thread
 // runs whole blocks, one at a time, resuming its ready fibers in the schedule's order until all
@@ -134,6 +141,7 @@ int g_workers = 1;
 size_t g_smem_limit = 227 * 1024;
 int g_schedule = 0;  // 0 forward, 1 reverse, 2 shuffle
 uint64_t g_seed = 0;
+bool g_cp_eager = false;  // the run lands cp_asyncs at issue (else at their wait)
 std::vector<Worker*> g_pool;
 std::atomic<uint64_t> g_next_block{0};
 uint64_t g_nblocks = 0;
@@ -393,9 +401,11 @@ extern "C" void emmy_emu_collective(void* lane_arg, void (*fn)(void* const*), co
   yield(f);
 }
 
-extern "C" void emmy_emu_misaligned(int n, const char* type, const void* p, int store) {
-  fail("misaligned vector %s of %d x %s at address %p (%s)", store ? "store" : "load", n, type, p,
-       where(self()).c_str());
+extern "C" void emmy_emu_misaligned(int n, const char* type, const void* p, int store,
+                                    int align) {
+  fail("CUDA_ERROR_MISALIGNED_ADDRESS: misaligned address: vector %s of %d x %s at address %p, "
+       "not %d-byte aligned (%s)",
+       store ? "store" : "load", n, type, p, align, where(self()).c_str());
 }
 
 namespace {
@@ -591,6 +601,7 @@ void launch(const Launch& L) {
       c.block_dim = {L.block[0], L.block[1], L.block[2]};
       c.grid_dim = {L.grid[0], L.grid[1], L.grid[2]};
       c.linear = i;
+      c.cp_eager = g_cp_eager;
       w->order[i] = g_schedule == 1 ? n - 1 - i : i;
     }
   }
@@ -906,15 +917,18 @@ std::string serve(const std::string& line) {
     need(w, 2);
     g_programs.erase(integer(w[1]));
   } else if (op == "run") {
-    need(w, 6);
+    need(w, 7);
     Program& P = program(integer(w[1]));
-    const std::string schedule = w[3];
+    const std::string schedule = w[3], copies = w[5];
     if (schedule != "forward" && schedule != "reverse" && schedule != "shuffle")
       refuse("bad schedule '%s'", schedule.c_str());
-    bind(P, w, 6);
-    prepare_run(P, static_cast<unsigned>(unsigned_integer(w[2])), unsigned_integer(w[5]));
+    if (copies != "deferred" && copies != "eager")
+      refuse("bad cp_async mode '%s' (deferred or eager)", copies.c_str());
+    bind(P, w, 7);
+    prepare_run(P, static_cast<unsigned>(unsigned_integer(w[2])), unsigned_integer(w[6]));
     g_schedule = schedule == "reverse" ? 1 : schedule == "shuffle" ? 2 : 0;
     g_seed = unsigned_integer(w[4]);
+    g_cp_eager = copies == "eager";
     snprintf(buf, sizeof buf, "%.9f", run_program(P));
     return buf;
   } else if (op == "time") {
@@ -924,6 +938,7 @@ std::string serve(const std::string& line) {
     bind(P, w, 6);
     prepare_run(P, static_cast<unsigned>(unsigned_integer(w[4])), unsigned_integer(w[5]));
     g_schedule = 0;
+    g_cp_eager = false;
     for (long long r = 0; r < warmup; ++r) run_program(P);
     std::string out;
     for (long long r = 0; r < reps; ++r) {

@@ -30,8 +30,12 @@ struct dim3u {
   unsigned x, y, z;
 };
 
-// A cp_async not yet performed: copies are deferred to the wait that retires their group, so
-// reading the destination too early sees the shared-memory poison instead of racing silently.
+// A cp_async not yet performed. A GPU lands a copy any time between its issue and the wait
+// that retires its group; the emulator takes one end of that window per run. Deferred (the
+// default) lands it at the wait, so reading the destination too early sees the shared-memory
+// poison instead of racing silently. Eager (ThreadCtx::cp_eager) lands it at issue, so a
+// refill of a stage that another warp still reads (a barrier missing before the refill)
+// overwrites what that warp reads instead of passing unnoticed.
 struct CpAsync {
   void* dst;
   const void* src;
@@ -46,6 +50,7 @@ struct ThreadCtx {
   unsigned linear;
   unsigned char* smem;
   unsigned cp_pending, cp_groups;  // queued copies (oldest first), groups committed so far
+  bool cp_eager;                   // the run lands each cp_async at issue; set by the runner
   CpAsync cp[kCpAsyncQueue];
 };
 
@@ -95,7 +100,8 @@ float emmy_emu_shfl(float v, int mode, int b, int width, int site);
 // the same `site`, fn runs once with all of them (indexed by lane), then every lane goes on.
 void emmy_emu_collective(void* lane_arg, void (*fn)(void* const* lane_args), const char* what,
                          int site);
-[[noreturn]] void emmy_emu_misaligned(int n, const char* type, const void* p, int store);
+// A vector access of n x type at p that is not `align`-byte aligned: faults as a GPU would.
+[[noreturn]] void emmy_emu_misaligned(int n, const char* type, const void* p, int store, int align);
 }
 
 #define threadIdx (::emmy::emu::ctx()->thread_idx)
@@ -175,7 +181,8 @@ template <int N, class T>
 inline void check_vec(const T* p, int store) {
   static_assert(N == 1 || N == 2 || N == 4 || N == 8 || N == 16, "N must be 1, 2, 4, 8 or 16");
   constexpr uintptr_t B = N * sizeof(T), A = B < 16 ? B : 16;
-  if (reinterpret_cast<uintptr_t>(p) % A != 0) emmy_emu_misaligned(N, type_name(p), p, store);
+  if (reinterpret_cast<uintptr_t>(p) % A != 0)
+    emmy_emu_misaligned(N, type_name(p), p, store, static_cast<int>(A));
 }
 template <int N, class T>
 inline void load_vec(const T* p, float (&out)[N]) {
@@ -304,17 +311,20 @@ inline void ldmatrix_collective(unsigned (&r)[N], const void* smem_row_ptr, int 
   static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
   // Only the lanes that supply a row address need a valid one.
   if (thread_linear() % warp_size < 8 * N && reinterpret_cast<uintptr_t>(smem_row_ptr) % 16 != 0)
-    emmy_emu_misaligned(8, "b16 (ldmatrix row)", smem_row_ptr, 0);
+    emmy_emu_misaligned(8, "b16 (ldmatrix row)", smem_row_ptr, 0, 16);
   LdmatrixLane me{r, static_cast<const unsigned char*>(smem_row_ptr)};
   emmy_emu_collective(&me, &ldmatrix_warp<N, Trans>, Trans ? "ldmatrix_trans" : "ldmatrix", site);
 }
 
+inline void cp_async_copy(void* dst, const void* src, unsigned bytes, unsigned src_bytes) {
+  __builtin_memcpy(dst, src, src_bytes);
+  __builtin_memset(static_cast<unsigned char*>(dst) + src_bytes, 0, bytes - src_bytes);
+}
 // Performs the `n` oldest queued copies and drops them from the queue.
 inline void cp_async_perform(ThreadCtx* c, unsigned n) {
   for (unsigned i = 0; i < n; ++i) {
     const CpAsync& e = c->cp[i];
-    __builtin_memcpy(e.dst, e.src, e.src_bytes);
-    __builtin_memset(static_cast<unsigned char*>(e.dst) + e.src_bytes, 0, e.bytes - e.src_bytes);
+    cp_async_copy(e.dst, e.src, e.bytes, e.src_bytes);
   }
   for (unsigned i = n; i < c->cp_pending; ++i) c->cp[i - n] = c->cp[i];
   c->cp_pending -= n;
@@ -350,11 +360,15 @@ template <int BYTES>
 inline void cp_async(void* smem_dst, const void* gmem_src, int src_bytes = BYTES) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp_async copies 4, 8 or 16 bytes");
   if (reinterpret_cast<uintptr_t>(smem_dst) % BYTES != 0)
-    emmy_emu_misaligned(BYTES, "b8 (cp_async destination)", smem_dst, 1);
+    emmy_emu_misaligned(BYTES, "b8 (cp_async destination)", smem_dst, 1, BYTES);
   if (reinterpret_cast<uintptr_t>(gmem_src) % BYTES != 0)
-    emmy_emu_misaligned(BYTES, "b8 (cp_async source)", gmem_src, 0);
+    emmy_emu_misaligned(BYTES, "b8 (cp_async source)", gmem_src, 0, BYTES);
   src_bytes = src_bytes < 0 ? 0 : src_bytes > BYTES ? BYTES : src_bytes;
   emu::ThreadCtx* c = emu::ctx();
+  if (c->cp_eager) {
+    emu::cp_async_copy(smem_dst, gmem_src, BYTES, src_bytes);
+    return;
+  }
   // A full queue performs its oldest copy early: a copy may land any time before its wait.
   if (c->cp_pending == emu::kCpAsyncQueue) emu::cp_async_perform(c, 1);
   c->cp[c->cp_pending++] = {smem_dst, gmem_src, static_cast<unsigned short>(BYTES),
