@@ -6,7 +6,8 @@ loads the kernels, defines the program and runs it (the cost structure of the em
 before its runner stayed up, less the files it wrote per buffer and the thread it started
 per launch, so a floor for it); "run()", EmuDevice.run on numpy arrays (staged into device
 memory and back, on the runner that stays up); "executable", EmuDevice.load on tensors in
-device memory (one request per call, nothing copied). Per launch: the overhead's growth
+device memory (from its third call on a replayed graph: one request per call, nothing
+copied). The runner's seconds come from the driver's events. Per launch: the overhead's growth
 from the smallest K to the largest, per launch added.
 
 Then whole programs through emmy.compile (`--models`, recipes at their tiny configs), their
@@ -68,18 +69,31 @@ def through_run(device: EmuDevice, launches: list[Launch], calls: int) -> list[f
     return out
 
 
+def timed_call(device: EmuDevice, call, *args) -> tuple[float, float]:
+    """The wall time of `call(*args)` and the device's own seconds in it (the driver's
+    events, which time the runner)."""
+    driver = device.driver
+    start, end = driver.event(), driver.event()
+    driver.record(start)
+    begun = time.perf_counter()
+    call(*args)
+    wall = time.perf_counter() - begun
+    driver.record(end)
+    return wall, driver.elapsed(start, end)
+
+
 def executable(device: EmuDevice, launches: list[Launch], calls: int) -> tuple[list, list]:
-    """Overhead per call of an executable on device memory, and the runner's seconds."""
+    """Overhead per call of an executable on device memory (from its third call on, a
+    replayed graph), and the runner's seconds."""
     program = device.load(SOURCE, launches, ["x"])
     tensors = {"x": device.empty((64,), torch.float32)}
     program(tensors)
+    program(tensors)
     out, inside = [], []
     for _ in range(calls):
-        start = time.perf_counter()
-        program(tensors)
-        wall = time.perf_counter() - start
-        out.append(wall - program.last_seconds)
-        inside.append(program.last_seconds)
+        wall, seconds = timed_call(device, program, tensors)
+        out.append(wall - seconds)
+        inside.append(seconds)
     return out, inside
 
 
@@ -98,15 +112,14 @@ def programs(names: list[str], calls: int) -> None:
         compiled = emmy.compile(model, *inputs, device=device)
         on_device = [device.upload(tensor) for tensor in inputs]
         compiled(*on_device)
-        executable = compiled.first.bound.executable
+        compiled(*on_device)
         before = asdict(device.counters)
         overheads = []
         for _ in range(calls):
-            start = time.perf_counter()
-            compiled(*on_device)
-            overheads.append(time.perf_counter() - start - executable.last_seconds)
+            wall, seconds = timed_call(device, compiled, *on_device)
+            overheads.append(wall - seconds)
         after = asdict(device.counters)
-        per_call = {k: (after[k] - before[k]) / calls for k in ("requests", "launches", "uploads")}
+        per_call = {k: (after[k] - before[k]) / calls for k in ("requests", "replays", "uploads")}
         launches = len(compiled.program.calls)
         overhead = statistics.median(overheads)
         print(

@@ -124,11 +124,17 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
     run_cmd.add_argument(
         "--device", choices=["cuda", "emu"], default="emu", help="where to run (default: emu)"
     )
-    run_cmd.add_argument("--check", action="store_true", help="compare the result with torch eager")
+    run_cmd.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the result with torch eager; the first call waits for each launch, so a"
+        " fault names the launch that made it",
+    )
     run_cmd.add_argument(
         "--schedule",
         default="forward",
-        help="emulator thread order: forward, reverse or shuffle[:SEED] (default: forward)",
+        help="emulator thread order: forward, reverse or shuffle[:SEED], with +eager to perform"
+        " each cp.async at issue instead of at its wait (default: forward)",
     )
     _add_cuda_graphs_option(run_cmd)
     _add_bench_options(run_cmd.add_argument_group("bench"))
@@ -781,11 +787,12 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
 def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> tuple[list, str]:
     """The program's outputs on the inputs (each output poisoned first, so an element no
     kernel wrote shows), and its timing: the first call, which binds the weights, then a
-    second on the same inputs, in words."""
+    second on the same inputs, in words. Under --check the first call waits for each
+    launch, so that a fault names the launch that made it."""
     # the bound program runs on torch tensors; the other commands need not load torch
     from emmy.runtime.bound import BoundProgram
 
-    options = {"schedule": args.schedule} if args.device == "emu" else {}
+    options = {"schedule": args.schedule}
     bound = BoundProgram(
         program,
         device,
@@ -794,7 +801,7 @@ def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> t
         cuda_graphs=not args.no_cuda_graphs,
     )
     start = time.perf_counter()
-    results = bound(inputs, **options)
+    results = bound(inputs, sync_each_launch=args.check, **options)
     device.synchronize()
     first = time.perf_counter() - start
     start = time.perf_counter()

@@ -150,7 +150,7 @@ def test_a_check_through_a_worker_makes_a_fault_its_cases_failure() -> None:
     fine = Case(SOURCE, [_launch("double_it")], buffers, {}, {}, "f32", "planted")
     with DeviceWorker(DeviceSpec.of(EmuDevice(workers=1))) as worker:
         (failure,) = check(crash, worker)
-        assert failure.startswith(f"planted f32: {CRASH}"), failure
+        assert failure.startswith(f"planted f32: launch 1 of 1, 'far_write': {CRASH}"), failure
         assert check(fine, worker) == [] and worker.starts == 2
     with pytest.raises(KernelLaunchError, match=CRASH):  # in place, the error is the caller's
         check(crash, EmuDevice(workers=1))

@@ -345,6 +345,7 @@ def test_export_manifest_and_matrices(tmp_path, capsys, stores):
     ]
     assert manifest["status_codes"] == [
         "missing", "ok", "compile_error", "launch_error", "wrong_result", "timeout", "unstable",
+        "host_bound",
     ]  # fmt: skip
     layer_norm, softmax = manifest["pools"]
     pool_id = f"softmax__emu__{regime.regime}"
@@ -411,6 +412,7 @@ def test_a_schema_1_database_is_read_as_is_and_migrated_on_write(tmp_path):
         conn.execute("DROP TABLE row_sources")
         conn.execute("DROP TABLE sources")
         conn.execute("ALTER TABLE measurements DROP COLUMN batch")
+        conn.execute("ALTER TABLE measurements DROP COLUMN host_s")
         conn.execute("UPDATE emmy_meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
     content = path.read_bytes()

@@ -42,7 +42,7 @@ def gpu_check(tmp_path: Path, *options: str, status: int = 0) -> dict:
 
 def test_gpu_check_runs_its_checks_on_emu(tmp_path) -> None:
     report = gpu_check(tmp_path, "--quick", "--families", "elementwise", "--models", "mlp:tiny")
-    assert report["device"] == "emu" and report["torch_cuda"] is False
+    assert report["device"] == "emu" and report["torch_cuda"] is False and report["finished"]
     assert report["correctness"]["elementwise/f32"]["failures"] == []
     assert report["correctness"]["elementwise/f32"]["variants"] > 1
     assert report["models"]["mlp:tiny"]["ok"]
@@ -69,6 +69,8 @@ def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
     assert set(speed["split_k"]["microseconds"]) == {"1", "2"}
     ((_, attention),) = speed["attention"].items()
     assert attention["best_tflops"] > 0 and attention["pick_tflops"] > 0
+    assert speed["forward"]["emmy kernels"]["tokens_s"] > 0  # --quick: emmy's kernels alone
+    assert not any("wrong_results" in part for part in speed.values())  # every one checked
     torch_lines = [line for line in report["problems"] if "torch: not measured" in line]
     assert len(torch_lines) == len(speed) == len(report["problems"])
     targets = {row["target"]: row for row in report["targets"]}
@@ -76,6 +78,11 @@ def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
     assert targets["softmax pick"]["ratio"] > 0
     assert targets["matmul 4096^3 pick"]["ratio"] is None  # torch.matmul unmeasured
     assert "matmul 4096^3 pick" in report["stdout"] and "unmeasured" in report["stdout"]
+    # each result was streamed as it came, labelled with its part, then each part's outcome
+    lines = [json.loads(line) for line in (tmp_path / "check.jsonl").read_text().splitlines()]
+    outcomes = [line["step"] for line in lines if "outcome" in line]
+    assert outcomes == list(report["parts"])
+    assert {line["step"] for line in lines if "path" in line} == set(speed) | {"probe"}
 
 
 def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
@@ -149,6 +156,30 @@ def test_a_fault_that_leaves_the_device_unusable_ends_its_part(script, monkeypat
     crash, stop = outcome.notes
     assert crash.startswith("fault mode=oob,threads=32: KernelLaunchError") and "died" in crash
     assert stop.startswith("the CUDA context is unusable after fault mode=oob,threads=32")
+
+
+def test_a_kernel_whose_output_is_wrong_is_not_timed(script, monkeypatch) -> None:
+    """A timed config runs once and its output is checked against the family's reference
+    first: one that differs is a line of the report, listed among the wrong results, and
+    has no figure."""
+    monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
+    # the reference wants 3x: the kernel's 2x is wrong
+    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0] * 3)
+    monkeypatch.setitem(FAMILIES, "fault", fault)
+    x = np.ones(64, dtype=np.float32)
+
+    def sweeps(ctx) -> None:
+        problem = script.Problem(
+            "fault", {"n": 64, "T": "f32"}, [x], (64,), lambda s: 1 / s, "gb_s", np.float32
+        )
+        script.timed_sweep(ctx, (), problem, [{"mode": "right", "threads": 32}], float("inf"))
+
+    monkeypatch.setitem(script.PARTS, "sweeps", script.Part(sweeps, 120))
+    outcome = script.run_part("sweeps", 120, EMU)
+    assert outcome.status == "ok" and "configs" not in outcome.data
+    (wrong,) = outcome.data["wrong_results"]
+    assert wrong.startswith("fault mode=right,threads=32: MISMATCH: 64 of 64 elements differ")
+    assert outcome.notes == [wrong.replace(": MISMATCH", ": WRONG RESULT, not timed: MISMATCH")]
 
 
 def test_a_bad_option_gets_a_one_line_error() -> None:

@@ -72,6 +72,7 @@ SMOKE = {
 #: scripts whose smoke test lives elsewhere, and where
 COVERED_ELSEWHERE = {
     "scripts/gpu-check": "tests/test_gpu_check.py runs it on emu",
+    "scripts/gpu-day": "tests/test_gpu_day.py runs it on emu",
     "scripts/import-cycles": "tests/test_import_layering.py runs it on the tree",
 }
 

@@ -373,6 +373,7 @@ def test_misuse_is_reported(emu_dev: EmuDevice, block: int, diverge: int, messag
     with pytest.raises(KernelLaunchError, match=message):
         emu_dev.run(SOURCE, [_launch("mma_misuse", block, BufferArg("D"), ScalarArg("i32", diverge))],
                     {"D": d})  # fmt: skip
+    emu_dev.reset()  # the misuse killed the runner: the context is replaced, as a GPU's would be
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

@@ -64,7 +64,8 @@ class BoundProgram:
     def _resident(self, spec: TensorSpec, tensor: torch.Tensor) -> torch.Tensor:
         """A constant as the device's tensor of its storage type, uploaded once."""
         storage = _storage_view(tensor, spec)
-        if self.device.owns(storage) and storage.is_contiguous():
+        aligned = storage.data_ptr() % self.device.driver.alignment == 0
+        if self.device.owns(storage) and storage.is_contiguous() and aligned:
             return storage
         return self.device.upload(storage.contiguous())
 

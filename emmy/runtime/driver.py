@@ -144,7 +144,8 @@ class Driver(ABC):
     @abstractmethod
     def order(self, schedule: str) -> AbstractContextManager[None]:
         """Runs what is issued inside it under a thread order ("forward", "reverse",
-        "shuffle:SEED"): the emulator's way to show races; a GPU orders its own threads."""
+        "shuffle:SEED", each optionally "+eager": cp.async copies at issue): the emulator's
+        way to show races; a GPU orders its own threads."""
 
     # -- events ----------------------------------------------------------------------------
 

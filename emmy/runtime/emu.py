@@ -520,7 +520,9 @@ class EmuDevice(Device):
 
     run() takes schedule="forward" (threads resumed in thread order after each barrier),
     "reverse" or "shuffle:SEED" (a seeded permutation per block), so that kernels whose result
-    depends on thread order (races) show it.
+    depends on thread order (races) show it; "+eager" after any of them performs each cp.async
+    at issue rather than at the wait that retires it, so that a stage refilled while another
+    warp still reads it shows too.
     """
 
     def __init__(

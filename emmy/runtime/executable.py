@@ -77,7 +77,9 @@ class Executable:
                     )
         module = driver.load_module(source) if any(isinstance(s, Launch) for s in steps) else None
         self.steps: list[PackedLaunch | HostCall] = [
-            step if isinstance(step, HostCall) else PackedLaunch(driver.function(module, step), step)
+            step
+            if isinstance(step, HostCall)
+            else PackedLaunch(driver.function(module, step), step)
             for step in steps
         ]
         self.roles = roles

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 
 from emmy.errors import KernelLaunchError
-from emmy.runtime.device import BufferArg, HostCall
+from emmy.runtime.device_types import BufferArg, HostCall
 
 #: the device's tensor over buffer `arg`, at a shape, of a storage type
 View = Callable[[BufferArg, tuple[int, ...], str], torch.Tensor]

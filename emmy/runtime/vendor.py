@@ -11,7 +11,7 @@ import torch
 
 from emmy import dtypes
 from emmy.errors import KernelLaunchError
-from emmy.runtime.device import BufferArg, HostCall
+from emmy.runtime.device_types import BufferArg, HostCall
 from emmy.runtime.fallback import View, run_fallback
 
 
