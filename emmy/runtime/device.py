@@ -35,7 +35,7 @@ from emmy.runtime.device_types import (  # noqa: F401 - the records, as every ca
     Timing,
 )
 from emmy.runtime.driver import Driver
-from emmy.runtime.executable import Executable, load
+from emmy.runtime.executable import Executable, Roles
 
 if TYPE_CHECKING:
     import torch
@@ -153,16 +153,8 @@ class Device:
         every call (weights, the arena), `mutated` are inputs the steps write (a KV cache),
         `outputs` are bound to each call's fresh outputs; the others are inputs the steps
         only read. The launch list is replayed as one graph unless `cuda_graphs` is False."""
-        return load(
-            self.driver,
-            source,
-            steps,
-            slots,
-            cuda_graphs=cuda_graphs,
-            fixed=fixed,
-            mutated=mutated,
-            outputs=outputs,
-        )
+        roles = Roles(frozenset(fixed), frozenset(mutated), frozenset(outputs))
+        return Executable(self.driver, source, steps, slots, cuda_graphs=cuda_graphs, roles=roles)
 
     # -- launch lists on numpy buffers -----------------------------------------------------
 

@@ -119,8 +119,9 @@ class DeviceCounters:
     host_copies: int = 0
     #: kernel launches issued (a graph replay counts its launches once, at capture)
     launches: int = 0
-    #: graph replays (cuda) or runner requests (emu)
+    #: graph replays of a program's launch list
     replays: int = 0
+    #: requests to the emulator's runner process
     requests: int = 0
     #: emulator runner processes started
     runner_starts: int = 0

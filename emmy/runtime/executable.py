@@ -22,7 +22,7 @@ moved; a read input that moved is copied from then on. A launch list that cannot
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -306,19 +306,3 @@ def _run_host_call(call: HostCall, tensors: Mapping[str, torch.Tensor], driver: 
         return tensor_view(tensors[arg.name], arg, shape, dtype)
 
     run_host_call(call, view, driver.torch_device)
-
-
-def load(
-    driver: Driver,
-    source: str,
-    steps: Sequence[Step],
-    slots: Sequence[str],
-    *,
-    cuda_graphs: bool = True,
-    fixed: Collection[str] = (),
-    mutated: Collection[str] = (),
-    outputs: Collection[str] = (),
-) -> Executable:
-    """`steps` loaded on `driver`, with the slots' roles (see Roles)."""
-    roles = Roles(frozenset(fixed), frozenset(mutated), frozenset(outputs))
-    return Executable(driver, source, steps, slots, cuda_graphs=cuda_graphs, roles=roles)
