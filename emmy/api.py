@@ -8,9 +8,12 @@ torch, and log one INFO line per compiled graph on the `emmy` logger."""
 from __future__ import annotations
 
 import logging
+import os
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -237,6 +240,8 @@ class CompiledGraph:
         fallback: bool,
         programs: list[Program] | None = None,
         cuda_graphs: bool = True,
+        strict: bool = True,
+        eager_graphs: list[str] | None = None,
     ) -> None:
         self.graph_module = graph_module
         self.device = device
@@ -247,6 +252,12 @@ class CompiledGraph:
         self.specializations: dict[tuple, Specialization] = {}
         #: where each compiled program is appended, if anywhere (a benchmark's record)
         self.programs = programs
+        #: raise every compile failure (tests, `emmy compile`) instead of running eagerly
+        self.strict = strict
+        #: where the warning line of each graph that runs eagerly is appended, if anywhere
+        self.eager_graphs = eager_graphs
+        #: why this graph runs eagerly, once its compile failed
+        self.eager: str | None = None
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
@@ -265,9 +276,63 @@ class CompiledGraph:
         return specialization
 
     def __call__(self, *inputs: object) -> list[torch.Tensor]:
-        chosen = self.specializations.get(_signature(inputs)) or self.specialize(inputs)
+        if self.eager is not None:
+            return self.graph_module(*inputs)
+        chosen = self.specializations.get(_signature(inputs)) or self.guarded(inputs)
+        if chosen is None:
+            return self.graph_module(*inputs)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         return _run(chosen, tensors)
+
+    def guarded(self, inputs: Sequence[object]) -> Specialization | None:
+        """`specialize`, behind the safety net: unless strict, a graph emmy fails to compile
+        for an internal reason runs eagerly from then on, with one warning line naming the
+        graph, the error and where it was raised (None then). With fallbacks refused, emmy's
+        errors are the user's answer and are never caught."""
+        try:
+            return self.specialize(inputs)
+        except Exception as error:
+            if self.strict or (isinstance(error, EmmyError) and not self.fallback):
+                raise
+            self.eager = eager_line(self.graph_module, error)
+            log.warning("%s", self.eager)
+            if self.eager_graphs is not None:
+                self.eager_graphs.append(self.eager)
+            return None
+
+
+def eager_line(graph_module: torch.fx.GraphModule, error: BaseException) -> str:
+    """One line: which graph runs eagerly (its size and its first op's source line), the
+    error, and the line of emmy that raised it."""
+    ops = [n for n in graph_module.graph.nodes if n.op == "call_function"]
+    origin = next((_user_line(n) for n in ops if _user_line(n)), "")
+    frames = traceback.extract_tb(error.__traceback__)
+    raised = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    text = str(error).splitlines()[0] if str(error) else ""
+    where = f", from {origin}" if origin else ""
+    return (
+        f"emmy: a graph of {len(ops)} op(s){where} failed to compile"
+        f" ({type(error).__name__}: {text}{raised}); it runs eagerly (EMMY_STRICT=1 raises)"
+    )
+
+
+def _user_line(node: torch.fx.Node) -> str:
+    """The model's source line an FX node came from ("file.py:42"), if recorded."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+    if not lines:
+        return ""
+    # 'File "/path/model.py", line 42, in forward'
+    parts = lines[-1].split('"')
+    if len(parts) < 3:
+        return ""
+    line = parts[2].split(",")[1].strip().removeprefix("line ") if "," in parts[2] else ""
+    return f"{Path(parts[1]).name}:{line}"
+
+
+def strict_from_environment() -> bool:
+    """EMMY_STRICT=1 makes every process strict, whatever its callers ask."""
+    return os.environ.get("EMMY_STRICT", "") not in ("", "0")
 
 
 def _signature(inputs: Sequence[object]) -> tuple:
@@ -282,25 +347,32 @@ def backend(
     fallback: bool = True,
     programs: list[Program] | None = None,
     cuda_graphs: bool = True,
+    strict: bool = False,
+    eager_graphs: list[str] | None = None,
     **options,
 ):
     """A torch.compile backend: `torch.compile(model, backend=emmy.api.backend(fallback=
     False))`; `backend="emmy"` is `backend()`. AOTAutograd hands it functionalised ATen
     (under no_grad, the inference graph), each graph compiled as one emmy program on
     `device` (a GPU when one is present, else the emulator), appended to `programs` if
-    given; `options` as emmy.compile's."""
+    given; `options` as emmy.compile's. A graph that fails to compile for an internal
+    reason runs eagerly, with one warning line (appended to `eager_graphs` if given),
+    unless `strict` or EMMY_STRICT=1 in the environment, which raise."""
     # torch's AOTAutograd is loaded by a backend alone, not by emmy.compile
     from torch._decomp import get_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
     settings = {"pins": "", "golden": "", "db": "", "use_cache": True, **options}
 
+    strict = strict or strict_from_environment()
+
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
         compiled = CompiledGraph(
-            graph_module, device or default_device(), settings, fallback, programs, cuda_graphs
-        )
+            graph_module, device or default_device(), settings, fallback, programs,
+            cuda_graphs, strict, eager_graphs,
+        )  # fmt: skip
         if all(_static(x) or isinstance(x, int) for x in example_inputs):
-            compiled.specialize(example_inputs)
+            compiled.guarded(example_inputs)
         return compiled
 
     # the graph keeps its input mutations (a KV cache's in-place write): emmy writes the

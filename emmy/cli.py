@@ -183,6 +183,12 @@ def _add_generate_command(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="decode with torch eager too; exit 1 unless every token is the same",
     )
+    generate_cmd.add_argument(
+        "--strict",
+        action="store_true",
+        help="a model directory's graph that fails to compile is an error, not run eagerly"
+        " with a warning (EMMY_STRICT=1 does the same for any process)",
+    )
     generate_cmd.set_defaults(handler=cmd_generate)
 
 
@@ -908,7 +914,7 @@ def generate_model_dir(args: argparse.Namespace) -> int:
     expected = hf_greedy(model, ids, args.tokens).tokens if args.check else None
     device = make_device(args.device)
     print("compiling the forward's graphs (generate's first pass)", file=sys.stderr)
-    generation = hf_greedy_emmy(model, ids, args.tokens, device)
+    generation = hf_greedy_emmy(model, ids, args.tokens, device, strict=args.strict)
     for row, tokens in enumerate(generation.tokens.tolist()):
         print(f"row {row}: {' '.join(map(str, tokens))}")
     _print_generation(args, generation, device.identity)

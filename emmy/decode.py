@@ -179,13 +179,14 @@ def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, count: int) -> Generati
 
 
 def hf_greedy_emmy(
-    model: torch.nn.Module, ids: torch.Tensor, count: int, device: Device
+    model: torch.nn.Module, ids: torch.Tensor, count: int, device: Device, strict: bool = False
 ) -> Generation:
     """hf_greedy with the model's forward compiled by torch.compile with emmy's backend on
-    `device`: a first pass compiles (each graph once), a second is timed."""
+    `device`: a first pass compiles (each graph once), a second is timed. `strict` raises
+    where a graph fails to compile instead of running it eagerly."""
     programs: list = []
     model.forward = torch.compile(
-        model.forward, backend=api.backend(device=device, programs=programs)
+        model.forward, backend=api.backend(device=device, programs=programs, strict=strict)
     )
     hf_greedy(model, ids, count)
     generation = hf_greedy(model, ids, count)

@@ -29,6 +29,14 @@ def _no_committed_prior(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _strict():
+    """Tests run strict: under torch.compile a graph emmy fails to compile raises instead of
+    running eagerly (the safety net would hide the bug)."""
+    os.environ.setdefault("EMMY_STRICT", "1")
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _verify_each_pass():
     """Every compile of the test suite verifies the module after each pass."""
     os.environ.setdefault("EMMY_VERIFY_EACH", "1")
