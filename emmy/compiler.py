@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
@@ -31,7 +31,6 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import VerifyException
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
@@ -44,6 +43,7 @@ from emmy.identity import EMU, arch_of
 from emmy.passes.registry import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
+from emmy.passes.verify import InvalidIR, verify_dominance, verify_module
 from emmy.program import (
     ARENA,
     ARENA_ALIGNMENT,
@@ -328,17 +328,26 @@ def _coverage(module: ModuleOp) -> dict[str, int]:
     return {name: value.value.data for name, value in counts.data.items()}
 
 
-def verify_each_pass() -> bool:
-    """Whether compiles verify the module after every pass unless told: EMMY_VERIFY_EACH=1
-    (the test suite sets it)."""
-    return os.environ.get("EMMY_VERIFY_EACH", "") == "1"
+#: how a compile verifies the module (compile_graph's `verify_each`, EMMY_VERIFY_EACH):
+#: "full" after every pass (op verifiers and dominance; the test suite's default),
+#: "dominance" after every pass and in full after the last (a compile's default: the op
+#: verifiers cost as much as the passes), "last" in full after the last pass alone
+VERIFY_MODES = ("full", "dominance", "last")
 
 
-def verify_after(compile_pass: ModulePass, module: ModuleOp) -> None:
-    try:
-        module.verify()
-    except VerifyException as error:
-        raise EmmyError(f"the IR after {compile_pass.name} does not verify: {error}") from error
+def verify_mode(verify_each: bool | None = None) -> str:
+    """The verification of a compile (VERIFY_MODES): `verify_each` True is "full", False
+    "last"; None as EMMY_VERIFY_EACH says (1: "full", 0: "last", unset: "dominance")."""
+    if verify_each is None:
+        verify_each = {"1": True, "0": False}.get(os.environ.get("EMMY_VERIFY_EACH", ""))
+    return {True: "full", False: "last", None: "dominance"}[verify_each]
+
+
+def verify_after(compile_pass: ModulePass, module: ModuleOp, mode: str = "full") -> None:
+    """Verifies `module` as `compile_pass` left it: in full, or its dominance alone
+    (`mode` "dominance"); an EmmyError naming the pass if it does not verify."""
+    check = verify_dominance if mode == "dominance" else verify_module
+    _verify(module, f"after pass {compile_pass.name}", check)
 
 
 def compile_graph(
@@ -357,7 +366,7 @@ def compile_graph(
     """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
     decided by the oracle stack (`oracles`, default pins→golden→db→prior→target→default) from
     the tuning database `db` ("" the default, "none" none) and golden files in scope.
-    `verify_each` verifies the module after every pass (None: as EMMY_VERIFY_EACH says)."""
+    The module is verified after every pass as verify_mode(`verify_each`) says."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     stack = oracle_stack(target, oracles, db, golden)
@@ -365,7 +374,7 @@ def compile_graph(
     resolve = ResolveForks(
         pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
     )
-    _run_pipeline(module, resolve, verify_each_pass() if verify_each is None else verify_each)
+    _run_pipeline(module, resolve, verify_each)
     plan = host_plan(module, constants)
     arena = plan_arena(plan.temporaries, plan.calls)
     # the launches decide which pointers may alias, so the plan comes before the source
@@ -378,16 +387,32 @@ def compile_graph(
     return program
 
 
-def _run_pipeline(module: ModuleOp, resolve: ResolveForks, verify_each: bool) -> None:
-    """Runs COMPILE_PIPELINE over `module`, with `resolve` as its resolve-forks."""
+def _run_pipeline(module: ModuleOp, resolve: ResolveForks, verify_each: bool | None) -> None:
+    """Runs COMPILE_PIPELINE over `module`, with `resolve` as its resolve-forks, verifying
+    the module as it comes and after every pass as verify_mode(`verify_each`) says: a
+    module that does not verify is an EmmyError naming the pass that left it so."""
     ctx = Context()
+    mode = verify_mode(verify_each)
+    if mode != "last":
+        check = verify_dominance if mode == "dominance" else verify_module
+        _verify(module, "as the frontend gave it, before the first pass", check)
     for pass_class in COMPILE_PIPELINE:
         compile_pass = resolve if pass_class is ResolveForks else pass_class()
         compile_pass.apply(ctx, module)
-        if verify_each:
-            verify_after(compile_pass, module)
-    if not verify_each:  # else the last pass's check has verified it
-        module.verify()
+        if mode != "last":
+            verify_after(compile_pass, module, mode)
+    if mode == "dominance":  # the op verifiers, once
+        where = "after the passes (EMMY_VERIFY_EACH=1 verifies it after each, naming the pass)"
+        _verify(module, where, verify_module)
+    elif mode == "last":
+        _verify(module, "after the passes", verify_module)
+
+
+def _verify(module: ModuleOp, when: str, check: Callable[[ModuleOp], None]) -> None:
+    try:
+        check(module)
+    except InvalidIR as error:
+        raise EmmyError(f"the IR is invalid {when}: {error}") from error
 
 
 def _program(

@@ -1,11 +1,14 @@
 """emmy's storage types, one row each: the short name that keys, the IR and buffers use
-(f32, f16, bf16, i8, i32, i64), its bytes, its numpy storage, its C type in the emitted
+(f32, f16, bf16, i8, i32, i64, c64, c128), its bytes, its numpy storage, its C type in the emitted
 CUDA and the emulator, its xDSL type and its torch dtype.
 
 Arithmetic is f32 (or i32); storage types are what tensors hold. numpy has no bfloat16, so
 a bf16 buffer holds the bit pattern as uint16 (what the device headers' `emmy::bf16`
 keeps in its `bits`), and torch views those bits as bfloat16. A torch bool mask has no row
-of its own: it is stored as i8, 0 or 1.
+of its own: it is stored as i8, 0 or 1. A complex tensor (c64, c128: a rotary embedding's
+`torch.polar`) is stored as pairs of floats, real then imaginary, as torch and numpy keep
+it; no kernel computes one (torch does, between emmy's kernels), and the IR spells it
+`complex<f32>`.
 
     lookup("bf16").bytes                   # 2
     xdsl_type("bf16"), dtype_name(f16)     # BFloat16Type(), "f16"
@@ -36,6 +39,7 @@ class DType:
     numpy: type[np.generic]
     c_type: str
     floating: bool
+    complex: bool = False
 
     @property
     def half(self) -> bool:
@@ -52,6 +56,9 @@ DTYPES: dict[str, DType] = {
         DType("i8", 1, np.int8, "signed char", floating=False),  # a mask: 0 or 1
         DType("i32", 4, np.int32, "int", floating=False),
         DType("i64", 8, np.int64, "long long", floating=False),
+        # pairs of floats, as CUDA's float2 and double2 keep them
+        DType("c64", 8, np.complex64, "float2", floating=False, complex=True),
+        DType("c128", 16, np.complex128, "double2", floating=False, complex=True),
     )
 }
 #: the storage types a model (and a float kernel's T) may have
@@ -80,11 +87,22 @@ def is_half(name: object) -> bool:
     return is_storage(name) and DTYPES[str(name)].half
 
 
+def is_complex(name: object) -> bool:
+    return is_storage(name) and DTYPES[str(name)].complex
+
+
 @cache
 def _xdsl_types() -> dict[str, Attribute]:
     # xDSL is imported here, not at the top: emmy.program and the CLI read names, sizes and
     # numpy types from this module, and a program-cache hit must start without xDSL
-    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, IntegerType
+    from xdsl.dialects.builtin import (
+        BFloat16Type,
+        ComplexType,
+        Float16Type,
+        Float32Type,
+        Float64Type,
+        IntegerType,
+    )
 
     return {
         "f32": Float32Type(),
@@ -93,6 +111,8 @@ def _xdsl_types() -> dict[str, Attribute]:
         "i8": IntegerType(8),
         "i32": IntegerType(32),
         "i64": IntegerType(64),
+        "c64": ComplexType(Float32Type()),
+        "c128": ComplexType(Float64Type()),
     }
 
 
@@ -107,7 +127,7 @@ def xdsl_type(name: str) -> Attribute:
 
 
 def dtype_name(typ: Attribute) -> str:
-    """The name of an xDSL storage type: f32, f16, bf16, i8, i32, i64."""
+    """The name of an xDSL storage type: f32, f16, bf16, i8, i32, i64, c64, c128."""
     name = _xdsl_names().get(typ)
     if name is None:
         raise EmmyError(f"{typ} is not a storage type (one of {', '.join(DTYPES)})")
@@ -135,6 +155,8 @@ def _torch_dtypes() -> dict[str, torch.dtype]:
         "i8": torch.int8,
         "i32": torch.int32,
         "i64": torch.int64,
+        "c64": torch.complex64,
+        "c128": torch.complex128,
     }
 
 

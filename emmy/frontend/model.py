@@ -62,6 +62,7 @@ from emmy.families.pointwise_ops import (
     PointwiseOp,
     Promotion,
 )
+from emmy.frontend.complex import real_pairs
 from emmy.frontend.fallback import (
     Coverage,
     Fallback,
@@ -313,6 +314,16 @@ class _Propagate(fx.Interpreter):
         n.meta["val"] = result
         return result
 
+    def get_attr(self, target, args, kwargs):
+        # a tensor constant is met by meta tensors: its example is a meta tensor too (its
+        # value is the node's ATTRIBUTE)
+        value = super().get_attr(target, args, kwargs)
+        if isinstance(value, torch.Tensor):
+            return torch.empty_strided(
+                value.shape, value.stride(), dtype=value.dtype, device="meta"
+            )
+        return value
+
     def call_function(self, target, args, kwargs):
         # a factory (aten.arange of the cache positions) names the model's device: its
         # tensor must be on meta beside the inputs it meets
@@ -350,10 +361,37 @@ def _symbolic(value: object) -> bool:
     return isinstance(value, torch.SymInt)
 
 
+#: the meta key of a get_attr node's value (a tensor constant), kept on copies of the graph
+ATTRIBUTE = "emmy_attribute"
+
+
+def attribute_of(module: object, target: str) -> object:
+    """The value at `target` (dotted) of a graph's module, or UNKNOWN where there is none."""
+    value = module
+    for part in target.split("."):
+        value = getattr(value, part, UNKNOWN)
+        if value is UNKNOWN:
+            break
+    return value
+
+
+def bind_attributes(fx_graph: fx.Graph) -> None:
+    """Records each get_attr node's value (a tensor the model built in its forward: a
+    `torch.tensor([...])` literal, a cache's lazy init) in its meta, which a copy of the
+    graph keeps where it no longer has the module."""
+    module = fx_graph.owning_module
+    if module is None:
+        return
+    for node in fx_graph.nodes:
+        if node.op == "get_attr" and ATTRIBUTE not in node.meta:
+            node.meta[ATTRIBUTE] = attribute_of(module, str(node.target))
+
+
 def specialised_fx_graph(module: fx.GraphModule, inputs: Sequence[object]) -> fx.Graph:
     """The graph of `module` (one AOTAutograd hands a backend) with example values at the
     shapes of `inputs`, its tensors and the sizes of its dynamic dims: the graph itself
     where it is static."""
+    bind_attributes(module.graph)
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     if not any(_symbolic(n.meta.get("val")) for n in placeholders):
         return module.graph
@@ -374,6 +412,7 @@ def kept_input_mutations(fx_graph: fx.Graph) -> tuple[fx.Graph, dict[int, int]]:
     value after its own outputs, and where they go: their place in the return → the
     input's place among the tensor inputs (Converter's `mutations`). A copy_ the graph
     also returns is returned as the input itself."""
+    bind_attributes(fx_graph)
     copies = [
         node
         for node in fx_graph.nodes
@@ -440,7 +479,9 @@ class Converter:
         fallback: bool = True,
         mutations: dict[int, int] | None = None,
     ) -> None:
-        self.fx_graph = fx_graph
+        # a get_attr's tensor is kept on its node, which a rewritten copy keeps
+        bind_attributes(fx_graph)
+        self.fx_graph = real_pairs(fx_graph)
         #: returned values that are mutated inputs' new values: place → the input's place
         self.mutations = mutations or {}
         self.fallback = fallback
@@ -474,6 +515,16 @@ class Converter:
             self.constants[name] = tensor.detach().contiguous()
         return self.constant_args[name]
 
+    def attribute(self, node: fx.Node) -> torch.Tensor:
+        """The tensor a get_attr node reads (a tensor the model built in its forward, which
+        the trace kept as a constant): a constant of the program, as a weight is."""
+        value = node.meta.get(ATTRIBUTE, UNKNOWN)
+        if value is UNKNOWN:
+            value = attribute_of(self.fx_graph.owning_module, str(node.target))
+        if not isinstance(value, torch.Tensor):
+            raise self.error(f"get_attr {node.target} is {type(value).__name__}, not a tensor")
+        return value
+
     def known(self, value: object) -> object:
         """The tensor a value is at compile time (a constant, a view of one), the value
         itself where it is a number, or UNKNOWN where it is known only when the model runs."""
@@ -492,9 +543,11 @@ class Converter:
     def type_of(self, tensor: torch.Tensor) -> TensorType:
         if tensor.dtype == torch.bool:
             return TensorType(i8, list(tensor.shape))  # a mask: a byte per element, 0 or 1
-        if tensor.dtype in INTEGER_DTYPES:
-            element = dtypes.xdsl_type(dtypes.torch_dtype_name(tensor.dtype))
-            return TensorType(element, list(tensor.shape))
+        if tensor.dtype in INTEGER_DTYPES or tensor.dtype.is_complex:
+            name = dtypes.torch_dtype_name(tensor.dtype)
+            if name is None:
+                raise self.error(f"dtype {tensor.dtype} is not supported")
+            return TensorType(dtypes.xdsl_type(name), list(tensor.shape))
         if not dtypes.is_float(dtypes.torch_dtype_name(tensor.dtype)):
             raise self.error(f"dtype {tensor.dtype} is not supported")
         return tensor_type(tensor)
@@ -593,6 +646,8 @@ class Converter:
                     self.values[node] = Constant(*constant)
             elif node.op == "call_function":
                 self.values[node] = self.call(node)
+            elif node.op == "get_attr":
+                self.values[node] = Constant(str(node.target), self.attribute(node))
             elif node.op == "output":
                 self.builder.insert(func.ReturnOp(*self.returned(node.args[0])))
             else:
@@ -661,13 +716,17 @@ class Converter:
         """The node's value: computed at compile time where it depends on constants and
         shapes alone, else by its registry entry, else through torch."""
         counted = isinstance(node.target, torch._ops.OpOverload) and not returns_view(node)
-        folded = self.fold(node)
+        folded = self.fold(node) if node.target not in _DTYPE_VIEWS else self.reinterpret(node)
         if folded is not None:
             if counted:
                 self.coverage.count(node, "folded")
             return folded
         support = ATEN.supports(node)
         reason = support.reason
+        if support and _complex(node):
+            # no kernel computes complex numbers: torch does (the rotary pattern is real
+            # arithmetic on pairs by then, emmy.frontend.complex)
+            support, reason = Support(COMPLEX_REASON), COMPLEX_REASON
         if support:
             last = self.block.last_op
             try:
@@ -717,6 +776,15 @@ class Converter:
         return fx.node.map_aggregate(
             value, lambda t: Constant(f"folded.{node.name}", t) if _is_tensor(t) else t
         )
+
+    def reinterpret(self, node: fx.Node) -> Constant | None:
+        """`view_as_real` or `view_as_complex` of a constant (a rotary embedding's complex
+        frequencies, emmy.frontend.complex): its elements read as the other dtype, at
+        compile time; None where the tensor is known only when the model runs."""
+        tensor = self.known(self.values[node.args[0]])
+        if not isinstance(tensor, torch.Tensor):
+            return None
+        return Constant(f"{node.name}.value", node.target(tensor.contiguous()).clone())
 
     def fall_back(self, node: fx.Node, reason: str) -> object:
         """The node as a `fallback.call`: torch runs it on the device's buffers, its
@@ -811,6 +879,17 @@ def handler_for(name: str) -> OpEntry | None:
 def supports(node: fx.Node) -> Support:
     """Whether the converter takes a call_function node, and if not why, without converting."""
     return ATEN.supports(node)
+
+
+#: views that read a tensor's elements as another dtype
+_DTYPE_VIEWS = (torch.ops.aten.view_as_real.default, torch.ops.aten.view_as_complex.default)
+COMPLEX_REASON = "no emmy kernel computes complex tensors"
+
+
+def _complex(node: fx.Node) -> bool:
+    """Whether a node reads or gives a complex tensor."""
+    values = [node.meta.get("val"), *(n.meta.get("val") for n in node.all_input_nodes)]
+    return any(t.dtype.is_complex for t in tensor_outputs(values))
 
 
 def _output_dtype(node: fx.Node) -> torch.dtype:

@@ -43,6 +43,7 @@ from xdsl.pattern_rewriter import (
     PatternRewriteWalker,
     RewritePattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import graph
 from emmy.families.chains import (
@@ -104,15 +105,8 @@ def _program_order(ops: Sequence[Operation]) -> list[Operation]:
     return ordered
 
 
-def fuse(
-    rewriter: PatternRewriter,
-    ops: Sequence[Operation],
-    result: SSAValue,
-    stored: SSAValue | None = None,
-) -> None:
-    """Replaces `ops` by a `graph.fused` yielding `result` (and `stored`, a value of the
-    group also used outside it), where `result` was computed."""
-    ordered = _program_order(ops)
+def _outside_inputs(ordered: Sequence[Operation]) -> tuple[list[SSAValue], list[graph.ConstantOp]]:
+    """The values `ordered` read from outside them, and the constants they copy in."""
     inside = set(ordered)
     inputs: list[SSAValue] = []
     constants: list[graph.ConstantOp] = []
@@ -126,6 +120,65 @@ def fuse(
                     constants.append(producer)
             elif value not in inputs:
                 inputs.append(value)
+    return inputs, constants
+
+
+def _early_use(
+    root: Operation, stored: SSAValue | None, ops: Sequence[Operation]
+) -> Operation | None:
+    """The first op of `root`'s block before `root` that reads `stored` (or holds an op
+    that does), other than `ops`: a `graph.fused` that yields `stored` must come before it,
+    not where `root` was. None when there is none (or no `stored`)."""
+    block = root.parent_block()
+    if stored is None or block is None or not isinstance(stored.owner, Operation):
+        return None
+    users = {block.find_ancestor_op_in_block(use.operation) for use in stored.uses}
+    users.difference_update(ops)
+    op = stored.owner.next_op if stored.owner.parent_block() is block else block.first_op
+    while op is not None and op is not root:
+        if op in users:
+            return op
+        op = op.next_op
+    return None
+
+
+def _defined_before(values: Sequence[SSAValue], place: Operation) -> bool:
+    """Whether every one of `values` is defined before `place` (in its block or above)."""
+    block = place.parent_block()
+    assert block is not None
+    later = set()
+    op = place
+    while op is not None:
+        later.add(op)
+        op = op.next_op
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, Operation) and block.find_ancestor_op_in_block(owner) in later:
+            return False
+    return True
+
+
+def can_fuse(ops: Sequence[Operation], result: SSAValue, stored: SSAValue | None) -> bool:
+    """Whether one `graph.fused` of `ops` fits in the block: where `stored` is read before
+    `result`'s op, the values the kernel reads are all defined before that first read."""
+    root = result.owner
+    assert isinstance(root, Operation)
+    early = _early_use(root, stored, ops)
+    return early is None or _defined_before(_outside_inputs(_program_order(ops))[0], early)
+
+
+def fuse(
+    rewriter: PatternRewriter,
+    ops: Sequence[Operation],
+    result: SSAValue,
+    stored: SSAValue | None = None,
+) -> None:
+    """Replaces `ops` by a `graph.fused` yielding `result` (and `stored`, a value of the
+    group also used outside it), where `result` was computed, or before the first op that
+    reads `stored` where one does before that (can_fuse says whether the kernel's inputs
+    are there by then)."""
+    ordered = _program_order(ops)
+    inputs, constants = _outside_inputs(ordered)
     block = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args, strict=True))
     for op in [*constants, *ordered]:
@@ -139,7 +192,15 @@ def fuse(
         output.name_hint = value.name_hint
     root = result.owner
     assert isinstance(root, Operation)
-    rewriter.replace(root, fused, [fused.outputs[0]])
+    early = _early_use(root, stored, ordered)
+    if early is None:
+        rewriter.replace(root, fused, [fused.outputs[0]])
+    else:
+        # `stored` is read before `root`: the kernel that writes it comes before that read
+        assert _defined_before(inputs, early), "fuse() where can_fuse() says no"
+        rewriter.insert(fused, InsertPoint.before(early))
+        rewriter.replace_all_uses_with(root.results[0], fused.outputs[0])
+        rewriter.erase(root)
     if stored is not None:
         rewriter.replace_all_uses_with(stored, fused.outputs[1])
     for op in reversed(ordered):
@@ -162,10 +223,15 @@ def fuse_row(rewriter: PatternRewriter, op: Operation, epilogue: ElementwiseGrou
             prologue = candidate
     if prologue and epilogue and x in collect_group(epilogue.root, op.results[0]).inputs:
         prologue = None  # the epilogue reads x from memory: the kernel cannot also write it
+    result = epilogue.root.results[0] if epilogue else op.results[0]
+    if prologue is not None and not x.has_one_use():
+        ops = [*prologue.ops, op, *(epilogue.ops if epilogue else [])]
+        if not can_fuse(ops, result, x):
+            # x is read before the kernel could write it: x comes from its own kernel
+            prologue = None
     if prologue is None and epilogue is None:
         return False
     ops = [*(prologue.ops if prologue else []), op, *(epilogue.ops if epilogue else [])]
-    result = epilogue.root.results[0] if epilogue else op.results[0]
     stored = x if prologue is not None and not x.has_one_use() else None
     fuse(rewriter, ops, result, stored)
     return True

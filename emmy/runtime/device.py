@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 MAX_BATCH = 100_000
 #: the most passes one captured graph holds; a longer window replays it several times
 GRAPH_PASSES = 256
+#: launch lists on numpy buffers a device keeps loaded; the least recently used goes first
+CACHED_EXECUTABLES = 64
 
 
 class Device:
@@ -55,6 +57,8 @@ class Device:
         self.driver = driver
         # read-only host arrays (a program's weights) keep one device copy
         self._resident: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
+        # launch lists run on numpy buffers, by source, launches, buffers and outputs
+        self._executables: dict[tuple, Executable] = {}
 
     # -- what the driver says --------------------------------------------------------------
 
@@ -123,10 +127,12 @@ class Device:
     def reset(self) -> None:
         """A fresh context after a fault (the emulator's; a GPU's process must be replaced)."""
         self._resident.clear()
+        self._executables.clear()
         self.driver.reset()
 
     def close(self) -> None:
         self._resident.clear()
+        self._executables.clear()
         self.driver.close()
 
     def __enter__(self) -> Device:
@@ -170,10 +176,11 @@ class Device:
         """Runs the launches in order, each waited for (a fault names its launch); results
         are written back into the writeable arrays of `buffers` in place (read-only arrays
         are inputs). `schedule` orders the emulator's threads; a GPU orders its own."""
-        tensors = self._stage(buffers)
-        executable = Executable(self.driver, source, launches, list(buffers), cuda_graphs=False)
+        tensors, copied = self._host_tensors(buffers)
+        executable = self._executable(source, launches, buffers)
         executable(tensors, sync_each_launch=True, timeout=timeout, schedule=schedule)
-        self._unstage(buffers, tensors)
+        for array, host in copied:
+            array[...] = host
 
     def time(
         self,
@@ -197,8 +204,8 @@ class Device:
         def left() -> float:
             return max(1.0, deadline - _time.monotonic())
 
-        tensors = self._stage(buffers)
-        executable = Executable(driver, source, launches, list(buffers), cuda_graphs=False)
+        executable = self._executable(source, launches, buffers)
+        tensors = executable.bind(self._host_tensors(buffers)[0])
         pointers = {name: tensor.data_ptr() for name, tensor in tensors.items()}
 
         def issue() -> None:
@@ -223,33 +230,57 @@ class Device:
             raise KernelLaunchError("a timing needs at least one repetition")
         return Timing(tuple(seconds), window.batch, tuple(hosts), window.graph is not None)
 
-    def _stage(self, buffers: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """Device tensors holding the arrays' bytes; read-only arrays are copied once and
-        kept (a program's weights cross once, not at every run)."""
+    def _executable(
+        self, source: str, launches: Sequence[Step], buffers: dict[str, np.ndarray]
+    ) -> Executable:
+        """The executable of a launch list on numpy buffers, kept while used (its kernels
+        loaded, its arguments packed and its staging buffers allocated once); the writeable
+        buffers are its outputs, written back after each run."""
+        written = frozenset(name for name, array in buffers.items() if array.flags.writeable)
+        key = (source, tuple(launches), tuple(buffers), written)
+        executable = self._executables.pop(key, None)
+        if executable is None:
+            roles = Roles(outputs=written)
+            executable = Executable(
+                self.driver, source, launches, list(buffers), cuda_graphs=False, roles=roles
+            )
+        self._executables[key] = executable  # the most recently used last
+        while len(self._executables) > CACHED_EXECUTABLES:
+            self._executables.pop(next(iter(self._executables)))
+        return executable
+
+    def _host_tensors(
+        self, buffers: dict[str, np.ndarray]
+    ) -> tuple[dict[str, torch.Tensor], list[tuple[np.ndarray, np.ndarray]]]:
+        """Per buffer a tensor over the array's bytes, which the executable stages into
+        device memory (and writes back where the array is writeable); a read-only array
+        keeps one device copy (a program's weights cross once, not at every run). Also the
+        (array, contiguous copy) pairs to copy back after a run."""
         import torch  # the runtime's tensors; a compile never comes here
 
         tensors: dict[str, torch.Tensor] = {}
+        copied: list[tuple[np.ndarray, np.ndarray]] = []
         for name, array in buffers.items():
-            resident = self._resident.get(id(array))
-            if resident is not None and resident[0] is array:
-                tensors[name] = resident[1]
-                continue
-            host = torch.from_numpy(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-            tensor = self.driver.empty((host.numel(),), torch.uint8)
-            self.driver.host_call(lambda tensor=tensor, host=host: tensor.copy_(host))
-            self.counters.uploads += 1
-            tensors[name] = tensor
             if not array.flags.writeable and array.nbytes:
-                self._resident[id(array)] = (array, tensor)
-        return tensors
+                tensors[name] = self._resident_tensor(array)
+                continue
+            host = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+            if host is not array:
+                copied.append((array, host))
+            tensors[name] = torch.from_numpy(host.reshape(-1).view(np.uint8))
+        return tensors, copied
 
-    def _unstage(self, buffers: dict[str, np.ndarray], tensors: dict[str, torch.Tensor]) -> None:
-        for name, array in buffers.items():
-            if not array.flags.writeable or not array.nbytes:
-                continue  # a read-only array can only have been an input
-            host = tensors[name].cpu().numpy().view(array.dtype).reshape(array.shape)
-            array[...] = host
-            self.counters.host_copies += 1
+    def _resident_tensor(self, array: np.ndarray) -> torch.Tensor:
+        import torch  # the runtime's tensors; a compile never comes here
+
+        resident = self._resident.get(id(array))
+        if resident is not None and resident[0] is array:
+            return resident[1]
+        host = torch.from_numpy(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        tensor = self.upload(host)
+        # the array kept alive beside its copy: its id stays its own
+        self._resident[id(array)] = (array, tensor)
+        return tensor
 
 
 class _Window:

@@ -110,7 +110,7 @@ class Executable:
         driver = self.driver
         driver.check_fault()
         with driver.order(schedule):
-            bound, staged = self._bind(tensors)
+            bound, staged = self._staged(tensors)
             pointers = {name: bound[name].data_ptr() for name in self.slots}
             if sync_each_launch or not self._graph_call(bound, pointers):
                 self.issue(bound, pointers, sync_each_launch=sync_each_launch, timeout=timeout)
@@ -154,7 +154,11 @@ class Executable:
 
     # -- binding ---------------------------------------------------------------------------
 
-    def _bind(
+    def bind(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per slot the tensor the kernels use: the given one, or its staging copy."""
+        return self._staged(tensors)[0]
+
+    def _staged(
         self, tensors: Mapping[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], list[str]]:
         """Per slot the tensor the kernels use, and the slots that are staging copies."""
