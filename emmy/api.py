@@ -27,6 +27,7 @@ from emmy.frontend.model import (
     convert,
     export,
     export_program,
+    flat_inputs,
     kept_input_mutations,
     specialised_fx_graph,
 )
@@ -106,6 +107,7 @@ class CompiledModule:
         dynamic_shapes: object = None,
         fallback: bool = True,
         cuda_graphs: bool = True,
+        example_kwargs: dict[str, object] | None = None,
     ) -> None:
         self.module = module
         self.device = device
@@ -114,10 +116,10 @@ class CompiledModule:
         self.cuda_graphs = cuda_graphs
         self.exported = None
         if dynamic_shapes is not None:
-            self.exported = export_program(module, example_inputs, dynamic_shapes)
+            self.exported = export_program(module, example_inputs, dynamic_shapes, example_kwargs)
         self.specializations: dict[tuple, Specialization] = {}
         self.weights = Weights(device)
-        self.first = self.specialize(example_inputs)
+        self.first = self.specialize(example_inputs, example_kwargs or {})
 
     @property
     def program(self) -> Program:
@@ -128,12 +130,14 @@ class CompiledModule:
     def signature(inputs: Sequence[torch.Tensor]) -> tuple:
         return tuple((tuple(t.shape), t.dtype) for t in inputs)
 
-    def specialize(self, inputs: Sequence[torch.Tensor]) -> Specialization:
+    def specialize(self, args: Sequence[torch.Tensor], kwargs: dict[str, object]) -> Specialization:
         start = time.perf_counter()
         if self.exported is not None:
+            inputs = flat_inputs(self.exported.call_spec.in_spec, args, kwargs)
             model = convert(self.exported, inputs, self.fallback)
         else:
-            model = export(self.module, inputs, self.fallback)
+            model = export(self.module, args, self.fallback, kwargs)
+            inputs = flat_inputs(model.in_spec, args, kwargs)
         frontend = time.perf_counter() - start
         program = build_program(
             model.module,
@@ -147,12 +151,15 @@ class CompiledModule:
         self.specializations[self.signature(inputs)] = specialization
         return specialization
 
-    def __call__(self, *inputs: torch.Tensor):
+    def __call__(self, *args: torch.Tensor, **kwargs: object):
+        """The module's return value for this call, positional and keyword arguments as
+        the module takes them (a Hugging Face model's `input_ids=`, `attention_mask=`)."""
+        inputs = flat_inputs(self.first.model.in_spec, args, kwargs)
         if len(inputs) != len(self.program.inputs):
             raise EmmyError(
                 f"the model takes {len(self.program.inputs)} input(s), got {len(inputs)}"
             )
-        chosen = self.specializations.get(self.signature(inputs)) or self.specialize(inputs)
+        chosen = self.specializations.get(self.signature(inputs)) or self.specialize(args, kwargs)
         outputs = _run(chosen, inputs)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -203,9 +210,14 @@ def compile(  # noqa: A001 - mirrors torch.compile
     use_cache: bool = True,
     fallback: bool = True,
     cuda_graphs: bool = True,
+    **example_kwargs: object,
 ) -> CompiledModule:
     """Compiles `module` at the shapes of `example_inputs` for `device` (a GPU when one is
-    present, else the emulator), each fork decided by the oracle stack. `dynamic_shapes`
+    present, else the emulator), each fork decided by the oracle stack. Keyword arguments
+    other than these options are the module's own, as its users pass them
+    (`emmy.compile(model, input_ids=ids, attention_mask=mask)`); the compiled module is
+    called the same way and returns what the module returns (a Hugging Face model's
+    output with its cache). `dynamic_shapes`
     (as torch.export takes it) declares the dims that may vary between calls. A shape
     compiled before with the same stores is read from the program cache unless
     `use_cache` is False. Ops emmy has no kernel for run through torch between its kernels;
@@ -216,8 +228,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
     device = device or default_device()
     options = {"pins": pins, "golden": golden, "db": db, "use_cache": use_cache}
     return CompiledModule(
-        module, example_inputs, device, options, dynamic_shapes, fallback, cuda_graphs
-    )
+        module, example_inputs, device, options, dynamic_shapes, fallback, cuda_graphs,
+        example_kwargs,
+    )  # fmt: skip
 
 
 #: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those

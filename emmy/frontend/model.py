@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import operator
 import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ import torch
 from torch import fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.export._tree_utils import reorder_kwargs
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils import _pytree
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -98,6 +101,9 @@ class ModelGraph:
     coverage: Coverage = field(default_factory=Coverage)
     #: the returned values that view an input or a constant, by their place in the return
     aliases: dict[int, Alias] = field(default_factory=dict)
+    #: the pytree spec of the call's (args, kwargs) that the export saw, keyword arguments'
+    #: order included (None for a graph handed over by dynamo)
+    in_spec: object = None
 
 
 @dataclass(frozen=True)
@@ -172,14 +178,17 @@ def export_program(
     module: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
     dynamic_shapes: object = None,
+    example_kwargs: dict[str, object] | None = None,
 ) -> torch.export.ExportedProgram:
-    """torch.export of `module` (eval mode, no grad) at its example inputs; `dynamic_shapes`
-    (torch.export's, e.g. `({1: Dim("seq", max=1024)},)`) declares the dims that may vary."""
+    """torch.export of `module` (eval mode, no grad) at its example inputs, positional and
+    keyword, as its users call it; `dynamic_shapes` (torch.export's, e.g.
+    `({1: Dim("seq", max=1024)},)`) declares the dims that may vary."""
     module = module.eval()
+    register_output_types()
     try:
         with torch.no_grad():
             exported = torch.export.export(
-                module, tuple(example_inputs), dynamic_shapes=dynamic_shapes
+                module, tuple(example_inputs), example_kwargs or None, dynamic_shapes=dynamic_shapes
             )
             if _mutates(exported.graph):
                 # functionalised (no decompositions): each in-place op becomes its functional
@@ -194,10 +203,17 @@ def export_program(
     return exported
 
 
+#: in-place ops that change no data, only autograd's view of a tensor (a Hugging Face
+#: cache's lazily made tensors are detached in place)
+_METADATA_ONLY = frozenset({torch.ops.aten.detach_.default})
+
+
 def _mutates(fx_graph: fx.Graph) -> bool:
-    """Whether a graph has an in-place op (a KV cache's `index_copy_`)."""
+    """Whether a graph has an in-place op that writes data (a KV cache's `index_copy_`)."""
     return any(
-        isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+        isinstance(node.target, torch._ops.OpOverload)
+        and node.target._schema.is_mutable
+        and node.target not in _METADATA_ONLY
         for node in fx_graph.nodes
         if node.op == "call_function"
     )
@@ -222,11 +238,41 @@ def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
     }
 
 
+def register_output_types() -> None:
+    """Lets torch.export and pytree see through the types a model returns that they do not
+    know: a Hugging Face model called with its defaults (use_cache) returns a DynamicCache,
+    which transformers registers on request. Only where transformers is loaded already."""
+    if "transformers" not in sys.modules:
+        return
+    try:
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:  # a transformers without it: its caches stay refused, one line
+        return
+    register_dynamic_cache_export_support()
+
+
 def export(
-    module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], fallback: bool = True
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    fallback: bool = True,
+    example_kwargs: dict[str, object] | None = None,
 ) -> ModelGraph:
-    """Exports `module` at its example inputs and converts it."""
-    return convert(export_program(module, example_inputs), example_inputs, fallback)
+    """Exports `module` at its example inputs (positional and keyword) and converts it."""
+    exported = export_program(module, example_inputs, example_kwargs=example_kwargs)
+    flat = flat_inputs(exported.call_spec.in_spec, example_inputs, example_kwargs or {})
+    return convert(exported, flat, fallback)
+
+
+def flat_inputs(
+    in_spec: object, args: Sequence[object], kwargs: dict[str, object]
+) -> list[torch.Tensor]:
+    """A call's tensors in the order of the exported graph's inputs: its positional and
+    keyword arguments flattened as torch.export flattened the example's."""
+    if not kwargs:
+        return [x for x in args if isinstance(x, torch.Tensor)]
+    ordered = reorder_kwargs(kwargs, in_spec) if in_spec is not None else kwargs
+    leaves, _ = _pytree.tree_flatten((tuple(args), ordered))
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
 def convert(
@@ -248,7 +294,9 @@ def convert(
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
     out_spec = exported.call_spec.out_spec
-    return Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
+    model = Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
+    model.in_spec = exported.call_spec.in_spec
+    return model
 
 
 def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:

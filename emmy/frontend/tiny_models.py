@@ -77,23 +77,27 @@ HF_MODELS = {
 }
 
 
-def hf_config(name: str):
-    """The tiny transformers config of HF_MODELS[name]."""
+def hf_config(name: str, defaults: bool = False):
+    """The tiny transformers config of HF_MODELS[name]; with `defaults`, the config's own
+    defaults where the tiny one only chooses a single forward's behaviour (use_cache)."""
     # transformers (a test extra, seconds to import) is needed by its models alone
     import transformers
 
     entry = HF_MODELS[name]
-    return getattr(transformers, entry.config_class)(**entry.fields)
+    fields = {k: v for k, v in entry.fields.items() if not (defaults and k == "use_cache")}
+    return getattr(transformers, entry.config_class)(**fields)
 
 
-def hf_model(name: str) -> nn.Module:
-    """A transformers model of HF_MODELS with random weights (seed 0), eval mode."""
+def hf_model(name: str, defaults: bool = False) -> nn.Module:
+    """A transformers model of HF_MODELS with random weights (seed 0), eval mode; with
+    `defaults`, as its users get it (use_cache as the config says: see hf_config)."""
     # transformers (a test extra, seconds to import) is needed by its models alone
     import transformers
 
     transformers.logging.set_verbosity_error()  # a random model's load report
     torch.manual_seed(0)
-    return getattr(transformers, HF_MODELS[name].model_class)(hf_config(name)).eval()
+    config = hf_config(name, defaults)
+    return getattr(transformers, HF_MODELS[name].model_class)(config).eval()
 
 
 def _hf(name: str, seq: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
