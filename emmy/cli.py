@@ -105,7 +105,8 @@ def _add_compile_command(commands: argparse._SubParsersAction) -> None:
     compile_cmd.add_argument(
         "--verify-each",
         action="store_true",
-        help="verify the IR after every pass (compiles afresh: a cached program is not read)",
+        help="verify the IR in full after every pass, its ops' verifiers too (dominance is"
+        " checked after each anyway; compiles afresh: a cached program is not read)",
     )
     compile_cmd.set_defaults(handler=cmd_compile)
 

@@ -12,6 +12,7 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
@@ -24,6 +25,7 @@ from emmy.dsl.parser import parse_source
 from emmy.errors import EmmyError
 from emmy.passes.registry import PASSES
 from emmy.passes.resolve_forks import ResolveForks
+from emmy.passes.verify import InvalidIR, verify_dominance
 from emmy.search.oracles import oracle_stack
 
 
@@ -65,6 +67,25 @@ class EmmyOptMain(xDSLOptMain):
         passes = {**PASSES, ResolveForks.name: ResolveForksFromStores}
         for name, emmy_pass in passes.items():
             self.register_pass(name, lambda p=emmy_pass: p)
+
+    def setup_pipeline(self) -> None:
+        """xdsl-opt's pipeline, whose callback between passes verifies the module, also
+        verifies its dominance (as a compile does after every pass), naming the pass."""
+        super().setup_pipeline()
+        between = self.pipeline.callback
+
+        def callback(previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None):
+            if between is not None:
+                between(previous, module, next_pass)
+            if self.args.disable_verify:
+                return
+            try:
+                verify_dominance(module)
+            except InvalidIR as error:
+                when = "as parsed" if previous is None else f"after pass {previous.name}"
+                raise EmmyError(f"the IR is invalid {when}: {error}") from error
+
+        self.pipeline = replace(self.pipeline, callback=callback)
 
     def register_all_targets(self) -> None:
         super().register_all_targets()

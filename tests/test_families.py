@@ -108,7 +108,7 @@ def test_a_pass_that_breaks_the_ir_is_named_under_verify_each(monkeypatch) -> No
       func.return %y : tensor<4x8xf32>
     }
     """
-    with pytest.raises(EmmyError, match="the IR after drop-yields does not verify"):
+    with pytest.raises(EmmyError, match="the IR is invalid after pass drop-yields: "):
         compiler.compile_graph(parse_graph(text, "<test>"), db="none", verify_each=True)
 
 

@@ -245,6 +245,7 @@ def register_output_types() -> None:
     if "transformers" not in sys.modules:
         return
     try:
+        # transformers is the user's model's, loaded by it already: emmy never loads it first
         from transformers.integrations.executorch import register_dynamic_cache_export_support
     except ImportError:  # a transformers without it: its caches stay refused, one line
         return
