@@ -130,7 +130,11 @@ class CompiledModule:
     def signature(inputs: Sequence[torch.Tensor]) -> tuple:
         return tuple((tuple(t.shape), t.dtype) for t in inputs)
 
-    def specialize(self, args: Sequence[torch.Tensor], kwargs: dict[str, object]) -> Specialization:
+    def specialize(
+        self, args: Sequence[torch.Tensor], kwargs: dict[str, object] | None = None
+    ) -> Specialization:
+        """Compiles (or recalls) the program of these arguments' shapes."""
+        kwargs = kwargs or {}
         start = time.perf_counter()
         if self.exported is not None:
             inputs = flat_inputs(self.exported.call_spec.in_spec, args, kwargs)

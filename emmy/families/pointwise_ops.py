@@ -369,15 +369,18 @@ POINTWISE: dict[str, PointwiseOp] = {op.name: op for op in TABLE}
 BY_ATEN: dict[str, tuple[PointwiseOp, Aten]] = {
     name: (op, form) for op in TABLE for form in op.aten for name in form.names
 }
+#: the storage types a kernel converts to: no kernel computes complex numbers (a complex
+#: value is real arithmetic on pairs before it reaches a kernel, or runs through torch)
+CONVERTIBLE = tuple(name for name, row in dtypes.DTYPES.items() if not row.complex)
 #: each chain spelling of a call: the op (conversions spelled by their target)
 BY_CALL: dict[str, PointwiseOp] = {
     **{op.name: op for op in TABLE if op.symbol is None and op.gives != Gives.CONVERTED},
     "gelu_tanh": POINTWISE["gelu"],
-    **{POINTWISE["convert"].call_name(name): POINTWISE["convert"] for name in dtypes.DTYPES},
+    **{POINTWISE["convert"].call_name(name): POINTWISE["convert"] for name in CONVERTIBLE},
 }
 #: a conversion call's result dtype (`to_bool` → i8)
 CONVERT_TARGETS: dict[str, str] = {
-    POINTWISE["convert"].call_name(name): name for name in dtypes.DTYPES
+    POINTWISE["convert"].call_name(name): name for name in CONVERTIBLE
 }
 #: the device functions of the table's ops (in namespace emmy of emmy_device.cuh)
 DEVICE_FUNCTIONS: frozenset[str] = frozenset(
