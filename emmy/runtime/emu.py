@@ -203,7 +203,7 @@ class EmuGraph:
     those very arguments, as a CUDA graph does: a tensor that moved after capture is not
     where the graph reads or writes."""
 
-    def __init__(self, items: list[tuple[Program, list[tuple[int, int]]] | Callable[[], None]]):
+    def __init__(self, items: list) -> None:
         self.items = items
 
 
@@ -237,7 +237,7 @@ class EmuDriver(Driver):
         self._runner: Runner | None = None
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
         self._queue: list[_Queued | EmuGraph] = []
-        self._captured: list[_Queued | Callable[[], None]] | None = None
+        self._captured: list[_Queued | EmuGraph | Callable[[], None]] | None = None
         self._clock = 0.0
         self._schedule = "forward"
         self._run_workers: int | None = None
@@ -342,16 +342,32 @@ class EmuDriver(Driver):
         """Runs the queue: one runner request per run of launches of one kernel object, and
         the graphs replayed between them."""
         queue, self._queue = self._queue, []
+        for item in self._resolved(queue):
+            self._run_item(item, timeout)
+
+    def _resolved(self, items: list) -> list:
+        """The items with each run of queued launches as its runner programs and bindings;
+        the others (host calls, replayed graphs) as they are."""
+        resolved: list = []
         run: list[_Queued] = []
-        for item in [*queue, None]:
+        for item in [*items, None]:
             if isinstance(item, _Queued):
                 run.append(item)
                 continue
-            for program, binding in self._programs_of(run):
-                self._run(program, binding, timeout)
+            resolved.extend(self._programs_of(run))
             run = []
             if item is not None:
-                self._run_graph(item, timeout)
+                resolved.append(item)
+        return resolved
+
+    def _run_item(self, item: object, timeout: float) -> None:
+        if isinstance(item, tuple):
+            self._run(*item, timeout)
+        elif isinstance(item, EmuGraph):
+            for each in item.items:
+                self._run_item(each, timeout)
+        else:
+            self._timed_host_call(item)
 
     def _programs_of(self, queue: list[_Queued]) -> Iterator[tuple[Program, list[tuple[int, int]]]]:
         start = 0
@@ -432,27 +448,11 @@ class EmuDriver(Driver):
             yield graph
         finally:
             self._captured = None
-        run: list[_Queued] = []
-        for item in [*captured, None]:
-            if isinstance(item, _Queued):
-                run.append(item)
-                continue
-            if run:
-                graph.items.extend(self._programs_of(run))
-                run = []
-            if item is not None:
-                graph.items.append(item)
+        graph.items.extend(self._resolved(captured))
 
     def replay(self, graph: EmuGraph) -> None:
         self.check_fault()
-        self._queue.append(graph)
-
-    def _run_graph(self, graph: EmuGraph, timeout: float) -> None:
-        for item in graph.items:
-            if isinstance(item, tuple):
-                self._run(*item, timeout)
-            else:
-                self._timed_host_call(item)
+        (self._captured if self._captured is not None else self._queue).append(graph)
 
     # -- faults and contexts ---------------------------------------------------------------
 
