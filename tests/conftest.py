@@ -6,6 +6,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from emmy.frontend.packages import allow_torchvision  # noqa: E402 - after the path
+
+# transformers and diffusers import torchvision, a CUDA build: see emmy.frontend.packages
+allow_torchvision()
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _emmy_cache(tmp_path_factory):

@@ -38,7 +38,7 @@ def _assert_same(actual: object, expected: object) -> None:
             assert a == b
 
 
-@pytest.mark.parametrize("name", list(tiny_models.HF_MODELS))
+@pytest.mark.parametrize("name", tiny_models.TRANSFORMERS)
 def test_the_default_call_matches_eager_through_both_apis(name: str) -> None:
     model = tiny_models.hf_model(name, defaults=True)
     call = _call()

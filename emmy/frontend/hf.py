@@ -142,7 +142,9 @@ def transformers_module() -> ModuleType:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
     try:
         # transformers (seconds to import, a test extra) is needed by a model directory only
-        import transformers
+        from emmy.frontend import packages
+
+        transformers = packages.transformers()
     except ImportError:
         raise EmmyError(
             "a model directory needs transformers, which is not installed "

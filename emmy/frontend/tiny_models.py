@@ -1,11 +1,15 @@
 """Tiny models of the architectures people compile, for the model tests and the coverage
-benchmark: six Hugging Face transformers (GPT-2, Llama, Mistral, Phi-3, Gemma, BERT) at
-2 layers, hidden size 64, 4 heads and a vocabulary of 128; `torch.nn.TransformerEncoderLayer`;
-and a small convolutional network. Weights are random from seed 0, nothing is downloaded.
+benchmark: six Hugging Face transformers (GPT-2, Llama, Mistral, Phi-3, Gemma, BERT) and
+three mixtures of experts (Mixtral, OLMoE, Qwen2-MoE: 4 experts, 2 per token) at 2 layers,
+hidden size 64, 4 heads and a vocabulary of 128; `torch.nn.TransformerEncoderLayer`; a
+small convolutional network; torchvision's classifiers (VISION: random weights, 64×64
+images); and a tiny diffusers UNet2DConditionModel. Weights are random from seed 0, nothing
+is downloaded.
 
 Each model takes a batch of 2 with padding: the transformers `input_ids` and an
 `attention_mask` whose second row is shorter (emmy.frontend.hf_model.example_inputs), the
-encoder layer a key padding mask, the conv net a batch of 3×16×16 images.
+encoder layer a key padding mask, the conv net a batch of 3×16×16 images, the classifiers
+3×64×64 images, the UNet 4×8×8 latents, timesteps and 5 tokens of text states.
 
     model, inputs = build("llama", seq=8)           # f32, eval mode
     model, inputs = build("llama", seq=8, dtype="bf16")
@@ -21,6 +25,7 @@ import torch
 from torch import nn
 
 from emmy import dtypes
+from emmy.frontend import packages
 from emmy.frontend.hf_model import FirstOutput, example_inputs
 
 #: the sizes every tiny transformer shares, as Hugging Face configs name them
@@ -74,26 +79,44 @@ HF_MODELS = {
         "GemmaConfig", "GemmaForCausalLM", {**_DECODER, "head_dim": _HIDDEN // _HEADS}
     ),
     "bert": HFModel("BertConfig", "BertForMaskedLM", _COMMON),
+    "mixtral": HFModel(
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        {**_DECODER, "num_local_experts": 4, "num_experts_per_tok": 2},
+    ),
+    "olmoe": HFModel(
+        "OlmoeConfig", "OlmoeForCausalLM", {**_DECODER, "num_experts": 4, "num_experts_per_tok": 2}
+    ),
+    "qwen2_moe": HFModel(
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        {
+            **_DECODER,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": _HIDDEN,
+            "shared_expert_intermediate_size": 2 * _HIDDEN,
+        },
+    ),
 }
+
+#: the mixtures of experts among HF_MODELS, and the dense transformers
+MOE = ("mixtral", "olmoe", "qwen2_moe")
+TRANSFORMERS = tuple(name for name in HF_MODELS if name not in MOE)
 
 
 def hf_config(name: str, defaults: bool = False):
     """The tiny transformers config of HF_MODELS[name]; with `defaults`, the config's own
     defaults where the tiny one only chooses a single forward's behaviour (use_cache)."""
-    # transformers (a test extra, seconds to import) is needed by its models alone
-    import transformers
-
     entry = HF_MODELS[name]
     fields = {k: v for k, v in entry.fields.items() if not (defaults and k == "use_cache")}
-    return getattr(transformers, entry.config_class)(**fields)
+    return getattr(packages.transformers(), entry.config_class)(**fields)
 
 
 def hf_model(name: str, defaults: bool = False) -> nn.Module:
     """A transformers model of HF_MODELS with random weights (seed 0), eval mode; with
     `defaults`, as its users get it (use_cache as the config says: see hf_config)."""
-    # transformers (a test extra, seconds to import) is needed by its models alone
-    import transformers
-
+    transformers = packages.transformers()  # a test extra, seconds to import
     transformers.logging.set_verbosity_error()  # a random model's load report
     torch.manual_seed(0)
     config = hf_config(name, defaults)
@@ -151,11 +174,88 @@ def _conv_net(seq: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return conv_net(), (torch.randn(2, 3, 16, 16),)
 
 
+#: torchvision's classifiers, with the arguments that fit them to 64×64 images
+VISION = {
+    "resnet18": {},
+    "mobilenet_v3_small": {},
+    "efficientnet_b0": {},
+    "convnext_tiny": {},
+    "vit_b_16": {"image_size": 64},
+}
+
+
+def vision_model(name: str) -> nn.Module:
+    """A torchvision classifier of VISION with random weights (seed 0), eval mode."""
+    torch.manual_seed(0)
+    return getattr(packages.torchvision().models, name)(weights=None, **VISION[name]).eval()
+
+
+def _vision(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    model = vision_model(name)
+    return model, (torch.randn(2, 3, 64, 64),)
+
+
+class SampleOutput(nn.Module):
+    """A diffusers model's `sample` (what its output dataclass holds), for the benchmarks
+    that compare tensors."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return self.model(*args).sample
+
+
+def tiny_unet() -> nn.Module:
+    """diffusers' UNet2DConditionModel at its smallest: two blocks of 32 and 64 channels, one
+    layer each, cross-attention to 32-wide text states, group norms of 8 groups."""
+    torch.manual_seed(0)
+    return (
+        packages.diffusers()
+        .UNet2DConditionModel(
+            sample_size=8,
+            in_channels=4,
+            out_channels=4,
+            layers_per_block=1,
+            block_out_channels=(32, 64),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+            cross_attention_dim=32,
+            attention_head_dim=8,
+            norm_num_groups=8,
+        )
+        .eval()
+    )
+
+
+def unet_inputs() -> tuple[torch.Tensor, ...]:
+    """Latents, timesteps and text states for tiny_unet, a batch of 2."""
+    generator = torch.Generator().manual_seed(0)
+    latents = torch.randn(2, 4, 8, 8, generator=generator)
+    states = torch.randn(2, 5, 32, generator=generator)
+    return latents, torch.tensor([1, 10]), states
+
+
+def _unet(seq: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return SampleOutput(tiny_unet()), unet_inputs()
+
+
 #: every tiny model by name: builds it (seed 0) and its inputs at a sequence length
 MODELS: dict[str, Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     **{name: (lambda seq, name=name: _hf(name, seq)) for name in HF_MODELS},
     "encoder_layer": _encoder_layer,
     "conv_net": _conv_net,
+    **{name: (lambda seq, name=name: _vision(name)) for name in VISION},
+    "unet": _unet,
+}
+
+#: the sets the coverage benchmark names
+SETS = {
+    "transformers": (*TRANSFORMERS, "encoder_layer"),
+    "vision": ("conv_net", *VISION),
+    "diffusion": ("unet",),
+    "moe": MOE,
 }
 
 
