@@ -239,8 +239,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
 #: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those
 #: whose parts emmy compiles and the op itself not (decomposing more costs compile time);
-#: none yet: torch's decomposition of inference batch norm is not functional, so a batch
-#: norm under torch.compile runs through torch
+#: none yet (an inference batch norm reads its frozen statistics: `frozen_parameters`)
 DECOMPOSITIONS: list = []
 
 
@@ -259,6 +258,7 @@ class CompiledGraph:
         cuda_graphs: bool = True,
         strict: bool = True,
         eager_graphs: list[str] | None = None,
+        frozen: frozenset[int] = frozenset(),
     ) -> None:
         self.graph_module = graph_module
         self.device = device
@@ -275,11 +275,17 @@ class CompiledGraph:
         self.eager_graphs = eager_graphs
         #: why this graph runs eagerly, once its compile failed
         self.eager: str | None = None
+        #: the inputs that are the module's parameters and buffers, read as constants
+        self.frozen = frozen
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
         graph, mutations = kept_input_mutations(specialised_fx_graph(self.graph_module, inputs))
-        model = Converter(graph, {}, None, self.fallback, mutations).convert()
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        constants = {placeholders[i].name: (placeholders[i].name, inputs[i]) for i in self.frozen}
+        model = Converter(
+            graph, constants, None, self.fallback, self.user_places(placeholders, mutations)
+        ).convert()
         frontend = time.perf_counter() - start
         program = build_program(
             model.module, self.device.identity, constants=list(model.constants), **self.options
@@ -292,13 +298,24 @@ class CompiledGraph:
         self.specializations[_signature(inputs)] = specialization
         return specialization
 
+    def user_places(self, placeholders: list[torch.fx.Node], mutations: dict[int, int]):
+        """The mutated inputs' places among the tensor inputs as places among those that
+        are not frozen (the program's inputs): a frozen input is never written."""
+        tensors = [
+            i for i, n in enumerate(placeholders) if isinstance(n.meta.get("val"), torch.Tensor)
+        ]
+        user = [i for i in tensors if i not in self.frozen]
+        return {out: user.index(tensors[place]) for out, place in mutations.items()}
+
     def __call__(self, *inputs: object) -> list[torch.Tensor]:
         if self.eager is not None:
             return self.graph_module(*inputs)
         chosen = self.specializations.get(_signature(inputs)) or self.guarded(inputs)
         if chosen is None:
             return self.graph_module(*inputs)
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        tensors = [
+            t for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and i not in self.frozen
+        ]
         return _run(chosen, tensors)
 
     def guarded(self, inputs: Sequence[object]) -> Specialization | None:
@@ -383,22 +400,54 @@ def backend(
 
     strict = strict or strict_from_environment()
 
+    #: whether the graph being compiled is a training step's (AOTAutograd compiles its
+    #: forward with gradients off, so this is decided before it)
+    training = [False]
+
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
+        frozen = frozenset() if training[0] else frozen_parameters()
         compiled = CompiledGraph(
             graph_module, device or default_device(), settings, fallback, programs,
-            cuda_graphs, strict, eager_graphs,
+            cuda_graphs, strict, eager_graphs, frozen,
         )  # fmt: skip
-        if all(_static(x) or isinstance(x, int) for x in example_inputs):
+        # frozen parameters are read at the first call, where the inputs are real tensors
+        if not frozen and all(_static(x) or isinstance(x, int) for x in example_inputs):
             compiled.guarded(example_inputs)
         return compiled
 
     # the graph keeps its input mutations (a KV cache's in-place write): emmy writes the
     # new value into the input's buffer, where AOTAutograd would copy all of it back after
-    return aot_autograd(
+    through_aot = aot_autograd(
         fw_compiler=compile_graph,
         decompositions=get_decompositions(DECOMPOSITIONS),
         keep_inference_input_mutations=True,
     )
+
+    def compile_module(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
+        # AOTAutograd's own test of whether the graph needs a backward
+        training[0] = torch.is_grad_enabled() and any(
+            getattr(x, "requires_grad", False) for x in example_inputs
+        )
+        return through_aot(graph_module, example_inputs)
+
+    return compile_module
+
+
+def frozen_parameters() -> frozenset[int]:
+    """The inputs of an inference graph that are the module's parameters and buffers
+    (dynamo marks them static), read as the constants they are in inference, as Inductor's
+    freezing reads them: a batch norm's statistics fold, a convolution's weights are
+    constants. None that the graph writes or returns a view of (a KV cache); the caller
+    freezes none in a training step's graph (an optimizer moves the parameters)."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.fw_metadata is None:
+        return frozenset()
+    meta = context.fw_metadata
+    written = {
+        i for i, info in enumerate(meta.input_info) if info.mutates_data or info.mutates_metadata
+    }
+    viewed = {out.base_idx for out in meta.output_info if out.base_idx is not None}
+    return frozenset(meta.static_input_indices) - written - viewed
 
 
 def _static(value: object) -> bool:

@@ -358,6 +358,97 @@ class MatmulOp(IRDLOperation):
             )
 
 
+@irdl_op_definition
+class ConvOp(IRDLOperation):
+    """A 2-D convolution (cross-correlation, as torch's) of x [batch, in channels, h, w] with
+    a weight [out channels, in channels / groups, kh, kw], plus a bias per out channel if
+    given: stride, padding (zeros) and dilation per spatial dim, `groups` channel groups
+    (groups = in channels: depthwise). A 1-D convolution is one of height 1.
+
+    %y = graph.conv %x, %w bias %b {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x3x9x9xf32>, tensor<8x3x3x3xf32>, tensor<8xf32> -> tensor<2x8x5x5xf32>
+    """
+
+    name = "graph.conv"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    stride = prop_def(ArrayAttr[IntegerAttr])
+    padding = prop_def(ArrayAttr[IntegerAttr])
+    dilation = prop_def(ArrayAttr[IntegerAttr])
+    groups = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,` type($weight)"
+        " (`,` type($bias)^)? `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue,
+        weight: SSAValue,
+        bias: SSAValue | None,
+        result_type: Attribute,
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+        groups: int,
+    ):
+        super().__init__(
+            operands=[input, weight, [bias] if bias is not None else []],
+            result_types=[result_type],
+            properties={
+                "stride": _int_array(stride),
+                "padding": _int_array(padding),
+                "dilation": _int_array(dilation),
+                "groups": IntegerAttr(groups, i64),
+            },
+        )
+
+    def output_size(self) -> tuple[int, int]:
+        """The output's height and width, as torch computes them."""
+        _, _, h, w = _float_tensor(self.input, "graph.conv input").get_shape()
+        _, _, kh, kw = _float_tensor(self.weight, "graph.conv weight").get_shape()
+        (sh, sw), (ph, pw), (dh, dw) = (
+            _ints(a) for a in (self.stride, self.padding, self.dilation)
+        )
+        return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (
+            w + 2 * pw - dw * (kw - 1) - 1
+        ) // sw + 1
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.conv input")
+        w = _float_tensor(self.weight, "graph.conv weight")
+        out = _float_tensor(self.result, "graph.conv result")
+        bias = _float_tensor(self.bias, "graph.conv bias") if self.bias is not None else None
+        types = [x, w, out] + ([bias] if bias is not None else [])
+        if len({t.element_type for t in types}) != 1:
+            raise VerifyException("graph.conv operands and result must share one dtype")
+        if len(x.get_shape()) != 4 or len(w.get_shape()) != 4:
+            raise VerifyException("graph.conv needs an input and a weight of rank 4")
+        for name, attr, least in (("stride", self.stride, 1), ("padding", self.padding, 0),
+                                  ("dilation", self.dilation, 1)):  # fmt: skip
+            values = _ints(attr)
+            if len(values) != 2 or min(values) < least:
+                raise VerifyException(f"graph.conv {name} must be 2 values >= {least}")
+        batch, channels, _, _ = x.get_shape()
+        filters, per_group, _, _ = w.get_shape()
+        groups = self.groups.value.data
+        if groups < 1 or channels % groups or filters % groups or per_group * groups != channels:
+            raise VerifyException(
+                f"graph.conv of {channels} channels in {groups} groups with a weight of "
+                f"{per_group} channels per group and {filters} filters"
+            )
+        if bias is not None and bias.get_shape() != (filters,):
+            raise VerifyException(f"graph.conv bias must have {filters} elements")
+        expected = (batch, filters, *self.output_size())
+        if out.get_shape() != expected or min(expected) < 1:
+            raise VerifyException(
+                f"graph.conv result shape {list(out.get_shape())} should be {list(expected)}"
+            )
+
+
 class NormOp(IRDLOperation):
     """A normalisation over the last dim with a weight (and for LayerNorm a bias) of that
     dim's length; statistics in f32. (Operands are declared by each op, in order: IRDL
@@ -1184,6 +1275,7 @@ Graph = Dialect(
         ConstantOp,
         SoftmaxOp,
         MatmulOp,
+        ConvOp,
         LayerNormOp,
         RmsNormOp,
         ReduceOp,

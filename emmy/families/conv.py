@@ -1,0 +1,148 @@
+"""2-D convolutions (graph.conv; a 1-D one has height 1) as implicit GEMMs with a fused
+epilogue: the tensor-core family for f16/bf16, the SIMT family otherwise (see `conv_key`)."""
+
+from __future__ import annotations
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.dsl.keys import parse_input_kinds
+from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
+from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
+
+
+def conv_key(op: graph.ConvOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
+    """The family (conv_tc for f16/bf16, conv otherwise) and key of a convolution."""
+    batch, cin, h, w = shape_of(op.input)
+    cout, cpg, kh, kw = shape_of(op.weight)
+    oh, ow = op.output_size()
+    (sh, sw), (ph, pw), (dh, dw) = (
+        [a.value.data for a in attr.data] for attr in (op.stride, op.padding, op.dilation)
+    )
+    T = dtype_of(op.input)
+    key = {
+        "batch": batch, "cin": cin, "h": h, "w": w, "cout": cout, "oh": oh, "ow": ow,
+        "kh": kh, "kw": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw,
+        "groups": op.groups.value.data, "cpg": cpg, "kdim": cpg * kh * kw,
+        "spatial": oh * ow, "has_bias": int(op.bias is not None), "T": T,
+        "epilogue": epilogue, "inputs": inputs,
+    }  # fmt: skip
+    return ("conv_tc" if dtypes.is_half(T) else "conv"), key
+
+
+def site(op: graph.ConvOp, fusion: Fusion) -> Site:
+    """The convolution with `fusion`'s epilogue over its result `acc` (bias added)."""
+    params = [op.input, op.weight, *([op.bias] if op.bias is not None else [])]
+    if fusion.epilogue is None:
+        return Site(*conv_key(op), params)
+    group = collect_group(fusion.epilogue, op.result)
+    kinds = required_broadcast_kinds(group.inputs, shape_of(fusion.epilogue.results[0]))
+    family_name, key = conv_key(op, epilogue=group.text, inputs=kinds)
+    return Site(family_name, key, [*params, *group.inputs])
+
+
+def output_shape(key: dict) -> tuple[int, int, int, int]:
+    return (key["batch"], key["cout"], key["oh"], key["ow"])
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    from emmy.families.tensors import with_epilogue
+
+    x, filters = inputs[0].double(), inputs[1].double()
+    bias = inputs[2].double().reshape(-1) if int(key["has_bias"]) else None
+    extra = inputs[3:] if bias is not None else inputs[2:]
+    out = torch.nn.functional.conv2d(
+        x.reshape(key["batch"], key["cin"], key["h"], key["w"]),
+        filters.reshape(key["cout"], key["cpg"], key["kh"], key["kw"]),
+        bias,
+        stride=(key["sh"], key["sw"]),
+        padding=(key["ph"], key["pw"]),
+        dilation=(key["dh"], key["dw"]),
+        groups=key["groups"],
+    )
+    out = with_epilogue(key, out, extra)
+    return out.reshape(key["batch"], key["cout"], key["spatial"])
+
+
+def epilogue_input_sizes(key: dict) -> dict[str, int]:
+    """Elements of an epilogue input of each kind, over the output [batch, cout, oh, ow]."""
+    batch, cout, oh, ow = output_shape(key)
+    return {"full": batch * cout * oh * ow, "row": ow, "col": batch * cout * oh, "scalar": 1}
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import randn
+
+    sizes = epilogue_input_sizes(key)
+    bias = [randn((key["cout"],), dtype, generator)] if int(key["has_bias"]) else []
+    return [
+        randn((key["batch"], key["cin"], key["h"], key["w"]), dtype, generator),
+        randn((key["cout"], key["kdim"]), dtype, generator),
+        *bias,
+        *(randn((sizes[kind],), dtype, generator) for kind in parse_input_kinds(key["inputs"])),
+    ]
+
+
+def check_key(
+    dtype: str,
+    batch: int,
+    cin: int,
+    hw: tuple[int, int],
+    cout: int,
+    kernel: tuple[int, int],
+    stride: int = 1,
+    padding: int = 0,
+    dilation: int = 1,
+    groups: int = 1,
+    bias: bool = True,
+    epilogue: tuple[str, str] = ("acc", ""),
+) -> dict:
+    """A convolution's key from its shapes (square stride, padding and dilation)."""
+    (h, w), (kh, kw) = hw, kernel
+    oh = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1
+    ow = (w + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+    cpg = cin // groups
+    return {
+        "batch": batch, "cin": cin, "h": h, "w": w, "cout": cout, "oh": oh, "ow": ow,
+        "kh": kh, "kw": kw, "sh": stride, "sw": stride, "ph": padding, "pw": padding,
+        "dh": dilation, "dw": dilation, "groups": groups, "cpg": cpg, "kdim": cpg * kh * kw,
+        "spatial": oh * ow, "has_bias": int(bias), "T": dtype,
+        "epilogue": epilogue[0], "inputs": epilogue[1],
+    }  # fmt: skip
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """Odd channels and sizes; 1×1, 3×3 and 7×7 filters; stride 2, dilation 2; depthwise
+    (groups = channels) and grouped; a 1-D convolution (height 1); fused epilogues."""
+    return [
+        check_key(dtype, 2, 3, (9, 11), 5, (3, 3), padding=1, epilogue=("relu(acc)", "")),
+        check_key(dtype, 1, 7, (6, 5), 9, (1, 1), bias=False),
+        check_key(dtype, 2, 3, (13, 12), 8, (7, 7), stride=2, padding=3),
+        check_key(dtype, 1, 4, (9, 9), 6, (3, 3), dilation=2, padding=2, epilogue=("(acc + in0)", "full")),
+        check_key(dtype, 2, 6, (7, 8), 6, (3, 3), stride=2, padding=1, groups=6),
+        check_key(dtype, 1, 6, (5, 5), 9, (3, 3), padding=1, groups=3, bias=False,
+                  epilogue=("(silu(acc) * in0)", "scalar")),
+        check_key(dtype, 2, 5, (1, 17), 7, (1, 4), stride=2, padding=0, epilogue=("(acc + in0)", "col")),
+        check_key(dtype, 1, 70, (3, 3), 33, (3, 3), padding=1),
+    ]  # fmt: skip
+
+
+def depth_atol(key: dict) -> float:
+    """f32 accumulation over kdim."""
+    return 2e-6 * int(key["kdim"])
+
+
+FAMILY = Family(
+    "conv",
+    FamilyKind.KERNEL,
+    ops=(graph.ConvOp,),
+    site=site,
+    fuses=Fuses.EPILOGUE,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=depth_atol,
+)
