@@ -86,14 +86,17 @@ class CumsumTo(nn.Module):
 
 
 class StridedCopies(nn.Module):
-    """Copies of 5, 6 and 7 dims that do not merge: permutes, and a permute of a slice."""
+    """Copies of 5, 6 and 7 dims that do not merge: permutes (through another order of
+    their dims), permutes of slices (through runs of storage; the last's second copy, of
+    5 dims, split again)."""
 
-    def forward(self, x, y, z):
+    def forward(self, x, y, z, w):
         return (
             x.permute(4, 2, 0, 3, 1) * 1,
             x[:, ::2, :, ::2].permute(3, 1, 4, 0, 2) * 1,
             y.permute(5, 2, 0, 4, 3, 1) * 1,
             z.permute(5, 2, 0, 4, 6, 3, 1) * 1,
+            w[::2, :, ::2, :, ::2, :].permute(1, 3, 5, 0, 2, 4) * 1,
         )
 
 
@@ -127,7 +130,12 @@ CASES = {
     "cumsum_dtype": (CumsumTo, lambda: (_randn(2, 3, 5),)),
     "strided_copy": (
         StridedCopies,
-        lambda: (_randn(2, 3, 4, 5, 6), _randn(2, 3, 2, 3, 2, 3), _randn(2, 3, 2, 3, 2, 3, 2)),
+        lambda: (
+            _randn(2, 3, 4, 5, 6),
+            _randn(2, 3, 2, 3, 2, 3),
+            _randn(2, 3, 2, 3, 2, 3, 2),
+            _randn(3, 4, 3, 4, 3, 4) + 1,
+        ),
     ),
     "as_strided": (AsStrided, lambda: (_randn(2, 3, 4),)),
 }

@@ -152,6 +152,8 @@ class Constant:
 
 #: the most elements a strided copy split in two reads in its first copy, in view elements
 SPLIT_READS = 4
+#: the most dims a strided copy tries every order of (7! orders)
+REORDERED_DIMS = 7
 #: a value `Converter.known` cannot give at compile time
 UNKNOWN = object()
 
@@ -642,46 +644,82 @@ class Converter:
 
     def split_copy(self, view: View) -> SSAValue:
         """A strided copy of more dims that do not merge than one copy takes (4; a state-
-        space model's chunk scan has 5) as two: first three `outer` dims, each element of
-        them with the run of storage its other (`inner`) dims reach, then the inner dims
-        read from those runs. The outer dims merge in the second copy where they are one
-        or two groups of neighbours in the view; of the splits that do, the one with the
-        shortest runs (the inner dims of the smallest strides) is taken, at most
-        SPLIT_READS times the view's elements (a copy of more dims still splits again)."""
+        space model's chunk scan has 5) as two copies of fewer: through the view in
+        another order of its dims (`reordered_copy`), else through runs of storage
+        (`runs_copy`)."""
         meta = view.meta
         dims = collapse_dims(list(meta.shape), list(meta.stride()))
-        count = len(dims)
+        # the same elements in the same order, each dim one that does not merge
+        flat = View(
+            view.base,
+            meta.as_strided([n for n, _ in dims], [st for _, st in dims], meta.storage_offset()),
+        )
+        value = self.reordered_copy(flat)
+        if value is None:
+            value = self.runs_copy(flat)
+        if value is None:
+            raise self.error(
+                f"a strided copy of {len(dims)} dims that do not merge: at most 4 are supported"
+            )
+        return self.insert(
+            graph.ReshapeOp(value, TensorType(value.type.element_type, list(meta.shape)))
+        )
+
+    def reordered_copy(self, view: View) -> SSAValue | None:
+        """The view copied with its dims in an order where some merge (a permute of a
+        contiguous tensor: dims that neighbour in its storage), then that copy permuted
+        back, neighbours in the view kept neighbours so that they merge: each copy of at
+        most 4 dims; None where no order gives two such copies."""
+        meta, count = view.meta, view.meta.dim()
+        if count > REORDERED_DIMS:
+            return None
+        for order in itertools.permutations(range(count)):
+            first = collapse_dims([meta.shape[d] for d in order], [meta.stride(d) for d in order])
+            kept = sum(1 for a, b in itertools.pairwise(order) if b == a + 1)
+            if len(first) <= 4 and count - kept <= 4:
+                break
+        else:
+            return None
+        source = self.contiguous(View(view.base, meta.permute(order)))
+        back = [order.index(d) for d in range(count)]
+        return self.contiguous(View(source, contiguous_meta(source.type, meta.dtype).permute(back)))
+
+    def runs_copy(self, view: View) -> SSAValue | None:
+        """The view as two copies through runs of storage: first three `outer` dims, each
+        element of them with the run its other (`inner`) dims reach, then the inner dims
+        read from those runs. The outer dims merge in the second copy where they are one
+        or two groups of neighbours in the view; of the splits that do, the one with the
+        shortest runs (the inner dims of the smallest strides) is taken, where it reads at
+        most SPLIT_READS times the view's elements (a second copy of more than 4 dims splits
+        again); None where none does."""
+        meta, count = view.meta, view.meta.dim()
         best: tuple[int, tuple[int, ...]] | None = None
         for outer in itertools.combinations(range(count), 3):
             groups = 1 + sum(1 for a, b in itertools.pairwise(outer) if b != a + 1)
             if groups + count - 3 >= count:  # the second copy would not be smaller
                 continue
-            span = 1 + sum((n - 1) * st for d, (n, st) in enumerate(dims) if d not in outer)
-            reads = _numel([dims[d][0] for d in outer]) * span
+            span = 1 + sum(
+                (meta.shape[d] - 1) * meta.stride(d) for d in range(count) if d not in outer
+            )
+            reads = _numel([meta.shape[d] for d in outer]) * span
             if best is None or reads < best[0]:
                 best = (reads, outer)
         if best is None or best[0] > SPLIT_READS * meta.numel():
-            raise self.error(
-                f"a strided copy of {count} dims that do not merge: at most 4 are supported"
-            )
-        outer = best[1]
-        span = best[0] // _numel([dims[d][0] for d in outer])
+            return None
+        reads, outer = best
+        span = reads // _numel([meta.shape[d] for d in outer])
         runs = meta.as_strided(
-            [dims[d][0] for d in outer] + [span],
-            [dims[d][1] for d in outer] + [1],
+            [meta.shape[d] for d in outer] + [span],
+            [meta.stride(d) for d in outer] + [1],
             meta.storage_offset(),
         )
         source = self.contiguous(View(view.base, runs))
         run_strides = contiguous_meta(source.type, meta.dtype).stride()
         strides = [
-            run_strides[outer.index(d)] if d in outer else stride
-            for d, (_, stride) in enumerate(dims)
+            run_strides[outer.index(d)] if d in outer else meta.stride(d) for d in range(count)
         ]
-        read = contiguous_meta(source.type, meta.dtype).as_strided([n for n, _ in dims], strides)
-        value = self.contiguous(View(source, read))
-        return self.insert(
-            graph.ReshapeOp(value, TensorType(value.type.element_type, list(meta.shape)))
-        )
+        read = contiguous_meta(source.type, meta.dtype).as_strided(meta.shape, strides)
+        return self.contiguous(View(source, read))
 
     def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue:
         """A broadcast of a strided view (grouped-query attention's repeated keys) in two
