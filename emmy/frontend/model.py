@@ -1184,7 +1184,9 @@ def _as_strided(self: Converter, node: fx.Node) -> View:
         if not _whole_storage(example):
             raise self.error("as_strided of a view of a storage emmy does not hold")
         source = View(self.contiguous(source), contiguous_meta(self.type_of(example), meta.dtype))
-    start = source.meta.storage_offset() if offset is None else int(self.values.get(offset, offset))
+    if isinstance(offset, fx.Node):
+        offset = self.values[offset]  # a size the graph computed, specialised
+    start = source.meta.storage_offset() if offset is None else int(offset)
     return View(source.base, source.meta.as_strided(list(size), list(stride), start))
 
 
@@ -1735,7 +1737,7 @@ def _repeat_interleave(self: Converter, node: fx.Node) -> View:
     repeats = node.args[1]
     count = self.values[repeats] if isinstance(repeats, fx.Node) else repeats
     meta = source.meta if dim is not None else source.meta.reshape(-1)
-    if meta._base is None and meta is not source.meta:
+    if not meta._is_view() and meta is not source.meta:
         # a flattened view torch copies (a permuted input): emmy copies it too
         base = self.contiguous(source)
         meta = contiguous_meta(base.type, source.meta.dtype).reshape(-1)
