@@ -137,6 +137,17 @@ REDUCTIONS_AND_PRODUCTS = {
     "aten.baddbmm.default",
 }
 
+#: the smaller ops once left to torch (issue 26): cat's aliases, einsum, repeat_interleave,
+#: as_strided (square is the pointwise table's)
+SMALLER_OPS = {
+    "aten.concat.default",
+    "aten.concatenate.default",
+    "aten.einsum.default",
+    "aten.repeat_interleave.self_int",
+    "aten.repeat_interleave.self_Tensor",
+    "aten.as_strided.default",
+}
+
 
 #: the ops of the pointwise table (every overload it names), glu (a split and a product)
 #: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
@@ -145,7 +156,8 @@ POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
 
 def test_the_supported_ops_are_those_converted_before_the_pointwise_table_and_reductions():
     assert (
-        supported_ops() == CONVERTED_BY_NAME | ARITHMETIC | POINTWISE_OPS | REDUCTIONS_AND_PRODUCTS
+        supported_ops()
+        == CONVERTED_BY_NAME | ARITHMETIC | POINTWISE_OPS | REDUCTIONS_AND_PRODUCTS | SMALLER_OPS
     )
 
 

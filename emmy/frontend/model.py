@@ -19,6 +19,7 @@ Each op converts by one entry of the registry `ATEN` (emmy.frontend.op_registry)
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 import sys
@@ -149,6 +150,10 @@ class Constant:
     tensor: torch.Tensor
 
 
+#: the most elements a strided copy split in two reads in its first copy, in view elements
+SPLIT_READS = 4
+#: the most dims a strided copy tries every order of (7! orders)
+REORDERED_DIMS = 7
 #: a value `Converter.known` cannot give at compile time
 UNKNOWN = object()
 
@@ -636,10 +641,87 @@ class Converter:
         if dims > 4 and broadcast:
             return self.expanded_copy(view, broadcast)
         if dims > 4:
-            raise self.error(
-                f"a strided copy of {dims} dims that do not merge: at most 4 are supported"
-            )
+            return self.split_copy(view)
         return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
+
+    def split_copy(self, view: View) -> SSAValue:
+        """A strided copy of more dims that do not merge than one copy takes (4; a state-
+        space model's chunk scan has 5) as two copies of fewer: through the view in
+        another order of its dims (`reordered_copy`), else through runs of storage
+        (`runs_copy`)."""
+        meta = view.meta
+        dims = collapse_dims(list(meta.shape), list(meta.stride()))
+        # the same elements in the same order, each dim one that does not merge
+        flat = View(
+            view.base,
+            meta.as_strided([n for n, _ in dims], [st for _, st in dims], meta.storage_offset()),
+        )
+        value = self.reordered_copy(flat)
+        if value is None:
+            value = self.runs_copy(flat)
+        if value is None:
+            raise self.error(
+                f"a strided copy of {len(dims)} dims that do not merge: at most 4 are supported"
+            )
+        return self.insert(
+            graph.ReshapeOp(value, TensorType(value.type.element_type, list(meta.shape)))
+        )
+
+    def reordered_copy(self, view: View) -> SSAValue | None:
+        """The view copied with its dims in an order where some merge (a permute of a
+        contiguous tensor: dims that neighbour in its storage), then that copy permuted
+        back, neighbours in the view kept neighbours so that they merge: each copy of at
+        most 4 dims; None where no order gives two such copies."""
+        meta, count = view.meta, view.meta.dim()
+        if count > REORDERED_DIMS:
+            return None
+        for order in itertools.permutations(range(count)):
+            first = collapse_dims([meta.shape[d] for d in order], [meta.stride(d) for d in order])
+            kept = sum(1 for a, b in itertools.pairwise(order) if b == a + 1)
+            if len(first) <= 4 and count - kept <= 4:
+                break
+        else:
+            return None
+        source = self.contiguous(View(view.base, meta.permute(order)))
+        back = [order.index(d) for d in range(count)]
+        return self.contiguous(View(source, contiguous_meta(source.type, meta.dtype).permute(back)))
+
+    def runs_copy(self, view: View) -> SSAValue | None:
+        """The view as two copies through runs of storage: first three `outer` dims, each
+        element of them with the run its other (`inner`) dims reach, then the inner dims
+        read from those runs. The outer dims merge in the second copy where they are one
+        or two groups of neighbours in the view; of the splits that do, the one with the
+        shortest runs (the inner dims of the smallest strides) is taken, where it reads at
+        most SPLIT_READS times the view's elements (a second copy of more than 4 dims splits
+        again); None where none does."""
+        meta, count = view.meta, view.meta.dim()
+        best: tuple[int, tuple[int, ...]] | None = None
+        for outer in itertools.combinations(range(count), 3):
+            groups = 1 + sum(1 for a, b in itertools.pairwise(outer) if b != a + 1)
+            if groups + count - 3 >= count:  # the second copy would not be smaller
+                continue
+            span = 1 + sum(
+                (meta.shape[d] - 1) * meta.stride(d) for d in range(count) if d not in outer
+            )
+            reads = _numel([meta.shape[d] for d in outer]) * span
+            if best is None or reads < best[0]:
+                best = (reads, outer)
+        if best is None or best[0] > SPLIT_READS * meta.numel():
+            return None
+        reads, outer = best
+        span = reads // _numel([meta.shape[d] for d in outer])
+        runs = meta.as_strided(
+            [meta.shape[d] for d in outer] + [span],
+            [meta.stride(d) for d in outer] + [1],
+            meta.storage_offset(),
+        )
+        source = self.contiguous(View(view.base, runs))
+        run_strides = contiguous_meta(source.type, meta.dtype).stride()
+        strides = [
+            run_strides[outer.index(d)] if d in outer else meta.stride(d) for d in range(count)
+        ]
+        read = contiguous_meta(source.type, meta.dtype).as_strided(meta.shape, strides)
+        return self.contiguous(View(source, read))
 
     def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue:
         """A broadcast of a strided view (grouped-query attention's repeated keys) in two
@@ -1065,6 +1147,49 @@ def _view(self: Converter, node: fx.Node) -> object:
 @ATEN.handles("aten.dropout.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default")
 def _identity(self: Converter, node: fx.Node) -> object:
     return self.values[node.args[0]]
+
+
+def _whole_storage(example: torch.Tensor) -> bool:
+    """Whether a tensor is its whole storage, in order (as_strided counts from there)."""
+    return (
+        example.is_contiguous()
+        and example.storage_offset() == 0
+        and example.untyped_storage().nbytes() == example.numel() * example.element_size()
+    )
+
+
+def _as_strided_refusal(node: fx.Node) -> str | None:
+    if any(not isinstance(arg, (int, fx.Node)) for arg in [*node.args[1], *node.args[2]]):
+        return "as_strided of sizes that are not ints is not supported"
+    return None
+
+
+@ATEN.handles("aten.as_strided.default", accepts=_as_strided_refusal)
+def _as_strided(self: Converter, node: fx.Node) -> View:
+    """x.as_strided(size, stride, offset): a view of x's storage, which torch counts from
+    its start. Where emmy views the same storage the same way as eager (an input, a view of
+    one), the view is taken over it; where eager's x is its whole storage, over x copied;
+    else eager's storage is one emmy does not hold."""
+    source = self.view(self.values[node.args[0]])
+    example = node.args[0].meta["val"]
+    size, stride = (fx.node.map_arg(node.args[k], lambda n: self.values[n]) for k in (1, 2))
+    offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+    meta = source.meta
+    same = (
+        tuple(meta.shape) == tuple(example.shape)
+        and tuple(meta.stride()) == tuple(example.stride())
+        and meta.storage_offset() == example.storage_offset()
+        and _numel(source.base.type.get_shape()) * example.element_size()
+        == example.untyped_storage().nbytes()
+    )
+    if not same:
+        if not _whole_storage(example):
+            raise self.error("as_strided of a view of a storage emmy does not hold")
+        source = View(self.contiguous(source), contiguous_meta(self.type_of(example), meta.dtype))
+    if isinstance(offset, fx.Node):
+        offset = self.values[offset]  # a size the graph computed, specialised
+    start = source.meta.storage_offset() if offset is None else int(offset)
+    return View(source.base, source.meta.as_strided(list(size), list(stride), start))
 
 
 # checks torch.export inserts (before each `.to(...)`) of what shapes already fix
@@ -1590,6 +1715,69 @@ def _repeat(self: Converter, node: fx.Node) -> View:
     return self.result(self.insert(graph.ReshapeOp(value, self.type_of(out))), out)
 
 
+def _repeat_interleave_refusal(node: fx.Node) -> str | None:
+    repeats = node.args[1]
+    if isinstance(repeats, fx.Node) and not isinstance(repeats.meta.get("val"), torch.Tensor):
+        return None  # a size the graph computed: known once the graph is specialised
+    if isinstance(repeats, fx.Node) and repeats.meta["val"].dim() > 1:
+        return "repeat_interleave by repeats of more than one dim is not supported"
+    return None
+
+
+@ATEN.handles(
+    "aten.repeat_interleave.self_int",
+    "aten.repeat_interleave.self_Tensor",
+    accepts=_nonempty(_repeat_interleave_refusal),
+)
+def _repeat_interleave(self: Converter, node: fx.Node) -> View:
+    """Each element (along `dim`, or of the flattened input without one) `repeats` times:
+    for one count, the input read with a broadcast dim after `dim` and reshaped; for counts
+    of each element known at compile time, a gather of the elements they pick."""
+    source = self.view(self.values[node.args[0]])
+    out = node.meta["val"]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    repeats = node.args[1]
+    count = self.values[repeats] if isinstance(repeats, fx.Node) else repeats
+    meta = source.meta if dim is not None else source.meta.reshape(-1)
+    if not meta._is_view() and meta is not source.meta:
+        # a flattened view torch copies (a permuted input): emmy copies it too
+        base = self.contiguous(source)
+        meta = contiguous_meta(base.type, source.meta.dtype).reshape(-1)
+        source = View(base, meta)
+    dim = 0 if dim is None else dim % meta.dim()
+    if not isinstance(count, int):
+        counts = self.known(count)
+        if counts is UNKNOWN:
+            raise self.error("repeat_interleave by counts known only when the model runs")
+        if counts.numel() != 1:
+            return _picked_repeats(self, View(source.base, meta), dim, counts, out)
+        count = int(counts.reshape(()))
+    shape = list(meta.shape)
+    strides = list(meta.stride())
+    shape.insert(dim + 1, count)
+    strides.insert(dim + 1, 0)
+    value = self.contiguous(
+        View(source.base, meta.as_strided(shape, strides, meta.storage_offset()))
+    )
+    return _shaped_as(self, value, out)
+
+
+def _picked_repeats(
+    self: Converter, source: View, dim: int, counts: torch.Tensor, out: torch.Tensor
+) -> View:
+    """repeat_interleave by a count per element: a gather along `dim` of the elements
+    torch.repeat_interleave(arange(n), counts) picks, a constant index."""
+    meta = source.meta
+    picked = torch.repeat_interleave(torch.arange(meta.shape[dim]), counts.long())
+    index = self.constant_arg(f"{self.node.name}.index", picked)
+    strides = list(meta.stride())
+    strides[dim] = 0
+    along = [0] * meta.dim()
+    along[dim] = 1
+    pick = Pick(index, along, meta.shape[dim], meta.stride(dim))
+    return _gather(self, source, out, strides, meta.storage_offset(), [pick])
+
+
 def _cat_refusal(node: fx.Node) -> str | None:
     out = node.meta["val"]
     mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
@@ -1614,7 +1802,12 @@ def _cat_of(self: Converter, values: list[SSAValue], dim: int) -> SSAValue:
         first, rest = [value, *rest[: CAT_PARTS - 1]], rest[CAT_PARTS - 1 :]
 
 
-@ATEN.handles("aten.cat.default", accepts=_nonempty(_cat_refusal))
+@ATEN.handles(
+    "aten.cat.default",
+    "aten.concat.default",
+    "aten.concatenate.default",
+    accepts=_nonempty(_cat_refusal),
+)
 def _cat(self: Converter, node: fx.Node) -> View:
     out = node.meta["val"]
     dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
@@ -1845,24 +2038,32 @@ def _cumsum_refusal(node: fx.Node) -> str | None:
         return f"cumsum of {x.dtype} is not supported"
     if x.numel() == 0:
         return "a cumsum of an empty tensor is not supported"
-    if _element_type(out.dtype) != graph.reduce_result_dtype("sum", element):
-        return f"cumsum to {out.dtype} (a dtype conversion) is not supported"
+    if out.dtype == torch.bool or _element_type(out.dtype) is None:
+        return f"cumsum to {out.dtype} is not supported"
     return None
 
 
 @ATEN.handles("aten.cumsum.default", accepts=_cumsum_refusal)
 def _cumsum(self: Converter, node: fx.Node) -> View:
-    """A prefix sum over any dim, read in place."""
+    """A prefix sum over any dim, read in place. With a `dtype` (`x.cumsum(-1,
+    dtype=torch.int32)`) torch converts x to it first and sums in it: so does emmy, the
+    scan's own result (an integer's in i64) converted back to it (an i32 sum wraps as
+    the low half of the i64 one)."""
     example = node.meta["val"]
     x = self.operand(node.args[0])
     if not x.type.get_shape():
         x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
+    wanted = _element_type(example.dtype)
+    if node.kwargs.get("dtype") is not None and x.type.element_type != wanted:
+        x = self.insert(graph.ConvertOp(x, TensorType(wanted, x.type.get_shape())))
     rank = len(x.type.get_shape())
     dim = int(node.args[1]) % rank
     element = graph.reduce_result_dtype("sum", x.type.element_type)
     typ = TensorType(element, x.type.get_shape())
-    scan = graph.CumsumOp(x, typ, None if dim == rank - 1 else dim)
-    return _shaped_as(self, self.insert(scan), example)
+    scan = self.insert(graph.CumsumOp(x, typ, None if dim == rank - 1 else dim))
+    if element != wanted:
+        scan = self.insert(graph.ConvertOp(scan, TensorType(wanted, typ.get_shape())))
+    return _shaped_as(self, scan, example)
 
 
 def _element_type(dtype: torch.dtype) -> Attribute | None:
@@ -2008,6 +2209,107 @@ def _matmul_of(self: Converter, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.T
     if value.type != self.type_of(out):
         value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return value
+
+
+def _einsum_labels(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]:
+    """The labels of each operand of an einsum and of its output, one character a dim:
+    '...' spelled out as labels of its own (right-aligned across operands, as torch
+    broadcasts them), an implicit output as torch makes it (the ellipsis's dims, then the
+    labels used once, in alphabetical order)."""
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(ranks):
+        raise EmmyError(f"einsum '{equation}' names {len(terms)} operands for {len(ranks)}")
+    widest = max(
+        rank - len(term.replace("...", "")) for term, rank in zip(terms, ranks, strict=True)
+    )
+    # labels torch takes are ASCII letters: these are not
+    ellipsis = "".join(chr(0x100 + i) for i in range(max(widest, 0)))
+    spelled = []
+    for term, rank in zip(terms, ranks, strict=True):
+        width = rank - len(term.replace("...", ""))
+        spelled.append(term.replace("...", ellipsis[len(ellipsis) - width :]))
+    if arrow:
+        return spelled, output.replace("...", ellipsis)
+    used = "".join(spelled)
+    once = sorted(label for label in set(used) if used.count(label) == 1 and label.isalpha())
+    return spelled, ellipsis + "".join(once)
+
+
+def _einsum_refusal(node: fx.Node) -> str | None:
+    operands = [arg.meta["val"] for arg in node.args[1]]
+    if len(operands) not in (1, 2):
+        return f"einsum of {len(operands)} operands is not supported"
+    terms, output = _einsum_labels(node.args[0], [t.dim() for t in operands])
+    if len(operands) == 1:
+        if sorted(terms[0]) != sorted(output) or len(set(output)) != len(output):
+            return f"einsum '{node.args[0]}' of one operand (a sum or a diagonal) is not supported"
+        return None
+    if (reason := _operands_refusal(*operands)) is not None:
+        return reason
+    if operands[0].dtype != operands[1].dtype:
+        return f"einsum of {operands[0].dtype} and {operands[1].dtype} is not supported"
+    sizes: dict[str, int] = {}
+    for term, tensor in zip(terms, operands, strict=True):
+        if len(set(term)) != len(term):
+            return f"einsum '{node.args[0]}' with a diagonal (a label repeated) is not supported"
+        for label, size in zip(term, tensor.shape, strict=True):
+            if sizes.setdefault(label, size) != size:
+                return f"einsum '{node.args[0]}' that broadcasts a dim is not supported"
+    return None
+
+
+@ATEN.handles("aten.einsum.default", accepts=_nonempty(_einsum_refusal))
+def _einsum(self: Converter, node: fx.Node) -> View:
+    """An einsum of two operands as one batched matmul: each operand read (a copy where
+    its dims are not in place) as [batch, free, contracted], the product [batch, m, n]
+    viewed as the output's dims. A label only one operand has and the output lacks is
+    summed as a contracted dim that the other operand reads broadcast. One operand whose
+    output permutes its dims is a view."""
+    args = list(node.args[1])
+    views = [self.view(self.values[arg]) for arg in args]
+    terms, output = _einsum_labels(node.args[0], [v.meta.dim() for v in views])
+    if len(views) == 1:
+        meta = views[0].meta.permute([terms[0].index(label) for label in output])
+        return View(views[0].base, meta)
+    sizes = {
+        label: n
+        for term, v in zip(terms, views, strict=True)
+        for label, n in zip(term, v.meta.shape, strict=True)
+    }
+    batch = [label for label in output if label in terms[0] and label in terms[1]]
+    free = [[label for label in output if label in term and label not in batch] for term in terms]
+    contracted = [label for label in sizes if label not in output]
+
+    def read(index: int, labels: list[str]) -> View:
+        """Operand `index` with dims `labels`, broadcast along those it lacks."""
+        view, term = views[index], terms[index]
+        strides = [view.meta.stride(term.index(x)) if x in term else 0 for x in labels]
+        shape = [sizes[x] for x in labels]
+        return View(view.base, view.meta.as_strided(shape, strides, view.meta.storage_offset()))
+
+    def matrices(index: int, rows: list[str], cols: list[str]) -> SSAValue:
+        """Operand `index` as [batch, rows, cols], each group of labels one dim."""
+        value = self.contiguous(read(index, batch + rows + cols))
+        groups = [batch, rows, cols] if batch else [rows, cols]
+        shape = [_numel([sizes[x] for x in group]) for group in groups]
+        return self.insert(graph.ReshapeOp(value, TensorType(value.type.element_type, shape)))
+
+    lhs = matrices(0, free[0], contracted)
+    # an rhs whose dims are in place as [batch, n, k] is read so, as A · Bᵀ, uncopied
+    transpose_b = read(1, batch + free[1] + contracted).meta.is_contiguous()
+    if transpose_b:
+        rhs = matrices(1, free[1], contracted)
+    else:
+        rhs = matrices(1, contracted, free[1])
+    m, n = _numel([sizes[x] for x in free[0]]), _numel([sizes[x] for x in free[1]])
+    shape = [*lhs.type.get_shape()[:-2], m, n]
+    product = self.insert(
+        graph.MatmulOp(lhs, rhs, TensorType(lhs.type.element_type, shape), transpose_b)
+    )
+    order = batch + free[0] + free[1]
+    meta = contiguous_meta(product.type, node.meta["val"].dtype).reshape([sizes[x] for x in order])
+    return View(product, meta.permute([order.index(label) for label in output]))
 
 
 def _scaled_sum_refusal(node: fx.Node) -> str | None:
