@@ -50,6 +50,7 @@ def site(op: graph.ResizeOp, fusion: Fusion) -> Site:
 
 def _sources(key: dict, axis: str):
     """The source positions of the outputs along `axis` (h or w), as f32 computes them."""
+    # torch stays off the compile path: only benches and checks call references
     import torch
 
     scale = torch.tensor(float(key[f"s{'y' if axis == 'h' else 'x'}"]), dtype=torch.float32)
