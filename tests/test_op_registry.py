@@ -148,6 +148,28 @@ SMALLER_OPS = {
     "aten.as_strided.default",
 }
 
+#: pooling, upsampling and group norm (issue 26: the ops around convolutions)
+AROUND_CONVOLUTIONS = {
+    *(f"aten.{op}.default" for op in ("max_pool2d", "max_pool1d", "avg_pool2d", "avg_pool1d")),
+    "aten.max_pool2d_with_indices.default",
+    "aten.max_pool1d_with_indices.default",
+    *(f"aten.adaptive_{op}_pool{d}d.default" for op in ("avg", "max") for d in (1, 2)),
+    "aten._adaptive_avg_pool2d.default",
+    *(
+        f"aten.upsample_{mode}2d.{o}"
+        for mode in ("nearest", "bilinear")
+        for o in ("vec", "default")
+    ),
+    "aten._unsafe_index.Tensor",
+    "aten.group_norm.default",
+    "aten.native_group_norm.default",
+}
+
+#: the convolutions (1-D and 2-D, torch.export's names and AOTAutograd's)
+CONVOLUTIONS = {
+    *(f"aten.conv{d}d.{o}" for d in (1, 2) for o in ("default", "padding")),
+    "aten.convolution.default",
+}
 
 #: the ops of the pointwise table (every overload it names), glu (a split and a product)
 #: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
@@ -157,7 +179,13 @@ POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
 def test_the_supported_ops_are_those_converted_before_the_pointwise_table_and_reductions():
     assert (
         supported_ops()
-        == CONVERTED_BY_NAME | ARITHMETIC | POINTWISE_OPS | REDUCTIONS_AND_PRODUCTS | SMALLER_OPS
+        == CONVERTED_BY_NAME
+        | ARITHMETIC
+        | POINTWISE_OPS
+        | REDUCTIONS_AND_PRODUCTS
+        | SMALLER_OPS
+        | AROUND_CONVOLUTIONS
+        | CONVOLUTIONS
     )
 
 

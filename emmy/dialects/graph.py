@@ -1101,6 +1101,185 @@ class TriangleOp(IRDLOperation):
             raise VerifyException("graph.triangle takes a matrix or a batch of them, as it gives")
 
 
+class Pooling(StrEnum):
+    """What graph.pool computes of each window."""
+
+    #: the largest element (NaN wins, as torch's)
+    MAX = "max"
+    #: the mean, by the divisor the op's fields give
+    AVG = "avg"
+    #: the index (h · width + w, i64) of the element MAX picks, as max pooling's indices
+    ARGMAX = "argmax"
+
+
+@irdl_attr_definition
+class PoolingAttr(EnumAttribute[Pooling], SpacedOpaqueSyntaxAttribute):
+    """`#graph<pooling max>`"""
+
+    name = "graph.pooling"
+
+
+@irdl_op_definition
+class PoolOp(IRDLOperation):
+    """Pooling over the last two dims: output [oh, ow] of each [h, w] plane reduces one
+    window. A fixed window of `window` taps (`dilation` apart) starts at o · stride -
+    padding, its taps outside the plane skipped; an average divides by `divisor` where
+    given, else by the taps inside the padded plane (`count_pad`) or inside the plane.
+    An `adaptive` window of output i spans floor(i · h / oh) to ceil((i + 1) · h / oh).
+
+    %y = graph.pool %x {kind = #graph<pooling max>, window = [3, 3], stride = [2, 2],
+           padding = [1, 1], dilation = [1, 1]} : tensor<2x3x9x11xf32> -> tensor<2x3x5x6xf32>
+    %a = graph.pool %x {kind = #graph<pooling avg>, adaptive}
+           : tensor<2x3x9x11xf32> -> tensor<2x3x7x7xf32>
+    """
+
+    name = "graph.pool"
+    input = operand_def(TensorType)
+    kind = prop_def(PoolingAttr)
+    window = opt_prop_def(ArrayAttr[IntegerAttr])
+    stride = opt_prop_def(ArrayAttr[IntegerAttr])
+    padding = opt_prop_def(ArrayAttr[IntegerAttr])
+    dilation = opt_prop_def(ArrayAttr[IntegerAttr])
+    adaptive = opt_prop_def(UnitAttr)
+    count_pad = opt_prop_def(UnitAttr)
+    divisor = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        kind: Pooling,
+        result_type: Attribute,
+        window: Sequence[int] | None = None,
+        stride: Sequence[int] = (1, 1),
+        padding: Sequence[int] = (0, 0),
+        dilation: Sequence[int] = (1, 1),
+        count_pad: bool = False,
+        divisor: int | None = None,
+    ):
+        """An adaptive pooling where `window` is None, else a fixed window's."""
+        properties: dict[str, Attribute] = {"kind": PoolingAttr(kind)}
+        if window is None:
+            properties["adaptive"] = UnitAttr()
+        else:
+            properties |= {
+                "window": _int_array(window),
+                "stride": _int_array(stride),
+                "padding": _int_array(padding),
+                "dilation": _int_array(dilation),
+            }
+        if count_pad:
+            properties["count_pad"] = UnitAttr()
+        if divisor is not None:
+            properties["divisor"] = IntegerAttr(divisor, i64)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    def fixed(self) -> dict[str, tuple[int, int]]:
+        """A fixed window's fields by name, each (along h, along w)."""
+        fields = ("window", "stride", "padding", "dilation")
+        return {name: tuple(_ints(getattr(self, name))) for name in fields}
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.pool input")
+        out = self.result.type
+        assert isinstance(out, TensorType)
+        shape, sizes = x.get_shape(), out.get_shape()
+        argmax = self.kind.data == Pooling.ARGMAX
+        element = i64 if argmax else x.element_type
+        if len(shape) < 2 or len(sizes) != len(shape) or shape[:-2] != sizes[:-2]:
+            raise VerifyException(f"graph.pool of {x} cannot give {out}")
+        if out.element_type != element or min(sizes[-2:]) < 1 or min(shape[-2:]) < 1:
+            raise VerifyException(f"graph.pool {self.kind.data} of {x} cannot give {out}")
+        fields = [self.window, self.stride, self.padding, self.dilation]
+        if self.adaptive is not None:
+            if any(f is not None for f in fields):
+                raise VerifyException("an adaptive graph.pool has no window, stride or padding")
+            return
+        if any(f is None or len(f) != 2 for f in fields):
+            raise VerifyException("graph.pool needs a window, stride, padding and dilation of 2")
+        fixed = self.fixed()
+        if min(fixed["window"] + fixed["stride"] + fixed["dilation"]) < 1:
+            raise VerifyException("graph.pool needs a positive window, stride and dilation")
+        for d, (n, o) in enumerate(zip(shape[-2:], sizes[-2:], strict=True)):
+            k, pad = fixed["window"][d], fixed["padding"][d]
+            if pad < 0 or 2 * pad > k or (o - 1) * fixed["stride"][d] - pad >= n:
+                raise VerifyException(
+                    f"graph.pool of {n} by a window of {k} padded by {pad} cannot give {o}"
+                )
+
+
+class Resize(StrEnum):
+    """How graph.resize reads its input at an output position."""
+
+    #: the element at floor(o · scale)
+    NEAREST = "nearest"
+    #: the bilinear interpolation of the four elements around the source position
+    BILINEAR = "bilinear"
+
+
+@irdl_attr_definition
+class ResizeAttr(EnumAttribute[Resize], SpacedOpaqueSyntaxAttribute):
+    """`#graph<resize bilinear>`"""
+
+    name = "graph.resize"
+
+
+@irdl_op_definition
+class ResizeOp(IRDLOperation):
+    """Each [h, w] plane of the last two dims resized to [oh, ow], as torch's upsampling:
+    output o reads source position o · scale (nearest: its floor; bilinear without
+    `align_corners`: (o + 0.5) · scale - 0.5, at least 0), per dim by `scales` (input over
+    output unless the caller's scale factor says otherwise; (h - 1) / (oh - 1) with
+    `align_corners`).
+
+    %y = graph.resize %x {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64]}
+           : tensor<2x3x5x7xf32> -> tensor<2x3x10x14xf32>
+    """
+
+    name = "graph.resize"
+    input = operand_def(TensorType)
+    mode = prop_def(ResizeAttr)
+    scales = prop_def(ArrayAttr[FloatAttr])
+    align_corners = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        mode: Resize,
+        result_type: Attribute,
+        scales: Sequence[float],
+        align_corners: bool = False,
+    ):
+        properties: dict[str, Attribute] = {
+            "mode": ResizeAttr(mode),
+            "scales": ArrayAttr([FloatAttr(float(s), Float64Type()) for s in scales]),
+        }
+        if align_corners:
+            properties["align_corners"] = UnitAttr()
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
+
+    def verify_(self) -> None:
+        x = _float_tensor(self.input, "graph.resize input")
+        out = self.result.type
+        assert isinstance(out, TensorType)
+        shape, sizes = x.get_shape(), out.get_shape()
+        if len(shape) < 2 or len(sizes) != len(shape) or shape[:-2] != sizes[:-2]:
+            raise VerifyException(f"graph.resize of {x} cannot give {out}")
+        if out.element_type != x.element_type or min(*shape[-2:], *sizes[-2:]) < 1:
+            raise VerifyException(f"graph.resize of {x} cannot give {out}")
+        if len(self.scales) != 2 or any(s.value.data < 0 for s in self.scales.data):
+            raise VerifyException("graph.resize needs two non-negative scales")
+        if self.align_corners is not None and self.mode.data != Resize.BILINEAR:
+            raise VerifyException("graph.resize aligns corners in bilinear mode alone")
+
+
 @irdl_op_definition
 class CatOp(IRDLOperation):
     """Its inputs one after another along `dim`: they have one dtype and the same sizes in
@@ -1289,10 +1468,12 @@ Graph = Dialect(
         AsStridedOp,
         GatherOp,
         TriangleOp,
+        PoolOp,
+        ResizeOp,
         CatOp,
         IndexCopyOp,
         FusedOp,
         YieldOp,
     ],
-    [TriangleAttr],
+    [TriangleAttr, PoolingAttr, ResizeAttr],
 )
