@@ -2360,8 +2360,9 @@ def _conv_argument(node: fx.Node, name: str) -> object:
     return node.kwargs.get(name, _CONV_DEFAULTS[name])
 
 
-def _pair(value: object, spatial: int) -> list[int]:
-    """A 1-D convolution's value as the 2-D one of height 1 (its height's value: `unit`)."""
+def _per_spatial_dim(value: object, spatial: int) -> list[int]:
+    """A convolution's stride, padding or dilation (an int, or one per spatial dim) as one
+    value per spatial dim."""
     values = [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
     values = values * spatial if len(values) == 1 else values
     return values
@@ -2375,8 +2376,8 @@ def _conv_padding(node: fx.Node, weight: torch.Tensor) -> list[int] | None:
     if padding == "valid":
         return [0] * spatial
     if padding != "same":
-        return _pair(padding, spatial)
-    dilation = _pair(_conv_argument(node, "dilation"), spatial)
+        return _per_spatial_dim(padding, spatial)
+    dilation = _per_spatial_dim(_conv_argument(node, "dilation"), spatial)
     total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:], strict=True)]
     if any(t % 2 for t in total):
         return None
@@ -2412,9 +2413,9 @@ def _convolution(self: Converter, node: fx.Node) -> View:
     spatial = weight.dim() - 2
     example = _value(node)
     unit = [1] if spatial == 1 else []
-    stride = unit + _pair(_conv_argument(node, "stride"), spatial)
+    stride = unit + _per_spatial_dim(_conv_argument(node, "stride"), spatial)
     padding = [0] * len(unit) + _conv_padding(node, weight)
-    dilation = unit + _pair(_conv_argument(node, "dilation"), spatial)
+    dilation = unit + _per_spatial_dim(_conv_argument(node, "dilation"), spatial)
     groups = int(_conv_argument(node, "groups"))
     x_shape = list(x_arg.meta["val"].shape)
     batched = x_shape if len(x_shape) == weight.dim() else [1, *x_shape]
