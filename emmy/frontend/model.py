@@ -2408,7 +2408,8 @@ def _convolution(self: Converter, node: fx.Node) -> View:
     """A convolution (1-D as 2-D of height 1; an unbatched input as a batch of one); an
     inference batch norm that alone reads it, of constant statistics, is folded into its
     constant weights and bias."""
-    x_arg, w_arg, bias_arg = node.args[0], node.args[1], node.args[2]
+    x_arg, w_arg = node.args[0], node.args[1]
+    bias_arg = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     weight = w_arg.meta["val"]
     spatial = weight.dim() - 2
     example = _value(node)
@@ -2448,9 +2449,10 @@ def _folded_batch_norm(self: Converter, conv: fx.Node) -> tuple[torch.Tensor, ..
     (norm,) = conv.users
     if op_name(norm) not in BATCH_NORMS or _batch_norm_refusal(norm) or norm.args[0] is not conv:
         return None
+    bias = conv.args[2] if len(conv.args) > 2 else conv.kwargs.get("bias")
     known = [
         self.known(self.values.get(arg, UNKNOWN)) if arg is not None else None
-        for arg in (conv.args[1], conv.args[2], *norm.args[1:5])
+        for arg in (conv.args[1], bias, *norm.args[1:5])
     ]
     if any(value is UNKNOWN or isinstance(value, list) for value in known):
         return None
