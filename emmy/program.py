@@ -318,10 +318,32 @@ def vendor_attention_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCal
     return HostCall("attention", args, tuple(shapes), str(key["T"]), spec=spec)
 
 
+def vendor_conv_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
+    """The host call of a vendor_conv key (a convolution's) on buffers x, filters, [bias],
+    y: the 2-D convolution torch runs, its geometry as JSON in `spec`."""
+    # the key codec loads the kernel language (lark), as in vendor_matmul_call
+    from emmy.dsl.keys import parse_key
+
+    key = parse_key(key_text)
+    size = {name: int(key[name]) for name in ("batch", "cin", "h", "w", "cout", "oh", "ow")}
+    filter_shape = (size["cout"], int(key["cpg"]), int(key["kh"]), int(key["kw"]))
+    shapes = [(size["batch"], size["cin"], size["h"], size["w"]), filter_shape]
+    shapes += [(size["cout"],)] if int(key["has_bias"]) else []
+    shapes += [(size["batch"], size["cout"], size["oh"], size["ow"])]
+    spec = {
+        "stride": [int(key["sh"]), int(key["sw"])],
+        "padding": [int(key["ph"]), int(key["pw"])],
+        "dilation": [int(key["dh"]), int(key["dw"])],
+        "groups": int(key["groups"]),
+    }
+    return HostCall("conv", args, tuple(shapes), str(key["T"]), spec=json.dumps(spec))
+
+
 #: the host call of each host-call family's site: (key text, buffers) -> HostCall
 HOST_CALLS: dict[str, Callable[[str, tuple[BufferArg, ...]], HostCall]] = {
     "vendor_matmul": vendor_matmul_call,
     "vendor_attention": vendor_attention_call,
+    "vendor_conv": vendor_conv_call,
 }
 
 

@@ -20,6 +20,7 @@ from emmy.errors import EmmyError
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES, missing_parts, of_kind
 from emmy.frontend.cache import parse_graph
+from emmy.passes import conv_paths
 from emmy.passes.attention_paths import PATHS
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.matmul_paths import OPTIONS
@@ -72,7 +73,12 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
 def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_path"].forks == {"path": PATHS}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
-    assert list(of_kind(FamilyKind.HOST_CALL)) == ["vendor_matmul", "vendor_attention"]
+    assert FAMILIES["conv_path"].forks == {conv_paths.KNOB: conv_paths.OPTIONS}
+    assert set(of_kind(FamilyKind.HOST_CALL)) == {
+        "vendor_matmul",
+        "vendor_attention",
+        "vendor_conv",
+    }
 
 
 def test_lowering_and_the_registry_import_without_torch() -> None:

@@ -173,11 +173,11 @@ def test_the_sanitizer_step_reads_each_run_of_the_tool(tmp_path) -> None:
     calls = (bin_dir / "calls").read_text().splitlines()
     assert [call.split()[0] for call in calls] == ["racecheck", "memcheck"]
     assert all(
-        call.endswith("kernels --device emu --cases matmul_tc/f16,attention_tc/f16")
+        call.endswith("kernels --device emu --cases matmul_tc/f16,conv_tc/f16,attention_tc/f16")
         for call in calls
     )
     found = json.loads((out / "summary.json").read_text())["steps"]["sanitizer"]["data"]
-    assert found["cases"] == ["matmul_tc/f16", "attention_tc/f16"]
+    assert found["cases"] == ["matmul_tc/f16", "conv_tc/f16", "attention_tc/f16"]
     racecheck, memcheck = found["racecheck"], found["memcheck"]
     assert racecheck["verdict"] == "errors" and racecheck["hazards"] == 1
     assert racecheck["reports_by_case"] == {"matmul_tc/f16": 1}

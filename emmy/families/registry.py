@@ -18,6 +18,7 @@ from emmy.families import (
     attention_tc,
     cat,
     conv,
+    conv_path,
     conv_tc,
     cumsum,
     elementwise,
@@ -40,6 +41,7 @@ from emmy.families import (
     split_sum,
     transpose,
     vendor_attention,
+    vendor_conv,
     vendor_matmul,
 )
 from emmy.families.family import Family, FamilyKind, Fuses
@@ -77,7 +79,9 @@ FAMILIES: dict[str, Family] = {
         attention_path,
         attention_decode_path,
         matmul_path,
+        conv_path,
         vendor_matmul,
+        vendor_conv,
         vendor_attention,
     )
 }

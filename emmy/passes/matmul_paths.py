@@ -136,21 +136,33 @@ class PathSites:
             rewriter, family_name, canonical_key(decl, key), lambda n: instantiate(decl, key, n)
         )
 
-    def choice_site(self, rewriter: PatternRewriter, key_text: str, options: list[str]) -> str:
+    def choice_site(
+        self,
+        rewriter: PatternRewriter,
+        key_text: str,
+        options: list[str],
+        family_name: str = FAMILY,
+        knob: str = KNOB,
+    ) -> str:
+        """The site of a host-level choice (a matmul's path unless named) with one knob."""
+
         def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(name, FAMILY, key_text, kind=fork.SiteKind.CHOICE)
-            site.body.block.add_op(fork.KnobOp(KNOB, options, options[0]))
+            site = fork.SiteOp(name, family_name, key_text, kind=fork.SiteKind.CHOICE)
+            site.body.block.add_op(fork.KnobOp(knob, options, options[0]))
             return site
 
-        return self.site(rewriter, FAMILY, key_text, build)
+        return self.site(rewriter, family_name, key_text, build)
 
     def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
-        text = vendor_key(key)
+        return self.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
+
+    def host_call_site(self, rewriter: PatternRewriter, family_name: str, key_text: str) -> str:
+        """The site of a host-call family (the vendor library's op) at a key."""
         return self.site(
             rewriter,
-            VENDOR_FAMILY,
-            text,
-            lambda n: fork.SiteOp(n, VENDOR_FAMILY, text, kind=fork.SiteKind.HOST_CALL),
+            family_name,
+            key_text,
+            lambda n: fork.SiteOp(n, family_name, key_text, kind=fork.SiteKind.HOST_CALL),
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from xdsl.passes import ModulePass
 
 from emmy.passes.attention_paths import AttentionPaths
+from emmy.passes.conv_paths import ConvPaths
 from emmy.passes.decode_paths import DecodePaths
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.inline_host_paths import InlineHostPaths
@@ -22,6 +23,7 @@ COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     FuseGraph,
     LowerSites,
     MatmulPaths,
+    ConvPaths,
     DecodePaths,
     ResolveForks,
     SpecializeForks,

@@ -49,6 +49,8 @@ class HostCall:
       memory-efficient kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v on
       q, k, v, [mask], o in SDPA's [groups, heads, len, d] shapes; `spec` is JSON
       {"causal", "scale"}.
+    - op "conv": torch's 2-D convolution (cuDNN on a GPU) of x, filters and [bias] into y,
+      in torch's shapes; `spec` is JSON {"stride", "padding", "dilation", "groups"}.
     - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
       (emmy.program.Program.fallback_call), `args` its input buffers then its output
       buffers, `shapes` and `dtypes` theirs."""

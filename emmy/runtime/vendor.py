@@ -58,8 +58,25 @@ def _attention(call: HostCall, tensors: list[torch.Tensor]) -> None:
     )
 
 
+def _conv(call: HostCall, tensors: list[torch.Tensor]) -> None:
+    """torch's 2-D convolution (cuDNN on a GPU) with its bias, if given."""
+    x, filters, *bias, y = tensors
+    spec = json.loads(call.spec)
+    y.copy_(
+        torch.nn.functional.conv2d(
+            x,
+            filters,
+            bias[0] if bias else None,
+            stride=spec["stride"],
+            padding=spec["padding"],
+            dilation=spec["dilation"],
+            groups=spec["groups"],
+        )
+    )
+
+
 #: the vendor library's operations, by HostCall op
-HOST_OPS = {"matmul": _matmul, "attention": _attention}
+HOST_OPS = {"matmul": _matmul, "attention": _attention, "conv": _conv}
 
 
 def tensor_view(

@@ -1,0 +1,116 @@
+"""conv-paths: offers each convolution as an `alternatives` fork between its kernel (conv
+or conv_tc, the epilogue fused) and the vendor library (cuDNN through torch on a GPU, the
+CPU's convolution on the emulator), the epilogue then an elementwise kernel of its own.
+The `conv` knob of a `conv_path` site decides, like any fork; on a GPU with no evidence,
+the target default takes the vendor library, as it does for a matmul.
+
+    %y = kernel.call @conv_tc_0(%x, %w, %b, %r) : (...) -> tensor<2x64x28x28xbf16>
+  →
+    fork.site @conv_path_1 "conv_path" "<the convolution's key>" {
+      %p = fork.knob "conv" ["kernel", "vendor"] default "kernel"
+    }
+    fork.site host_call @vendor_conv_2 "vendor_conv" "batch=2,cin=64,...,T=bf16" {}
+    %y = fork.alternatives @conv_path_1 ["kernel", "vendor"] {
+      %y1 = kernel.call @conv_tc_0(%x, %w, %b, %r) : ...
+      fork.yield %y1 : tensor<2x64x28x28xbf16>
+    } {
+      %c = kernel.call @vendor_conv_2(%x, %w, %b) : (...) -> tensor<2x64x28x28xbf16>
+      %y2 = kernel.call @elementwise_3(%c, %r) : (...) -> tensor<2x64x28x28xbf16>
+      fork.yield %y2 : tensor<2x64x28x28xbf16>
+    } : tensor<2x64x28x28xbf16>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from emmy.dialects import fork, kernel
+from emmy.dsl.keys import InputKind, KeyValue, ProblemKey, format_key
+from emmy.dsl.library import family
+from emmy.passes.host_choices import inside_choice, offer_choice
+from emmy.passes.matmul_paths import PathSites, epilogue_chain
+
+FAMILY = "conv_path"
+KNOB = "conv"
+OPTIONS = ("kernel", "vendor")
+CONV_FAMILIES = ("conv", "conv_tc")
+#: a site with no kernel: the convolution by the vendor library, a host call
+VENDOR_FAMILY = "vendor_conv"
+#: the vendor convolution's key: the convolution's, without its epilogue
+VENDOR_KEY = (
+    "batch", "cin", "h", "w", "cout", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw",
+    "dh", "dw", "groups", "cpg", "kdim", "spatial", "has_bias", "T",
+)  # fmt: skip
+
+
+def vendor_key(key: Mapping[str, KeyValue]) -> str:
+    return format_key(VENDOR_KEY, key)
+
+
+@dataclass(frozen=True)
+class OfferConvPaths(RewritePattern):
+    """A call of a convolution site becomes the `kernel` option of a choice whose other
+    option is the vendor library."""
+
+    sites: PathSites
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
+        conv = self.sites.by_name.get(op.site.root_reference.data)
+        if conv is None or conv.family.data not in CONV_FAMILIES or inside_choice(op):
+            return
+        # the key's text leaves out the names at their declared defaults (a stride of 1)
+        key = {**family(conv.family.data).key_defaults, **ProblemKey.parse(conv.key.data)}
+        vendor = self.vendor_option(rewriter, op, key)
+        site = self.sites.choice_site(rewriter, conv.key.data, list(OPTIONS), FAMILY, KNOB)
+        offer_choice(rewriter, op, site, OPTIONS, [vendor])
+
+    def vendor_option(
+        self, rewriter: PatternRewriter, call: kernel.CallOp, key: Mapping[str, KeyValue]
+    ) -> Region:
+        """The convolution (and its bias) by the vendor library, then the epilogue (if any)
+        as an elementwise chain over it and the epilogue's inputs."""
+        params = 3 if int(key["has_bias"]) else 2
+        inputs, extra = call.inputs[:params], call.inputs[params:]
+        (result,) = call.outputs
+        site = self.sites.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
+        convolution = kernel.CallOp(site, list(inputs), [result.type])
+        ops: list[Operation] = [convolution]
+        value: SSAValue = convolution.outputs[0]
+        if str(key["epilogue"]) != "acc":
+            size = int(key["batch"]) * int(key["cout"]) * int(key["spatial"])
+            chain = {
+                "n": size,
+                "cols": key["ow"],
+                "T": key["T"],
+                "inputs": (InputKind.FULL, *key["inputs"]),
+                "fn": epilogue_chain(key["epilogue"]),
+            }
+            epilogue_site = self.sites.library_site(rewriter, "elementwise", chain)
+            epilogue = kernel.CallOp(epilogue_site, [value, *extra], [result.type])
+            ops.append(epilogue)
+            value = epilogue.outputs[0]
+        return Region(Block([*ops, fork.YieldOp([value])]))
+
+
+@dataclass(frozen=True)
+class ConvPaths(ModulePass):
+    name = "conv-paths"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        walker = PatternRewriteWalker(OfferConvPaths(PathSites.of(op)), apply_recursively=False)
+        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
+            walker.rewrite_region(function.body)

@@ -1,0 +1,77 @@
+"""A convolution is a choice (`conv_path` site, fork `conv`) between its kernel (conv or
+conv_tc, the epilogue fused) and the vendor library through torch (a host call, then the
+epilogue as an elementwise kernel): each option against eager, the target default (the
+vendor library on a GPU with no evidence), a bench that times both and a compile that
+decides from its rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from emmy.cli import main
+from emmy.runtime.cuda import cuda_available
+from emmy.search.db import ReadOnlyDB
+
+F32 = "torch.float32"
+BF16 = "torch.bfloat16"
+
+
+def expression(dtype: str) -> str:
+    """A convolution with a bias, a residual and an activation (its fused epilogue)."""
+    conv = f"torch.nn.Conv2d(6, 8, 3, padding=1, stride=2).to({dtype})"
+    x = f"torch.randn(2, 6, 9, 11, dtype={dtype})"
+    return f"torch.relu({conv}({x}) + torch.randn(2, 8, 5, 6, dtype={dtype}))"
+
+
+def run_pinned(capsys, source: str, option: str, device: str = "emu") -> str:
+    argv = ["run", "-c", source, "--device", device, "--check", "--db", "none"]
+    code = main([*argv, "--pin", f"conv={option}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "OK: matches torch eager" in out, out
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_every_option_matches_eager(capsys, dtype: str) -> None:
+    for option, steps in [("kernel", 1), ("vendor", 2)]:
+        out = run_pinned(capsys, expression(dtype), option)
+        assert f"ran {steps} kernel(s)" in out, out
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_the_vendor_library_on_a_gpu(capsys, dtype: str) -> None:
+    """cuDNN through torch, on tensors over the device's own buffers and stream."""
+    run_pinned(capsys, expression(dtype), "vendor", device="cuda")
+
+
+def test_a_gpu_with_no_evidence_takes_the_vendor_library(capsys, tmp_path) -> None:
+    argv = ["compile", "-c", expression(BF16), "--explain", "--db", "none", "-o", str(tmp_path)]
+    assert main([*argv, "--target", "nvidia-h200-sm90"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    choice = next(r for r in rows if r.startswith("conv_path_"))
+    assert "conv=vendor" in choice and "target default on a gpu" in choice, choice
+    host = next(r for r in rows if r.startswith("vendor_conv_"))
+    assert "sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,groups=1" in host and "host call" in host, host
+
+
+def test_bench_times_both_options_and_the_next_compile_decides_from_its_rows(
+    capsys, tmp_path
+) -> None:
+    db = tmp_path / "t.db"
+    argv = ["run", "-c", expression(F32), "--bench", "--sweep", "conv", "--db", str(db)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrong_result" not in out, out
+    with ReadOnlyDB(db) as database:
+        rows = database.rows()
+    options = {r.config["conv"]: r for r in rows if r.family == "conv_path"}
+    assert set(options) == {"kernel", "vendor"}
+    vendor = [r for r in rows if r.family in ("vendor_conv", "elementwise")]
+    assert len(vendor) == 2 and all(r.median_s for r in vendor)
+    assert options["vendor"].median_s == pytest.approx(sum(r.median_s for r in vendor))
+    main(["compile", "-c", expression(F32), "--target", "emu", "--explain", "--db", str(db)])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("conv_path_"))
+    clean = {option: row.median_s for option, row in options.items() if row.clean}
+    if clean:  # a loaded machine may call a timing unstable
+        assert f"conv={min(clean, key=clean.__getitem__)}" in line and "  db  " in line, line
