@@ -36,7 +36,7 @@ from emmy.frontend.recipes import (
     resolve_case,
 )
 from emmy.identity import EMU, arch_of
-from emmy.program import coverage_line
+from emmy.program import coverage_line, per_element_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
 from emmy.search.db import TuningDB, default_db_path
@@ -604,6 +604,7 @@ def explain_lines(program) -> list[str]:
     return [
         *program.golden_imports,
         f"ops: {coverage_line(program)}",
+        per_element_line(program),
         *_aligned(rows),
         *resource_lines(program),
     ]
