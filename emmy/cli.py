@@ -579,7 +579,8 @@ def explain_lines(program) -> list[str]:
     """What the compile's golden step did, where the graph's ops run, then one row per
     site: family, key, config (pinned forks marked), source, evidence; one per host call
     the device runs (the vendor library's matmul or attention); one per op torch runs (a fallback), with
-    why and where the model calls it; then each kernel's resources (resource_lines)."""
+    why and where the model calls it; the ops whose FLOPs were counted one per element;
+    then each kernel's resources (resource_lines)."""
     # the registry loads the kernel library (xDSL), which a program-cache hit does not need
     from emmy.families.registry import registered
 
@@ -604,8 +605,8 @@ def explain_lines(program) -> list[str]:
     return [
         *program.golden_imports,
         f"ops: {coverage_line(program)}",
-        per_element_line(program),
         *_aligned(rows),
+        per_element_line(program),
         *resource_lines(program),
     ]
 
