@@ -3,8 +3,8 @@ vision, diffusion, moe) runs in emmy's kernels, under both APIs: emmy.compile (t
 graph) and torch.compile with emmy's backend (AOTAutograd's graphs, summed). Per model and
 API, the coverage the frontend records (its ops in emmy kernels, computed at compile time
 and through torch, and the share of the FLOPs in emmy kernels); then each op that falls
-back, how often and why, and the ops other than elementwise ones whose FLOPs were counted
-one per output element (no formula for them).
+back, how often and why, and the ops whose FLOPs were counted one per output element (no
+formula) that torch does not tag pointwise.
 
     .venv/bin/python benchmarks/model_coverage.py [--sets vision,moe] [--models gpt2,unet]
         [--apis export,torch.compile] [--seq 8]
@@ -89,7 +89,7 @@ def fallback_lines(coverage: Coverage) -> list[str]:
     per_element = Counter(op for op in coverage.per_element if not elementwise(op))
     if per_element:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(per_element.items()))
-        lines.append(f"    FLOPs one per output element, not elementwise: {ops}")
+        lines.append(f"    FLOPs one per output element, not tagged pointwise: {ops}")
     return lines
 
 

@@ -174,6 +174,17 @@ def _einsum(args: tuple, out: torch.Tensor) -> int:
     return terms if len(operands) == 1 else 2 * (len(operands) - 1) * terms
 
 
+def _encoder_layer(args: tuple, out: torch.Tensor) -> int:
+    """aten._transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's fast path, one op):
+    each token through its four weight matrices (qkv, out projection, the feed-forward's
+    two), and attention's two products over the sequence."""
+    source = args[0]
+    weights = (args[3], args[5], args[14], args[16])
+    tokens = source.numel() // source.shape[-1]
+    attention = 4 * tokens * source.shape[-2] * source.shape[-1]
+    return 2 * tokens * sum(w.numel() for w in weights) + attention
+
+
 def _reads_input(args: tuple, out: torch.Tensor) -> int:
     """One per element of the first operand: a reduction or a normalisation reads each
     once (its output can be one element per row)."""
@@ -182,7 +193,7 @@ def _reads_input(args: tuple, out: torch.Tensor) -> int:
 
 #: FLOPs of ops torch's flop counter has no formula for: those above ATen's matmuls that
 #: torch.export keeps whole (counted as the matmuls they become), the ATen matmuls it
-#: misses, transformers' grouped matmul op, and reductions (per element read)
+#: misses, transformers' grouped matmul op, and reductions and pooling (per element read)
 _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "aten.linear": _contraction,
     "aten.matmul": _contraction,
@@ -203,6 +214,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "aten.scaled_dot_product_attention": _attention,
     "aten._scaled_dot_product_flash_attention_for_cpu": _attention,
     "aten._scaled_dot_product_attention_math": _attention,
+    "aten._transformer_encoder_layer_fwd": _encoder_layer,
     **{
         f"aten.{name}": _reads_input
         for name in (
@@ -210,7 +222,10 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
             "std", "var_mean", "norm", "linalg_vector_norm", "logsumexp", "softmax",
             "_softmax", "log_softmax", "_log_softmax", "cumsum", "cumprod", "layer_norm",
             "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm",
-            "batch_norm", "_native_batch_norm_legit_no_training",
+            "batch_norm", "_native_batch_norm_legit_no_training", "max_pool1d", "max_pool2d",
+            "max_pool3d", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+            "_adaptive_avg_pool2d", "adaptive_max_pool2d",
         )
     },
 }  # fmt: skip
@@ -226,6 +241,7 @@ _MOVES_DATA = frozenset(
         "select_scatter", "empty", "empty_like", "empty_strided", "new_empty", "zeros",
         "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
         "new_full", "arange", "scalar_tensor", "lift_fresh_copy", "_assert_tensor_metadata",
+        "_unsafe_index", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
     )
 )  # fmt: skip
 
