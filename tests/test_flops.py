@@ -99,9 +99,10 @@ def test_attention_counts_both_products():
     assert flops(cpu) == 4 * (2 * 4 * 8 * 6) * 16
 
 
-def test_a_reduction_counts_the_elements_it_reads():
+def test_a_reduction_or_a_pooling_counts_the_elements_it_reads():
     assert flops(node(aten.sum.dim_IntList, meta(4, 32), [1])) == 4 * 32
     assert flops(node(aten._softmax.default, meta(4, 32), -1, False)) == 4 * 32
+    assert flops(node(aten.max_pool2d.default, meta(2, 3, 8, 8), [2, 2])) == 2 * 3 * 8 * 8
 
 
 def test_elementwise_ops_count_one_per_element_and_are_listed():
