@@ -122,6 +122,7 @@ def test_views_copies_and_gathers_compute_nothing():
         node(aten.cat.default, [meta(2, 8), meta(3, 8)]),
         node(aten.embedding.default, table, ids),
         node(aten._to_copy.default, meta(4, 8)),
+        node(aten.dropout.default, meta(4, 8), 0.1, False),
     ):
         coverage = counted(call)
         assert coverage.flops == 0 and not coverage.per_element, call.target

@@ -232,7 +232,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
 
 
 #: ops that move or make data and compute nothing (no FLOP), besides the views: copies,
-#: joins, gathers by index, new tensors
+#: joins, gathers by index, new tensors, dropout (emmy compiles inference: the identity)
 _MOVES_DATA = frozenset(
     f"aten.{name}"
     for name in (
@@ -241,7 +241,7 @@ _MOVES_DATA = frozenset(
         "select_scatter", "empty", "empty_like", "empty_strided", "new_empty", "zeros",
         "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
         "new_full", "arange", "scalar_tensor", "lift_fresh_copy", "_assert_tensor_metadata",
-        "_unsafe_index", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+        "_unsafe_index", "dropout", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
     )
 )  # fmt: skip
 
