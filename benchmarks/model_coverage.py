@@ -1,68 +1,171 @@
-"""How much of each tiny real model (emmy.frontend.tiny_models: six Hugging Face
-transformers, nn.TransformerEncoderLayer, a small conv net) runs in emmy's kernels: per
-model, the coverage the frontend records (its ops in emmy kernels, computed at compile time
-and through torch, and the share of the FLOPs in emmy kernels), then each op that falls
-back, how often, and why.
+"""How much of each tiny real model (emmy.frontend.tiny_models, by set: transformers,
+vision, diffusion, moe) runs in emmy's kernels, under both APIs: emmy.compile (torch.export's
+graph) and torch.compile with emmy's backend (AOTAutograd's graphs, summed). Per model and
+API, the coverage the frontend records (its ops in emmy kernels, computed at compile time
+and through torch, and the share of the FLOPs in emmy kernels); then each op that falls
+back, how often and why, and the ops whose FLOPs were counted one per output element (no
+formula) that torch does not tag pointwise.
 
-    .venv/bin/python benchmarks/model_coverage.py [--models gpt2,conv_net] [--seq 8]
+    .venv/bin/python benchmarks/model_coverage.py [--sets vision,moe] [--models gpt2,unet]
+        [--apis export,torch.compile] [--seq 8]
 
-FLOPs as emmy.frontend.fallback counts them.
+With neither --sets nor --models, every set. FLOPs as emmy.frontend.fallback counts them.
+Converting is all either API does here (no kernel is built): torch.compile's graphs are
+converted by a backend that then runs them eagerly, as emmy.api.backend converts them
+before it builds their kernels.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections import Counter
+from collections.abc import Sequence
 
+import torch
+from torch._decomp import get_decompositions
+from torch._dynamo.backends.common import aot_autograd
+
+from emmy.api import DECOMPOSITIONS
 from emmy.frontend import tiny_models
-from emmy.frontend.fallback import Coverage
-from emmy.frontend.model import export
+from emmy.frontend.fallback import Coverage, elementwise
+from emmy.frontend.model import Converter, export, kept_input_mutations, specialised_fx_graph
+
+APIS = ("export", "torch.compile")
+
+
+def export_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
+    """emmy.compile's account: the coverage of torch.export's one graph."""
+    return export(model, inputs).coverage, 1
+
+
+def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
+    """torch.compile's account: each graph AOTAutograd hands the backend converted as
+    emmy.api.CompiledGraph converts it (then run eagerly), their coverages summed."""
+    coverages: list[Coverage] = []
+
+    def convert_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
+        graph, mutations = kept_input_mutations(specialised_fx_graph(graph_module, example_inputs))
+        coverages.append(Converter(graph, {}, None, True, mutations).convert().coverage)
+        return graph_module
+
+    backend = aot_autograd(
+        fw_compiler=convert_graph,
+        decompositions=get_decompositions(DECOMPOSITIONS),
+        keep_inference_input_mutations=True,
+    )
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=backend)(*inputs)
+    torch._dynamo.reset()
+    return summed(coverages), len(coverages)
+
+
+def summed(coverages: list[Coverage]) -> Coverage:
+    """One coverage of several graphs: their counts added, their lists joined."""
+    total = Coverage()
+    for coverage in coverages:
+        total.ops += coverage.ops
+        total.native += coverage.native
+        total.folded += coverage.folded
+        total.flops += coverage.flops
+        total.native_flops += coverage.native_flops
+        total.fallbacks += coverage.fallbacks
+        total.per_element += coverage.per_element
+    return total
+
+
+MEASURE = {"export": export_coverage, "torch.compile": torch_compile_coverage}
 
 
 def fallback_lines(coverage: Coverage) -> list[str]:
     """One line per op that falls back: how many nodes, the op and why (unless the reason
-    only says that the op is unsupported)."""
+    only says that the op is unsupported); then the ops counted one FLOP per element."""
     counts = Counter((f.op, f.reason) for f in coverage.fallbacks)
     lines = []
     for (op, reason), count in counts.most_common():
         why = "" if reason == f"unsupported op {op}" else f": {reason.removeprefix(f'{op}: ')}"
         lines.append(f"    {count} x {op}{why}")
+    per_element = Counter(op for op in coverage.per_element if not elementwise(op))
+    if per_element:
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(per_element.items()))
+        lines.append(f"    FLOPs one per output element, not tagged pointwise: {ops}")
     return lines
 
 
+def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
+    """The sets to measure (each a name and its models), the APIs and the sequence length."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sets", default="", help=f"comma-separated, of {', '.join(tiny_models.SETS)}"
+    )
+    parser.add_argument(
+        "--models", default="", help=f"comma-separated, of {', '.join(tiny_models.MODELS)}"
+    )
+    parser.add_argument(
+        "--apis", default=",".join(APIS), help=f"comma-separated, of {', '.join(APIS)}"
+    )
+    parser.add_argument("--seq", type=int, default=8, help="sequence length (default: 8)")
+    args = parser.parse_args()
+    set_names = [s for s in args.sets.split(",") if s]
+    models = [m for m in args.models.split(",") if m]
+    apis = [a for a in args.apis.split(",") if a]
+    for given, known, what in (
+        (set_names, tiny_models.SETS, "set"),
+        (models, tiny_models.MODELS, "model"),
+        (apis, APIS, "API"),
+    ):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            parser.error(f"unknown {what}(s) {', '.join(unknown)}")
+    if not set_names and not models:
+        set_names = list(tiny_models.SETS)
+    sets = [(name, list(tiny_models.SETS[name])) for name in set_names]
+    if models:
+        sets.append(("models", models))
+    return sets, apis, args.seq
+
+
 def main() -> int:
-    names, seq = tiny_models.parse_model_arguments(__doc__.splitlines()[0])
-    print(
-        f"{'model':14} {'ops':>5} {'in emmy':>8} {'folded':>7} {'torch':>6} {'op share':>9} "
-        f"{'FLOPs':>9} {'FLOP share':>11}"
+    sets, apis, seq = arguments()
+    header = (
+        f"{'model':18} {'API':13} {'graphs':>6} {'ops':>5} {'in emmy':>8} {'folded':>7} "
+        f"{'torch':>6} {'op share':>9} {'FLOPs':>9} {'FLOP share':>11}"
     )
-    details = []
-    ops = native = flops = native_flops = 0
-    for name in names:
-        start = time.perf_counter()
-        model, inputs = tiny_models.build(name, seq)
-        coverage = export(model, inputs).coverage
-        seconds = time.perf_counter() - start
-        share = (coverage.native + coverage.folded) / coverage.ops if coverage.ops else 1.0
-        flop_share = coverage.native_flops / coverage.flops if coverage.flops else 1.0
+    measured = 0
+    totals = {api: Coverage() for api in apis}
+    for set_name, names in sets:
+        print(f"== {set_name}")
+        print(header)
+        details = []
+        for name in names:
+            model, inputs = tiny_models.build(name, seq)
+            for api in apis:
+                start = time.perf_counter()
+                coverage, graphs = MEASURE[api](model, inputs)
+                seconds = time.perf_counter() - start
+                done = coverage.native + coverage.folded
+                share = done / coverage.ops if coverage.ops else 1.0
+                flop_share = coverage.native_flops / coverage.flops if coverage.flops else 1.0
+                print(
+                    f"{name:18} {api:13} {graphs:6} {coverage.ops:5} {coverage.native:8} "
+                    f"{coverage.folded:7} {len(coverage.fallbacks):6} {share:9.1%} "
+                    f"{coverage.flops:9.3g} {flop_share:11.1%}   ({seconds:.1f} s)",
+                    flush=True,
+                )
+                details += [f"{name} ({api}): {len(coverage.fallbacks)} op(s) through torch"]
+                details += fallback_lines(coverage)
+                totals[api] = summed([totals[api], coverage])
+            measured += 1
+        for line in details:
+            print(line)
+    for api, total in totals.items():
+        done = total.native + total.folded
         print(
-            f"{name:14} {coverage.ops:5} {coverage.native:8} {coverage.folded:7} "
-            f"{len(coverage.fallbacks):6} {share:9.1%} {coverage.flops:9.3g} "
-            f"{flop_share:11.1%}   ({seconds:.1f} s)"
+            f"all {measured} model(s) ({api}): {done / max(total.ops, 1):.1%} of {total.ops} ops "
+            f"in emmy kernels or computed at compile time, "
+            f"{total.native_flops / max(total.flops, 1):.1%} of the FLOPs in emmy kernels"
         )
-        details += [f"{name}: {len(coverage.fallbacks)} op(s) through torch"]
-        details += fallback_lines(coverage)
-        ops += coverage.ops
-        native += coverage.native + coverage.folded
-        flops += coverage.flops
-        native_flops += coverage.native_flops
-    print(
-        f"all {len(names)} models: {native / max(ops, 1):.1%} of {ops} ops in emmy kernels or "
-        f"computed at compile time, {native_flops / max(flops, 1):.1%} of the FLOPs in emmy "
-        "kernels"
-    )
-    for line in details:
-        print(line)
     return 0
 
 

@@ -36,7 +36,7 @@ from emmy.frontend.recipes import (
     resolve_case,
 )
 from emmy.identity import EMU, arch_of
-from emmy.program import coverage_line
+from emmy.program import coverage_line, per_element_line
 from emmy.runtime.emu import EmuDevice
 from emmy.search.dataset_cli import add_db_commands
 from emmy.search.db import TuningDB, default_db_path
@@ -579,7 +579,8 @@ def explain_lines(program) -> list[str]:
     """What the compile's golden step did, where the graph's ops run, then one row per
     site: family, key, config (pinned forks marked), source, evidence; one per host call
     the device runs (the vendor library's matmul or attention); one per op torch runs (a fallback), with
-    why and where the model calls it; then each kernel's resources (resource_lines)."""
+    why and where the model calls it; the ops whose FLOPs were counted one per element;
+    then each kernel's resources (resource_lines)."""
     # the registry loads the kernel library (xDSL), which a program-cache hit does not need
     from emmy.families.registry import registered
 
@@ -605,6 +606,7 @@ def explain_lines(program) -> list[str]:
         *program.golden_imports,
         f"ops: {coverage_line(program)}",
         *_aligned(rows),
+        per_element_line(program),
         *resource_lines(program),
     ]
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
@@ -319,14 +319,20 @@ def _host_calls(module: ModuleOp) -> dict[str, dict]:
     }
 
 
-def _coverage(module: ModuleOp) -> dict[str, int]:
+def _coverage(module: ModuleOp) -> dict[str, int | dict[str, int]]:
     """The counts the frontend recorded of where the graph's ops run (emmy.frontend.fallback
-    .Coverage), or {} for a graph that came as text."""
+    .Coverage; `per_element_ops` by op name), or {} for a graph that came as text."""
     main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     counts = main.attributes.get("coverage") if main is not None else None
     if not isinstance(counts, DictionaryAttr):
         return {}
-    return {name: value.value.data for name, value in counts.data.items()}
+    return {name: _count(value) for name, value in counts.data.items()}
+
+
+def _count(value: Attribute) -> int | dict[str, int]:
+    if isinstance(value, DictionaryAttr):
+        return {name: _count(item) for name, item in value.data.items()}
+    return value.value.data
 
 
 #: how a compile verifies the module (compile_graph's `verify_each`, EMMY_VERIFY_EACH):

@@ -74,8 +74,9 @@ class Program:
     #: the ops torch runs, emmy having no kernel for them: call name -> op, arguments (as
     #: emmy.dialects.fallback.to_json writes them), why, and where the model calls it
     fallbacks: dict[str, dict] = field(default_factory=dict)
-    #: where the graph's ops run (emmy.frontend.fallback.Coverage's counts), {} if unknown
-    coverage: dict[str, int] = field(default_factory=dict)
+    #: where the graph's ops run (emmy.frontend.fallback.Coverage's counts; the ops counted
+    #: one FLOP per element by name under "per_element_ops"), {} if unknown
+    coverage: dict[str, int | dict[str, int]] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
     #: the inputs the program writes in place (a mutated input: a KV cache), by name: the
     #: caller's own tensors are bound to them and see the writes; nothing is returned for them
@@ -275,6 +276,18 @@ def coverage_line(program: Program) -> str:
     if fell_back:
         line += " (" + ", ".join(f"{op} x{n}" for op, n in sorted(fell_back.items())) + ")"
     return line
+
+
+def per_element_line(program: Program) -> str:
+    """The ops whose FLOPs were counted one per output element, no formula knowing better
+    (elementwise ops; any other op here makes the FLOP share less than it seems)."""
+    if not program.coverage:
+        return "FLOPs not counted (the graph came as text)"
+    counts = program.coverage.get("per_element_ops") or {}
+    if not counts:
+        return "FLOPs by formula for every op"
+    ops = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda c: -c[1]))
+    return f"FLOPs one per output element (no formula): {ops}"
 
 
 def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:

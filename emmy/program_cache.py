@@ -21,7 +21,7 @@ from emmy.search.db import content_stamp, default_db_path
 from emmy.version import __version__
 
 #: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v6"
+FORMAT = "program-v7"
 
 
 def _stamp(path: Path) -> str:

@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 #: figures on, and a line it always prints there
 SMOKE = {
     "benchmarks/backend_stages.py": (["--models", "conv_net"], "stdout", "all models: emmy"),
+    "benchmarks/compile_time.py": (
+        ["--models", "conv_net", "--compilers", "emmy", "--kernel-cache"],
+        "stdout",
+        "compile seconds, program cache off, kept kernel caches",
+    ),
     "benchmarks/compile_latency.py": (["--runs", "1"], "stdout", "warm compile process ="),
     "benchmarks/decode.py": (
         ["--models", "gpt2:tiny", "--tokens", "2"],
@@ -49,9 +54,9 @@ SMOKE = {
         "launch plan: temporaries in a",
     ),
     "benchmarks/model_coverage.py": (
-        ["--models", "encoder_layer,conv_net"],
+        ["--models", "conv_net"],
         "stdout",
-        "all 2 models:",
+        "all 1 model(s) (torch.compile):",
     ),
     "benchmarks/resolution.py": (
         ["--rows", "1000", "--sites", "5"],

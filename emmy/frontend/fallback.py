@@ -4,13 +4,17 @@ the account of both (`Coverage`): how many ops and what share of the FLOPs ran i
 kernels, and which ops fell back and why.
 
 FLOPs are counted as torch's own flop counter counts them (`torch.utils.flop_counter`:
-matmuls, convolutions, attention), and one per output element for every other op; an op
+matmuls, convolutions, attention), by formulas for the ops it has none for (einsum, grouped
+matmuls, the composite ops torch.export keeps whole, reductions by the elements they read),
+none for an op that computes nothing (a view, a copy, a gather), and one per output element
+for every other op (elementwise), each such op recorded (`Coverage.per_element`); an op
 computed at compile time runs no FLOP.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -94,8 +98,33 @@ def foldable(node: fx.Node) -> bool:
 
 
 def _contraction(args: tuple, out: torch.Tensor) -> int:
-    """2 · out · k for a product whose first operand holds k on its last dim."""
+    """2 · out · k for a product whose first operand holds k on its last dim (a linear, a
+    matmul; a grouped matmul whose rows each meet one group's matrix)."""
     return 2 * out.numel() * args[0].shape[-1]
+
+
+def _grouped_mm(args: tuple, out: torch.Tensor) -> int:
+    """aten._grouped_mm: 2 · out · k, each row of the output one group's product; two 2-D
+    operands split k into groups ([m, k] · [k, n] → [groups, m, n]): 2 · m · k · n."""
+    first, second = args[0], args[1]
+    if first.dim() == 2 and second.dim() == 2:
+        return 2 * first.shape[0] * first.shape[1] * second.shape[1]
+    return _contraction(args, out)
+
+
+def _vector_product(args: tuple, out: torch.Tensor) -> int:
+    """mv, dot: 2 · the first operand's elements (one multiply-add each)."""
+    return 2 * args[0].numel()
+
+
+def _added_vector_product(args: tuple, out: torch.Tensor) -> int:
+    """addmv (input, matrix, vector): the matrix's multiply-adds."""
+    return 2 * args[1].numel()
+
+
+def _added_batch_product(args: tuple, out: torch.Tensor) -> int:
+    """addbmm (input, [b, m, k], [b, k, n]) → [m, n]: 2 · b · m · k · n."""
+    return 2 * args[1].numel() * args[2].shape[-1]
 
 
 def _convolution(args: tuple, out: torch.Tensor) -> int:
@@ -104,39 +133,165 @@ def _convolution(args: tuple, out: torch.Tensor) -> int:
     return 2 * out.numel() * (weight.numel() // weight.shape[0])
 
 
+def _transposed_convolution(args: tuple, out: torch.Tensor) -> int:
+    """2 · input · (out channels per group · kernel size): each input element is scattered
+    through one filter (the weight is [in, out / groups, *kernel])."""
+    source, weight = args[0], args[1]
+    return 2 * source.numel() * (weight.numel() // weight.shape[0])
+
+
 def _attention(args: tuple, out: torch.Tensor) -> int:
-    """q·kᵀ and p·v: 2 · 2 · batch · heads · q_len · kv_len · d."""
-    query, key = args[0], args[1]
-    return 4 * query.numel() * key.shape[-2]
+    """q·kᵀ and p·v: 2 · batch · heads · q_len · kv_len · (d + d_v)."""
+    query, key, value = args[0], args[1], args[2]
+    rows = query.numel() // query.shape[-1]  # batch · heads · q_len
+    return 2 * rows * key.shape[-2] * (query.shape[-1] + value.shape[-1])
 
 
-#: FLOPs of ops above ATen's flop formulas (torch.export keeps them whole), counted as the
-#: matmuls they become
-_COMPOSITE_WORK = {
-    "linear": _contraction,
-    "matmul": _contraction,
-    "conv1d": _convolution,
-    "conv2d": _convolution,
-    "conv3d": _convolution,
-    "scaled_dot_product_attention": _attention,
-}
+def _einsum_sizes(subscripts: str, shape: torch.Size) -> tuple[dict[str, int], torch.Size]:
+    """One einsum operand's index sizes by letter, and the dims its `...` stands for."""
+    if "..." not in subscripts:
+        return dict(zip(subscripts, shape, strict=True)), torch.Size()
+    before, after = subscripts.split("...")
+    end = len(shape) - len(after)
+    sizes = {**dict(zip(before, shape, strict=False)), **dict(zip(after, shape[end:], strict=True))}
+    return sizes, shape[len(before) : end]
 
 
-def flops(node: fx.Node) -> int:
-    """The op's FLOPs, as torch's flop counter counts them, else one per output element."""
+def _einsum(args: tuple, out: torch.Tensor) -> int:
+    """The equation's product over every index it names (the broadcast `...` dims
+    included): 2 · that per product of two or more operands (a multiply and an add per
+    term and operand after the first), that alone for one operand (a sum, a transpose)."""
+    equation, operands = args[0], list(args[1])
+    inputs = equation.replace(" ", "").split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    ellipsis: list[torch.Size] = []
+    for subscripts, operand in zip(inputs, operands, strict=True):
+        named, dims = _einsum_sizes(subscripts, operand.shape)
+        ellipsis.append(dims)
+        for letter, size in named.items():  # a dim of 1 broadcasts
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    terms = math.prod(sizes.values()) * math.prod(torch.broadcast_shapes(*ellipsis))
+    return terms if len(operands) == 1 else 2 * (len(operands) - 1) * terms
+
+
+def _encoder_layer(args: tuple, out: torch.Tensor) -> int:
+    """aten._transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's fast path, one op):
+    each token through its four weight matrices (qkv, out projection, the feed-forward's
+    two), and attention's two products over the sequence."""
+    source = args[0]
+    weights = (args[3], args[5], args[14], args[16])
+    tokens = source.numel() // source.shape[-1]
+    attention = 4 * tokens * source.shape[-2] * source.shape[-1]
+    return 2 * tokens * sum(w.numel() for w in weights) + attention
+
+
+def _reads_input(args: tuple, out: torch.Tensor) -> int:
+    """One per element of the first operand: a reduction or a normalisation reads each
+    once (its output can be one element per row)."""
+    return args[0].numel()
+
+
+#: FLOPs of ops torch's flop counter has no formula for: those above ATen's matmuls that
+#: torch.export keeps whole (counted as the matmuls they become), the ATen matmuls it
+#: misses, transformers' grouped matmul op, and reductions and pooling (per element read)
+_FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
+    "aten.linear": _contraction,
+    "aten.matmul": _contraction,
+    "aten._grouped_mm": _grouped_mm,
+    "transformers.grouped_mm_fallback": _contraction,
+    "aten.mv": _vector_product,
+    "aten.dot": _vector_product,
+    "aten.vdot": _vector_product,
+    "aten.addmv": _added_vector_product,
+    "aten.addbmm": _added_batch_product,
+    "aten.einsum": _einsum,
+    "aten.conv1d": _convolution,
+    "aten.conv2d": _convolution,
+    "aten.conv3d": _convolution,
+    "aten.conv_transpose1d": _transposed_convolution,
+    "aten.conv_transpose2d": _transposed_convolution,
+    "aten.conv_transpose3d": _transposed_convolution,
+    "aten.scaled_dot_product_attention": _attention,
+    "aten._scaled_dot_product_flash_attention_for_cpu": _attention,
+    "aten._scaled_dot_product_attention_math": _attention,
+    "aten._transformer_encoder_layer_fwd": _encoder_layer,
+    **{
+        f"aten.{name}": _reads_input
+        for name in (
+            "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var",
+            "std", "var_mean", "norm", "linalg_vector_norm", "logsumexp", "softmax",
+            "_softmax", "log_softmax", "_log_softmax", "cumsum", "cumprod", "layer_norm",
+            "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm",
+            "batch_norm", "_native_batch_norm_legit_no_training", "max_pool1d", "max_pool2d",
+            "max_pool3d", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+            "_adaptive_avg_pool2d", "adaptive_max_pool2d",
+        )
+    },
+}  # fmt: skip
+
+
+#: ops that move or make data and compute nothing (no FLOP), besides the views: copies,
+#: joins, gathers by index, new tensors, dropout (emmy compiles inference: the identity)
+_MOVES_DATA = frozenset(
+    f"aten.{name}"
+    for name in (
+        "_unsafe_view", "_to_copy", "clone", "copy", "contiguous", "cat", "stack", "index",
+        "index_select", "gather", "embedding", "repeat", "constant_pad_nd", "slice_scatter",
+        "select_scatter", "empty", "empty_like", "empty_strided", "new_empty", "zeros",
+        "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+        "new_full", "arange", "scalar_tensor", "lift_fresh_copy", "_assert_tensor_metadata",
+        "_unsafe_index", "dropout", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+    )
+)  # fmt: skip
+
+
+def _computes_nothing(node: fx.Node) -> bool:
+    """Whether the op runs no arithmetic: a view (its result aliases an argument), an op
+    that moves or makes data, an op with no tensor result (an assertion)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None and any(r.alias_info is not None for r in schema.returns):
+        return True
+    packet = getattr(node.target, "overloadpacket", None)
+    return str(packet) in _MOVES_DATA or not tensor_outputs(node.meta.get("val"))
+
+
+def _work(node: fx.Node) -> tuple[int, bool]:
+    """The op's FLOPs by its formula, and whether it had none (then one per output
+    element)."""
+    if _computes_nothing(node):
+        return 0, False
     value = node.meta.get("val")
     packet = getattr(node.target, "overloadpacket", None)
     args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
-    formula = flop_registry.get(packet)
-    composite = _COMPOSITE_WORK.get(getattr(packet, "__name__", ""))
+    counter = flop_registry.get(packet)
+    formula = _FORMULAS.get(str(packet))
     try:
-        if formula is not None:
-            return int(formula(*args, **kwargs, out_val=value))
-        if composite is not None and isinstance(value, torch.Tensor):
-            return int(composite(args, value))
+        if counter is not None:
+            return int(counter(*args, **kwargs, out_val=value)), False
+        outputs = tensor_outputs(value)
+        if formula is not None and outputs:
+            return int(formula(args, outputs[0])), False
     except Exception:  # noqa: BLE001 - a formula that cannot read these args: count elements
         pass
-    return sum(math.prod(t.shape) for t in tensor_outputs(value))
+    return sum(math.prod(t.shape) for t in tensor_outputs(value)), True
+
+
+def elementwise(op: str) -> bool:
+    """Whether the op named `op` ("aten.add.Tensor") is pointwise by torch's tags: one FLOP
+    per output element is its count, where for any other op it is a formula missing."""
+    namespace, _, rest = op.partition(".")
+    packet_name, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace, None), packet_name, None)
+    target = getattr(packet, overload or "default", None)
+    return torch.Tag.pointwise in getattr(target, "tags", ())
+
+
+def flops(node: fx.Node) -> int:
+    """The op's FLOPs: torch's flop counter's formula (matmuls, convolutions, attention),
+    else emmy's (_FORMULAS: einsum, grouped matmuls, reductions), else one per output
+    element."""
+    return _work(node)[0]
 
 
 @dataclass(frozen=True)
@@ -159,6 +314,8 @@ class Coverage:
     flops: int = 0
     native_flops: int = 0
     fallbacks: list[Fallback] = field(default_factory=list)
+    #: the ops counted one FLOP per output element (no formula), one name per op
+    per_element: list[str] = field(default_factory=list)
 
     def count(self, node: fx.Node, where: str) -> None:
         """Counts an op that runs `where`: "native", "folded" or "fallback"."""
@@ -166,7 +323,9 @@ class Coverage:
         if where == "folded":  # computed once, at compile time: no FLOP runs
             self.folded += 1
             return
-        work = flops(node)
+        work, per_element = _work(node)
+        if per_element:
+            self.per_element.append(str(node.target))
         self.flops += work
         if where == "native":
             self.native += 1
@@ -180,4 +339,11 @@ class Coverage:
             "flops": self.flops,
             "native_flops": self.native_flops,
         }
-        return DictionaryAttr({name: IntegerAttr(value, i64) for name, value in counts.items()})
+        attrs: dict[str, Attribute] = {
+            name: IntegerAttr(value, i64) for name, value in counts.items()
+        }
+        per_element = Counter(self.per_element)
+        attrs["per_element_ops"] = DictionaryAttr(
+            {op: IntegerAttr(n, i64) for op, n in sorted(per_element.items())}
+        )
+        return DictionaryAttr(attrs)
