@@ -48,10 +48,12 @@ def test_a_mixture_of_experts_matches_eager_through_both_apis(name: str) -> None
 class Routing(torch.nn.Module):
     """A router's ops on their own, at shapes and values the tiny models do not reach:
     ties, a descending sort of floats, bf16 picks, an expert no token picks, a histogram
-    with elements outside its range."""
+    with elements outside its range; in-place writes of tensors of its own (torch.export
+    keeps them: they convert as their functional forms)."""
 
     def forward(self, logits: torch.Tensor, ids: torch.Tensor, x: torch.Tensor):
         weights, picks = torch.topk(logits.softmax(-1), 2, dim=-1)
+        weights /= weights.sum(-1, keepdim=True)  # written in place, as Mixtral's router
         smallest = torch.topk(logits.to(torch.bfloat16), 3, dim=-1, largest=False)
         by_expert, order = torch.sort(ids.reshape(-1))
         descending = torch.sort(logits, descending=True)

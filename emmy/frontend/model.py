@@ -249,7 +249,7 @@ def _functional_form(node: fx.Node) -> torch._ops.OpOverload | None:
 
 def _writes_fresh(node: fx.Node, order: dict[fx.Node, int]) -> bool:
     """Whether the op writes only its first argument, a tensor the graph made (no input,
-    no view) that no op reads after it."""
+    no view) that no op reads after it, nor views (a view would see the write)."""
     written = [
         value
         for argument, value in zip(node.target._schema.arguments, node.args, strict=False)
@@ -260,7 +260,8 @@ def _writes_fresh(node: fx.Node, order: dict[fx.Node, int]) -> bool:
     target = written[0]
     if not isinstance(target, fx.Node) or target.op != "call_function" or returns_view(target):
         return False
-    return all(order[user] < order[node] for user in target.users if user is not node)
+    readers = [user for user in target.users if user is not node]
+    return all(order[user] < order[node] and not returns_view(user) for user in readers)
 
 
 def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
