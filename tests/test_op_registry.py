@@ -171,6 +171,18 @@ CONVOLUTIONS = {
     "aten.convolution.default",
 }
 
+#: a mixture of experts' routing and grouped matmul (issue 26)
+MIXTURE_OF_EXPERTS = {
+    "aten.topk.default",
+    "aten.sort.default",
+    "aten.sort.stable",
+    "aten.histc.default",
+    "aten.index_put.default",
+    "aten._grouped_mm.default",
+    "transformers.grouped_mm_fallback.default",
+}
+
+
 #: the ops of the pointwise table (every overload it names), glu (a split and a product)
 #: and a conversion as Hugging Face models spell it (`mask.to(device, torch.bool)`)
 POINTWISE_OPS = set(BY_ATEN) | {"aten.glu.default", "aten.to.device"}
@@ -186,13 +198,14 @@ def test_the_supported_ops_are_those_converted_before_the_pointwise_table_and_re
         | SMALLER_OPS
         | AROUND_CONVOLUTIONS
         | CONVOLUTIONS
+        | MIXTURE_OF_EXPERTS
     )
 
 
 def test_each_supported_op_has_its_entry_and_no_other_op_has_one():
     for name in supported_ops():
         assert handler_for(name) is not None, name
-    assert handler_for("aten.sort.default") is None
+    assert handler_for("aten.argsort.default") is None
     assert handler_for("aten.linear.default").claims is None
     assert handler_for("aten.add.Tensor").claims is not None
     assert handler_for("aten.softmax.int") is handler_for("aten._softmax.default")

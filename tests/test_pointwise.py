@@ -53,6 +53,8 @@ FLOAT_SAMPLES = {
     "clamp": lambda x, row, col, s: torch.clamp(x, -0.5, 0.5) + torch.clamp(x, col - 1, col + 1),
     "clamp_min": lambda x, row, col, s: torch.clamp(x, min=0.1) + torch.clamp_min(x, row),
     "clamp_max": lambda x, row, col, s: torch.clamp(x, max=0.1),
+    # divisors of powers of two: a bf16 quotient rounded near a whole number floors apart
+    "floor_divide": lambda x, row, col, s: torch.floor_divide(x, 0.25) + x // -0.5,
     "maximum": lambda x, row, col, s: torch.maximum(x, row),
     "minimum": lambda x, row, col, s: torch.minimum(x, col),
     "softplus": lambda x, row, col, s: F.softplus(x, beta=2.0, threshold=1.0),
@@ -95,6 +97,7 @@ INTEGER_SAMPLES = {
     "floor": lambda i, j, k, m: torch.floor(i) + torch.ceil(j) + torch.round(i) + torch.trunc(j),
     "pow": lambda i, j, k, m: i**2 + torch.pow(j, j.abs().clamp(max=3)),
     "clamp": lambda i, j, k, m: torch.clamp(i, -2, 3) + torch.clamp(i, min=0) + i.clamp(max=j),
+    "floor_divide": lambda i, j, k, m: i // 2 + torch.floor_divide(i * 5, j.abs() + 1) + i // -3,
     "maximum": lambda i, j, k, m: torch.maximum(i, j) + torch.minimum(i, k),
     "eq": lambda i, j, k, m: (i == j, i != 3, i < k, i <= j, i > 2, i >= j, m == (i > 0)),
     "isnan": lambda i, j, k, m: torch.isnan(i) | torch.isinf(j),

@@ -1373,6 +1373,73 @@ class IndexCopyOp(IRDLOperation):
 
 
 @irdl_op_definition
+class GroupedMatmulOp(IRDLOperation):
+    """A mixture of experts' matmul: rows of `lhs` [rows, k] multiplied by the weight of
+    their group, `rhs` [groups, k, n] (`transpose_b`: stored [groups, n, k]). The groups'
+    rows lie one after another, group g's from offsets[g - 1] (0 for g = 0) up to
+    offsets[g] (cumulative counts, i32 or i64, read at run time: a group may be empty);
+    rows past the last offset are zero.
+
+    %c = graph.grouped_matmul %a, %w, %offsets {transpose_b} : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
+    """
+
+    name = "graph.grouped_matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    offsets = operand_def(TensorType)
+    transpose_b = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$lhs `,` $rhs `,` $offsets attr-dict `:` type($lhs) `,` type($rhs) `,` "
+        "type($offsets) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        offsets: SSAValue,
+        result_type: Attribute,
+        transpose_b: bool,
+    ):
+        super().__init__(
+            operands=[lhs, rhs, offsets],
+            result_types=[result_type],
+            properties={"transpose_b": UnitAttr()} if transpose_b else {},
+        )
+
+    def verify_(self) -> None:
+        a = _float_tensor(self.lhs, "graph.grouped_matmul lhs")
+        b = _float_tensor(self.rhs, "graph.grouped_matmul rhs")
+        out = _float_tensor(self.result, "graph.grouped_matmul result")
+        if not a.element_type == b.element_type == out.element_type:
+            raise VerifyException("graph.grouped_matmul operands and result must share one dtype")
+        offsets = self.offsets.type
+        if not isinstance(offsets, TensorType) or offsets.element_type not in (i32, i64):
+            raise VerifyException(f"graph.grouped_matmul offsets must be i32 or i64, not {offsets}")
+        a_shape, b_shape = a.get_shape(), b.get_shape()
+        if len(a_shape) != 2 or len(b_shape) != 3:
+            raise VerifyException("graph.grouped_matmul needs lhs [rows, k] and rhs [groups, k, n]")
+        if offsets.get_shape() != (b_shape[0],):
+            raise VerifyException(
+                f"graph.grouped_matmul offsets {list(offsets.get_shape())} must be one per group"
+                f" of {b_shape[0]}"
+            )
+        k, n = (b_shape[2], b_shape[1]) if self.transpose_b else (b_shape[1], b_shape[2])
+        if a_shape[1] != k:
+            raise VerifyException(
+                f"graph.grouped_matmul contracts {a_shape[1]} columns of lhs with {k} of rhs"
+            )
+        if out.get_shape() != (a_shape[0], n):
+            raise VerifyException(
+                f"graph.grouped_matmul result shape {list(out.get_shape())} should be"
+                f" {[a_shape[0], n]}"
+            )
+
+
+@irdl_op_definition
 class FusedOp(IRDLOperation):
     """Ops that become one kernel: a matmul or a row op (softmax, a norm) with the
     elementwise chains fused before and after it, or an elementwise chain alone. The body
@@ -1472,6 +1539,7 @@ Graph = Dialect(
         ResizeOp,
         CatOp,
         IndexCopyOp,
+        GroupedMatmulOp,
         FusedOp,
         YieldOp,
     ],

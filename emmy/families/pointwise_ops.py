@@ -236,6 +236,14 @@ TABLE: tuple[PointwiseOp, ...] = (
         _D.NUMBER,
         aten=(Aten(("aten.clamp_max.default", "aten.clamp_max.Tensor"), ("self", "max")),),
     ),
+    # torch's `//`: the quotient rounded toward -inf (a mixture of experts' token of a pick)
+    PointwiseOp(
+        "floor_divide",
+        "vv",
+        _P.DEFAULT,
+        _D.NUMBER,
+        aten=(Aten(("aten.floor_divide.default", "aten.floor_divide.Scalar"), ("self", "other")),),
+    ),
     PointwiseOp(
         "maximum",
         "vv",

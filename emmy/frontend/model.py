@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
     i8,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
@@ -195,6 +196,7 @@ def export_program(
             exported = torch.export.export(
                 module, tuple(example_inputs), example_kwargs or None, dynamic_shapes=dynamic_shapes
             )
+            _write_fresh_functionally(exported.graph)
             if _mutates(exported.graph):
                 # functionalised (no decompositions): each in-place op becomes its functional
                 # form, and the graph returns the new value of every input it mutates
@@ -222,6 +224,49 @@ def _mutates(fx_graph: fx.Graph) -> bool:
         for node in fx_graph.nodes
         if node.op == "call_function"
     )
+
+
+def _write_fresh_functionally(fx_graph: fx.Graph) -> None:
+    """Makes each in-place op that writes only a tensor the graph made, which no op reads
+    after it, its functional form (a mixture of experts' `weights /= sum`, `inv[perm] =
+    arange`): its result is the tensor's one value from then on. torch's functionalisation
+    is left for the writes it must order (an input's, a view's): it loses the constants
+    lifted in submodules (a cache's lazy tensors)."""
+    order = {node: place for place, node in enumerate(fx_graph.nodes)}
+    for node in fx_graph.nodes:
+        functional = _functional_form(node)
+        if functional is not None and _writes_fresh(node, order):
+            node.target = functional
+
+
+def _functional_form(node: fx.Node) -> torch._ops.OpOverload | None:
+    """The out-of-place overload of an in-place ATen op (`div_.Tensor` → `div.Tensor`)."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    schema = node.target._schema
+    if not schema.is_mutable or node.target in _METADATA_ONLY or not schema.name.endswith("_"):
+        return None
+    namespace, name = schema.name.split("::")
+    packet = getattr(getattr(torch.ops, namespace), name.removesuffix("_"), None)
+    overload = node.target._overloadname
+    return getattr(packet, overload, None) if packet is not None else None
+
+
+def _writes_fresh(node: fx.Node, order: dict[fx.Node, int]) -> bool:
+    """Whether the op writes only its first argument, a tensor the graph made (no input,
+    no view) that no op reads after it, nor views (a view would see the write)."""
+    written = [
+        value
+        for argument, value in zip(node.target._schema.arguments, node.args, strict=False)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    ]
+    if len(written) != 1 or written[0] is not node.args[0]:
+        return False
+    target = written[0]
+    if not isinstance(target, fx.Node) or target.op != "call_function" or returns_view(target):
+        return False
+    readers = [user for user in target.users if user is not node]
+    return all(order[user] < order[node] and not returns_view(user) for user in readers)
 
 
 def mutated_inputs(exported: torch.export.ExportedProgram) -> dict[int, int]:
@@ -2822,6 +2867,279 @@ def _group_norm(self: Converter, node: fx.Node) -> object:
             )
     y = _shaped_as(self, y, example)
     return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
+
+
+# -- mixture of experts -----------------------------------------------------------------
+def _index_put_refusal(node: fx.Node) -> str | None:
+    x, values = _value(node.args[0]), _value(node.args[2])
+    indices = list(node.args[1])
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if accumulate:
+        return f"{op_name(node)} with accumulate=True is not supported"
+    if len(indices) != 1 or indices[0] is None or x.dim() == 0:
+        return f"{op_name(node)} by other than one index tensor on the first dim"
+    index = _value(indices[0])
+    if index.dim() != 1 or index.dtype not in INTEGER_DTYPES:
+        return f"{op_name(node)} by an index that is not a 1-d tensor of int32/int64"
+    if tuple(values.shape) != (index.shape[0], *x.shape[1:]) or values.dtype != x.dtype:
+        return f"{op_name(node)} of values {list(values.shape)} {values.dtype} (not broadcast)"
+    return None
+
+
+@ATEN.handles("aten.index_put.default", accepts=_nonempty(_index_put_refusal))
+def _index_put(self: Converter, node: fx.Node) -> View:
+    """x[index] = values by one index tensor on the first dim: an index_copy along it (a
+    mixture of experts' inverse permutation)."""
+    out = _value(node)
+    x, index, values = (self.operand(a) for a in (node.args[0], node.args[1][0], node.args[2]))
+    return self.result(self.insert(graph.IndexCopyOp(x, 0, index, values)), out)
+
+
+def _grouped_operands(node: fx.Node) -> tuple[fx.Node, fx.Node, object, object, object]:
+    """input, weight, offsets, bias, out_dtype of a grouped matmul: transformers'
+    `grouped_mm_fallback(input, weight, offs)` or torch's `_grouped_mm(self, mat2, offs,
+    bias, out_dtype)`."""
+    schema = node.target._schema
+    given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
+    given |= node.kwargs
+    names = [arg.name for arg in schema.arguments]
+    return (
+        given[names[0]],
+        given[names[1]],
+        given.get("offs"),
+        given.get("bias"),
+        given.get("out_dtype"),
+    )
+
+
+def _grouped_mm_refusal(node: fx.Node) -> str | None:
+    x, weight, offsets, bias, out_dtype = _grouped_operands(node)
+    if offsets is None or bias is not None:
+        return f"{op_name(node)} without offsets or with a bias is not supported"
+    a, w, offs = _value(x), _value(weight), _value(offsets)
+    if a.dim() != 2 or w.dim() != 3:
+        return f"{op_name(node)} of {list(a.shape)} by {list(w.shape)} (2-d by 3-d is supported)"
+    if a.dtype != w.dtype or not dtypes.is_float(_storage_name(a.dtype)):
+        return f"{op_name(node)} of {a.dtype} by {w.dtype} is not supported"
+    if out_dtype not in (None, a.dtype):
+        return f"{op_name(node)} to {out_dtype} is not supported"
+    if offs.dim() != 1 or offs.dtype not in INTEGER_DTYPES or offs.shape[0] != w.shape[0]:
+        return f"{op_name(node)} offsets must be one int32/int64 per group"
+    if a.shape[0] == 0 or a.shape[1] != w.shape[1]:
+        return f"{op_name(node)} of {list(a.shape)} by {list(w.shape)} does not contract"
+    return None
+
+
+@ATEN.handles(
+    "aten._grouped_mm.default",
+    "transformers.grouped_mm_fallback.default",
+    accepts=_grouped_mm_refusal,
+)
+def _grouped_mm(self: Converter, node: fx.Node) -> View:
+    """Each group's rows of the input times its weight [groups, k, n], the groups' ends the
+    offsets (a mixture of experts' tokens sorted by expert): one graph.grouped_matmul. A
+    weight that is the transpose of one stored [groups, n, k] (a Hugging Face expert's
+    `gate_up_proj`) is read in place."""
+    x, weight, offsets, _, _ = _grouped_operands(node)
+    out = _value(node)
+    w = self.view(self.values[weight])
+    stored = w.meta.transpose(-2, -1)
+    transpose_b = stored.is_contiguous() and not w.meta.is_contiguous()
+    rhs = self.contiguous(View(w.base, stored) if transpose_b else w)
+    op = graph.GroupedMatmulOp(
+        self.operand(x), rhs, self.operand(offsets), self.type_of(out), transpose_b
+    )
+    return self.result(self.insert(op), out)
+
+
+def _broadcast(self: Converter, value: SSAValue, dtype: torch.dtype, dims, shape) -> SSAValue:
+    """`value` with its elements laid out as `dims` (its shape with dims of 1 put in),
+    as an operand of an elementwise op of `shape`: read in place where a kernel reads
+    that broadcast, else expanded by a copy."""
+    meta = contiguous_meta(value.type, dtype).reshape(tuple(dims))
+    if broadcast_kind(tuple(dims), tuple(shape)) is None:
+        return self.contiguous(View(value, meta.expand(tuple(shape))))
+    return self.contiguous(View(value, meta))
+
+
+def _pointwise_of(self: Converter, name: str, operands: list[SSAValue], element, shape):
+    return self.insert(graph.elementwise(name, operands, TensorType(element, list(shape))))
+
+
+def _iota(self: Converter, count: int) -> SSAValue:
+    """0, 1, ..., count - 1 (int64): a constant of the program."""
+    return self.constant_arg(f"emmy.iota{count}", torch.arange(count))
+
+
+def _ranked(
+    self: Converter, x: SSAValue, dtype: torch.dtype, k: int, descending: bool
+) -> tuple[SSAValue, SSAValue]:
+    """The first k of each row of x [rows, n] in order (largest first where `descending`)
+    and their places, ties in the order of their places: the values [rows, k] and int64
+    places [rows, k]. By ranks, in the elementwise and row-reduction kernels: element i's
+    rank counts the elements j before it in the order (x_j beyond x_i, or equal with j < i);
+    output p sums the elements (and the places) of rank p, exactly one per row. Its work
+    is n² per row: routing's rows are short (a token's experts, a batch's picks)."""
+    rows, n = x.type.get_shape()
+    pairs = (rows, n, n)  # [row, i, j]
+    xi = _broadcast(self, x, dtype, (rows, n, 1), pairs)
+    xj = _broadcast(self, x, dtype, (rows, 1, n), pairs)
+    beyond = _pointwise_of(self, "gt" if descending else "lt", [xj, xi], i8, pairs)
+    equal = _pointwise_of(self, "eq", [xj, xi], i8, pairs)
+    places = _iota(self, n)
+    before = _pointwise_of(
+        self,
+        "lt",
+        [
+            _broadcast(self, places, torch.int64, (1, 1, n), pairs),
+            _broadcast(self, places, torch.int64, (1, n, 1), pairs),
+        ],
+        i8,
+        pairs,
+    )
+    tie = _pointwise_of(self, "logical_and", [equal, before], i8, pairs)
+    first = _pointwise_of(self, "logical_or", [beyond, tie], i8, pairs)
+    count = self.insert(graph.ConvertOp(first, TensorType(i64, list(pairs))))
+    rank = self.insert(graph.ReduceOp(count, "sum", TensorType(i64, [rows, n])))
+    picks = (rows, k, n)  # [row, p, i]
+    chosen = _pointwise_of(
+        self,
+        "eq",
+        [
+            _broadcast(self, rank, torch.int64, (rows, 1, n), picks),
+            _broadcast(self, _iota(self, k) if k != n else places, torch.int64, (1, k, 1), picks),
+        ],
+        i8,
+        picks,
+    )
+
+    def pick(value: SSAValue, value_dtype: torch.dtype, dims: tuple[int, ...]) -> SSAValue:
+        value_element = value.type.element_type
+        zero = self.insert(graph.ConstantOp(0, value_element))
+        spread = _broadcast(self, value, value_dtype, dims, picks)
+        kept = _pointwise_of(self, "where", [chosen, spread, zero], value_element, picks)
+        summed = graph.reduce_result_dtype("sum", value_element)
+        total = self.insert(graph.ReduceOp(kept, "sum", TensorType(summed, [rows, k])))
+        if summed != value_element:
+            total = self.insert(graph.ConvertOp(total, TensorType(value_element, [rows, k])))
+        return total
+
+    values = pick(x, dtype, (rows, 1, n))
+    indices = pick(places, torch.int64, (1, 1, n))
+    return values, indices
+
+
+#: the most pairs (rows · n²) a ranking compares: routing's rows are short
+RANKED_PAIRS_MAX = 1 << 24
+
+
+def _ranking_refusal(node: fx.Node) -> str | None:
+    bound = _arguments(node)
+    x = _value(node.args[0])
+    if x.dim() == 0 or x.numel() == 0:
+        return f"{op_name(node)} of a tensor of shape {list(x.shape)} is not supported"
+    if int(bound.get("dim", -1)) % x.dim() != x.dim() - 1:
+        return f"{op_name(node)} along other than the last dim is not supported"
+    if x.dtype not in (*INTEGER_DTYPES, torch.float32, torch.float16, torch.bfloat16):
+        return f"{op_name(node)} of {x.dtype} is not supported"
+    n = x.shape[-1]
+    if x.numel() * n > RANKED_PAIRS_MAX:
+        return f"{op_name(node)} of rows of {n}: at most {RANKED_PAIRS_MAX} pairs are compared"
+    return None
+
+
+def _ranked_node(self: Converter, node: fx.Node, k: int, descending: bool) -> list[View]:
+    x = _value(node.args[0])
+    n = x.shape[-1]
+    rows = self.operand(node.args[0])
+    flat = TensorType(rows.type.element_type, [x.numel() // n, n])
+    rows = self.insert(graph.ReshapeOp(rows, flat))
+    values, indices = _ranked(self, rows, x.dtype, k, descending)
+    examples = node.meta["val"]
+    return [_shaped_as(self, values, examples[0]), _shaped_as(self, indices, examples[1])]
+
+
+@ATEN.handles("aten.topk.default", accepts=_nonempty(_ranking_refusal))
+def _topk(self: Converter, node: fx.Node) -> list[View]:
+    """The k largest (or smallest) of the last dim and their places, in order: a mixture
+    of experts' router picking each token's experts."""
+    bound = _arguments(node)
+    return _ranked_node(self, node, int(bound["k"]), bool(bound.get("largest", True)))
+
+
+@ATEN.handles("aten.sort.default", "aten.sort.stable", accepts=_nonempty(_ranking_refusal))
+def _sort(self: Converter, node: fx.Node) -> list[View]:
+    """The last dim sorted, and the places its elements came from: a mixture of experts'
+    picks ordered by expert. Ties keep their order (a stable sort; torch's default sort
+    leaves their order unspecified)."""
+    bound = _arguments(node)
+    n = _value(node.args[0]).shape[-1]
+    return _ranked_node(self, node, n, bool(bound.get("descending", False)))
+
+
+def _histc_refusal(node: fx.Node) -> str | None:
+    bound = _arguments(node)
+    x = _value(node.args[0])
+    if not dtypes.is_float(_storage_name(x.dtype)) or x.numel() == 0:
+        return f"histc of {x.dtype} {list(x.shape)} is not supported"
+    low, high = float(bound.get("min", 0)), float(bound.get("max", 0))
+    if not low < high:
+        return "histc over the data's own range (min >= max) is not supported"
+    if x.numel() * int(bound.get("bins", 100)) > RANKED_PAIRS_MAX:
+        return f"histc of {x.numel()} elements: at most {RANKED_PAIRS_MAX} pairs are compared"
+    return None
+
+
+@ATEN.handles("aten.histc.default", accepts=_histc_refusal)
+def _histc(self: Converter, node: fx.Node) -> View:
+    """Counts of the elements in `bins` equal bins over [min, max] (the last bin closed, an
+    element outside counted nowhere), as torch bins them: a mixture of experts' picks per
+    expert. Bin b counts the elements whose bin is b: a comparison of every element with
+    every bin and a row sum, in the elementwise and row-reduction kernels."""
+    bound = _arguments(node)
+    bins, low, high = int(bound.get("bins", 100)), float(bound["min"]), float(bound["max"])
+    out = _value(node)
+    x = self.operand(node.args[0])
+    n = _numel(x.type.get_shape())
+    x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [n])))
+    if x.type.element_type != dtypes.xdsl_type("f32"):
+        x = self.insert(graph.ConvertOp(x, TensorType(dtypes.xdsl_type("f32"), [n])))
+    f32 = x.type.element_type
+
+    def number(value: float, element) -> SSAValue:
+        return self.insert(graph.ConstantOp(value, element))
+
+    # torch's bin: (x - min) * bins / (max - min), truncated; max itself in the last bin
+    scaled = _pointwise_of(self, "sub", [x, number(low, f32)], f32, [n])
+    scaled = _pointwise_of(self, "mul", [scaled, number(bins, f32)], f32, [n])
+    scaled = _pointwise_of(self, "div", [scaled, number(high - low, f32)], f32, [n])
+    place = self.insert(
+        graph.ConvertOp(_pointwise_of(self, "trunc", [scaled], f32, [n]), TensorType(i64, [n]))
+    )
+    place = _pointwise_of(self, "minimum", [place, number(bins - 1, i64)], i64, [n])
+    above = _pointwise_of(self, "ge", [x, number(low, f32)], i8, [n])
+    below = _pointwise_of(self, "le", [x, number(high, f32)], i8, [n])
+    inside = _pointwise_of(self, "logical_and", [above, below], i8, [n])
+    pairs = (bins, n)
+    hit = _pointwise_of(
+        self,
+        "eq",
+        [
+            _broadcast(self, place, torch.int64, (1, n), pairs),
+            _broadcast(self, _iota(self, bins), torch.int64, (bins, 1), pairs),
+        ],
+        i8,
+        pairs,
+    )
+    hit = _pointwise_of(
+        self, "logical_and", [hit, _broadcast(self, inside, torch.bool, (1, n), pairs)], i8, pairs
+    )
+    ones = self.insert(graph.ConvertOp(hit, TensorType(f32, list(pairs))))
+    counts = self.insert(graph.ReduceOp(ones, "sum", TensorType(f32, [bins])))
+    element = _element(out.dtype)
+    if element != f32:
+        counts = self.insert(graph.ConvertOp(counts, TensorType(element, [bins])))
+    return self.result(counts, out)
 
 
 # -- attention --------------------------------------------------------------------------

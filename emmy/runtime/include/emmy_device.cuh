@@ -363,6 +363,24 @@ template <class I>
 EMMY_PW I pw_clamp_max(I x, I hi) { return x > hi ? hi : x; }
 template <class I>
 EMMY_PW I pw_clamp(I x, I lo, I hi) { return pw_clamp_max(pw_clamp_min(x, lo), hi); }
+// floor division as torch's div_floor_floating: from fmod, so a quotient that a / b
+// rounds up to a whole number is not floored past it
+EMMY_PW float pw_floor_divide(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float mod = fmod(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) div -= 1.0f;
+  if (div == 0.0f) return copysign(0.0f, a / b);
+  float floored = floor(div);
+  return div - floored > 0.5f ? floored + 1.0f : floored;
+}
+// integers round toward -inf; a zero divisor (torch raises) gives 0, no trap
+template <class I>
+EMMY_PW I pw_floor_divide(I a, I b) {
+  if (b == 0) return 0;
+  I q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 EMMY_PW float pw_maximum(float a, float b) { return is_nan(a) || is_nan(b) ? a + b : fmax(a, b); }
 EMMY_PW float pw_minimum(float a, float b) { return is_nan(a) || is_nan(b) ? a + b : fmin(a, b); }
 template <class I>
