@@ -26,10 +26,10 @@ import torch
 from torch._decomp import get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
-from emmy.api import DECOMPOSITIONS
+from emmy.api import DECOMPOSITIONS, convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
 from emmy.frontend.fallback import Coverage, elementwise
-from emmy.frontend.model import Converter, export, kept_input_mutations, specialised_fx_graph
+from emmy.frontend.model import export
 
 APIS = ("export", "torch.compile")
 
@@ -45,9 +45,18 @@ def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Cover
     coverages: list[Coverage] = []
 
     def convert_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
-        graph, mutations = kept_input_mutations(specialised_fx_graph(graph_module, example_inputs))
-        coverages.append(Converter(graph, {}, None, True, mutations).convert().coverage)
-        return graph_module
+        frozen = frozen_parameters()
+
+        def first_call_converts(*inputs: object) -> object:
+            # frozen parameters are read at the first call, as the backend reads them
+            if not converted:
+                model = convert_aot_graph(graph_module, inputs, frozen, fallback=True)
+                coverages.append(model.coverage)
+                converted.append(True)
+            return graph_module(*inputs)
+
+        converted: list[bool] = []
+        return first_call_converts
 
     backend = aot_autograd(
         fw_compiler=convert_graph,

@@ -280,12 +280,7 @@ class CompiledGraph:
 
     def specialize(self, inputs: Sequence[object]) -> Specialization:
         start = time.perf_counter()
-        graph, mutations = kept_input_mutations(specialised_fx_graph(self.graph_module, inputs))
-        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-        constants = {placeholders[i].name: (placeholders[i].name, inputs[i]) for i in self.frozen}
-        model = Converter(
-            graph, constants, None, self.fallback, self.user_places(placeholders, mutations)
-        ).convert()
+        model = convert_aot_graph(self.graph_module, inputs, self.frozen, self.fallback)
         frontend = time.perf_counter() - start
         program = build_program(
             model.module, self.device.identity, constants=list(model.constants), **self.options
@@ -333,6 +328,25 @@ class CompiledGraph:
             if self.eager_graphs is not None:
                 self.eager_graphs.append(self.eager)
             return None
+
+
+def convert_aot_graph(
+    graph_module: torch.fx.GraphModule,
+    inputs: Sequence[object],
+    frozen: frozenset[int],
+    fallback: bool,
+) -> ModelGraph:
+    """A graph AOTAutograd hands the backend, converted at the shapes of `inputs` (real
+    tensors where `frozen` names the parameters read as constants)."""
+    graph, mutations = kept_input_mutations(specialised_fx_graph(graph_module, inputs))
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants = {placeholders[i].name: (placeholders[i].name, inputs[i]) for i in frozen}
+    # the mutated inputs' places among the tensors, as places among those not frozen (the
+    # program's inputs): a frozen input is never written
+    tensors = [i for i, n in enumerate(placeholders) if isinstance(n.meta.get("val"), torch.Tensor)]
+    user = [i for i in tensors if i not in frozen]
+    places = {out: user.index(tensors[place]) for out, place in mutations.items()}
+    return Converter(graph, constants, None, fallback, places).convert()
 
 
 def eager_line(graph_module: torch.fx.GraphModule, error: BaseException) -> str:

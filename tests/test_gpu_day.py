@@ -29,6 +29,7 @@ EMU_QUICK = {
     "rms_norm": "ok",
     "matmul_tc": "ok",
     "attention": "ok",
+    "conv": "ok",
     "forward": "ok",
     "decode": "ok",
     "families": "skipped",
