@@ -139,3 +139,23 @@ def test_no_fallback_names_the_op_and_its_line():
     message = str(error.value)
     assert message.startswith("unsupported op aten.conv2d.default (node conv2d at "), message
     assert "test_fallback.py:" in message and "\n" not in message
+
+
+def test_a_handler_whose_later_op_fails_its_verifier_leaves_nothing_behind() -> None:
+    """An op refused by its verifier is never inserted, so the handler's earlier ops can be
+    erased and its node falls back (it held their results: erasing them raised)."""
+    from torch import fx
+    from xdsl.dialects.builtin import TensorType, f32
+
+    from emmy.dialects import graph
+    from emmy.errors import EmmyError
+    from emmy.frontend.model import Converter
+
+    converter = Converter(fx.Graph(), {})
+    x = converter.block.insert_arg(TensorType(f32, [4]), 0)
+    before = converter.block.last_op
+    doubled = converter.insert(graph.AddOp(x, x, x.type))
+    with pytest.raises(EmmyError, match="graph.matmul needs operands of rank 2"):
+        converter.insert(graph.MatmulOp(doubled, doubled, x.type, transpose_b=False))
+    converter.erase_after(before)
+    assert converter.block.last_op is before

@@ -789,6 +789,9 @@ class Converter:
         try:
             op.verify()
         except VerifyException as error:
+            # the op is never inserted: its uses of the handler's earlier results go, so
+            # that erase_after can erase those
+            op.drop_all_references()
             raise self.error(str(error).strip().splitlines()[0]) from None
         self.builder.insert(op)
         return op.results[0]
