@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Region
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -37,11 +37,11 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from emmy.dialects import fork, kernel
-from emmy.dsl.keys import InputKind, KeyValue, ProblemKey, format_key
+from emmy.dialects import kernel
+from emmy.dsl.keys import KeyValue, ProblemKey, format_key
 from emmy.dsl.library import family
 from emmy.passes.host_choices import inside_choice, offer_choice
-from emmy.passes.matmul_paths import PathSites, epilogue_chain
+from emmy.passes.matmul_paths import PathSites
 
 FAMILY = "conv_path"
 KNOB = "conv"
@@ -88,22 +88,8 @@ class OfferConvPaths(RewritePattern):
         (result,) = call.outputs
         site = self.sites.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
         convolution = kernel.CallOp(site, list(inputs), [result.type])
-        ops: list[Operation] = [convolution]
-        value: SSAValue = convolution.outputs[0]
-        if str(key["epilogue"]) != "acc":
-            size = int(key["batch"]) * int(key["cout"]) * int(key["spatial"])
-            chain = {
-                "n": size,
-                "cols": key["ow"],
-                "T": key["T"],
-                "inputs": (InputKind.FULL, *key["inputs"]),
-                "fn": epilogue_chain(key["epilogue"]),
-            }
-            epilogue_site = self.sites.library_site(rewriter, "elementwise", chain)
-            epilogue = kernel.CallOp(epilogue_site, [value, *extra], [result.type])
-            ops.append(epilogue)
-            value = epilogue.outputs[0]
-        return Region(Block([*ops, fork.YieldOp([value])]))
+        size = int(key["batch"]) * int(key["cout"]) * int(key["spatial"])
+        return self.sites.with_epilogue(rewriter, convolution, extra, key, size, key["ow"])
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ another choice's option (the unfused attention path) are left alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -153,6 +153,34 @@ class PathSites:
 
         return self.site(rewriter, family_name, key_text, build)
 
+    def with_epilogue(
+        self,
+        rewriter: PatternRewriter,
+        call: kernel.CallOp,
+        extra: Sequence[SSAValue],
+        key: Mapping[str, KeyValue],
+        size: int,
+        cols: KeyValue,
+    ) -> Region:
+        """An option of a choice: the vendor library's `call`, then the key's epilogue (if
+        any) as an elementwise kernel over its `size` elements (rows `cols` long) and the
+        epilogue's `extra` inputs."""
+        ops: list[Operation] = [call]
+        value: SSAValue = call.outputs[0]
+        if str(key["epilogue"]) != "acc":
+            chain = {
+                "n": size,
+                "cols": cols,
+                "T": key["T"],
+                "inputs": (InputKind.FULL, *key["inputs"]),
+                "fn": epilogue_chain(key["epilogue"]),
+            }
+            site = self.library_site(rewriter, "elementwise", chain)
+            epilogue = kernel.CallOp(site, [value, *extra], [value.type])
+            ops.append(epilogue)
+            value = epilogue.outputs[0]
+        return Region(Block([*ops, fork.YieldOp([value])]))
+
     def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
         return self.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
 
@@ -224,21 +252,8 @@ class OfferMatmulPaths(RewritePattern):
         a, b, *extra = call.inputs
         (result,) = call.outputs
         product = kernel.CallOp(self.sites.vendor_site(rewriter, key), [a, b], [result.type])
-        ops: list[Operation] = [product]
-        value: SSAValue = product.outputs[0]
-        if str(key["epilogue"]) != "acc":
-            chain = {
-                "n": int(key["batch"]) * int(key["m"]) * int(key["n"]),
-                "cols": key["n"],
-                "T": key["T"],
-                "inputs": (InputKind.FULL, *key["inputs"]),
-                "fn": epilogue_chain(key["epilogue"]),
-            }
-            epilogue_site = self.sites.library_site(rewriter, "elementwise", chain)
-            epilogue = kernel.CallOp(epilogue_site, [value, *extra], [result.type])
-            ops.append(epilogue)
-            value = epilogue.outputs[0]
-        return Region(Block([*ops, fork.YieldOp([value])]))
+        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        return self.sites.with_epilogue(rewriter, product, extra, key, size, key["n"])
 
 
 @dataclass(frozen=True)
