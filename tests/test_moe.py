@@ -1,7 +1,8 @@
 """Mixtures of experts (Mixtral, OLMoE, Qwen2-MoE from transformers, tiny) called as their
 users call them, `model(input_ids=..., attention_mask=...)` with use_cache at its default,
 through `emmy.compile` and `torch.compile(backend=emmy.api.backend(...))` on the emulator:
-every tensor of the output matches eager's. transformers' default experts implementation
+every tensor of the output matches eager's (tests/test_hf_default_call.py, which runs them
+beside the dense transformers). transformers' default experts implementation
 (`grouped_mm`) routes by topk, sorts the picks by expert, counts them per expert (histc),
 offsets them (cumsum) and multiplies each expert's rows by its weights in one grouped
 matmul (`transformers::grouped_mm_fallback` on CPU): graph.grouped_matmul. Every op runs
@@ -11,13 +12,10 @@ from __future__ import annotations
 
 import collections
 
-import pytest
 import torch
 
 import emmy
-from emmy.frontend import tiny_models
 from emmy.runtime.emu import EmuDevice
-from tests.test_hf_default_call import _assert_same, _call
 
 
 def _fell_back(programs: list) -> dict[str, int]:
@@ -25,24 +23,6 @@ def _fell_back(programs: list) -> dict[str, int]:
         entry["target"] for program in programs for entry in program.fallbacks.values()
     )
     return dict(counts)
-
-
-@pytest.mark.parametrize("name", tiny_models.MOE)
-def test_a_mixture_of_experts_matches_eager_through_both_apis(name: str) -> None:
-    model = tiny_models.hf_model(name, defaults=True)
-    call = _call()
-    with torch.no_grad():
-        expected = model(**call)
-    compiled = emmy.compile(model, **call, device=EmuDevice(), db="none")
-    _assert_same(compiled(**call), expected)
-    assert _fell_back([compiled.program]) == {}
-    torch._dynamo.reset()
-    programs: list = []
-    backend = emmy.api.backend(device=EmuDevice(), programs=programs)
-    with torch.no_grad():
-        through_dynamo = torch.compile(model, backend=backend)(**call)
-    _assert_same(through_dynamo, expected)
-    assert _fell_back(programs) == {}
 
 
 class Routing(torch.nn.Module):
