@@ -152,6 +152,11 @@ NATIVE = (
             "tril",
         ),
     ),
+    Group(
+        "vision",
+        ("nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d"),
+        FLOATS,
+    ),
 )
 
 
@@ -215,9 +220,6 @@ PENDING = (
 #: ops emmy has no kernel for: they run through torch (one op an entry, so that an op that
 #: becomes native is named)
 FALLBACK = (
-    Refused("conv2d", ("nn.functional.conv2d",), FLOATS, "no kernel"),
-    Refused("max_pool2d", ("nn.functional.max_pool2d",), FLOATS, "no kernel"),
-    Refused("avg_pool2d", ("nn.functional.avg_pool2d",), FLOATS, "no kernel"),
     Refused("sort", ("sort",), ALL, "no kernel"),
     Refused("argsort", ("argsort",), ALL, "no kernel"),
     Refused("topk", ("topk",), ALL, "no kernel"),
