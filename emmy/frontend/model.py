@@ -2390,19 +2390,22 @@ def _addmm(self: Converter, node: fx.Node) -> View:
 
 
 # -- convolutions -----------------------------------------------------------------------
-#: the convolution ops, by name: where their stride, padding, dilation and groups are
+#: the convolution ops, by name: their arguments in order
+_CONV_ARGUMENTS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 CONVOLUTIONS = {
-    "aten.conv1d.default": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
-    "aten.conv2d.default": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
-    "aten.conv1d.padding": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
-    "aten.conv2d.padding": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
-    "aten.convolution.default": {"stride": 3, "padding": 4, "dilation": 5, "groups": 8},
+    **{
+        f"aten.conv{d}d.{overload}": _CONV_ARGUMENTS
+        for d in (1, 2)
+        for overload in ("default", "padding")
+    },
+    "aten.convolution.default": (*_CONV_ARGUMENTS[:6], "transposed", "output_padding", "groups"),
 }
-_CONV_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+_CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 
 
 def _conv_argument(node: fx.Node, name: str) -> object:
-    index = CONVOLUTIONS[op_name(node)][name]
+    """An argument of a convolution by name, at its default where torch.export dropped it."""
+    index = CONVOLUTIONS[op_name(node)].index(name)
     if index < len(node.args):
         return node.args[index]
     return node.kwargs.get(name, _CONV_DEFAULTS[name])
@@ -2434,7 +2437,8 @@ def _conv_padding(node: fx.Node, weight: torch.Tensor) -> list[int] | None:
 
 def _conv_refusal(node: fx.Node) -> str | None:
     x, weight = node.args[0].meta["val"], node.args[1].meta["val"]
-    if op_name(node) == "aten.convolution.default" and (node.args[6] or any(node.args[7])):
+    transposed = op_name(node) == "aten.convolution.default" and _conv_argument(node, "transposed")
+    if transposed:
         return "a transposed convolution is not supported"
     if weight.dim() not in (3, 4):
         return f"a convolution of {weight.dim() - 2} spatial dims is not supported"
@@ -2457,7 +2461,7 @@ def _convolution(self: Converter, node: fx.Node) -> View:
     inference batch norm that alone reads it, of constant statistics, is folded into its
     constant weights and bias."""
     x_arg, w_arg = node.args[0], node.args[1]
-    bias_arg = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+    bias_arg = _conv_argument(node, "bias")
     weight = w_arg.meta["val"]
     spatial = weight.dim() - 2
     example = _value(node)
@@ -2497,7 +2501,7 @@ def _folded_batch_norm(self: Converter, conv: fx.Node) -> tuple[torch.Tensor, ..
     (norm,) = conv.users
     if op_name(norm) not in BATCH_NORMS or _batch_norm_refusal(norm) or norm.args[0] is not conv:
         return None
-    bias = conv.args[2] if len(conv.args) > 2 else conv.kwargs.get("bias")
+    bias = _conv_argument(conv, "bias")
     known = [
         self.known(self.values.get(arg, UNKNOWN)) if arg is not None else None
         for arg in (conv.args[1], bias, *norm.args[1:5])
