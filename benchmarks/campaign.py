@@ -22,10 +22,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from emmy.campaign.driver import run_campaign
 from emmy.campaign.grid import grid
 from emmy.campaign.items import load_campaign
 from emmy.campaign.planner import grid_sources, plan
+from emmy.campaign.ray_driver import run_campaign
 from emmy.identity import EMU
 
 #: the grid's groups the benchmark draws keys from: fast on the emulator, each a family
@@ -90,7 +90,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="emmy-campaign-bench-"))
-    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as long as the run
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives as the run
     path = planned(folder, args.items, args.sample)
     cells = sum(len(c) for _, _, c in load_campaign(path).iter_cells([EMU]))
     print(f"campaign: {args.items} items, {cells} cells on emu; {folder}")

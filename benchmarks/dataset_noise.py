@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from emmy.search.db import ReadOnlyDB, canonical_config
+from emmy.recall.tuning_db import ReadOnlyDB, canonical_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,7 +27,12 @@ def path_program(key: dict, path: str):
     launch's (kernel, its buffers' names)."""
     from emmy.backend.emit_cuda import emit_module
     from emmy.dsl.library import configs, default_config, family, instantiate
-    from emmy.passes.decode_paths import COMBINE_FAMILY, DECODE_FAMILY, ONE_PASS, queries_of
+    from emmy.families.attention_decode_path import (
+        COMBINE_FAMILY,
+        DECODE_FAMILY,
+        ONE_PASS,
+        queries_of,
+    )
     from emmy.passes.specialize_forks import SpecializeForks
 
     if path == ONE_PASS:
@@ -68,7 +73,7 @@ def main() -> None:
     os.environ.setdefault("EMMY_CACHE_DIR", tempfile.mkdtemp(prefix="emmy-bench-"))
     from emmy import dtypes
     from emmy.cli import make_device
-    from emmy.passes.decode_paths import default_for, options_for
+    from emmy.families.attention_decode_path import default_for, options_for
     from emmy.runtime.convert import to_storage
     from emmy.runtime.device import BufferArg, Launch
 

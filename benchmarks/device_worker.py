@@ -1,4 +1,4 @@
-"""What running a bench's configs in a device worker costs (emmy.search.worker), on the
+"""What running a bench's configs in a device worker costs (emmy.measure.bench_worker), on the
 emulator: a worker's start (a process, its device, the emulator's runner checked), one run
 of a small kernel through a worker against the same run in place, and the recovery from a
 crash (the faulting run, then the next run in a fresh worker).
@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from emmy.errors import KernelLaunchError
+from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.runtime.device import BufferArg, Launch
 from emmy.runtime.emu import EmuDevice, compile_emu
-from emmy.search.worker import DeviceSpec, DeviceWorker
 
 SOURCE = """#include "emmy_device.cuh"
 EMMY_KERNEL void double_it(const float* x, float* y) {

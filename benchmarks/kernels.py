@@ -30,10 +30,9 @@ def main() -> None:
     from emmy.check import pairwise
     from emmy.compiler import compile_variants
     from emmy.dsl.library import canonical_key, configs, family
+    from emmy.recall.oracles import DefaultOracle, site_query
     from emmy.runtime.device import BufferArg, Launch
     from emmy.runtime.emu import EmuDevice, compile_emu
-    from emmy.search.evaluate import site_query
-    from emmy.search.oracles import DefaultOracle
 
     def default_config(family_name: str, key: dict) -> dict:
         """What a compile with no stores picks: the declared default, or the valid config

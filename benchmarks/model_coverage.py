@@ -9,7 +9,7 @@ formula) that torch does not tag pointwise.
     .venv/bin/python benchmarks/model_coverage.py [--sets vision,moe] [--models gpt2,unet]
         [--apis export,torch.compile] [--seq 8]
 
-With neither --sets nor --models, every set. FLOPs as emmy.frontend.fallback counts them.
+With neither --sets nor --models, every set. FLOPs as emmy.frontend.torch_fallback counts them.
 Converting is all either API does here (no kernel is built): torch.compile's graphs are
 converted by a backend that then runs them eagerly, as emmy.api.backend converts them
 before it builds their kernels.
@@ -28,8 +28,8 @@ from torch._dynamo.backends.common import aot_autograd
 
 from emmy.api import DECOMPOSITIONS, convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
-from emmy.frontend.fallback import Coverage, elementwise
 from emmy.frontend.model import export
+from emmy.frontend.torch_fallback import Coverage, elementwise
 
 APIS = ("export", "torch.compile")
 

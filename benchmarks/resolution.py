@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from emmy.backend.regime import regime_for
 from emmy.dsl.library import canonical_key, configs, family, instantiate
 from emmy.passes.resolve_forks import record, site_query
-from emmy.search.db import Row, TuningDB
-from emmy.search.oracles import oracle_stack
+from emmy.recall.oracles import oracle_stack
+from emmy.recall.tuning_db import Row, TuningDB
+from emmy.regime import regime_for
 
 
 def populate(db: TuningDB, rows: int) -> list[dict]:

@@ -1,8 +1,8 @@
 """Correctness of every option of the kernel library: pairwise variants of each family,
-run on a device against the float64 references of the families (emmy.search.reference).
+run on a device against the float64 references of the families (emmy.measure.reference).
 
 The shapes and inputs are each family's (emmy/families/, `check_keys` and `check_inputs`).
-On a GPU a case runs in a worker process (emmy.search.worker): a kernel that faults is a
+On a GPU a case runs in a worker process (emmy.measure.bench_worker): a kernel that faults is a
 failure of its case, and leaves the process that checks the next case unharmed.
 Options are covered pairwise over the shapes and forks together (each option at least once,
 every pair of options together); all variants of a family and dtype share one source, so a
@@ -26,11 +26,11 @@ from emmy.dsl.library import active_params, configs, family
 from emmy.errors import KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import of_kind, registered
+from emmy.measure.bench_worker import DeviceWorker, isolated
+from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu_serve import EAGER
-from emmy.search.reference import as_outputs, reference, tolerance
-from emmy.search.worker import DeviceWorker, isolated
 
 
 def pairwise(

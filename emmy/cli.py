@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 from emmy.backend.occupancy import devices_of, occupancy
-from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT, build_program
-from emmy.campaign.cli import add_campaign_commands
+from emmy.campaign.campaign_cli import add_campaign_commands
+from emmy.dataset.dataset_cli import add_db_commands
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
+from emmy.fitting.prior_cli import add_fit_eval_commands
 from emmy.frontend import hf
 from emmy.frontend.cache import parse_graph, traced_graph_text
 from emmy.frontend.recipes import (
@@ -37,11 +38,10 @@ from emmy.frontend.recipes import (
 )
 from emmy.identity import EMU, arch_of
 from emmy.program import coverage_line, per_element_line
+from emmy.recall.golden import MODEL_AGNOSTIC_DIR, promote
+from emmy.recall.tuning_db import TuningDB, default_db_path
+from emmy.regime import regime_for
 from emmy.runtime.emu import EmuDevice
-from emmy.search.dataset_cli import add_db_commands
-from emmy.search.db import TuningDB, default_db_path
-from emmy.search.golden import MODEL_AGNOSTIC_DIR, promote
-from emmy.search.prior_cli import add_fit_eval_commands
 
 EXAMPLE = "torch.nn.Softmax(dim=-1)(torch.randn(4, 1000))"
 
@@ -612,7 +612,7 @@ def explain_lines(program) -> list[str]:
 
 
 def _aligned(rows: list[tuple[str, ...]], indent: str = "") -> list[str]:
-    """The rows as columns two spaces apart, each as wide as its widest cell (the last one
+    """The rows as columns two spaces apart, each as its widest cell (the last one
     left as it is)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [
@@ -822,7 +822,7 @@ def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> t
 
 def cmd_bench(args: argparse.Namespace) -> int:
     # the bench checks every config against torch; the other commands need not load it
-    from emmy.search.bench import Bench, BenchOptions, parse_bench_pins, summary_table
+    from emmy.measure.bench import Bench, BenchOptions, parse_bench_pins, summary_table
 
     if args.max_rows < 0:
         raise EmmyError("--max-rows must be 0 or more")

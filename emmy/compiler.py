@@ -4,7 +4,7 @@
     → decode-paths → resolve-forks → specialize-forks → inline-host-paths → emit-cuda
     → NVRTC (for a GPU target)
 
-(the passes are emmy.passes.registry's COMPILE_PIPELINE)
+(the passes are emmy.passes.pipeline's COMPILE_PIPELINE)
 
 Before the passes, the compile builds the oracle stack that resolve-forks asks, and imports
 the golden files' measured entries into the tuning database (a step of its own, which
@@ -41,7 +41,7 @@ from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
 from emmy.identity import EMU, arch_of
-from emmy.passes.registry import COMPILE_PIPELINE
+from emmy.passes.pipeline import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
 from emmy.passes.verify import InvalidIR, verify_dominance, verify_module
@@ -54,8 +54,8 @@ from emmy.program import (
     nbytes,
     poisoned,
 )
+from emmy.recall.oracles import oracle_stack
 from emmy.runtime.emu import compile_emu
-from emmy.search.oracles import oracle_stack
 
 __all__ = ["Program", "TensorSpec", "poisoned", "compile_graph", "compile_variants"]
 
@@ -320,7 +320,7 @@ def _host_calls(module: ModuleOp) -> dict[str, dict]:
 
 
 def _coverage(module: ModuleOp) -> dict[str, int | dict[str, int]]:
-    """The counts the frontend recorded of where the graph's ops run (emmy.frontend.fallback
+    """The counts the frontend recorded of where the graph's ops run (emmy.frontend.torch_fallback
     .Coverage; `per_element_ops` by op name), or {} for a graph that came as text."""
     main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     counts = main.attributes.get("coverage") if main is not None else None
@@ -338,7 +338,7 @@ def _count(value: Attribute) -> int | dict[str, int]:
 #: how a compile verifies the module (compile_graph's `verify_each`, EMMY_VERIFY_EACH):
 #: "full" after every pass (op verifiers and dominance; the test suite's default),
 #: "dominance" after every pass and in full after the last (a compile's default: the op
-#: verifiers cost as much as the passes), "last" in full after the last pass alone
+#: verifiers cost as the passes), "last" in full after the last pass alone
 VERIFY_MODES = ("full", "dominance", "last")
 
 

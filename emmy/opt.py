@@ -23,10 +23,10 @@ from emmy.dialects.kernel import Kernel
 from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
 from emmy.errors import EmmyError
-from emmy.passes.registry import PASSES
+from emmy.passes.pipeline import PASSES
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.verify import InvalidIR, verify_dominance
-from emmy.search.oracles import oracle_stack
+from emmy.recall.oracles import oracle_stack
 
 
 @dataclass(frozen=True)

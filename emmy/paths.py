@@ -9,8 +9,8 @@ INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
 LIBRARY_DIR = PACKAGE_DIR / "library"
 #: the recipes of the repository emmy is installed from (an editable install)
 RECIPES_DIR = PACKAGE_DIR.parent / "recipes"
-#: the committed prior (emmy/search/prior/): its weights and their metadata
-PRIOR_DIR = PACKAGE_DIR / "search" / "prior"
+#: the committed prior (emmy/recall/committed_prior/): its weights and their metadata
+PRIOR_DIR = PACKAGE_DIR / "recall" / "committed_prior"
 WEIGHTS = "weights.npz"
 METADATA = "metadata.json"
 

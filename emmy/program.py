@@ -13,13 +13,22 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from emmy import dtypes
+from emmy.device_records import BufferArg, HostCall, Launch, Step
 from emmy.errors import EmmyError, KernelLaunchError
-from emmy.runtime.device import BufferArg, Device, HostCall, Launch, Step
 
+
+class Runner(Protocol):
+    """What `Program.run` needs of a device (emmy.runtime.device.Device, which sits above
+    the program in the layers)."""
+
+    def run(
+        self, source: str, launches: Sequence[Step], buffers: dict[str, np.ndarray], **options
+    ) -> None: ...
 
 @dataclass(frozen=True)
 class KernelInfo:
@@ -74,7 +83,7 @@ class Program:
     #: the ops torch runs, emmy having no kernel for them: call name -> op, arguments (as
     #: emmy.dialects.fallback.to_json writes them), why, and where the model calls it
     fallbacks: dict[str, dict] = field(default_factory=dict)
-    #: where the graph's ops run (emmy.frontend.fallback.Coverage's counts; the ops counted
+    #: where the graph's ops run (emmy.frontend.torch_fallback.Coverage's counts; the ops counted
     #: one FLOP per element by name under "per_element_ops"), {} if unknown
     coverage: dict[str, int | dict[str, int]] = field(default_factory=dict)
     constants: list[TensorSpec] = field(default_factory=list)
@@ -176,7 +185,7 @@ class Program:
 
     def run(
         self,
-        device: Device,
+        device: Runner,
         inputs: Sequence[np.ndarray],
         constants: Mapping[str, np.ndarray] | None = None,
         **options,

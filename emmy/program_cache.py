@@ -17,7 +17,7 @@ from pathlib import Path
 
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, prior_files, write_atomic
 from emmy.program import Program
-from emmy.search.db import content_stamp, default_db_path
+from emmy.recall.tuning_db import content_stamp, default_db_path
 from emmy.version import __version__
 
 #: bumped when Program's fields change, so old pickles are never read

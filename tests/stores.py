@@ -9,11 +9,11 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
-from emmy.backend.regime import regime_for
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
 from emmy.dsl.library import family, instantiate
-from emmy.search.db import Row
+from emmy.recall.tuning_db import Row
+from emmy.regime import regime_for
 
 SOFTMAX_KEY = "rows=8,cols=64,T=f32"
 SOFTMAX_DEFAULT = {

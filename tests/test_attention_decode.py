@@ -10,11 +10,11 @@ from torch import nn
 
 import emmy
 from emmy.cli import explain_lines
+from emmy.families import attention_decode_path
 from emmy.frontend.ops import cached_attention
-from emmy.passes import decode_paths
+from emmy.measure.bench import SiteWork, _fresh_inputs
 from emmy.program import TensorSpec
 from emmy.runtime.emu import EmuDevice
-from emmy.search.bench import SiteWork, _fresh_inputs
 
 F32 = {"atol": 1e-5, "rtol": 1e-5}
 BF16 = {"atol": 2e-2, "rtol": 2e-2}
@@ -93,13 +93,13 @@ def test_one_compile_serves_every_length_with_the_cache_past_it_poisoned(
 def test_the_default_splits_a_small_batch_over_a_long_cache():
     # 12 queries: 16 chunks of 128 positions (64 would make chunks under MIN_CHUNK)
     small = {"batch": 1, "heads": 12, "new": 1, "max_len": 2048}
-    assert decode_paths.options_for(small) == ["one_pass", "split4", "split16"]
-    assert decode_paths.default_for(small) == "split16"
+    assert attention_decode_path.options_for(small) == ["one_pass", "split4", "split16"]
+    assert attention_decode_path.default_for(small) == "split16"
     # 32 queries: 4 · 32 ≤ 132 multiprocessors, and 16 splits make 2 · 132 (query, chunk) pairs
-    assert decode_paths.default_for({**small, "heads": 32, "max_len": 8192}) == "split16"
-    assert decode_paths.default_for({**small, "max_len": 512}) == "one_pass"
-    assert decode_paths.default_for({**small, "batch": 16}) == "one_pass"
-    assert decode_paths.options_for({**small, "max_len": 128}) == ["one_pass"]
+    assert attention_decode_path.default_for({**small, "heads": 32, "max_len": 8192}) == "split16"
+    assert attention_decode_path.default_for({**small, "max_len": 512}) == "one_pass"
+    assert attention_decode_path.default_for({**small, "batch": 16}) == "one_pass"
+    assert attention_decode_path.options_for({**small, "max_len": 128}) == ["one_pass"]
 
 
 def test_a_head_dim_no_lanes_option_divides_falls_back_to_torch():

@@ -14,14 +14,14 @@ import pytest
 import torch
 from stores import single_site_module
 
-from emmy.backend.regime import regime_for
 from emmy.cli import main
 from emmy.compiler import compile_graph
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
+from emmy.measure.bench import Bench, BenchOptions
+from emmy.recall.tuning_db import ReadOnlyDB, TuningDB
+from emmy.regime import regime_for
 from emmy.runtime.emu import EmuDevice
-from emmy.search.bench import Bench, BenchOptions
-from emmy.search.db import ReadOnlyDB, TuningDB
 
 LIBRARY = Path(__file__).parent / "library"
 #: two sites (a softmax, a row sum) that both have `threads` and `vec` forks

@@ -13,19 +13,19 @@ import numpy as np
 import pytest
 from stores import single_site_module
 
-from emmy.backend.regime import regime_for
 from emmy.check import Case, check
 from emmy.compiler import compile_graph
 from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
+from emmy.measure.bench import Bench, BenchOptions
+from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
+from emmy.recall.tuning_db import TuningDB
+from emmy.regime import regime_for
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu import EmuDevice, build_runner
 from emmy.runtime.faults import ends_worker
-from emmy.search.bench import Bench, BenchOptions
-from emmy.search.db import TuningDB
-from emmy.search.worker import DeviceSpec, DeviceWorker
 
 LIBRARY = Path(__file__).parent / "library"
 #: long enough for a 64-element kernel's run and timing on a busy emulator host, short

@@ -14,11 +14,11 @@ from stores import SOFTMAX_KEY, golden_entry, softmax_config, write_golden
 from torch import nn
 
 import emmy
-from emmy.backend.regime import regime_for
 from emmy.build import CACHE_HIT
 from emmy.cli import main
+from emmy.recall.tuning_db import TuningDB
+from emmy.regime import regime_for
 from emmy.runtime.emu import EmuDevice
-from emmy.search.db import TuningDB
 
 SOFTMAX = "torch.nn.Softmax(dim=-1)(torch.randn(8, 64))"
 

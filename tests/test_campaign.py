@@ -15,10 +15,10 @@ from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import parse_configs, plan
 from emmy.cli import main
+from emmy.dataset.dataset_store import read_freeze, row_cell
 from emmy.errors import EmmyError
 from emmy.frontend.cache import traced_graph_text
-from emmy.search.bench import BenchOptions, requested_configs
-from emmy.search.dataset import read_freeze, row_cell
+from emmy.measure.bench import BenchOptions, requested_configs
 
 SOFTMAX = "torch.softmax(torch.randn(8, 64), -1)"
 ATTENTION = (

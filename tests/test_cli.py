@@ -161,7 +161,7 @@ def test_a_traced_expression_is_cached(monkeypatch) -> None:
 def test_program_cache_hits_until_the_stores_change(capsys, tmp_path: Path) -> None:
     from stores import row, softmax_config
 
-    from emmy.search.db import TuningDB
+    from emmy.recall.tuning_db import TuningDB
 
     expression = "torch.nn.Softmax(dim=-1)(torch.randn(8, 64))"
     db = tmp_path / "tuning.db"

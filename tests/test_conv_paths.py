@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from emmy.cli import main
+from emmy.recall.tuning_db import ReadOnlyDB
 from emmy.runtime.cuda import cuda_available
-from emmy.search.db import ReadOnlyDB
 
 F32 = "torch.float32"
 BF16 = "torch.bfloat16"

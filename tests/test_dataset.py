@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from emmy.cli import main
+from emmy.dataset import dataset_store as dataset
 from emmy.errors import EmmyError
-from emmy.search import dataset
-from emmy.search.db import SCHEMA_VERSION, ReadOnlyDB, TuningDB, canonical_config
-from emmy.search.golden import import_golden, load_golden
+from emmy.recall.golden import import_golden, load_golden
+from emmy.recall.tuning_db import SCHEMA_VERSION, ReadOnlyDB, TuningDB, canonical_config
 from tests.stores import SOFTMAX_KEY, golden_entry, row, softmax_config, write_golden
 
 KEY2 = "rows=16,cols=128,T=f32"

@@ -17,8 +17,8 @@ import pytest
 
 import emmy
 from emmy.errors import EmmyError
-from emmy.search import db as dbmod
-from emmy.search.db import (
+from emmy.recall import tuning_db as dbmod
+from emmy.recall.tuning_db import (
     ORIGINS,
     SCHEMA_VERSION,
     STATUSES,
@@ -339,7 +339,7 @@ def test_two_writers_lose_no_row(tmp_path):
 
 _KILLED_WRITER = """
 import sys
-from emmy.search.db import Row, TuningDB
+from emmy.recall.tuning_db import Row, TuningDB
 db = TuningDB(sys.argv[1])
 i = 0
 while True:

@@ -443,7 +443,7 @@ def test_time(dev: EmuDevice) -> None:
     out = {"out": np.zeros(64, np.float32)}
     times = dev.time(SOURCE, [_launch("racy", 4, 64, _buf("out"), _i32(1), smem=256)], out,
                      warmup=1, repetitions=10).seconds  # fmt: skip
-    # spread over emu.TIMING_PROCESSES runners, exactly as many as asked for
+    # spread over emu.TIMING_PROCESSES runners, exactly as asked for
     assert len(times) == 10 and all(t > 0 for t in times)
 
 

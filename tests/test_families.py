@@ -17,13 +17,13 @@ from emmy.cli import main
 from emmy.dialects import graph
 from emmy.dsl.library import configs, families, family
 from emmy.errors import EmmyError
+from emmy.families import conv_path
+from emmy.families.attention_path import PATHS
 from emmy.families.family import Family, FamilyKind
+from emmy.families.matmul_path import OPTIONS
 from emmy.families.registry import FAMILIES, missing_parts, of_kind
 from emmy.frontend.cache import parse_graph
-from emmy.passes import conv_paths
-from emmy.passes.attention_paths import PATHS
 from emmy.passes.fuse_graph import FuseGraph
-from emmy.passes.matmul_paths import OPTIONS
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
@@ -73,7 +73,7 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
 def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_path"].forks == {"path": PATHS}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
-    assert FAMILIES["conv_path"].forks == {conv_paths.KNOB: conv_paths.OPTIONS}
+    assert FAMILIES["conv_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
     assert set(of_kind(FamilyKind.HOST_CALL)) == {
         "vendor_matmul",
         "vendor_attention",
@@ -83,7 +83,7 @@ def test_choice_families_offer_the_options_their_passes_build() -> None:
 
 def test_lowering_and_the_registry_import_without_torch() -> None:
     code = (
-        "import sys; import emmy.families.registry, emmy.passes.registry, emmy.compiler; "
+        "import sys; import emmy.families.registry, emmy.passes.pipeline, emmy.compiler; "
         "print('torch' in sys.modules)"
     )
     result = subprocess.run(

@@ -1,4 +1,4 @@
-"""FLOPs as coverage counts them (emmy.frontend.fallback): torch's flop counter where it has
+"""FLOPs as coverage counts them (emmy.frontend.torch_fallback): torch's flop counter where it has
 a formula, emmy's formulas for the ops it misses (einsum, grouped matmuls, transformers'
 grouped matmul op, attention and convolutions as torch.export keeps them, reductions), one
 per output element for elementwise ops, each of those recorded and shown by --explain."""
@@ -11,7 +11,7 @@ from torch import fx, nn
 import emmy
 from emmy.cli import explain_lines
 from emmy.frontend import packages
-from emmy.frontend.fallback import Coverage, elementwise, flops
+from emmy.frontend.torch_fallback import Coverage, elementwise, flops
 from emmy.runtime.emu import EmuDevice
 
 aten = torch.ops.aten

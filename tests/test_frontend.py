@@ -441,7 +441,7 @@ def test_torch_compile_backend(caplog):
     model = Mlp(16, 32).eval()
     compiled = torch.compile(model, backend="emmy")
     # the second shape makes dynamo capture the graph again with a dynamic batch dim, and
-    # hand emmy sizes as well as tensors: each call's sizes compile once
+    # hand emmy sizes as tensors: each call's sizes compile once
     with caplog.at_level(logging.INFO, logger="emmy"):
         for batch in (4, 6, 9, 6):
             x = torch.randn(batch, 16)

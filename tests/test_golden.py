@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from emmy.errors import EmmyError
-from emmy.search import golden as goldmod
-from emmy.search.db import Row, TuningDB
-from emmy.search.golden import (
+from emmy.recall import golden as goldmod
+from emmy.recall.golden import (
     GOLDEN_SCHEMA,
     GoldenEntry,
     golden_paths,
@@ -20,6 +19,7 @@ from emmy.search.golden import (
     load_golden,
     promote,
 )
+from emmy.recall.tuning_db import Row, TuningDB
 
 DEV = "nvidia-h200-sm90"
 REG = "r-0123456789ab"
@@ -205,7 +205,7 @@ def test_golden_paths_recipe_first(tmp_path, monkeypatch):
 
 
 def test_the_package_golden_dir():
-    assert goldmod.MODEL_AGNOSTIC_DIR == Path(goldmod.__file__).parent / "golden"
+    assert goldmod.MODEL_AGNOSTIC_DIR == Path(goldmod.__file__).parent / "golden_configs"
     for path in goldmod.MODEL_AGNOSTIC_DIR.glob("*.json"):
         load_golden(path)  # committed files are valid
 

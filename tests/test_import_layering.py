@@ -62,3 +62,44 @@ def test_only_a_heavy_import_with_a_why_comment_may_hide_in_a_function(tmp_path)
     for body in ("def f():\n    import torch\n", "def f():\n    # why\n    import json\n"):
         write(tmp_path, {"a.py": body})
         assert check(root).returncode == 1
+
+
+def test_folders_that_import_each_other_are_a_cycle_though_their_modules_are_not(tmp_path) -> None:
+    root = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "dialects/__init__.py": "",
+            "dialects/ir.py": "from emmy.passes import helpers\n",
+            "passes/__init__.py": "",
+            "passes/helpers.py": "",
+            "passes/rewrite.py": "from emmy.dialects import ir\n",
+        },
+    )
+    result = check(root)
+    assert result.returncode == 1
+    assert "folder cycle: dialects ↔ passes" in result.stdout
+    assert "0 cycle(s)" in result.stdout  # no cycle between the modules themselves
+    upward = (
+        "emmy/dialects/ir.py:1: emmy.dialects.ir → emmy.passes.helpers (layer 1 imports layer 5)"
+    )
+    assert f"upward import: {upward}" in result.stdout
+
+
+def test_a_module_file_name_used_twice_and_an_unlayered_folder_are_faults(tmp_path) -> None:
+    root = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "dialects/__init__.py": "",
+            "dialects/fallback.py": "",
+            "runtime/__init__.py": "",
+            "runtime/fallback.py": "from emmy.dialects import fallback\n",
+            "gadgets/__init__.py": "",
+            "gadgets/tool.py": "from emmy.runtime import fallback\n",
+        },
+    )
+    result = check(root)
+    assert result.returncode == 1
+    assert "module name used twice: fallback.py" in result.stdout
+    assert "unlayered: emmy/gadgets is in no layer of LAYERS" in result.stdout

@@ -14,11 +14,12 @@ from stores import write_golden
 from emmy.cli import main
 from emmy.dsl.keys import Chain
 from emmy.errors import EmmyError
-from emmy.passes.matmul_paths import epilogue_chain, options_for, splits_for
+from emmy.families.matmul_path import options_for, splits_for
+from emmy.passes.matmul_paths import epilogue_chain
+from emmy.recall.golden import load_golden
+from emmy.recall.oracles import check_against_library
+from emmy.recall.tuning_db import ReadOnlyDB
 from emmy.runtime.cuda import cuda_available
-from emmy.search.db import ReadOnlyDB
-from emmy.search.golden import load_golden
-from emmy.search.oracles import check_against_library
 
 F32 = "torch.float32"
 BF16 = "torch.bfloat16"

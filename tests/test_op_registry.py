@@ -9,11 +9,11 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from emmy.errors import EmmyError
-from emmy.families.pointwise_ops import BY_ATEN
 from emmy.frontend.expression import _WholeOps, trace
 from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
 from emmy.frontend.model import supports as model_supports
 from emmy.frontend.op_registry import OpRegistry
+from emmy.pointwise_ops import BY_ATEN
 
 #: every op the converter took before the registry (its tables VIEW_OPS, IDENTITY_OPS,
 #: NO_OPS, COPY_OPS, HANDLERS with REDUCTIONS, UNARY_OPS), so that none drops out unseen

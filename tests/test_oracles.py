@@ -15,12 +15,12 @@ from stores import (
 )
 from xdsl.context import Context
 
-from emmy.backend.regime import regime_for
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.resolve_forks import ResolveForks
-from emmy.search.db import TuningDB
-from emmy.search.query import Decision, SiteQuery
+from emmy.recall.query import Decision, SiteQuery
+from emmy.recall.tuning_db import TuningDB
+from emmy.regime import regime_for
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> Non
         golden_dir / "emu.json",
         [golden_entry(softmax_config(vec=2), 2e-3)],
     )
-    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    monkeypatch.setattr("emmy.recall.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     with TuningDB(db_path) as db:
         db.add([row(softmax_config(vec=1), 1e-3)])
     program = softmax_program(db_path)
@@ -115,7 +115,7 @@ def test_a_recipe_golden_file_comes_before_the_model_agnostic_one(
         recipe / "golden" / "emu.json",
         [golden_entry(softmax_config(algo="online"), 2e-3)],
     )
-    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", agnostic)
+    monkeypatch.setattr("emmy.recall.golden.MODEL_AGNOSTIC_DIR", agnostic)
     program = softmax_program(db_path, golden=str(recipe))
     assert config_of(program) == softmax_config(algo="online")
 
@@ -136,7 +136,7 @@ def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch,
         [golden_entry(softmax_config(vec=2), 1e-9)],
         regime="r-111111111111",
     )
-    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    monkeypatch.setattr("emmy.recall.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     assert config_of(softmax_program(db_path)) == SOFTMAX_DEFAULT
     assert "not read" in capsys.readouterr().err
 
@@ -159,7 +159,7 @@ def test_a_golden_entry_outside_the_library_is_refused_naming_the_file(
     full = {**golden_entry({}, 1e-3), **entry}
     path = write_golden(golden_dir / "emu.json", [full])
     before = path.read_bytes()
-    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    monkeypatch.setattr("emmy.recall.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     with pytest.raises(EmmyError, match=str(path)) as error:
         softmax_program(db_path)
     assert message in str(error.value)
@@ -193,7 +193,7 @@ def test_without_the_default_oracle_an_undecided_site_is_an_error(db_path) -> No
 
 
 def test_the_prior_decides_nothing_until_one_is_fitted(db_path) -> None:
-    from emmy.search.prior import load_prior
+    from emmy.recall.prior import load_prior
 
     assert load_prior("emu") is None
     program = softmax_program(db_path, oracles="prior,default")
@@ -286,7 +286,7 @@ def test_pins_golden_and_rows_come_before_the_target_default(
         device=GPU,
         regime=regime.id,
     )
-    monkeypatch.setattr("emmy.search.golden.MODEL_AGNOSTIC_DIR", golden_dir)
+    monkeypatch.setattr("emmy.recall.golden.MODEL_AGNOSTIC_DIR", golden_dir)
     from_golden = path_decision(GPU, tmp_path / "empty.db")
     assert (from_golden["config"], from_golden["oracle"]) == ({"matmul": "kernel"}, "golden")
 

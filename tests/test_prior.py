@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emmy.backend.regime import regime_for
 from emmy.cli import main
 from emmy.dsl.keys import format_key, parse_key
 from emmy.dsl.library import configs, default_config, family
 from emmy.errors import EmmyError
-from emmy.search.db import TuningDB, canonical_config
-from emmy.search.prior import FamilyModel, load_prior, read_prior, write_prior
-from emmy.search.prior.features import FeatureSpec, load_dataset, split_of
+from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
+from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
+from emmy.recall.tuning_db import TuningDB, canonical_config
+from emmy.regime import regime_for
 
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 DEVICES = {
@@ -363,7 +363,7 @@ def exported_dataset(tmp_path: Path) -> Path:
 
 
 def _row(key: str, config: dict, median_s: float | None, regime):
-    from emmy.search.db import Row
+    from emmy.recall.tuning_db import Row
 
     return Row(
         device="emu",
@@ -384,7 +384,7 @@ def _row(key: str, config: dict, median_s: float | None, regime):
 def test_emmy_eval_prints_coverage_and_scores_per_pool(tmp_path, capsys, monkeypatch) -> None:
     from stores import write_golden
 
-    from emmy.search import golden
+    from emmy.recall import golden
 
     data = exported_dataset(tmp_path)
     capsys.readouterr()
@@ -432,7 +432,7 @@ def test_emmy_eval_prints_coverage_and_scores_per_pool(tmp_path, capsys, monkeyp
     assert golden_row[1:4] == ["1", "1", "0"]
     assert float(golden_row[4]) == pytest.approx(best / float(median[i, second]), abs=1e-3)
     # the default's scores are those of the declared default (moved by constraints)
-    (report,) = __import__("emmy.search.evaluate", fromlist=["x"]).evaluate(
+    (report,) = __import__("emmy.fitting.prior_eval", fromlist=["x"]).evaluate(
         load_dataset(data), read_prior(prior)[1]
     )
     default = report.pickers["default"]
@@ -481,7 +481,7 @@ def fitted(tmp_path_factory):
 
 
 def test_fit_beats_the_default_and_the_nearest_key_on_held_out_keys(fitted) -> None:
-    from emmy.search.evaluate import Summary, evaluate
+    from emmy.fitting.prior_eval import Summary, evaluate
 
     data, prior = fitted
     metadata, models = read_prior(prior)
@@ -505,7 +505,7 @@ def test_fit_beats_the_default_and_the_nearest_key_on_held_out_keys(fitted) -> N
 
 def test_the_numpy_evaluator_equals_the_jax_model(fitted) -> None:
     pytest.importorskip("jax", reason="emmy fit needs the [fit] extra")
-    from emmy.search.prior.fit import predict_log_jax
+    from emmy.fitting.prior_fit import predict_log_jax
 
     data, prior = fitted
     _, models = read_prior(prior)
@@ -557,7 +557,7 @@ def test_emmy_eval_does_not_score_a_host_level_choice(capsys) -> None:
 
 
 def test_the_mean_per_pool_weighs_each_pool_once_and_a_tie_is_no_win(capsys) -> None:
-    from emmy.search.evaluate import PoolReport, Summary, mean_top1_per_pool, prior_wins
+    from emmy.fitting.prior_eval import PoolReport, Summary, mean_top1_per_pool, prior_wins
 
     def report(prior, default, nearest) -> PoolReport:
         top1 = {"prior": prior, "default": default, "nearest key": nearest, "golden": None}
@@ -589,7 +589,7 @@ def test_the_mean_per_pool_weighs_each_pool_once_and_a_tie_is_no_win(capsys) -> 
 
 def test_emmy_fit_skips_host_level_choices() -> None:
     pytest.importorskip("jax", reason="emmy fit needs the [fit] extra")
-    from emmy.search.prior.fit import deployable_pools
+    from emmy.fitting.prior_fit import deployable_pools
 
     dataset = committed_dataset()
     _, skipped = deployable_pools(dataset)

@@ -1,7 +1,7 @@
 import pytest
 
-from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.errors import EmmyError
+from emmy.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 
 
 @pytest.mark.parametrize(

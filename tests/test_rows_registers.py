@@ -12,8 +12,7 @@ from emmy.check import case, case_configs
 from emmy.dsl.library import canonical_key, family
 from emmy.families.registry import registered
 from emmy.families.rows import ROW_SHAPES
-from emmy.search.evaluate import site_query
-from emmy.search.oracles import DefaultOracle
+from emmy.recall.oracles import DefaultOracle, site_query
 
 ROW_FAMILIES = ("softmax", "layer_norm", "rms_norm")
 EPS = {"softmax": {}, "layer_norm": {"eps": "1e-05"}, "rms_norm": {"eps": "1e-06"}}

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from emmy.errors import KernelLaunchError
+from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.runtime import cuda as cuda_module  # imported without a GPU: CI loads the CUDA driver
 from emmy.runtime.device import BufferArg, Device, Launch, ScalarArg
 from emmy.runtime.driver import Driver
 from emmy.runtime.emu import EmuDevice, EmuDriver
 from emmy.runtime.faults import ends_worker, is_fault
-from emmy.search.worker import DeviceSpec, DeviceWorker
 
 HAVE_GPU = cuda_module.cuda_available() and torch.cuda.is_available()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emmy.search.db import ReadOnlyDB
+from emmy.recall.tuning_db import ReadOnlyDB
 
 ROOT = Path(__file__).resolve().parent.parent
 

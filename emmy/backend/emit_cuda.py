@@ -24,8 +24,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy import dtypes
-from emmy.backend.fold import float_literal, fold, fold_int
 from emmy.dialects import fork, kernel
+from emmy.dialects.fold import float_literal, fold, fold_int
 from emmy.errors import EmitError
 from emmy.program import KernelInfo
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from emmy import dtypes
-from emmy.backend.regime import regime_for
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
+from emmy.dataset.dataset_store import Cell, cell
 from emmy.dsl.keys import active_params, complete_key, param_dtype, parse_key
 from emmy.dsl.library import configs as valid_configs
 from emmy.dsl.library import family as kernel_family
@@ -40,11 +40,11 @@ from emmy.errors import EmmyError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, is_well_formed
+from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.paths import write_atomic
-from emmy.search.bench import BenchOptions, SiteWork, requested_configs
-from emmy.search.dataset import Cell, cell
-from emmy.search.db import canonical_config
-from emmy.search.evaluate import default_pick, site_query
+from emmy.recall.oracles import default_pick, site_query
+from emmy.recall.tuning_db import canonical_config
+from emmy.regime import regime_for
 
 CAMPAIGN_FORMAT = "emmy-campaign"
 CAMPAIGN_SCHEMA = 1

@@ -1,7 +1,7 @@
 """A campaign's output: one content-addressed freeze of every row received, rewritten
 whole and atomically as rows arrive.
 
-The folder holds `freeze-<sha256[:12]>.jsonl` (emmy.search.dataset's format, so `emmy db
+The folder holds `freeze-<sha256[:12]>.jsonl` (emmy.dataset.dataset_store's format, so `emmy db
 import DIR` takes it as it takes any freeze). A write puts the new freeze in place before
 it removes the one it supersedes: a driver killed between the two leaves both, and
 reading the folder takes the union of every freeze in it. A row is kept once per cell
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emmy.errors import EmmyError
-from emmy.search.dataset import (
+from emmy.dataset.dataset_store import (
     assemble_freeze,
     frozen_line,
     read_freeze,
     row_cell,
     write_freeze,
 )
-from emmy.search.db import Row
+from emmy.errors import EmmyError
+from emmy.recall.tuning_db import Row
 
 #: a freeze of a campaign's output folder
 FREEZE_GLOB = "freeze-*.jsonl"

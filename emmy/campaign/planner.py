@@ -24,8 +24,8 @@ from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text
+from emmy.measure.bench import program_sites
 from emmy.program import Program
-from emmy.search.bench import program_sites
 
 #: the oracle stack of a planning compile: the pins, else the declared defaults
 PLAN_ORACLES = "pins,default"

@@ -13,7 +13,7 @@ three of emmy's own: `#fallback.tensor<operand, shape, strides, offset, dtype>` 
 tensor argument as a strided view of one operand's contiguous buffer (so a transpose
 feeds the op without a copy), `#fallback.none` is None, and `#fallback.enum<kind, name>` is a
 torch dtype, layout, memory format or device. The launch plan runs the op through torch on
-the device's buffers (emmy.runtime.fallback) and copies each result into its own buffer.
+the device's buffers (emmy.runtime.run_fallback) and copies each result into its own buffer.
 
 The op is not `Pure`: it may draw random numbers, and two of them are never one.
 """
@@ -229,7 +229,7 @@ class CallOp(IRDLOperation):
 
 
 def to_json(value: Attribute) -> object:
-    """An argument as the launch plan keeps it (emmy.runtime.fallback reads it): numbers,
+    """An argument as the launch plan keeps it (emmy.runtime.run_fallback reads it): numbers,
     strings, lists and None as themselves, a tensor as {"tensor": [operand, shape, strides,
     offset, dtype]}, a torch enum as {"enum": [kind, name]}."""
     if isinstance(value, ArrayAttr):

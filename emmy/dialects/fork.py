@@ -6,7 +6,7 @@ own, a host-level choice (one fork that picks an option of a `fork.alternatives`
 call the device's host runs (the vendor library). A `fork.knob` is a named choice among
 integer or symbolic options; its i32 result (the option's value, or a symbol's index) is
 used by the kernel body, so the IR is valid before any choice is made. `fork.alternatives` picks one of
-several regions by a knob. Forks have side effects as far as the rewriter knows, so CSE
+several regions by a knob. Forks have side effects as the rewriter knows, so CSE
 never merges two of them and DCE never deletes an unresolved one.
 """
 

@@ -70,7 +70,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import fork
-from emmy.families.pointwise_ops import DEVICE_FUNCTIONS
+from emmy.pointwise_ops import DEVICE_FUNCTIONS
 
 DIMENSIONS = ("x", "y", "z")
 
@@ -720,7 +720,7 @@ class BarrierOp(IRDLOperation):
 @irdl_op_definition
 class DeviceCallOp(IRDLOperation):
     """A scalar function of emmy's device header, `emmy::<callee>(args...)`: the device
-    expression of a pointwise op (emmy.families.pointwise_ops) on f32, integers or i1.
+    expression of a pointwise op (emmy.pointwise_ops) on f32, integers or i1.
 
     %y = kernel.device_call "pw_softplus"(%x, %beta, %t) : (f32, f32, f32) -> f32
     """

@@ -27,7 +27,7 @@ from functools import cache
 
 from lark import Token, Tree
 
-from emmy.dsl.evaluate import holds, symbols_of
+from emmy.dsl.interpret import holds, symbols_of
 from emmy.dsl.parser import KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError

@@ -36,7 +36,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fork, kernel
-from emmy.dsl.evaluate import EvaluationError, holds, symbols_of
+from emmy.dsl.interpret import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import (
     DTYPES_NAME,
     INDEX_NAME,

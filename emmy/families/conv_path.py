@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 from emmy.families.family import Family, FamilyKind
-from emmy.passes import conv_paths
+
+NAME = "conv_path"
+KNOB = "conv"
+OPTIONS = ("kernel", "vendor")
+CONV_FAMILIES = ("conv", "conv_tc")
+
 
 FAMILY = Family(
-    conv_paths.FAMILY,
+    NAME,
     FamilyKind.CHOICE,
-    forks={conv_paths.KNOB: conv_paths.OPTIONS},
+    forks={KNOB: OPTIONS},
     # cuDNN until golden files, rows or the prior say emmy's kernel wins at the key
-    target_defaults={"gpu": {conv_paths.KNOB: "vendor"}},
+    target_defaults={"gpu": {KNOB: "vendor"}},
 )

@@ -3,13 +3,39 @@ vendor library (matmul-paths builds its sites and options)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
+from emmy.dsl.keys import KeyValue
 from emmy.families.family import Family, FamilyKind
-from emmy.passes import matmul_paths
+
+NAME = "matmul_path"
+KNOB = "matmul"
+SPLITS = (2, 4, 8)
+OPTIONS = ("kernel", *(f"split{s}" for s in SPLITS), "vendor")
+MATMUL_FAMILIES = ("matmul", "matmul_tc")
+SPLIT_TILES = 128
+MIN_K = 512
+MIN_SLICE = 256
+
+
+def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
+    """The splits of k offered to a matmul key (none where split-K is not worth it)."""
+    tiles = int(key["batch"]) * math.ceil(int(key["m"]) / 64) * math.ceil(int(key["n"]) / 64)
+    k = int(key["k"])
+    if tiles >= SPLIT_TILES or k < MIN_K:
+        return []
+    return [s for s in SPLITS if k >= s * MIN_SLICE]
+
+
+def options_for(key: Mapping[str, KeyValue]) -> list[str]:
+    return ["kernel", *(f"split{s}" for s in splits_for(key)), "vendor"]
+
 
 FAMILY = Family(
-    matmul_paths.FAMILY,
+    NAME,
     FamilyKind.CHOICE,
-    forks={matmul_paths.KNOB: tuple(matmul_paths.OPTIONS)},
+    forks={KNOB: tuple(OPTIONS)},
     # cuBLAS until golden files, rows or the prior say emmy's kernel wins at the key
-    target_defaults={"gpu": {matmul_paths.KNOB: "vendor"}},
+    target_defaults={"gpu": {KNOB: "vendor"}},
 )

@@ -13,7 +13,7 @@ from lark import Token, Tree
 from emmy import dtypes
 from emmy.dsl.keys import Chain, parse_input_kinds
 from emmy.dtypes import torch_dtype
-from emmy.families.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
+from emmy.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,

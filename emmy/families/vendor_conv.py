@@ -4,20 +4,35 @@ a kernel of its own. It is checked as a convolution without epilogue."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from emmy.dsl.keys import KeyValue, format_key
 from emmy.families import conv
 from emmy.families.family import Family, FamilyKind
-from emmy.passes import conv_paths
 
 
 def reference(key: dict, inputs: list):
     return conv.reference({**key, "epilogue": "acc", "inputs": ""}, inputs)
 
 
+#: a site with no kernel: the convolution by the vendor library, a host call
+NAME = "vendor_conv"
+#: the vendor convolution's key: the convolution's, without its epilogue
+KEY = (
+    "batch", "cin", "h", "w", "cout", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw",
+    "dh", "dw", "groups", "cpg", "kdim", "spatial", "has_bias", "T",
+)  # fmt: skip
+
+
+def vendor_key(key: Mapping[str, KeyValue]) -> str:
+    return format_key(KEY, key)
+
+
 FAMILY = Family(
-    conv_paths.VENDOR_FAMILY,
+    NAME,
     FamilyKind.HOST_CALL,
     reference=reference,
     extra_atol=conv.depth_atol,
-    host_key=conv_paths.vendor_key,
+    host_key=vendor_key,
     runs_by="the vendor library through torch (cuDNN on a GPU, the CPU's convolution on emu)",
 )

@@ -57,7 +57,17 @@ from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.families.chains import broadcast_kind
 from emmy.families.gather import INDICES
 from emmy.families.permute import collapse_dims
-from emmy.families.pointwise_ops import (
+from emmy.frontend.complex import real_pairs
+from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
+from emmy.frontend.torch_fallback import (
+    Coverage,
+    Fallback,
+    encode,
+    foldable,
+    returns_view,
+    tensor_outputs,
+)
+from emmy.pointwise_ops import (
     BOOL,
     BY_ATEN,
     CONDITION,
@@ -67,16 +77,6 @@ from emmy.families.pointwise_ops import (
     PointwiseOp,
     Promotion,
 )
-from emmy.frontend.complex import real_pairs
-from emmy.frontend.fallback import (
-    Coverage,
-    Fallback,
-    encode,
-    foldable,
-    returns_view,
-    tensor_outputs,
-)
-from emmy.frontend.op_registry import OpEntry, OpRegistry, Refusal, Support, op_name
 
 _FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
 #: the storage types a model may have, as torch spells them: "float32, float16 or bfloat16"

@@ -46,21 +46,13 @@ from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph
 from emmy.dsl.library import canonical_key, family
+from emmy.families import attention_path
 from emmy.families.attention import attention_key
 from emmy.passes.host_choices import offer_choice
 
-FAMILY = "attention_path"
-PATHS = ("fused", "unfused", "sdpa")
-
-
-def paths_for(op: graph.AttentionOp) -> list[str]:
-    """The paths offered to an attention: the unfused one only without a padding mask (the
-    unfused softmax has no per-batch broadcast to add it with)."""
-    return [p for p in PATHS if p != "unfused" or op.mask is None]
-
 
 def path_site(name: str, key: str, paths: list[str]) -> fork.SiteOp:
-    site = fork.SiteOp(name, FAMILY, key, kind=fork.SiteKind.CHOICE)
+    site = fork.SiteOp(name, attention_path.NAME, key, kind=fork.SiteKind.CHOICE)
     site.body.block.add_op(fork.KnobOp("path", paths, paths[0]))
     return site
 
@@ -127,7 +119,7 @@ class PathSites:
     ) -> str:
         name = self.names.get(key_text)
         if name is None:
-            name = self.names[key_text] = f"{FAMILY}_{len(self.names)}"
+            name = self.names[key_text] = f"{attention_path.NAME}_{len(self.names)}"
             site = path_site(name, key_text, paths)
             rewriter.insert(site, InsertPoint.before(_top_level(attention)))
         return name
@@ -153,7 +145,7 @@ class OfferAttentionPaths(RewritePattern):
         if op.library is not None or isinstance(op.parent_op(), fork.AlternativesOp):
             return  # already an option of a choice
         family_name, key = attention_key(op)
-        paths = paths_for(op)
+        paths = attention_path.paths_for(op)
         key_text = canonical_key(family(family_name), key)
         site = self.sites.site_for(rewriter, op, key_text, paths)
         builders = {"unfused": unfused_path, "sdpa": library_path}

@@ -38,26 +38,11 @@ from xdsl.pattern_rewriter import (
 )
 
 from emmy.dialects import kernel
-from emmy.dsl.keys import KeyValue, ProblemKey, format_key
+from emmy.dsl.keys import KeyValue, ProblemKey
 from emmy.dsl.library import family
+from emmy.families import conv_path, vendor_conv
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-
-FAMILY = "conv_path"
-KNOB = "conv"
-OPTIONS = ("kernel", "vendor")
-CONV_FAMILIES = ("conv", "conv_tc")
-#: a site with no kernel: the convolution by the vendor library, a host call
-VENDOR_FAMILY = "vendor_conv"
-#: the vendor convolution's key: the convolution's, without its epilogue
-VENDOR_KEY = (
-    "batch", "cin", "h", "w", "cout", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw",
-    "dh", "dw", "groups", "cpg", "kdim", "spatial", "has_bias", "T",
-)  # fmt: skip
-
-
-def vendor_key(key: Mapping[str, KeyValue]) -> str:
-    return format_key(VENDOR_KEY, key)
 
 
 @dataclass(frozen=True)
@@ -70,13 +55,15 @@ class OfferConvPaths(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
         conv = self.sites.by_name.get(op.site.root_reference.data)
-        if conv is None or conv.family.data not in CONV_FAMILIES or inside_choice(op):
+        if conv is None or conv.family.data not in conv_path.CONV_FAMILIES or inside_choice(op):
             return
         # the key's text leaves out the names at their declared defaults (a stride of 1)
         key = {**family(conv.family.data).key_defaults, **ProblemKey.parse(conv.key.data)}
         vendor = self.vendor_option(rewriter, op, key)
-        site = self.sites.choice_site(rewriter, conv.key.data, list(OPTIONS), FAMILY, KNOB)
-        offer_choice(rewriter, op, site, OPTIONS, [vendor])
+        site = self.sites.choice_site(
+            rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB
+        )
+        offer_choice(rewriter, op, site, conv_path.OPTIONS, [vendor])
 
     def vendor_option(
         self, rewriter: PatternRewriter, call: kernel.CallOp, key: Mapping[str, KeyValue]
@@ -86,7 +73,7 @@ class OfferConvPaths(RewritePattern):
         params = 3 if int(key["has_bias"]) else 2
         inputs, extra = call.inputs[:params], call.inputs[params:]
         (result,) = call.outputs
-        site = self.sites.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
+        site = self.sites.host_call_site(rewriter, vendor_conv.NAME, vendor_conv.vendor_key(key))
         convolution = kernel.CallOp(site, list(inputs), [result.type])
         size = int(key["batch"]) * int(key["cout"]) * int(key["spatial"])
         return self.sites.with_epilogue(rewriter, convolution, extra, key, size, key["ow"])

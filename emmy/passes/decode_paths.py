@@ -33,8 +33,6 @@ more, else the most offered; the one pass everywhere else. SM_COUNT is an H200's
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -50,46 +48,10 @@ from xdsl.pattern_rewriter import (
 )
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import KeyValue, ProblemKey
+from emmy.dsl.keys import ProblemKey
+from emmy.families import attention_decode_path
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-
-FAMILY = "attention_decode_path"
-KNOB = "path"
-DECODE_FAMILY = "attention_decode"
-COMBINE_FAMILY = "attention_decode_combine"
-ONE_PASS = "one_pass"
-SPLITS = (4, 16, 64)
-OPTIONS = (ONE_PASS, *(f"split{s}" for s in SPLITS))
-#: an H200's multiprocessors: what the default rule fills
-SM_COUNT = 132
-MIN_CHUNK = 64
-LONG_CACHE = 1024
-
-
-def queries_of(key: Mapping[str, KeyValue]) -> int:
-    return int(key["batch"]) * int(key["heads"]) * int(key["new"])
-
-
-def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
-    """The splits of the cache offered to a decode key (none where the one pass has enough
-    queries, or the cache too few positions)."""
-    if queries_of(key) >= SM_COUNT:
-        return []
-    return [s for s in SPLITS if math.ceil(int(key["max_len"]) / s) >= MIN_CHUNK]
-
-
-def options_for(key: Mapping[str, KeyValue]) -> list[str]:
-    return [ONE_PASS, *(f"split{s}" for s in splits_for(key))]
-
-
-def default_for(key: Mapping[str, KeyValue]) -> str:
-    """The declared default (see the module's docstring)."""
-    queries, splits = queries_of(key), splits_for(key)
-    if not splits or queries * 4 > SM_COUNT or int(key["max_len"]) < LONG_CACHE:
-        return ONE_PASS
-    enough = [s for s in splits if queries * s >= 2 * SM_COUNT]
-    return f"split{enough[0] if enough else splits[-1]}"
 
 
 @dataclass(frozen=True)
@@ -102,24 +64,30 @@ class OfferSplitKV(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
         decode = self.sites.by_name.get(op.site.root_reference.data)
-        if decode is None or decode.family.data != DECODE_FAMILY or inside_choice(op):
+        if (
+            decode is None
+            or decode.family.data != attention_decode_path.DECODE_FAMILY
+            or inside_choice(op)
+        ):
             return
         key = ProblemKey.parse(decode.key.data)
-        options = options_for(key)
+        options = attention_decode_path.options_for(key)
         if len(options) == 1:
             return  # nothing to choose
         regions = [
             self.split_option(rewriter, op, key, int(option.removeprefix("split")))
             for option in options[1:]
         ]
-        default = default_for(key)
+        default = attention_decode_path.default_for(key)
 
         def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(name, FAMILY, decode.key.data, kind=fork.SiteKind.CHOICE)
-            site.body.block.add_op(fork.KnobOp(KNOB, options, default))
+            site = fork.SiteOp(
+                name, attention_decode_path.NAME, decode.key.data, kind=fork.SiteKind.CHOICE
+            )
+            site.body.block.add_op(fork.KnobOp(attention_decode_path.KNOB, options, default))
             return site
 
-        site = self.sites.site(rewriter, FAMILY, decode.key.data, build)
+        site = self.sites.site(rewriter, attention_decode_path.NAME, decode.key.data, build)
         offer_choice(rewriter, op, site, options, regions)
 
     def split_option(
@@ -130,10 +98,19 @@ class OfferSplitKV(RewritePattern):
         batch, heads, new, dim = (int(key[n]) for n in ("batch", "heads", "new", "dim"))
         part_type = TensorType(Float32Type(), [splits, batch, heads, new, dim])
         lse_type = TensorType(Float32Type(), [splits, batch, heads, new])
-        parts_site = self.sites.library_site(rewriter, DECODE_FAMILY, {**key, "splits": splits})
+        parts_site = self.sites.library_site(
+            rewriter, attention_decode_path.DECODE_FAMILY, {**key, "splits": splits}
+        )
         parts = kernel.CallOp(parts_site, list(call.inputs), [part_type, lse_type])
-        combine_key = {"splits": splits, "rows": queries_of(key), "dim": dim, "T": key["T"]}
-        combine_site = self.sites.library_site(rewriter, COMBINE_FAMILY, combine_key)
+        combine_key = {
+            "splits": splits,
+            "rows": attention_decode_path.queries_of(key),
+            "dim": dim,
+            "T": key["T"],
+        }
+        combine_site = self.sites.library_site(
+            rewriter, attention_decode_path.COMBINE_FAMILY, combine_key
+        )
         total = kernel.CallOp(combine_site, list(parts.outputs), [result.type])
         return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
 

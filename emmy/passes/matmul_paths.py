@@ -32,7 +32,6 @@ another choice's option (the unfused attention path) are left alone.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -50,39 +49,10 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey, format_key
+from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey
 from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.families import matmul_path, vendor_matmul
 from emmy.passes.host_choices import inside_choice, offer_choice
-
-FAMILY = "matmul_path"
-KNOB = "matmul"
-SPLITS = (2, 4, 8)
-OPTIONS = ("kernel", *(f"split{s}" for s in SPLITS), "vendor")
-MATMUL_FAMILIES = ("matmul", "matmul_tc")
-#: a site with no kernel: the product by the vendor library, run by the device as a host call
-VENDOR_FAMILY = "vendor_matmul"
-VENDOR_KEY = ("batch", "m", "n", "k", "b_batch", "layout", "T")
-SPLIT_TILES = 128
-MIN_K = 512
-MIN_SLICE = 256
-
-
-def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
-    """The splits of k offered to a matmul key (none where split-K is not worth it)."""
-    tiles = int(key["batch"]) * math.ceil(int(key["m"]) / 64) * math.ceil(int(key["n"]) / 64)
-    k = int(key["k"])
-    if tiles >= SPLIT_TILES or k < MIN_K:
-        return []
-    return [s for s in SPLITS if k >= s * MIN_SLICE]
-
-
-def options_for(key: Mapping[str, KeyValue]) -> list[str]:
-    return ["kernel", *(f"split{s}" for s in splits_for(key)), "vendor"]
-
-
-def vendor_key(key: Mapping[str, KeyValue]) -> str:
-    """The vendor product's key: the matmul's, without its epilogue."""
-    return format_key(VENDOR_KEY, {"layout": "kn", **key})
 
 
 def epilogue_chain(epilogue: Chain) -> Chain:
@@ -141,8 +111,8 @@ class PathSites:
         rewriter: PatternRewriter,
         key_text: str,
         options: list[str],
-        family_name: str = FAMILY,
-        knob: str = KNOB,
+        family_name: str = matmul_path.NAME,
+        knob: str = matmul_path.KNOB,
     ) -> str:
         """The site of a host-level choice (a matmul's path unless named) with one knob."""
 
@@ -182,7 +152,7 @@ class PathSites:
         return Region(Block([*ops, fork.YieldOp([value])]))
 
     def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
-        return self.host_call_site(rewriter, VENDOR_FAMILY, vendor_key(key))
+        return self.host_call_site(rewriter, vendor_matmul.NAME, vendor_matmul.vendor_key(key))
 
     def host_call_site(self, rewriter: PatternRewriter, family_name: str, key_text: str) -> str:
         """The site of a host-call family (the vendor library's op) at a key."""
@@ -204,12 +174,12 @@ class OfferMatmulPaths(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
         matmul = self.sites.by_name.get(op.site.root_reference.data)
-        if matmul is None or matmul.family.data not in MATMUL_FAMILIES:
+        if matmul is None or matmul.family.data not in matmul_path.MATMUL_FAMILIES:
             return
         if inside_choice(op):
             return  # an option of another choice (the unfused attention path) stays as it is
         key = ProblemKey.parse(matmul.key.data)
-        options = options_for(key)
+        options = matmul_path.options_for(key)
         # the options' sites are made before the choice's, in the order of the options
         regions = [
             self.vendor_option(rewriter, op, key)

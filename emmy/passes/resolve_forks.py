@@ -17,7 +17,7 @@ knob records which oracle set it (or "pin"), and the site keeps the decision's e
 and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
 
 The pass reads no store itself: the oracle stack is handed to it (`stack`), built from the
-other options by whoever runs it (emmy.compiler, emmy-opt; see emmy.search.oracles).
+other options by whoever runs it (emmy.compiler, emmy-opt; see emmy.recall.oracles).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from xdsl.pattern_rewriter import (
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.site_configs import SiteSpace
-from emmy.search.query import Decider, Decision, SiteQuery
+from emmy.recall.query import Decider, Decision, SiteQuery
 
 
 def parse_pins(text: str) -> dict[str, fork.Option]:
@@ -155,7 +155,7 @@ class ResolveForks(ModulePass):
         if self.stack is None:
             if any(isinstance(site, fork.SiteOp) for site in op.ops):
                 raise EmmyError(
-                    "resolve-forks was given no oracle stack (emmy.search.oracles.oracle_stack"
+                    "resolve-forks was given no oracle stack (emmy.recall.oracles.oracle_stack"
                     " builds one from target, oracles, db and golden)"
                 )
             return  # nothing to decide

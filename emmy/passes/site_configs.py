@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 from emmy.dialects import fork
-from emmy.dsl.evaluate import EvaluationError, holds, symbols_of
+from emmy.dsl.interpret import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import complete_key, parse_key
 from emmy.dsl.library import families
 from emmy.errors import EmmyError

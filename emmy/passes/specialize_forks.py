@@ -23,8 +23,8 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from emmy.backend.fold import fold_int
 from emmy.dialects import fork
+from emmy.dialects.fold import fold_int
 from emmy.errors import EmmyError
 
 

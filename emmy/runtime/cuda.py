@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from cuda.bindings import driver as cu
 
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
-from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
+from emmy.device_records import DeviceCounters, Launch
 from emmy.errors import KernelLaunchError, NoDeviceError
 from emmy.identity import arch_of, slug
+from emmy.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.runtime.device import Device
-from emmy.runtime.device_types import DeviceCounters, Launch
 from emmy.runtime.driver import Driver, PackedLaunch
 from emmy.runtime.faults import is_fault
 
@@ -313,7 +313,7 @@ class CudaDriver(Driver):
         if self._fault is not None:
             raise KernelLaunchError(
                 "a faulted CUDA context cannot be replaced in its process: run the work in a"
-                f" device worker (emmy.search.worker) and replace that ({self._fault})"
+                f" device worker (emmy.measure.bench_worker) and replace that ({self._fault})"
             )
 
     def timing_contexts(self, repetitions: int) -> Iterator[tuple[int, AbstractContextManager]]:

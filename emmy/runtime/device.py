@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emmy.errors import KernelLaunchError
-from emmy.runtime.device_types import (  # noqa: F401 - the records, as every caller names them
+from emmy.device_records import (  # noqa: F401 - the records, as every caller names them
     Arg,
     BufferArg,
     DeviceCounters,
@@ -34,13 +33,14 @@ from emmy.runtime.device_types import (  # noqa: F401 - the records, as every ca
     Step,
     Timing,
 )
+from emmy.errors import KernelLaunchError
 from emmy.runtime.driver import Driver
 from emmy.runtime.executable import Executable, Roles
 
 if TYPE_CHECKING:
     import torch
 
-    from emmy.backend.regime import Regime
+    from emmy.regime import Regime
 
 #: the most passes one timed window batches
 MAX_BATCH = 100_000

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emmy import dtypes
+from emmy.device_records import BufferArg, DeviceCounters, Launch
 from emmy.errors import KernelLaunchError
-from emmy.runtime.device_types import BufferArg, DeviceCounters, Launch
 
 if TYPE_CHECKING:
     import torch
 
-    from emmy.backend.regime import Regime
+    from emmy.regime import Regime
 
 #: the storage types a kernel takes by value
 SCALAR_DTYPES = ("i32", "i64", "f32")

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emmy.backend.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
+from emmy.device_records import BufferArg, DeviceCounters, Launch
 from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
 from emmy.paths import INCLUDE_DIR, cache_dir
+from emmy.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
 from emmy.runtime.device import Device
-from emmy.runtime.device_types import BufferArg, DeviceCounters, Launch
 from emmy.runtime.driver import Driver, PackedLaunch
 from emmy.runtime.emu_memory import EmuMemory
 from emmy.runtime.emu_serve import Program, Runner, schedule_words
@@ -509,7 +509,7 @@ class EmuDevice(Device):
     scored 0.94 against its own first measurement; one worker: 0.98). The repetitions are
     spread over TIMING_PROCESSES fresh runner processes: each process lays out its stacks
     anew (address-space randomisation), and one layout can make a kernel 10 to 30 % faster or
-    slower for as long as the process lives, which more repetitions in one process never
+    slower for as the process lives, which more repetitions in one process never
     average out.
     sanitize: None, "address" or "undefined": builds kernels and runner with that g++
     sanitizer (best effort; the runner annotates fiber switches for AddressSanitizer), and

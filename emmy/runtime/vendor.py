@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from emmy import dtypes
+from emmy.device_records import BufferArg, HostCall
 from emmy.errors import KernelLaunchError
-from emmy.runtime.device_types import BufferArg, HostCall
-from emmy.runtime.fallback import View, run_fallback
+from emmy.runtime.run_fallback import View, run_fallback
 
 
 def run_host_call(call: HostCall, view: View, device: str) -> None:

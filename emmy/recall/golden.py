@@ -1,6 +1,6 @@
 """Golden files: the configurations committed in the repo, read first by an ordinary compile.
 
-`recipes/<model>/golden/<device>.json` holds a recipe's, `emmy/search/golden/<device>.json`
+`recipes/<model>/golden/<device>.json` holds a recipe's, `emmy/recall/golden_configs/<device>.json`
 the model-agnostic ones. A file is one device and one regime; each entry is one site
 (family, problem key) with its config, its measured time and where it was promoted from.
 
@@ -23,10 +23,10 @@ from typing import Any
 from emmy.errors import EmmyError
 from emmy.identity import is_well_formed
 from emmy.paths import PACKAGE_DIR, write_atomic
-from emmy.search.db import Row, TuningDB
+from emmy.recall.tuning_db import Row, TuningDB
 
 GOLDEN_SCHEMA = 1
-MODEL_AGNOSTIC_DIR = PACKAGE_DIR / "search" / "golden"
+MODEL_AGNOSTIC_DIR = PACKAGE_DIR / "recall" / "golden_configs"
 
 _REGIME_ID = re.compile(r"r-[0-9a-f]{12}")
 _FILE_FIELDS = {"schema", "device", "regime", "regime_words", "entries"}

@@ -23,22 +23,24 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from emmy.backend.regime import Regime, regime_for
-from emmy.dsl.library import families
+from emmy.dsl.keys import parse_key
+from emmy.dsl.library import configs, default_config, families
+from emmy.dsl.lower import valid
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES, choice_forks
 from emmy.identity import device_class
-from emmy.search.db import TuningDB, default_db_path
-from emmy.search.golden import GoldenFile, golden_paths, import_golden, load_golden
-from emmy.search.prior import load_prior
-from emmy.search.query import Config, Decision, SiteQuery
+from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
+from emmy.recall.prior import load_prior
+from emmy.recall.query import Config, Decision, SiteQuery
+from emmy.recall.tuning_db import TuningDB, default_db_path
+from emmy.regime import Regime, regime_for
 
 DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "target", "default")
 
@@ -333,3 +335,38 @@ def oracle_stack(target: str, oracles: str = "", db: str = "", golden: str = "")
         paths += [p for p in golden_paths(target, directory) if p not in paths]
     db_path = None if db == "none" else Path(db) if db else default_db_path()
     return OracleStack(OracleContext(target, regime_for(target), db_path, paths), names)
+
+
+def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
+    """The SiteQuery a compile would make for (family, key) with no pins, from the library;
+    for a family the library does not know, a query over `fallback` configs."""
+    decl = families().get(family)
+    values = parse_key(key)
+    if decl is None:
+        listed = [dict(c) for c in fallback]
+        return SiteQuery(
+            site=f"{family}_0",
+            family=family,
+            key=key,
+            default=dict(listed[0]) if listed else {},
+            pins={},
+            is_valid=lambda c: c in listed,
+            enumerate_valid=lambda: iter(listed),
+        )
+    return SiteQuery(
+        site=f"{family}_0",
+        family=family,
+        key=key,
+        default=default_config(decl),
+        pins={},
+        is_valid=lambda c: valid(decl, values, c),
+        enumerate_valid=lambda: configs(decl, values),
+        options={f.name: list(f.options) for f in decl.forks},
+    )
+
+
+def default_pick(query) -> dict | None:
+    if not query.default:
+        return None
+    decision = DefaultOracle(None).decide(query)  # type: ignore[arg-type]
+    return None if decision is None else decision.config

@@ -1,11 +1,11 @@
 """The learned prior, the third oracle: predicts a config's time for a key on a device.
 
-`emmy fit` (emmy/search/prior/fit.py, with JAX) writes `weights.npz` and `metadata.json`
+`emmy fit` (emmy/fitting/prior_fit.py, with JAX) writes `weights.npz` and `metadata.json`
 beside this file, or where `-o` says; `$EMMY_PRIOR_DIR` points a compile at another folder.
 A compile evaluates them here with numpy alone: nothing on this path imports JAX.
 
 The model is, per family, an ensemble of small MLPs (each from its own seed) over the
-features of emmy/search/prior/features.py, predicting the natural log of the median time
+features of emmy/recall/prior_features.py, predicting the natural log of the median time
 in seconds as the mean of its members. For a site, the prior scores every
 allowed config and picks the fastest predicted; ties go to the declared order. A device the
 family was not fitted on, a family it does not know, or a library changed since the fit
@@ -28,8 +28,8 @@ import numpy as np
 from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import METADATA, WEIGHTS, prior_dir, write_atomic
-from emmy.search.prior.features import FeatureSpec
-from emmy.search.query import Decision, SiteQuery
+from emmy.recall.prior_features import FeatureSpec
+from emmy.recall.query import Decision, SiteQuery
 
 PRIOR_SCHEMA = 2
 ACTIVATIONS = ("relu",)
@@ -49,7 +49,7 @@ Layers = tuple[tuple[np.ndarray, np.ndarray], ...]
 class FamilyModel:
     """One family's ensemble of MLPs, each fitted from its own seed: normalised features →
     hidden ReLU layers → log(seconds), averaged over the members (one member's ranking
-    moves with its seed as much as with any setting; their mean does not)."""
+    moves with its seed as with any setting; their mean does not)."""
 
     spec: FeatureSpec
     members: tuple[Layers, ...]

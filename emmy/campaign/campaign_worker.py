@@ -1,13 +1,13 @@
 """A campaign's work on one worker: an item's cells benched through emmy's own bench.
 
-This is what a Ray task of the campaign runs (emmy.campaign.driver); it does not import
+This is what a Ray task of the campaign runs (emmy.campaign.ray_driver); it does not import
 Ray. The worker benches like `emmy run --bench`: the same rows, regime, recall of rows
 already in its node's tuning database, and failure rows, each row written to that database
 as soon as it is known. It returns every row it recorded or recalled.
 
 A process keeps its device between items: the emulator (one thread, so that a node runs one
 worker per core), or a GPU through a device worker process, so that a sticky fault ends
-that process, not this one (emmy.search.worker).
+that process, not this one (emmy.measure.bench_worker).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emmy.backend.regime import normalise_flags
 from emmy.campaign.items import Item
 from emmy.errors import EmmyError
 from emmy.identity import EMU
+from emmy.measure.bench import Bench, BenchOptions
+from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
+from emmy.recall.tuning_db import Row, TuningDB, default_db_path
+from emmy.regime import normalise_flags
 from emmy.runtime.device import Device
 from emmy.runtime.emu import EmuDevice
-from emmy.search.bench import Bench, BenchOptions
-from emmy.search.db import Row, TuningDB, default_db_path
-from emmy.search.worker import DeviceSpec, DeviceWorker
 
 
 @dataclass(frozen=True)

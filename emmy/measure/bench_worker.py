@@ -3,7 +3,7 @@
 A kernel fault on a GPU (an illegal address, a misaligned access) is sticky: the process's
 CUDA context is unusable afterwards, so a bench that went on in it would record every later
 config as `launch_error`. A `DeviceWorker` is a `Device` whose runs and timings happen in a
-child process (`python -m emmy.search.worker`) that builds the real device from a picklable
+child process (`python -m emmy.measure.bench_worker`) that builds the real device from a picklable
 `DeviceSpec`. The child answers one request at a time and ends itself after reporting a
 fault that leaves it unusable (`ends_worker`); a request the child does not answer within its
 timeout ends it too (the whole process group, so an emulator runner it started goes with
@@ -33,9 +33,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from emmy.backend.regime import DEPLOYABLE_FLAGS, Regime, regime_for
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDeviceError
 from emmy.identity import EMU
+from emmy.regime import DEPLOYABLE_FLAGS, Regime, regime_for
 from emmy.runtime.device import Device, Step, Timing
 from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
 from emmy.runtime.faults import ends_worker
@@ -237,7 +237,7 @@ class DeviceWorker(Device):
         paths = [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
         # a session of its own: ending the worker ends what it started (an emulator runner)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "emmy.search.worker"],
+            [sys.executable, "-m", "emmy.measure.bench_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -6,10 +6,10 @@ pick), `--sweep fork` (every valid value of a fork over the pick), `--sweep all`
 valid config), at most `--max-rows`. A config already measured on this device under this
 regime is recalled, not re-run, unless `--force`. Each new row is compiled, run once on
 fresh random inputs and checked against the family's reference, then timed; it is written
-to the tuning database in its own transaction as soon as it is known, failures included,
+to the tuning database in its own transaction as it is known, failures included,
 so an interrupted bench keeps everything it finished.
 
-On a GPU the configs run in a worker process (emmy.search.worker): a kernel fault there is
+On a GPU the configs run in a worker process (emmy.measure.bench_worker): a kernel fault there is
 sticky, and would leave every later config of the bench a `launch_error`. A fault or a
 timeout ends the worker after its row is recorded, and a fresh one takes the next config.
 The emulator runs in-process: its kernels already run in a runner process of their own.
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from emmy import dtypes
-from emmy.backend.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, default_config, family
@@ -40,7 +39,12 @@ from emmy.dsl.library import configs as valid_configs
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES, of_kind
+from emmy.measure.bench_worker import DeviceWorker, isolated
+from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.program import host_call_of
+from emmy.recall.oracles import default_pick, site_query
+from emmy.recall.tuning_db import Row, TuningDB, canonical_config
+from emmy.regime import Regime
 from emmy.runtime.convert import (
     compare,
     from_storage,
@@ -48,10 +52,6 @@ from emmy.runtime.convert import (
 )
 from emmy.runtime.device import BufferArg, Device, Launch, Step, Timing
 from emmy.runtime.faults import is_timeout
-from emmy.search.db import Row, TuningDB, canonical_config
-from emmy.search.evaluate import default_pick, site_query
-from emmy.search.reference import as_outputs, reference, tolerance
-from emmy.search.worker import DeviceWorker, isolated
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more
@@ -462,7 +462,7 @@ class Bench:
 
     def timed(self, source: str, launch: Step, buffers: dict[str, np.ndarray]) -> Timing:
         """The timing of one launch: the configured repetitions, then, where they add up to
-        less than the device's MIN_TIMED_SECONDS, as many as fill it (the first round is
+        less than the device's MIN_TIMED_SECONDS, as fill it (the first round is
         dropped). A repetition is one window of `batch` launches back to back (a GPU picks
         the batch so that the window is long enough to time), so the time spent is
         seconds x batch each."""

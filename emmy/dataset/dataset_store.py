@@ -36,7 +36,8 @@ import numpy as np
 from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.paths import write_atomic
-from emmy.search.db import (
+from emmy.recall.golden import golden_rows, load_golden
+from emmy.recall.tuning_db import (
     LATER_FIELDS,
     STATUSES,
     ReadOnlyDB,
@@ -45,7 +46,6 @@ from emmy.search.db import (
     _problem,
     canonical_config,
 )
-from emmy.search.golden import golden_rows, load_golden
 
 FREEZE_FORMAT = "emmy-freeze"
 FREEZE_SCHEMA = 1

@@ -28,7 +28,7 @@ def add_fit_eval_commands(commands) -> None:
         "--output",
         type=Path,
         metavar="DIR",
-        help="where to write the prior (default: emmy/search/prior/, the committed one)",
+        help="where to write the prior (default: emmy/recall/committed_prior/, the committed one)",
     )
     fit_cmd.add_argument(
         "--epochs", type=int, default=400, metavar="N", help="most epochs (default: 400)"
@@ -66,7 +66,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         import jax  # noqa: F401 - JAX is optional: without it `emmy fit` is one line, and no other command loads it
     except ImportError:
         raise EmmyError(NEEDS_JAX) from None
-    from emmy.search.prior.fit import fit  # fits with JAX (see above)
+    from emmy.fitting.prior_fit import fit  # fits with JAX (see above)
 
     fit(args.dataset, args.output, epochs=args.epochs, seed=args.seed)
     return 0
@@ -74,6 +74,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # emmy eval reads the kernel library and the oracles (xDSL): the other commands need not
-    from emmy.search.evaluate import cmd_eval as run
+    from emmy.fitting.prior_eval import cmd_eval as run
 
     return run(args)

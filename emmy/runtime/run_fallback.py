@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import torch
 
+from emmy.device_records import BufferArg, HostCall
 from emmy.errors import KernelLaunchError
-from emmy.runtime.device_types import BufferArg, HostCall
 
 #: the device's tensor over buffer `arg`, at a shape, of a storage type
 View = Callable[[BufferArg, tuple[int, ...], str], torch.Tensor]

@@ -1,7 +1,7 @@
 """`emmy campaign plan|run|status|resources`: the command line of emmy/campaign/.
 
 Ray is the `campaign` extra: only `emmy campaign run` imports
-it (through emmy.campaign.driver), and without it they say in one line how to install it.
+it (through emmy.campaign.ray_driver), and without it they say in one line how to install it.
 """
 
 from __future__ import annotations
@@ -223,10 +223,10 @@ def _add_run(actions: argparse._SubParsersAction) -> None:
 
 
 def _driver():
-    """emmy.campaign.driver, or one line on how to install Ray."""
+    """emmy.campaign.ray_driver, or one line on how to install Ray."""
     try:
         # Ray (the campaign extra) takes seconds to import; only a campaign run needs it
-        from emmy.campaign import driver
+        from emmy.campaign import ray_driver as driver
     except ImportError as error:
         if (error.name or "").split(".")[0] in ("ray", "rich"):
             raise EmmyError(INSTALL_RAY) from None

@@ -33,17 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from emmy.dsl.keys import parse_key
-from emmy.dsl.library import configs, default_config, families
-from emmy.dsl.lower import valid
 from emmy.errors import EmmyError
 from emmy.families.registry import choice_forks
 from emmy.paths import METADATA, RECIPES_DIR, WEIGHTS, prior_dir
-from emmy.search import golden
-from emmy.search.db import canonical_config
-from emmy.search.oracles import DefaultOracle
-from emmy.search.prior import FamilyModel, read_prior
-from emmy.search.prior.features import (
+from emmy.recall import golden
+from emmy.recall.oracles import default_pick, site_query
+from emmy.recall.prior import FamilyModel, read_prior
+from emmy.recall.prior_features import (
     Dataset,
     FeatureSpec,
     Pool,
@@ -51,7 +47,7 @@ from emmy.search.prior.features import (
     load_dataset,
     split_of,
 )
-from emmy.search.query import SiteQuery
+from emmy.recall.tuning_db import canonical_config
 
 PICKERS = ("prior", "default", "nearest key", "golden")
 #: the note of a host-level choice's pool (attention's path, a matmul's)
@@ -179,41 +175,6 @@ def first_measured(ranking: np.ndarray, measured: np.ndarray) -> int | None:
     if not len(candidates):
         return None
     return int(candidates[np.argmin(ranking[candidates])])
-
-
-def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
-    """The SiteQuery a compile would make for (family, key) with no pins, from the library;
-    for a family the library does not know, a query over `fallback` configs."""
-    decl = families().get(family)
-    values = parse_key(key)
-    if decl is None:
-        listed = [dict(c) for c in fallback]
-        return SiteQuery(
-            site=f"{family}_0",
-            family=family,
-            key=key,
-            default=dict(listed[0]) if listed else {},
-            pins={},
-            is_valid=lambda c: c in listed,
-            enumerate_valid=lambda: iter(listed),
-        )
-    return SiteQuery(
-        site=f"{family}_0",
-        family=family,
-        key=key,
-        default=default_config(decl),
-        pins={},
-        is_valid=lambda c: valid(decl, values, c),
-        enumerate_valid=lambda: configs(decl, values),
-        options={f.name: list(f.options) for f in decl.forks},
-    )
-
-
-def default_pick(query) -> dict | None:
-    if not query.default:
-        return None
-    decision = DefaultOracle(None).decide(query)  # type: ignore[arg-type]
-    return None if decision is None else decision.config
 
 
 def golden_files(device: str, regime: str) -> list:
@@ -410,7 +371,7 @@ def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
 
 def mean_top1_per_pool(reports: Sequence[PoolReport]) -> dict[str, tuple[float, int]]:
     """Per picker, its top-1 averaged over the pools that scored it, and how many did: a
-    pool of few keys weighs as much as a pool of many."""
+    pool of few keys weighs as a pool of many."""
     means = {}
     for name in PICKERS:
         top1 = [r.pickers[name].top1 for r in reports if r.pickers[name].top1 is not None]

@@ -1,10 +1,10 @@
 """`emmy fit`: fits the prior on a dataset with JAX and writes weights.npz + metadata.json.
 
 The model (one per family; see below why) is an ensemble of ENSEMBLE MLPs over the
-standardised features of emmy/search/prior/features.py, each predicting log(median
+standardised features of emmy/recall/prior_features.py, each predicting log(median
 seconds) of a config for a key on a device, their mean the prediction. The members differ
 by their seed alone: with a few dozen keys per family, one network's ranking of the held-out
-keys moves with its seed as much as with any setting (0.90 to 0.93 mean top-1 across seeds
+keys moves with its seed as with any setting (0.90 to 0.93 mean top-1 across seeds
 on the committed dataset), and the mean of ten is steadier. Each member's loss, per key (a
 row of a pool's matrix), is
 
@@ -46,13 +46,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from emmy.backend.regime import regime_for
 from emmy.errors import EmmyError
 from emmy.families.registry import choice_forks
+from emmy.fitting.prior_eval import evaluate_pool
 from emmy.paths import PRIOR_DIR
-from emmy.search.evaluate import evaluate_pool
-from emmy.search.prior import FamilyModel, Layers, write_prior
-from emmy.search.prior.features import (
+from emmy.recall.prior import FamilyModel, Layers, write_prior
+from emmy.recall.prior_features import (
     DATASET_HASH,
     HELD_OUT_FRACTION,
     VALIDATION_FRACTION,
@@ -64,6 +63,7 @@ from emmy.search.prior.features import (
     load_dataset,
     split_of,
 )
+from emmy.regime import regime_for
 
 HIDDEN = (64, 64)
 LISTWISE = 1.0
@@ -504,7 +504,7 @@ def _method_metadata(epochs: int, seed: int, hidden: tuple[int, ...]) -> dict:
         "architecture": {
             "model": "an ensemble of MLPs per family, their log-time predictions averaged",
             "ensemble": ENSEMBLE,
-            "input": "standardised features (emmy/search/prior/features.py), per family the "
+            "input": "standardised features (emmy/recall/prior_features.py), per family the "
             "layout (plain or with fork pairs) of lower validation loss",
             "hidden": list(hidden),
             "activation": "relu",

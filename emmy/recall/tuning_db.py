@@ -74,7 +74,7 @@ class Row:
 
     The one declaration of a measurement's fields: they are, in this order, the columns of
     the measurements table (`Measurement`, the SQL text of `TuningDB` and `ReadOnlyDB`) and,
-    but the id, the fields of a frozen row (`emmy.search.dataset`).
+    but the id, the fields of a frozen row (`emmy.dataset.dataset_store`).
     """
 
     id: int | None = _column(_AutoIncrementField(), default=None)  # set by the database

@@ -1,4 +1,4 @@
-"""`emmy db freeze|import|stats|export`: the command line of emmy/search/dataset.py."""
+"""`emmy db freeze|import|stats|export`: the command line of emmy/dataset/dataset_store.py."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def _add_db(parser: argparse.ArgumentParser, what: str) -> None:
 # `emmy` builds this parser on every start, warm compiles included: each command imports
 # the dataset module (the key codec, and so the kernel language) when it runs
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import (
+    from emmy.dataset.dataset_store import (
         freeze,  # loads the kernel language (lark): only when this command runs
     )
 
@@ -118,7 +118,7 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import (
+    from emmy.dataset.dataset_store import (
         import_sources,  # loads the kernel language (lark): only when this command runs
     )
 
@@ -143,7 +143,7 @@ def _rows(n: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import (
+    from emmy.dataset.dataset_store import (
         stats,  # loads the kernel language (lark): only when this command runs
     )
 
@@ -153,7 +153,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from emmy.search.dataset import (
+    from emmy.dataset.dataset_store import (
         export,  # loads the kernel language (lark): only when this command runs
     )
 
