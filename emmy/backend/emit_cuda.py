@@ -454,7 +454,7 @@ class KernelPrinter:
         group = fold_int(op.group, "the reduction group")
         strategy = op.strategies.data[fold_int(op.strategy, "the reduction strategy")].data
         params = f"<{group}, emmy::Reduce::{strategy}>"
-        if op.kind.data == "online_softmax":
+        if op.kind.data == kernel.GroupReduction.ONLINE_SOFTMAX:
             m, s = (self.fresh("r") for _ in range(2))
             self.line(f"float {m} = {self.value(op.values[0])}, {s} = {self.value(op.values[1])};")
             self.line(f"emmy::group_reduce_online{params}({m}, {s}, {self.scratch()});")

@@ -23,7 +23,6 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
-    StringAttr,
     TensorType,
     UnitAttr,
     i8,
@@ -198,26 +197,37 @@ def _elementwise_op(entry: PointwiseOp) -> type[ElementwiseOp]:
     return irdl_op_definition(type(class_name, (base,), attributes))
 
 
+class GeluApproximation(StrEnum):
+    """How graph.gelu computes, as torch's `approximate`."""
+
+    #: x · Φ(x), by erf
+    NONE = "none"
+    #: the tanh approximation of x · Φ(x)
+    TANH = "tanh"
+
+
+@irdl_attr_definition
+class GeluApproximationAttr(EnumAttribute[GeluApproximation], SpacedOpaqueSyntaxAttribute):
+    """`#graph<approximation tanh>`"""
+
+    name = "graph.approximation"
+
+
 @irdl_op_definition
 class GeluOp(UnaryOp):
-    """`%y = graph.gelu %x {approximate = "tanh"} : ...`: erf form unless approximate."""
+    """`%y = graph.gelu %x {approximate = #graph<approximation tanh>} : ...`: erf form unless
+    approximate."""
 
     name = "graph.gelu"
     OP: ClassVar[PointwiseOp] = POINTWISE["gelu"]
-    approximate = opt_prop_def(StringAttr)
+    approximate = opt_prop_def(GeluApproximationAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
-    def __init__(self, input: SSAValue, approximate: str = "none"):
+    def __init__(self, input: SSAValue, approximate: GeluApproximation | str = "none"):
         super().__init__(input)
-        if approximate != "none":
-            self.approximate = StringAttr(approximate)
-
-    def verify_(self) -> None:
-        super().verify_()
-        if self.approximate is not None and self.approximate.data not in ("none", "tanh"):
-            raise VerifyException(
-                f"graph.gelu approximate must be none or tanh, not {self.approximate.data!r}"
-            )
+        approximation = GeluApproximation(approximate)
+        if approximation != GeluApproximation.NONE:
+            self.approximate = GeluApproximationAttr(approximation)
 
 
 @irdl_op_definition
@@ -511,30 +521,60 @@ class RmsNormOp(NormOp):
         )
 
 
+class Reduction(StrEnum):
+    """What graph.reduce computes over its dim (its dtypes: `REDUCE_KINDS`)."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    MEAN = "mean"
+    LOGSUMEXP = "logsumexp"
+    #: the variance, dividing by the count less `correction`
+    VAR = "var"
+    #: the standard deviation, dividing by the count less `correction`
+    STD = "std"
+    #: the index (i64) of the first largest element
+    ARGMAX = "argmax"
+    #: the index (i64) of the first smallest element
+    ARGMIN = "argmin"
+    #: whether an element is nonzero (a bool, i8)
+    ANY = "any"
+    #: whether every element is nonzero (a bool, i8)
+    ALL = "all"
+
+
+@irdl_attr_definition
+class ReductionAttr(EnumAttribute[Reduction], SpacedOpaqueSyntaxAttribute):
+    """`#graph<reduction sum>`"""
+
+    name = "graph.reduction"
+
+
 #: the kinds of graph.reduce that divide by the count less a `correction` (Bessel's: 1)
-CORRECTED_KINDS = ("var", "std")
+CORRECTED_KINDS = (Reduction.VAR, Reduction.STD)
 #: graph.reduce's kinds: the inputs each takes (`float`: f32, f16, bf16; `int`: also i8
 #: (bool), i32, i64) and its result's dtype, as torch gives it (`same`; `wide`: the same
 #: for a float, i64 for an integer; `i64`: an index; `i8`: a bool)
-REDUCE_KINDS: dict[str, tuple[str, str]] = {
-    "sum": ("int", "wide"),
-    "prod": ("int", "wide"),
-    "max": ("int", "same"),
-    "min": ("int", "same"),
-    "mean": ("float", "same"),
-    "logsumexp": ("float", "same"),
-    "var": ("float", "same"),
-    "std": ("float", "same"),
-    "argmax": ("int", "i64"),
-    "argmin": ("int", "i64"),
-    "any": ("int", "i8"),
-    "all": ("int", "i8"),
+REDUCE_KINDS: dict[Reduction, tuple[str, str]] = {
+    Reduction.SUM: ("int", "wide"),
+    Reduction.PROD: ("int", "wide"),
+    Reduction.MAX: ("int", "same"),
+    Reduction.MIN: ("int", "same"),
+    Reduction.MEAN: ("float", "same"),
+    Reduction.LOGSUMEXP: ("float", "same"),
+    Reduction.VAR: ("float", "same"),
+    Reduction.STD: ("float", "same"),
+    Reduction.ARGMAX: ("int", "i64"),
+    Reduction.ARGMIN: ("int", "i64"),
+    Reduction.ANY: ("int", "i8"),
+    Reduction.ALL: ("int", "i8"),
 }
 
 
-def reduce_result_dtype(kind: str, element: Attribute) -> Attribute:
+def reduce_result_dtype(kind: Reduction | str, element: Attribute) -> Attribute:
     """The element type of graph.reduce's result of `kind` over `element`."""
-    rule = REDUCE_KINDS[kind][1]
+    rule = REDUCE_KINDS[Reduction(kind)][1]
     if rule == "same" or (rule == "wide" and dtypes.is_float_type(element)):
         return element
     return i8 if rule == "i8" else i64
@@ -547,15 +587,17 @@ class ReduceOp(IRDLOperation):
     max, min, mean, logsumexp, argmax, argmin, any, all, var, std); an integer sum or prod
     accumulates exactly, in i64; var and std divide by the count less `correction`.
 
-    %y = graph.reduce %x {kind = "sum"} : tensor<4x10xf32> -> tensor<4x1xf32>
-    %i = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
-    %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
-    %s = graph.reduce %m {kind = "sum", dim = 0 : i64} : tensor<4x10xi64> -> tensor<10xi64>
+    %y = graph.reduce %x {kind = #graph<reduction sum>} : tensor<4x10xf32> -> tensor<4x1xf32>
+    %i = graph.reduce %x {kind = #graph<reduction argmax>} : tensor<4x10xf32> -> tensor<4xi64>
+    %v = graph.reduce %x {kind = #graph<reduction var>, correction = 1 : i64}
+           : tensor<4x10xf32> -> tensor<4xf32>
+    %s = graph.reduce %m {kind = #graph<reduction sum>, dim = 0 : i64}
+           : tensor<4x10xi64> -> tensor<10xi64>
     """
 
     name = "graph.reduce"
     input = operand_def(TensorType)
-    kind = prop_def(StringAttr)
+    kind = prop_def(ReductionAttr)
     dim = opt_prop_def(IntegerAttr)
     correction = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
@@ -566,12 +608,12 @@ class ReduceOp(IRDLOperation):
     def __init__(
         self,
         input: SSAValue,
-        kind: str,
+        kind: Reduction | str,
         result_type: Attribute,
         correction: int | None = None,
         dim: int | None = None,
     ):
-        properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        properties: dict[str, Attribute] = {"kind": ReductionAttr(Reduction(kind))}
         if dim is not None:
             properties["dim"] = IntegerAttr(dim, i64)
         if correction is not None:
@@ -587,10 +629,6 @@ class ReduceOp(IRDLOperation):
         x, out = self.input.type, self.result.type
         assert isinstance(x, TensorType) and isinstance(out, TensorType)
         kind = self.kind.data
-        if kind not in REDUCE_KINDS:
-            raise VerifyException(
-                f"graph.reduce kind must be one of {', '.join(REDUCE_KINDS)}, not {kind!r}"
-            )
         if (self.correction is not None) != (kind in CORRECTED_KINDS):
             raise VerifyException(
                 f"graph.reduce takes a correction with kinds {', '.join(CORRECTED_KINDS)} only"
@@ -665,7 +703,7 @@ class CumsumOp(IRDLOperation):
                 raise VerifyException(f"graph.cumsum input must not be {element}")
         else:
             _float_tensor(x, "graph.cumsum input")
-        expected = reduce_result_dtype("sum", element)
+        expected = reduce_result_dtype(Reduction.SUM, element)
         if out != TensorType(expected, x.get_shape()):
             raise VerifyException(
                 f"graph.cumsum of {x} gives {TensorType(expected, x.get_shape())}, not {out}"
@@ -1543,5 +1581,5 @@ Graph = Dialect(
         FusedOp,
         YieldOp,
     ],
-    [TriangleAttr, PoolingAttr, ResizeAttr],
+    [GeluApproximationAttr, ReductionAttr, TriangleAttr, PoolingAttr, ResizeAttr],
 )

@@ -12,6 +12,7 @@ kernel to tensors on the host.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -28,7 +29,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.dialects.utils import parse_assignment, print_assignment
+from xdsl.dialects.utils import EnumAttribute, parse_assignment, print_assignment
 from xdsl.ir import (
     Attribute,
     Block,
@@ -36,6 +37,7 @@ from xdsl.ir import (
     Operation,
     ParametrizedAttribute,
     Region,
+    SpacedOpaqueSyntaxAttribute,
     SSAValue,
     TypeAttribute,
 )
@@ -72,7 +74,31 @@ from emmy import dtypes
 from emmy.dialects import fork
 from emmy.pointwise_ops import DEVICE_FUNCTIONS
 
-DIMENSIONS = ("x", "y", "z")
+
+class Dimension(StrEnum):
+    """A dimension of CUDA's thread and block coordinates."""
+
+    X = "x"
+    Y = "y"
+    Z = "z"
+
+
+@irdl_attr_definition
+class DimensionAttr(EnumAttribute[Dimension], SpacedOpaqueSyntaxAttribute):
+    """`#kernel<dimension x>`; a coordinate op spells it bare: `kernel.thread_id x`."""
+
+    name = "kernel.dimension"
+
+
+#: emmy's storage types (emmy.dtypes: f32, f16, bf16, i8, i32, i64, c64, c128) by name
+StorageType = StrEnum("StorageType", {name.upper(): name for name in dtypes.DTYPES})
+
+
+@irdl_attr_definition
+class StorageTypeAttr(EnumAttribute[StorageType], SpacedOpaqueSyntaxAttribute):
+    """`#kernel<dtype bf16>`"""
+
+    name = "kernel.dtype"
 
 
 #: the integers a kernel indexes global tensors and loops with: i32, or i64 at a site whose
@@ -254,43 +280,39 @@ class ReturnOp(IRDLOperation):
 class _CoordinateOp(IRDLOperation):
     """A CUDA thread coordinate along one dimension, as i32."""
 
-    dim = prop_def(StringAttr)
+    dim = prop_def(DimensionAttr)
     result = result_def(i32)
     traits = traits_def(Pure())
     assembly_format = "$dim attr-dict"
 
-    def __init__(self, dim: str = "x"):
-        super().__init__(properties={"dim": StringAttr(dim)}, result_types=[i32])
-
-    def verify_(self) -> None:
-        if self.dim.data not in DIMENSIONS:
-            raise VerifyException(f"{self.name} dimension must be x, y or z, got {self.dim.data!r}")
+    def __init__(self, dim: Dimension | str = Dimension.X):
+        super().__init__(properties={"dim": DimensionAttr(Dimension(dim))}, result_types=[i32])
 
 
 @irdl_op_definition
 class ThreadIdOp(_CoordinateOp):
-    """`%t = kernel.thread_id "x"`: threadIdx.x."""
+    """`%t = kernel.thread_id x`: threadIdx.x."""
 
     name = "kernel.thread_id"
 
 
 @irdl_op_definition
 class BlockIdOp(_CoordinateOp):
-    """`%b = kernel.block_id "x"`: blockIdx.x."""
+    """`%b = kernel.block_id x`: blockIdx.x."""
 
     name = "kernel.block_id"
 
 
 @irdl_op_definition
 class BlockDimOp(_CoordinateOp):
-    """`%n = kernel.block_dim "x"`: blockDim.x."""
+    """`%n = kernel.block_dim x`: blockDim.x."""
 
     name = "kernel.block_dim"
 
 
 @irdl_op_definition
 class GridDimOp(_CoordinateOp):
-    """`%n = kernel.grid_dim "x"`: gridDim.x."""
+    """`%n = kernel.grid_dim x`: gridDim.x."""
 
     name = "kernel.grid_dim"
 
@@ -613,7 +635,7 @@ class MmaOp(IRDLOperation):
     """Warp-collective m16n8k16 tensor-core product: acc[offset:offset+4] += A·B, with A and
     B fragments of 16-bit `dtype` and f32 accumulators (mma.sync.aligned.m16n8k16.row.col).
 
-        kernel.mma %acc[%c], %a_frag[%a], %b_frag[%b] {dtype = "bf16"}
+        kernel.mma %acc[%c], %a_frag[%a], %b_frag[%b] {dtype = #kernel<dtype bf16>}
     """
 
     name = "kernel.mma"
@@ -623,17 +645,17 @@ class MmaOp(IRDLOperation):
     a_offset = operand_def(i32)
     b = operand_def(PtrType)
     b_offset = operand_def(i32)
-    dtype = prop_def(StringAttr)
+    dtype = prop_def(StorageTypeAttr)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
         "$acc `[` $offset `]` `,` $a `[` $a_offset `]` `,` $b `[` $b_offset `]` attr-dict `:` "
         "type($acc) `,` type($a) `,` type($b)"
     )
 
-    def __init__(self, acc, offset, a, a_offset, b, b_offset, dtype: str):
+    def __init__(self, acc, offset, a, a_offset, b, b_offset, dtype: StorageType | str):
         super().__init__(
             operands=[acc, offset, a, a_offset, b, b_offset],
-            properties={"dtype": StringAttr(dtype)},
+            properties={"dtype": StorageTypeAttr(StorageType(dtype))},
         )
 
     def verify_(self) -> None:
@@ -647,7 +669,7 @@ class PackHalf2Op(IRDLOperation):
     register, `lo` in the low half: how an mma's f32 result becomes another mma's A fragment
     without a trip through shared memory.
 
-        kernel.pack_half2 %p_frag[%i], %lo, %hi {dtype = "bf16"} : !kernel.ptr<u32>
+        kernel.pack_half2 %p_frag[%i], %lo, %hi {dtype = #kernel<dtype bf16>} : !kernel.ptr<u32>
     """
 
     name = "kernel.pack_half2"
@@ -655,13 +677,14 @@ class PackHalf2Op(IRDLOperation):
     offset = operand_def(i32)
     lo = operand_def(Float32Type)
     hi = operand_def(Float32Type)
-    dtype = prop_def(StringAttr)
+    dtype = prop_def(StorageTypeAttr)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$fragment `[` $offset `]` `,` $lo `,` $hi attr-dict `:` type($fragment)"
 
-    def __init__(self, fragment, offset, lo, hi, dtype: str):
+    def __init__(self, fragment, offset, lo, hi, dtype: StorageType | str):
         super().__init__(
-            operands=[fragment, offset, lo, hi], properties={"dtype": StringAttr(dtype)}
+            operands=[fragment, offset, lo, hi],
+            properties={"dtype": StorageTypeAttr(StorageType(dtype))},
         )
 
     def verify_(self) -> None:
@@ -749,7 +772,32 @@ class DeviceCallOp(IRDLOperation):
             )
 
 
-REDUCE_KINDS = {"sum": 1, "max": 1, "min": 1, "prod": 1, "online_softmax": 2}
+class GroupReduction(StrEnum):
+    """How kernel.group_reduce combines its group's values."""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    PROD = "prod"
+    #: (max, sum) pairs of an online softmax: the sums rescaled to the group's max
+    ONLINE_SOFTMAX = "online_softmax"
+
+
+@irdl_attr_definition
+class GroupReductionAttr(EnumAttribute[GroupReduction], SpacedOpaqueSyntaxAttribute):
+    """`#kernel<reduction max>`; kernel.group_reduce spells it as a string: `"max"`."""
+
+    name = "kernel.reduction"
+
+
+#: the values per thread each kind of kernel.group_reduce combines
+REDUCE_KINDS = {
+    GroupReduction.SUM: 1,
+    GroupReduction.MAX: 1,
+    GroupReduction.MIN: 1,
+    GroupReduction.PROD: 1,
+    GroupReduction.ONLINE_SOFTMAX: 2,
+}
 
 
 @irdl_op_definition
@@ -764,7 +812,7 @@ class GroupReduceOp(IRDLOperation):
     """
 
     name = "kernel.group_reduce"
-    kind = prop_def(StringAttr)
+    kind = prop_def(GroupReductionAttr)
     strategies = prop_def(ArrayAttr[StringAttr])
     values = var_operand_def()
     group = operand_def(i32)
@@ -776,7 +824,7 @@ class GroupReduceOp(IRDLOperation):
 
     def __init__(
         self,
-        kind: str,
+        kind: GroupReduction | str,
         values: Sequence[SSAValue],
         group: SSAValue,
         strategy: SSAValue,
@@ -786,14 +834,14 @@ class GroupReduceOp(IRDLOperation):
             operands=[values, group, strategy],
             result_types=[[v.type for v in values]],
             properties={
-                "kind": StringAttr(kind),
+                "kind": GroupReductionAttr(GroupReduction(kind)),
                 "strategies": ArrayAttr([StringAttr(s) for s in strategies]),
             },
         )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_attribute(self.kind)
+        printer.print_string_literal(self.kind.data)
         printer.print_string(" (")
         printer.print_list(self.values, printer.print_ssa_value)
         printer.print_string(") group ")
@@ -805,7 +853,7 @@ class GroupReduceOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> GroupReduceOp:
-        kind = parser.parse_str_literal()
+        kind = parser.parse_str_enum(GroupReduction)
         values = parser.parse_comma_separated_list(
             Parser.Delimiter.PAREN,
             lambda: parser.resolve_operand(parser.parse_unresolved_operand(), Float32Type()),
@@ -820,11 +868,9 @@ class GroupReduceOp(IRDLOperation):
         return cls(kind, values, group, strategy, [s.data for s in strategies])
 
     def verify_(self) -> None:
-        arity = REDUCE_KINDS.get(self.kind.data)
-        if arity is None:
-            raise VerifyException(f"unknown reduction kind {self.kind.data!r}")
+        arity = REDUCE_KINDS[self.kind.data]
         if len(self.values) != arity:
-            raise VerifyException(f"reduction {self.kind.data!r} takes {arity} value(s)")
+            raise VerifyException(f"reduction {self.kind.data.value!r} takes {arity} value(s)")
         if any(v.type != Float32Type() for v in self.values):
             raise VerifyException("kernel.group_reduce reduces f32 values")
         unknown = [s.data for s in self.strategies if s.data not in self.KNOWN_STRATEGIES]
@@ -931,5 +977,5 @@ Kernel = Dialect(
         LaunchOp,
         CallOp,
     ],
-    [PtrType],
+    [PtrType, DimensionAttr, StorageTypeAttr, GroupReductionAttr],
 )

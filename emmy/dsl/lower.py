@@ -884,7 +884,8 @@ class Lowering:
         arity = kernel.REDUCE_KINDS.get(kind)
         if arity is None:
             raise self.error(
-                arg_nodes[0], f"unknown reduction {kind!r}; one of {sorted(kernel.REDUCE_KINDS)}"
+                arg_nodes[0],
+                f"unknown reduction {kind!r}; one of {sorted(map(str, kernel.REDUCE_KINDS))}",
             )
         if len(arg_nodes) != arity + 3:
             raise self.error(node, f"reduction {kind} takes {arity} value(s)")

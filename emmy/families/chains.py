@@ -131,7 +131,7 @@ def collect_group(
         assert isinstance(op, graph.ElementwiseOp)
         operands = [text(operand) for operand in op.operands]
         approximate = op.approximate if isinstance(op, graph.GeluOp) else None
-        if approximate is not None and approximate.data == "tanh":
+        if approximate is not None and approximate.data == graph.GeluApproximation.TANH:
             return f"gelu_tanh({operands[0]})"
         return op.OP.spell(operands, dtype_of(op.results[0]))
 

@@ -32,7 +32,7 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
             "inner": math.prod(shape[dim + 1 :]),
             "T": dtype_of(op.input),
             "Y": dtype_of(op.result),
-            "op": op.kind.data,
+            "op": op.kind.data.value,
         }
         return Site("reduce_rows_int", key, list(op.operands))
     if dim != len(shape) - 1:
@@ -41,7 +41,7 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
             "the last dim (move it last first)"
         )
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
-    key["op"] = op.kind.data
+    key["op"] = op.kind.data.value
     if op.correction is not None:
         key["correction"] = op.correction.value.data
     return Site(FLOAT_FAMILIES[op.kind.data], key, list(op.operands))

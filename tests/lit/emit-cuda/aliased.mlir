@@ -9,7 +9,7 @@ fork.site @in_place "f" "n=32" {
   %one = arith.constant 1 : i32
   %none = arith.constant 0 : i32
   kernel.func @in_place(%x : !kernel.ptr<f32> "x" aliased, %s : !kernel.ptr<f32> "s", %y : !kernel.ptr<f32> "y" aliased) {
-    %i = kernel.thread_id "x"
+    %i = kernel.thread_id x
     %v = kernel.load %x[%i] : !kernel.ptr<f32> -> f32
     %w = kernel.load %s[%i] : !kernel.ptr<f32> -> f32
     %sum = arith.addf %v, %w : f32
@@ -23,7 +23,7 @@ fork.site @distinct "f" "n=32" {
   %one = arith.constant 1 : i32
   %none = arith.constant 0 : i32
   kernel.func @distinct(%x : !kernel.ptr<f32> "x", %s : !kernel.ptr<f32> "s", %y : !kernel.ptr<f32> "y") {
-    %i = kernel.thread_id "x"
+    %i = kernel.thread_id x
     %v = kernel.load %x[%i] : !kernel.ptr<f32> -> f32
     %w = kernel.load %s[%i] : !kernel.ptr<f32> -> f32
     %sum = arith.addf %v, %w : f32

@@ -6,7 +6,7 @@ fork.site @s "f" "n=8" {
   %one = arith.constant 1 : i32
   %none = arith.constant 0 : i32
   kernel.func @k(%x : !kernel.ptr<f32> "x") {
-    %i = kernel.thread_id "x"
+    %i = kernel.thread_id x
     %v = kernel.load %x[%i] : !kernel.ptr<f32> -> f32
     %c = math.cos %v : f32
     kernel.store %c, %x[%i] : f32, !kernel.ptr<f32>

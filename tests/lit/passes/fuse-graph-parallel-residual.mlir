@@ -29,7 +29,7 @@ func.func @late_weights(%x : tensor<4x64xf32>, %r : tensor<4x64xf32>, %g : tenso
   %h = graph.add %x, %r : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
   %n1 = graph.layer_norm %h, %g, %b {eps = 1.000000e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>
   %a = graph.matmul %n1, %w : tensor<4x64xf32>, tensor<64x64xf32> -> tensor<4x64xf32>
-  %g2 = graph.reduce %a {kind = "sum", dim = 0 : i64} : tensor<4x64xf32> -> tensor<64xf32>
+  %g2 = graph.reduce %a {kind = #graph<reduction sum>, dim = 0 : i64} : tensor<4x64xf32> -> tensor<64xf32>
   %n2 = graph.layer_norm %h, %g2, %b {eps = 1.000000e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>
   func.return %n2, %a : tensor<4x64xf32>, tensor<4x64xf32>
 }

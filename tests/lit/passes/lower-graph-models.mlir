@@ -86,8 +86,8 @@ func.func @strided(%x : tensor<2x3x4x5xf32>, %y : tensor<1x6x4xf32>) -> (tensor<
 // The other row families: rms_norm, reductions (keepdim or not), embedding, rope.
 func.func @rows(%x : tensor<2x8x64xf16>, %w : tensor<64xf16>, %t : tensor<100x64xf16>, %ids : tensor<2x8xi32>, %r : tensor<2x8x4x16xf16>, %cos : tensor<8x8xf16>, %sin : tensor<8x8xf16>) -> (tensor<2x8x64xf16>, tensor<2x8x1xf16>, tensor<2x8xf16>, tensor<2x8x64xf16>, tensor<2x8x4x16xf16>) {
   %n = graph.rms_norm %x, %w {eps = 1.000000e-06 : f64} : tensor<2x8x64xf16>, tensor<64xf16> -> tensor<2x8x64xf16>
-  %s = graph.reduce %x {kind = "mean"} : tensor<2x8x64xf16> -> tensor<2x8x1xf16>
-  %m = graph.reduce %x {kind = "max"} : tensor<2x8x64xf16> -> tensor<2x8xf16>
+  %s = graph.reduce %x {kind = #graph<reduction mean>} : tensor<2x8x64xf16> -> tensor<2x8x1xf16>
+  %m = graph.reduce %x {kind = #graph<reduction max>} : tensor<2x8x64xf16> -> tensor<2x8xf16>
   %e = graph.embedding %t, %ids : tensor<100x64xf16>, tensor<2x8xi32> -> tensor<2x8x64xf16>
   %p = graph.rope %r, %cos, %sin : tensor<2x8x4x16xf16>, tensor<8x8xf16>, tensor<8x8xf16> -> tensor<2x8x4x16xf16>
   func.return %n, %s, %m, %e, %p : tensor<2x8x64xf16>, tensor<2x8x1xf16>, tensor<2x8xf16>, tensor<2x8x64xf16>, tensor<2x8x4x16xf16>

@@ -5,11 +5,11 @@
 // the result's dtype Y, over any dim in place: [rows, cols, inner]); graph.cumsum
 // accumulates floats in f32 and integers in i64, over any dim in place too.
 func.func @reductions(%x : tensor<4x10xf32>, %ids : tensor<2x16xi64>, %mask : tensor<2x16xi8>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xi64>, tensor<2xi64>, tensor<2xi8>, tensor<2x16xi64>, tensor<4x10xf32>) {
-  %p = graph.reduce %x {kind = "prod"} : tensor<4x10xf32> -> tensor<4xf32>
-  %v = graph.reduce %x {kind = "var", correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
-  %a = graph.reduce %x {kind = "argmax"} : tensor<4x10xf32> -> tensor<4xi64>
-  %s = graph.reduce %ids {kind = "sum"} : tensor<2x16xi64> -> tensor<2xi64>
-  %any = graph.reduce %mask {kind = "any"} : tensor<2x16xi8> -> tensor<2xi8>
+  %p = graph.reduce %x {kind = #graph<reduction prod>} : tensor<4x10xf32> -> tensor<4xf32>
+  %v = graph.reduce %x {kind = #graph<reduction var>, correction = 1 : i64} : tensor<4x10xf32> -> tensor<4xf32>
+  %a = graph.reduce %x {kind = #graph<reduction argmax>} : tensor<4x10xf32> -> tensor<4xi64>
+  %s = graph.reduce %ids {kind = #graph<reduction sum>} : tensor<2x16xi64> -> tensor<2xi64>
+  %any = graph.reduce %mask {kind = #graph<reduction any>} : tensor<2x16xi8> -> tensor<2xi8>
   %c = graph.cumsum %mask {dim = 0 : i64} : tensor<2x16xi8> -> tensor<2x16xi64>
   %cf = graph.cumsum %x : tensor<4x10xf32> -> tensor<4x10xf32>
   func.return %p, %v, %a, %s, %any, %c, %cf : tensor<4xf32>, tensor<4xf32>, tensor<4xi64>, tensor<2xi64>, tensor<2xi8>, tensor<2x16xi64>, tensor<4x10xf32>

@@ -15,8 +15,8 @@ func.func @ops(%x : tensor<4x8xf32>, %row : tensor<8xf32>) -> tensor<4x8xf32> {
   // CHECK-NEXT: graph.exp
   %t = graph.tanh %e : tensor<4x8xf32> -> tensor<4x8xf32>
   // CHECK-NEXT: graph.tanh
-  %g = graph.gelu %t {approximate = "tanh"} : tensor<4x8xf32> -> tensor<4x8xf32>
-  // CHECK-NEXT: graph.gelu %{{.*}} {approximate = "tanh"}
+  %g = graph.gelu %t {approximate = #graph<approximation tanh>} : tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK-NEXT: graph.gelu %{{.*}} {approximate = #graph<approximation tanh>}
   %g2 = graph.gelu %g : tensor<4x8xf32> -> tensor<4x8xf32>
   // CHECK-NEXT: graph.gelu %{{.*}} : tensor<4x8xf32>
   %si = graph.silu %g2 : tensor<4x8xf32> -> tensor<4x8xf32>
@@ -47,16 +47,16 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
   %rn = graph.rms_norm %ln, %g {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
   // CHECK-NEXT: graph.rms_norm %{{.*}}, %{{.*}} {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
-  %rk = graph.reduce %rn {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
-  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
-  %rd = graph.reduce %rn {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
-  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "max"} : tensor<2x8x64xf32> -> tensor<2x8xf32>
-  %ra = graph.reduce %rn {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
-  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "argmax"} : tensor<2x8x64xf32> -> tensor<2x8xi64>
-  %rv = graph.reduce %rn {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
-  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "var", correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
-  %ri = graph.reduce %ids {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
-  // CHECK-NEXT: graph.reduce %{{.*}} {kind = "sum"} : tensor<2x8xi64> -> tensor<2xi64>
+  %rk = graph.reduce %rn {kind = #graph<reduction sum>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = #graph<reduction sum>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
+  %rd = graph.reduce %rn {kind = #graph<reduction max>} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = #graph<reduction max>} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ra = graph.reduce %rn {kind = #graph<reduction argmax>} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = #graph<reduction argmax>} : tensor<2x8x64xf32> -> tensor<2x8xi64>
+  %rv = graph.reduce %rn {kind = #graph<reduction var>, correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = #graph<reduction var>, correction = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %ri = graph.reduce %ids {kind = #graph<reduction sum>} : tensor<2x8xi64> -> tensor<2xi64>
+  // CHECK-NEXT: graph.reduce %{{.*}} {kind = #graph<reduction sum>} : tensor<2x8xi64> -> tensor<2xi64>
   %cs = graph.cumsum %ids : tensor<2x8xi64> -> tensor<2x8xi64>
   // CHECK-NEXT: graph.cumsum %{{.*}} : tensor<2x8xi64> -> tensor<2x8xi64>
   %e = graph.embedding %table, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>

@@ -19,24 +19,6 @@ kernel.func @k(%x : !kernel.ptr<f16> "x") {
 
 // -----
 
-kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "x2") {
-  %t = kernel.thread_id "w"
-  kernel.return
-}
-// CHECK: kernel.thread_id dimension must be x, y or z, got 'w'
-
-// -----
-
-kernel.func @k(%x : !kernel.ptr<f32> "x") {
-  %c = arith.constant 0 : i32
-  %f = arith.constant 0.0 : f32
-  %r = kernel.group_reduce "xor" (%f) group %c strategy %c ["shuffle"]
-  kernel.return
-}
-// CHECK: unknown reduction kind 'xor'
-
-// -----
-
 kernel.func @k(%x : !kernel.ptr<f32> "x") {
   %c = arith.constant 0 : i32
   %f = arith.constant 0.0 : f32
@@ -78,7 +60,7 @@ kernel.func @k(%x : !kernel.ptr<i1> "x") {
 
 kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "y") {
   %c = arith.constant 0 : i32
-  %r = "kernel.group_reduce"(%c, %c, %c) <{kind = "sum", strategies = ["smem"], operandSegmentSizes = array<i32: 1, 1, 1>}> : (i32, i32, i32) -> i32
+  %r = "kernel.group_reduce"(%c, %c, %c) <{kind = #kernel<reduction sum>, strategies = ["smem"], operandSegmentSizes = array<i32: 1, 1, 1>}> : (i32, i32, i32) -> i32
   kernel.return
 }
 // CHECK: kernel.group_reduce reduces f32 values
@@ -169,7 +151,7 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
 
 kernel.func @k(%x : !kernel.ptr<f32> "x") {
   %c = arith.constant 0 : i32
-  kernel.mma %x[%c], %x[%c], %x[%c] {dtype = "f32"} : !kernel.ptr<f32>, !kernel.ptr<f32>, !kernel.ptr<f32>
+  kernel.mma %x[%c], %x[%c], %x[%c] {dtype = #kernel<dtype f32>} : !kernel.ptr<f32>, !kernel.ptr<f32>, !kernel.ptr<f32>
   kernel.return
 }
 // CHECK: kernel.mma multiplies f16 or bf16, not f32

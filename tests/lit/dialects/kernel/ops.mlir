@@ -7,14 +7,14 @@ fork.site @k "k" "n=8" {
   %strategy = arith.constant 0 : i32
   kernel.func @k(%x : !kernel.ptr<bf16> "x", %y : !kernel.ptr<f32> "y") {
     // CHECK: kernel.func @k(%{{.*}} : !kernel.ptr<bf16> "x", %{{.*}} : !kernel.ptr<f32> "y") {
-    %t = kernel.thread_id "x"
-    // CHECK-NEXT: kernel.thread_id "x"
-    %b = kernel.block_id "y"
-    // CHECK-NEXT: kernel.block_id "y"
-    %bd = kernel.block_dim "z"
-    // CHECK-NEXT: kernel.block_dim "z"
-    %gd = kernel.grid_dim "x"
-    // CHECK-NEXT: kernel.grid_dim "x"
+    %t = kernel.thread_id x
+    // CHECK-NEXT: kernel.thread_id x
+    %b = kernel.block_id y
+    // CHECK-NEXT: kernel.block_id y
+    %bd = kernel.block_dim z
+    // CHECK-NEXT: kernel.block_dim z
+    %gd = kernel.grid_dim x
+    // CHECK-NEXT: kernel.grid_dim x
     %v = kernel.load %x[%t] : !kernel.ptr<bf16> -> f32
     // CHECK-NEXT: kernel.load %{{.*}}[%{{.*}}] : !kernel.ptr<bf16> -> f32
     %sp = kernel.device_call "pw_softplus"(%v, %v, %v) : (f32, f32, f32) -> f32
@@ -61,10 +61,10 @@ fork.site @k "k" "n=8" {
     %ht = kernel.shared_array %c1, %c64 : !kernel.ptr<bf16>
     kernel.ldmatrix %frag[%c1], %ht[%t] {count = 4 : i32, trans = false} : !kernel.ptr<i32>, !kernel.ptr<bf16>
     // CHECK: kernel.ldmatrix %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {count = 4 : i32, trans = false} : !kernel.ptr<i32>, !kernel.ptr<bf16>
-    kernel.mma %acc[%c1], %frag[%c1], %frag[%c1] {dtype = "bf16"} : !kernel.ptr<f32>, !kernel.ptr<i32>, !kernel.ptr<i32>
-    // CHECK-NEXT: kernel.mma %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {dtype = "bf16"}
-    kernel.pack_half2 %frag[%c1], %m, %m {dtype = "f16"} : !kernel.ptr<i32>
-    // CHECK-NEXT: kernel.pack_half2 %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} {dtype = "f16"} : !kernel.ptr<i32>
+    kernel.mma %acc[%c1], %frag[%c1], %frag[%c1] {dtype = #kernel<dtype bf16>} : !kernel.ptr<f32>, !kernel.ptr<i32>, !kernel.ptr<i32>
+    // CHECK-NEXT: kernel.mma %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] {dtype = #kernel<dtype bf16>}
+    kernel.pack_half2 %frag[%c1], %m, %m {dtype = #kernel<dtype f16>} : !kernel.ptr<i32>
+    // CHECK-NEXT: kernel.pack_half2 %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} {dtype = #kernel<dtype f16>} : !kernel.ptr<i32>
     kernel.cp_async %ht[%t], %x[%t], %c4 : !kernel.ptr<bf16>, !kernel.ptr<bf16>
     // CHECK-NEXT: kernel.cp_async %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : !kernel.ptr<bf16>, !kernel.ptr<bf16>
     kernel.cp_async_wait %c1
