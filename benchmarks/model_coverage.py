@@ -28,8 +28,8 @@ from torch._dynamo.backends.common import aot_autograd
 
 from emmy.api import DECOMPOSITIONS, convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
+from emmy.frontend.export import export
 from emmy.frontend.fallback import Coverage, elementwise
-from emmy.frontend.model import export
 
 APIS = ("export", "torch.compile")
 

@@ -10,9 +10,10 @@ from torch import fx, nn
 
 from emmy.errors import EmmyError
 from emmy.families.pointwise_ops import BY_ATEN
+from emmy.frontend.converter import handler_for, supported_ops
+from emmy.frontend.converter import supports as model_supports
+from emmy.frontend.export import convert, export, export_program
 from emmy.frontend.expression import _WholeOps, trace
-from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
-from emmy.frontend.model import supports as model_supports
 from emmy.frontend.op_registry import OpRegistry
 
 #: every op the converter took before the registry (its tables VIEW_OPS, IDENTITY_OPS,

@@ -18,7 +18,7 @@ import emmy
 from emmy.compiler import compile_graph
 from emmy.families.pointwise_ops import DEVICE_FUNCTIONS, TABLE
 from emmy.frontend.cache import parse_graph
-from emmy.frontend.model import export
+from emmy.frontend.export import export
 from emmy.runtime.emu import EmuDevice
 
 #: each op of the table on floats: x [2, 3, 4, 8], row [8], col [4, 1], s 0-d
