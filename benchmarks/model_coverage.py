@@ -28,7 +28,7 @@ from torch._dynamo.backends.common import aot_autograd
 
 from emmy.api import DECOMPOSITIONS, convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
-from emmy.frontend.model import export
+from emmy.frontend.export import export
 from emmy.frontend.torch_fallback import Coverage, elementwise
 
 APIS = ("export", "torch.compile")

@@ -21,9 +21,8 @@ from torch.utils import _pytree
 
 from emmy.build import build_program
 from emmy.errors import EmmyError
-from emmy.frontend.model import (
-    Converter,
-    ModelGraph,
+from emmy.frontend.converter import Converter, ModelGraph
+from emmy.frontend.export import (
     convert,
     export,
     export_program,

@@ -764,7 +764,7 @@ def run_recipe(args: argparse.Namespace) -> int:
 
 def run_model(args: argparse.Namespace, model, inputs) -> int:
     # torch exports and checks the model; the other commands need not load it
-    from emmy.frontend.model import export
+    from emmy.frontend.export import export
     from emmy.runtime.bound import as_model_dtype
     from emmy.runtime.convert import compare, model_tolerance
 

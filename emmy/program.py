@@ -30,6 +30,7 @@ class Runner(Protocol):
         self, source: str, launches: Sequence[Step], buffers: dict[str, np.ndarray], **options
     ) -> None: ...
 
+
 @dataclass(frozen=True)
 class KernelInfo:
     """What the host needs to launch one emitted kernel."""

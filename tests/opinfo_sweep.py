@@ -22,7 +22,7 @@ from torch.utils import _pytree
 
 import emmy
 from emmy import dtypes
-from emmy.frontend.model import INTEGER_DTYPES
+from emmy.frontend.function_builder import INTEGER_DTYPES
 from emmy.runtime.convert import TOLERANCES, compare
 from emmy.runtime.emu import EmuDevice
 

@@ -120,5 +120,5 @@ def test_what_no_kernel_takes_falls_back_with_its_reason(conv, shape, reason) ->
 def test_same_padding_of_an_even_filter_falls_back_under_export() -> None:
     """torch pads one side more; under torch.compile the padding arrives as a copy first."""
     conv, x = nn.Conv1d(3, 4, 4, padding="same"), torch.randn(1, 3, 8)
-    graph = emmy.frontend.model.export(conv.eval(), (x,))
+    graph = emmy.frontend.export.export(conv.eval(), (x,))
     assert ["padded more on one side" in f.reason for f in graph.coverage.fallbacks] == [True]

@@ -151,7 +151,7 @@ def test_a_handler_whose_later_op_fails_its_verifier_leaves_nothing_behind() -> 
 
     from emmy.dialects import graph
     from emmy.errors import EmmyError
-    from emmy.frontend.model import Converter
+    from emmy.frontend.converter import Converter
 
     converter = Converter(fx.Graph(), {})
     x = converter.block.insert_arg(TensorType(f32, [4]), 0)

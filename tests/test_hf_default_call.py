@@ -11,8 +11,8 @@ from torch.utils import _pytree
 
 import emmy
 from emmy.frontend import tiny_models
+from emmy.frontend.export import register_output_types
 from emmy.frontend.hf_model import example_inputs
-from emmy.frontend.model import register_output_types
 from emmy.runtime.emu import EmuDevice
 
 SEQ = 8

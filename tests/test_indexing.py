@@ -16,7 +16,8 @@ from torch import nn
 import emmy
 import emmy.api
 from emmy.errors import KernelLaunchError
-from emmy.frontend.model import export_program, supports
+from emmy.frontend.converter import supports
+from emmy.frontend.export import export_program
 from emmy.runtime.emu import EmuDevice
 
 

@@ -3,15 +3,19 @@ node is supported, asked without converting it."""
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
 from emmy.errors import EmmyError
+from emmy.frontend.aten import ATEN
+from emmy.frontend.converter import handler_for, supported_ops
+from emmy.frontend.converter import supports as model_supports
+from emmy.frontend.export import convert, export, export_program
 from emmy.frontend.expression import _WholeOps, trace
-from emmy.frontend.model import convert, export, export_program, handler_for, supported_ops
-from emmy.frontend.model import supports as model_supports
 from emmy.frontend.op_registry import OpRegistry
 from emmy.pointwise_ops import BY_ATEN
 
@@ -259,6 +263,14 @@ def test_sizes_and_items_are_supported_though_not_ops():
     assert model_supports(_node(torch.ops.aten.sym_size.int, 4)).reason is None
     assert not model_supports(_node(torch.ops.aten.sym_size.int, torch.empty(1)))
     assert "aten.sym_size.int" not in supported_ops()
+
+
+def test_a_node_whose_value_is_a_number_is_a_size_whatever_its_op():
+    """Class entries claim in the order emmy.frontend.aten imports their modules: sizes
+    before getitem and the pointwise table (either would read the converter, None here)."""
+    for target in (operator.getitem, torch.ops.aten.mul.Tensor):
+        node = _node(target, 4)
+        assert ATEN.entry_for(node).handler(None, node) == 4
 
 
 class Median(nn.Module):

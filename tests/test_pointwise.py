@@ -17,7 +17,7 @@ from torch import nn
 import emmy
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
-from emmy.frontend.model import export
+from emmy.frontend.export import export
 from emmy.pointwise_ops import DEVICE_FUNCTIONS, TABLE
 from emmy.runtime.emu import EmuDevice
 

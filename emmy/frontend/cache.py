@@ -104,7 +104,7 @@ def cached_export(path, build, timings: dict | None = None) -> tuple[str, list[s
 
     timings["frontend: import torch"] = time.perf_counter() - start
     # torch exports the model: a graph found in the cache above does without it
-    from emmy.frontend.model import export
+    from emmy.frontend.export import export
 
     start = time.perf_counter()
     model, inputs = build()

@@ -3,7 +3,7 @@
 The expression runs once under a dispatch mode that records every ATen call: tensors made
 by factories (`torch.randn`, ...) or met without a producer become the function's inputs,
 and the recorded calls become an fx graph of ATen ops that the model frontend
-(emmy.frontend.model) converts, the same converter torch.export's graphs go through.
+(emmy.frontend.converter) converts, the same converter torch.export's graphs go through.
 Under `meta=True` the tensors are meta tensors, so tracing a large expression allocates
 nothing; otherwise they are real and the eager result is kept as the reference.
 """
@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from emmy.errors import EmmyError
 from emmy.frontend import ops
-from emmy.frontend.model import Converter
+from emmy.frontend.converter import Converter
 
 FACTORIES = {
     "randn",

@@ -50,7 +50,7 @@ from emmy.families.family import Fusion, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 
-# emmy.frontend.model reads these here
+# emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]
 
 #: graph ops no site stands for: views, and what a `graph.fused` is made of

@@ -1,0 +1,215 @@
+"""Norms: layer_norm and rms_norm over trailing dims, inference batch_norm and group_norm
+per channel."""
+
+from __future__ import annotations
+
+import torch
+from torch import fx
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
+from emmy.dialects import graph
+from emmy.frontend.aten.common import ATEN, _shaped_as, _value
+from emmy.frontend.function_builder import Constant, FunctionBuilder, View, _numel
+from emmy.frontend.op_registry import Refusal, op_name
+
+
+def _norm_refusal(norm: str) -> Refusal:
+    """Refuses a norm over no dims (its normalized_shape, args[1]) or of an empty tensor."""
+
+    def refusal(node: fx.Node) -> str | None:
+        x = node.args[0].meta["val"]
+        if not node.args[1] or x.numel() == 0:
+            return f"{norm} of {list(x.shape)} over {list(node.args[1])} is not supported"
+        return None
+
+    return refusal
+
+
+def _norm_rows(self: FunctionBuilder, x_arg: fx.Node, dims: int) -> SSAValue:
+    """x with its `dims` normalised trailing dims merged into one (no element moves)."""
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [*shape[: len(shape) - dims], _numel(shape[-dims:])])
+    return x if x.type == rows else self.insert(graph.ReshapeOp(x, rows))
+
+
+def _norm_param(
+    self: FunctionBuilder, node: fx.Node, arg: object, size: int, like: torch.Tensor, fill: float
+) -> SSAValue:
+    """A norm's weight or bias flattened to [size]; an absent one is ones or zeros."""
+    if arg is None:
+        return _filled(self, node, size, like, fill)
+    param = self.operand(arg)
+    flat = TensorType(param.type.element_type, [size])
+    return param if param.type == flat else self.insert(graph.ReshapeOp(param, flat))
+
+
+@ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
+def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
+    x_arg, shape = node.args[0], node.args[1]
+    weight = node.args[2] if len(node.args) > 2 else None
+    bias = node.args[3] if len(node.args) > 3 else None
+    eps = node.args[4] if len(node.args) > 4 else 1e-5
+    x = _norm_rows(self, x_arg, len(shape))
+    example = _value(node)
+    size = x.type.get_shape()[-1]
+    w = _norm_param(self, node, weight, size, example, 1.0)
+    b = _norm_param(self, node, bias, size, example, 0.0)
+    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
+
+
+@ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
+def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
+    """LayerNorm's output; its saved mean and rstd have no user in inference."""
+    return [_layer_norm(self, node), None, None]
+
+
+@ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
+def _rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
+    x_arg, shape = node.args[0], node.args[1]
+    weight = node.args[2] if len(node.args) > 2 else None
+    eps = node.args[3] if len(node.args) > 3 else None
+    example = _value(node)
+    if eps is None:
+        eps = torch.finfo(example.dtype).eps
+    x = _norm_rows(self, x_arg, len(shape))
+    w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+
+
+@ATEN.handles("aten._fused_rms_norm.default", accepts=_norm_refusal("rms_norm"))
+def _fused_rms_norm(self: FunctionBuilder, node: fx.Node) -> list:
+    """RMSNorm's output (what rms_norm is below autograd); its saved rstd has no user."""
+    return [_rms_norm(self, node), None]
+
+
+def _filled(
+    self: FunctionBuilder, node: fx.Node, size: int, like: torch.Tensor, fill: float
+) -> SSAValue:
+    """A norm's absent weight (ones) or bias (zeros), as a constant."""
+    tensor = torch.full((size,), fill, dtype=like.dtype)
+    return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
+
+
+#: inference batch norms: (the index of `training` in the arguments or None, of eps)
+BATCH_NORMS = {
+    "aten.batch_norm.default": (5, 7),
+    "aten.native_batch_norm.default": (5, 7),
+    "aten._native_batch_norm_legit_no_training.default": (None, 6),
+}
+
+
+def _batch_norm_refusal(node: fx.Node) -> str | None:
+    training, _ = BATCH_NORMS[op_name(node)]
+    x = node.args[0].meta["val"]
+    if training is not None and node.args[training]:
+        return "batch_norm in training mode (batch statistics) is not supported"
+    if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
+        return f"batch_norm of {x.dtype}{list(x.shape)} is not supported"
+    for arg in node.args[1:5]:
+        if arg is not None and not isinstance(arg.meta.get("val"), torch.Tensor):
+            return "batch_norm with a parameter that is not a tensor is not supported"
+    return None
+
+
+@ATEN.handles(*BATCH_NORMS, accepts=_batch_norm_refusal)
+def _batch_norm(self: FunctionBuilder, node: fx.Node) -> object:
+    """(x - mean) · rsqrt(var + eps) · w + b with the running statistics, as x · scale +
+    shift per channel (dim 1), folded at compile time from the weights: x is read as rows
+    [batch · channels, the rest], the scale and shift as a column of one value per row."""
+    folded = self.folded_norms.get(node)
+    if folded is not None:  # into the convolution before it
+        return [folded, None, None] if isinstance(node.meta["val"], (list, tuple)) else folded
+    _, eps_index = BATCH_NORMS[op_name(node)]
+    x_arg, weight, bias, mean, var = node.args[:5]
+    eps = float(node.args[eps_index])
+    stats = [self.values[a] if a is not None else None for a in (weight, bias, mean, var)]
+    if any(s is not None and not isinstance(s, Constant) for s in stats):
+        raise self.error("batch_norm with statistics or parameters that are not weights")
+    w, b, m, v = (s.tensor.double() if s is not None else None for s in stats)
+    channels = int(node.args[0].meta["val"].shape[1])
+    scale = torch.rsqrt(v + eps) if v is not None else torch.ones(channels, dtype=torch.float64)
+    scale = scale * w if w is not None else scale
+    shift = -m * scale if m is not None else torch.zeros(channels, dtype=torch.float64)
+    shift = shift + b if b is not None else shift
+    example = _value(node)
+    x = self.operand(x_arg)
+    shape = list(x.type.get_shape())
+    rows = TensorType(x.type.element_type, [shape[0] * channels, _numel(shape[2:])])
+    x = self.insert(graph.ReshapeOp(x, rows))
+    columns = [
+        self.constant_arg(
+            f"{node.name}.{name}", t.repeat(shape[0]).reshape(-1, 1).to(example.dtype)
+        )
+        for name, t in (("scale", scale), ("shift", shift))
+    ]
+    y = self.insert(graph.MulOp(x, columns[0], rows))
+    y = _shaped_as(self, self.insert(graph.AddOp(y, columns[1], rows)), example)
+    return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
+
+
+#: group norms: the index of (weight, bias, the group count, eps) in their arguments
+GROUP_NORMS = {
+    "aten.group_norm.default": (2, 3, 1, 4),
+    "aten.native_group_norm.default": (1, 2, 6, 7),
+}
+
+
+def _group_norm_refusal(node: fx.Node) -> str | None:
+    x = node.args[0].meta["val"]
+    groups = node.args[GROUP_NORMS[op_name(node)][2]]
+    if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
+        return f"group_norm of {x.dtype}{list(x.shape)} is not supported"
+    if x.shape[1] % groups:
+        return f"group_norm of {x.shape[1]} channels in {groups} groups"
+    return None
+
+
+def _channel_column(self: FunctionBuilder, node: fx.Node, arg: fx.Node, batch: int, name: str):
+    """A per-channel parameter [C] as a column of one value per row [batch · C, 1] (a
+    weight's folded at compile time, another's broadcast by a copy)."""
+    value = self.values[arg]
+    channels = int(arg.meta["val"].shape[0])
+    dtype = _value(node).dtype
+    if isinstance(value, Constant):
+        column = value.tensor.detach().repeat(batch).reshape(-1, 1).to(dtype)
+        return self.constant_arg(f"{node.name}.{name}", column)
+    view = self.view(value)
+    expanded = view.meta.reshape(1, channels, 1).expand(batch, channels, 1)
+    copy = self.contiguous(View(view.base, expanded))
+    typ = TensorType(copy.type.element_type, [batch * channels, 1])
+    return self.insert(graph.ReshapeOp(copy, typ))
+
+
+@ATEN.handles(*GROUP_NORMS, accepts=_group_norm_refusal)
+def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
+    """GroupNorm in inference: the rows [N · G, C / G · the rest] normalised (a layer norm
+    without affine), then the per-channel weight and bias over the rows [N · C, the rest]
+    as columns, as batch_norm's."""
+    weight_at, bias_at, groups_at, eps_at = GROUP_NORMS[op_name(node)]
+    args = [*node.args, *[None] * 8]
+    weight, bias, groups = args[weight_at], args[bias_at], int(args[groups_at])
+    eps = float(args[eps_at] if args[eps_at] is not None else 1e-5)
+    example = _value(node)
+    x = self.operand(node.args[0])
+    shape = list(x.type.get_shape())
+    batch, channels, rest = shape[0], shape[1], _numel(shape[2:])
+    element = x.type.element_type
+    rows = TensorType(element, [batch * groups, channels // groups * rest])
+    cols = rows.get_shape()[1]
+    x = self.insert(graph.ReshapeOp(x, rows))
+    ones, zeros = (_filled(self, node, cols, example, fill) for fill in (1.0, 0.0))
+    y = self.insert(graph.LayerNormOp(x, ones, zeros, eps))
+    if weight is not None or bias is not None:
+        planes = TensorType(element, [batch * channels, rest])
+        y = self.insert(graph.ReshapeOp(y, planes))
+        if weight is not None:
+            column = _channel_column(self, node, weight, batch, "scale")
+            y = self.insert(graph.MulOp(y, column, planes))
+        if bias is not None:
+            y = self.insert(
+                graph.AddOp(y, _channel_column(self, node, bias, batch, "shift"), planes)
+            )
+    y = _shaped_as(self, y, example)
+    return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y

@@ -1,0 +1,154 @@
+"""Elementwise ops: the pointwise table's (emmy.pointwise_ops), their operands
+promoted as torch promotes them, and glu, gelu, triu and tril."""
+
+from __future__ import annotations
+
+import torch
+from torch import fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+from xdsl.dialects.builtin import i8
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
+from emmy.frontend.function_builder import FunctionBuilder, View
+from emmy.frontend.op_registry import op_name
+from emmy.pointwise_ops import (
+    BY_ATEN,
+    CONDITION,
+    POINTWISE,
+    VALUE,
+    Gives,
+    PointwiseOp,
+    Promotion,
+)
+
+
+def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:
+    """The pointwise op of a node and its operands (fx nodes or numbers), bound by torch's
+    schema; an optional operand left None picks the op without it (clamp → clamp_min)."""
+    entry, form = BY_ATEN[op_name(node)]
+    schema = node.target._schema
+    given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
+    given |= node.kwargs
+    defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    operands = [given.get(name, defaults.get(name)) for name in form.args]
+    for index, name in entry.partial:
+        if operands[index] is None:
+            entry = POINTWISE[name]
+            operands = operands[:index] + operands[index + 1 :]
+            break
+    return entry, operands
+
+
+def _example(arg: object) -> object:
+    """An operand's example: a tensor, or a number (a size the graph computed, specialised)."""
+    if not isinstance(arg, fx.Node):
+        return arg
+    value = arg.meta["val"]
+    return value if isinstance(value, torch.Tensor) else int(value)
+
+
+def _values_dtype(entry: PointwiseOp, operands: list[object], out: torch.Tensor) -> torch.dtype:
+    """The dtype the op's values compute in: torch's promotion of them by the op's kind
+    (a comparison's by the default kind: its values meet in their common dtype)."""
+    values = [_example(o) for role, o in zip(entry.roles, operands, strict=True) if role == VALUE]
+    if not values:
+        return torch.bool
+    kind = Promotion.DEFAULT if entry.gives == Gives.BOOL else entry.promotion
+    _, promoted = elementwise_dtypes(
+        *values, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND[kind.value]
+    )
+    return promoted
+
+
+def _pointwise_refusal(node: fx.Node) -> str | None:
+    entry, operands = _operands(node)
+    out = node.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return f"{op_name(node)} does not give a tensor"
+    if any(o is None for o in operands):
+        return f"{op_name(node)} without all of its operands is not supported"
+    examples = [out, *(_example(o) for o in operands)]
+    tensors = [t for t in examples if isinstance(t, torch.Tensor)]
+    unstored = [t.dtype for t in tensors if _storage_name(t.dtype) is None]
+    if unstored:
+        return f"{op_name(node)} of {unstored[0]} is not supported"
+    common = _values_dtype(entry, operands, out)
+    if entry.gives == Gives.SAME and common != out.dtype:
+        return f"{op_name(node)}: torch gives {out.dtype}, its promotion {common}"
+    if not entry.takes(_storage_name(common) or ""):
+        return f"{op_name(node)} of {common} is not supported"
+    return None
+
+
+@ATEN.handles_class(
+    lambda node: op_name(node) in BY_ATEN, members=list(BY_ATEN), accepts=_pointwise_refusal
+)
+def _pointwise(self: FunctionBuilder, node: fx.Node) -> View:
+    """An op of the pointwise table: its values promoted to one dtype, its conditions
+    bools, its parameters constants; `alpha` (add, sub) scales its operand first."""
+    entry, operands = _operands(node)
+    out = node.meta["val"]
+    shape = list(out.shape)
+    common = _element(_values_dtype(entry, operands, out))
+    args = [
+        self.tensor_or_scalar(arg, i8 if role == CONDITION else common, shape)
+        for role, arg in zip(entry.roles, operands, strict=True)
+    ]
+    _, form = BY_ATEN[op_name(node)]
+    alpha = node.kwargs.get("alpha", 1)
+    if form.alpha is not None and alpha != 1:
+        scaled = form.args.index(form.alpha)
+        factor = self.insert(graph.ConstantOp(alpha, common))
+        args[scaled] = self.insert(graph.MulOp(args[scaled], factor, args[scaled].type))
+    return self.result(self.insert(graph.elementwise(entry.name, args, self.type_of(out))), out)
+
+
+def _glu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"glu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.glu.default", accepts=_glu_refusal)
+def _glu(self: FunctionBuilder, node: fx.Node) -> View:
+    """glu(x, dim): the first half of x along dim times the sigmoid of the second."""
+    x = self.view(self.values[node.args[0]])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    half = x.meta.shape[dim] // 2
+    a = self.contiguous(View(x.base, x.meta.narrow(dim, 0, half)))
+    b = self.contiguous(View(x.base, x.meta.narrow(dim, half, half)))
+    gate = self.insert(graph.SigmoidOp(b))
+    return self.result(self.insert(graph.MulOp(a, gate, a.type)), node.meta["val"])
+
+
+def _gelu_refusal(node: fx.Node) -> str | None:
+    if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
+        return None
+    return f"gelu of {node.meta['val'].dtype} is not supported"
+
+
+@ATEN.handles("aten.gelu.default", accepts=_gelu_refusal)
+def _gelu(self: FunctionBuilder, node: fx.Node) -> View:
+    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    x = self.operand(node.args[0])
+    return self.result(self.insert(graph.GeluOp(x, approximate)), node.meta["val"])
+
+
+def _triangle_refusal(node: fx.Node) -> str | None:
+    value = node.args[0].meta["val"]
+    if not dtypes.is_float(dtypes.torch_dtype_name(value.dtype)):
+        return f"{op_name(node)} of {value.dtype} values is not supported"
+    return None
+
+
+TRIANGLES = {"aten.triu.default": graph.Triangle.UPPER, "aten.tril.default": graph.Triangle.LOWER}
+
+
+@ATEN.handles(*TRIANGLES, accepts=_nonempty(_triangle_refusal))
+def _triangle(self: FunctionBuilder, node: fx.Node) -> View:
+    x = self.operand(node.args[0])
+    diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    op = graph.TriangleOp(x, TRIANGLES[op_name(node)], int(diagonal))
+    return self.result(self.insert(op), node.meta["val"])

@@ -1,0 +1,383 @@
+"""The graph function a conversion builds, and the values of the fx nodes it has converted
+so far (`FunctionBuilder`): what each handler of emmy.frontend.aten reads its operands from
+and inserts its ops into.
+
+Views (`view`, `transpose`, `permute`, `slice`, `expand`, ...) move no data: each is
+followed as a strided view of the contiguous tensor it came from, computed by applying the
+op to a meta tensor. A consumer that needs a contiguous tensor reads the view in place
+when its elements are in order (`graph.reshape`) and through a copy otherwise
+(`graph.as_strided`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import fx
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType, i8
+from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import VerifyException
+
+from emmy import dtypes
+from emmy.dialects import graph
+from emmy.errors import EmmyError
+from emmy.families.chains import broadcast_kind
+from emmy.families.permute import collapse_dims
+from emmy.frontend.complex import real_pairs
+
+_FLOATS = [str(dtypes.torch_dtype(name)).removeprefix("torch.") for name in dtypes.FLOAT_NAMES]
+#: the storage types a model may have, as torch spells them: "float32, float16 or bfloat16"
+MODEL_DTYPES_TEXT = f"{', '.join(_FLOATS[:-1])} or {_FLOATS[-1]}"
+
+
+def tensor_type(tensor: torch.Tensor) -> TensorType:
+    name = dtypes.torch_dtype_name(tensor.dtype)
+    if not dtypes.is_float(name):
+        raise EmmyError(f"dtype {tensor.dtype} is not supported (use {MODEL_DTYPES_TEXT})")
+    return TensorType(dtypes.xdsl_type(name), list(tensor.shape))
+
+
+@dataclass
+class View:
+    """A tensor as a strided view of a contiguous graph value: `meta` is a meta tensor that
+    views an empty tensor of `base`'s shape the way this tensor views `base`."""
+
+    base: SSAValue
+    meta: torch.Tensor
+
+
+@dataclass
+class Constant:
+    """A parameter or buffer, made an argument of the function on its first use."""
+
+    name: str
+    tensor: torch.Tensor
+
+
+#: the most elements a strided copy split in two reads in its first copy, in view elements
+SPLIT_READS = 4
+#: the most dims a strided copy tries every order of (7! orders)
+REORDERED_DIMS = 7
+#: a value `FunctionBuilder.known` cannot give at compile time
+UNKNOWN = object()
+
+
+def contiguous_meta(typ: TensorType, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(list(typ.get_shape()), dtype=dtype, device="meta")
+
+
+INTEGER_DTYPES = {torch.int64, torch.int32}
+
+
+#: the meta key of a get_attr node's value (a tensor constant), kept on copies of the graph
+ATTRIBUTE = "emmy_attribute"
+
+
+def attribute_of(module: object, target: str) -> object:
+    """The value at `target` (dotted) of a graph's module, or UNKNOWN where there is none."""
+    value = module
+    for part in target.split("."):
+        value = getattr(value, part, UNKNOWN)
+        if value is UNKNOWN:
+            break
+    return value
+
+
+def bind_attributes(fx_graph: fx.Graph) -> None:
+    """Records each get_attr node's value (a tensor the model built in its forward: a
+    `torch.tensor([...])` literal, a cache's lazy init) in its meta, which a copy of the
+    graph keeps where it no longer has the module."""
+    module = fx_graph.owning_module
+    if module is None:
+        return
+    for node in fx_graph.nodes:
+        if node.op == "get_attr" and ATTRIBUTE not in node.meta:
+            node.meta[ATTRIBUTE] = attribute_of(module, str(node.target))
+
+
+def _where(node: fx.Node) -> str:
+    """The model source line a node came from, as torch.export recorded it."""
+    source = source_line(node)
+    return f" at {source}" if source else ""
+
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+def source_line(node: fx.Node) -> str:
+    """`file:line (function)` of the model's call that made `node`, or ""."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File")]
+    if not lines:
+        return ""
+    # the model's own line, not the torch.nn module's that it called
+    outside = [line for line in lines if _TORCH_DIR not in line]
+    line = (outside or lines)[-1]
+    match = re.match(r'File "(.*)", line (\d+), in (.*)', line)
+    return f"{match[1]}:{match[2]} ({match[3]})" if match else line
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+class FunctionBuilder:
+    """The graph function a conversion builds and the values of the fx nodes it has
+    converted (`values`): a handler reads its operands there, as contiguous graph values
+    (`operand`) or as views, and appends its ops (`insert`), each verified so that what its
+    kernel cannot take names the node being converted (`node`)."""
+
+    def __init__(self, fx_graph: fx.Graph) -> None:
+        # a get_attr's tensor is kept on its node, which a rewritten copy keeps
+        bind_attributes(fx_graph)
+        self.fx_graph = real_pairs(fx_graph)
+        self.block = Block()
+        self.builder = Builder(InsertPoint.at_end(self.block))
+        self.values: dict[fx.Node, object] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+        self.constant_args: dict[str, SSAValue] = {}
+        self.constant_names: dict[SSAValue, str] = {}  # the other way round, for known()
+        self.node: fx.Node | None = None
+        #: inference batch norms folded into the convolution before them: their value
+        self.folded_norms: dict[fx.Node, View] = {}
+
+    # -- values ------------------------------------------------------------------------
+    def error(self, message: str) -> EmmyError:
+        node = self.node
+        where = f" (node {node.name}{_where(node)})" if node is not None else ""
+        error = EmmyError(f"{message}{where}")
+        error.reason = message  # what a fallback records: its op and place are its own
+        return error
+
+    def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue:
+        if name not in self.constant_args:
+            typ = self.type_of(tensor)
+            self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
+            self.constant_names[self.constant_args[name]] = name
+            self.constants[name] = tensor.detach().contiguous()
+        return self.constant_args[name]
+
+    def attribute(self, node: fx.Node) -> torch.Tensor:
+        """The tensor a get_attr node reads (a tensor the model built in its forward, which
+        the trace kept as a constant): a constant of the program, as a weight is."""
+        value = node.meta.get(ATTRIBUTE, UNKNOWN)
+        if value is UNKNOWN:
+            value = attribute_of(self.fx_graph.owning_module, str(node.target))
+        if not isinstance(value, torch.Tensor):
+            raise self.error(f"get_attr {node.target} is {type(value).__name__}, not a tensor")
+        return value
+
+    def known(self, value: object) -> object:
+        """The tensor a value is at compile time (a constant, a view of one), the value
+        itself where it is a number, or UNKNOWN where it is known only when the model runs."""
+        if isinstance(value, Constant):
+            return value.tensor
+        if isinstance(value, View):
+            name = self.constant_names.get(value.base)
+            if name is None:
+                return UNKNOWN
+            meta = value.meta
+            return self.constants[name].as_strided(meta.shape, meta.stride(), meta.storage_offset())
+        if isinstance(value, (list, tuple)):
+            return [self.known(item) for item in value]
+        return value
+
+    def type_of(self, tensor: torch.Tensor) -> TensorType:
+        if tensor.dtype == torch.bool:
+            return TensorType(i8, list(tensor.shape))  # a mask: a byte per element, 0 or 1
+        if tensor.dtype in INTEGER_DTYPES or tensor.dtype.is_complex:
+            name = dtypes.torch_dtype_name(tensor.dtype)
+            if name is None:
+                raise self.error(f"dtype {tensor.dtype} is not supported")
+            return TensorType(dtypes.xdsl_type(name), list(tensor.shape))
+        if not dtypes.is_float(dtypes.torch_dtype_name(tensor.dtype)):
+            raise self.error(f"dtype {tensor.dtype} is not supported")
+        return tensor_type(tensor)
+
+    def view(self, value: object) -> View:
+        if isinstance(value, View):
+            return value
+        if isinstance(value, Constant):
+            base = self.constant_arg(value.name, value.tensor)
+            return View(base, contiguous_meta(base.type, value.tensor.dtype))
+        raise self.error(f"expected a tensor, got {value!r}")
+
+    def operand(self, arg: object) -> SSAValue:
+        """A contiguous graph value for a tensor argument."""
+        if not isinstance(arg, fx.Node):
+            raise self.error(f"expected a tensor, got {arg!r}")
+        return self.contiguous(self.view(self.values[arg]))
+
+    def contiguous(self, view: View) -> SSAValue:
+        meta, base = view.meta, view.base
+        typ = TensorType(base.type.element_type, list(meta.shape))
+        base_numel = 1
+        for size in base.type.get_shape():
+            base_numel *= size
+        if meta.is_contiguous() and meta.storage_offset() == 0 and meta.numel() == base_numel:
+            if list(meta.shape) == list(base.type.get_shape()):
+                return base
+            return self.insert(graph.ReshapeOp(base, typ))
+        dims = len(collapse_dims(list(meta.shape), list(meta.stride())))
+        broadcast = [
+            d
+            for d, (n, st) in enumerate(zip(meta.shape, meta.stride(), strict=True))
+            if n > 1 and not st
+        ]
+        if dims > 4 and broadcast:
+            return self.expanded_copy(view, broadcast)
+        if dims > 4:
+            return self.split_copy(view)
+        return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
+
+    def split_copy(self, view: View) -> SSAValue:
+        """A strided copy of more dims that do not merge than one copy takes (4; a state-
+        space model's chunk scan has 5) as two copies of fewer: through the view in
+        another order of its dims (`reordered_copy`), else through runs of storage
+        (`runs_copy`)."""
+        meta = view.meta
+        dims = collapse_dims(list(meta.shape), list(meta.stride()))
+        # the same elements in the same order, each dim one that does not merge
+        flat = View(
+            view.base,
+            meta.as_strided([n for n, _ in dims], [st for _, st in dims], meta.storage_offset()),
+        )
+        value = self.reordered_copy(flat)
+        if value is None:
+            value = self.runs_copy(flat)
+        if value is None:
+            raise self.error(
+                f"a strided copy of {len(dims)} dims that do not merge: at most 4 are supported"
+            )
+        return self.insert(
+            graph.ReshapeOp(value, TensorType(value.type.element_type, list(meta.shape)))
+        )
+
+    def reordered_copy(self, view: View) -> SSAValue | None:
+        """The view copied with its dims in an order where some merge (a permute of a
+        contiguous tensor: dims that neighbour in its storage), then that copy permuted
+        back, neighbours in the view kept neighbours so that they merge: each copy of at
+        most 4 dims; None where no order gives two such copies."""
+        meta, count = view.meta, view.meta.dim()
+        if count > REORDERED_DIMS:
+            return None
+        for order in itertools.permutations(range(count)):
+            first = collapse_dims([meta.shape[d] for d in order], [meta.stride(d) for d in order])
+            kept = sum(1 for a, b in itertools.pairwise(order) if b == a + 1)
+            if len(first) <= 4 and count - kept <= 4:
+                break
+        else:
+            return None
+        source = self.contiguous(View(view.base, meta.permute(order)))
+        back = [order.index(d) for d in range(count)]
+        return self.contiguous(View(source, contiguous_meta(source.type, meta.dtype).permute(back)))
+
+    def runs_copy(self, view: View) -> SSAValue | None:
+        """The view as two copies through runs of storage: first three `outer` dims, each
+        element of them with the run its other (`inner`) dims reach, then the inner dims
+        read from those runs. The outer dims merge in the second copy where they are one
+        or two groups of neighbours in the view; of the splits that do, the one with the
+        shortest runs (the inner dims of the smallest strides) is taken, where it reads at
+        most SPLIT_READS times the view's elements (a second copy of more than 4 dims splits
+        again); None where none does."""
+        meta, count = view.meta, view.meta.dim()
+        best: tuple[int, tuple[int, ...]] | None = None
+        for outer in itertools.combinations(range(count), 3):
+            groups = 1 + sum(1 for a, b in itertools.pairwise(outer) if b != a + 1)
+            if groups + count - 3 >= count:  # the second copy would not be smaller
+                continue
+            span = 1 + sum(
+                (meta.shape[d] - 1) * meta.stride(d) for d in range(count) if d not in outer
+            )
+            reads = _numel([meta.shape[d] for d in outer]) * span
+            if best is None or reads < best[0]:
+                best = (reads, outer)
+        if best is None or best[0] > SPLIT_READS * meta.numel():
+            return None
+        reads, outer = best
+        span = reads // _numel([meta.shape[d] for d in outer])
+        runs = meta.as_strided(
+            [meta.shape[d] for d in outer] + [span],
+            [meta.stride(d) for d in outer] + [1],
+            meta.storage_offset(),
+        )
+        source = self.contiguous(View(view.base, runs))
+        run_strides = contiguous_meta(source.type, meta.dtype).stride()
+        strides = [
+            run_strides[outer.index(d)] if d in outer else meta.stride(d) for d in range(count)
+        ]
+        read = contiguous_meta(source.type, meta.dtype).as_strided(meta.shape, strides)
+        return self.contiguous(View(source, read))
+
+    def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue:
+        """A broadcast of a strided view (grouped-query attention's repeated keys) in two
+        copies: the view without its broadcast dims, then that broadcast, each of fewer dims
+        that do not merge than the two together."""
+        meta = view.meta
+        kept = [d for d in range(meta.dim()) if d not in broadcast]
+        inner = meta.as_strided(
+            [meta.shape[d] for d in kept], [meta.stride(d) for d in kept], meta.storage_offset()
+        )
+        source = self.contiguous(View(view.base, inner))
+        expanded = contiguous_meta(source.type, meta.dtype)
+        for d in broadcast:
+            expanded = expanded.unsqueeze(d)
+        return self.contiguous(View(source, expanded.expand(meta.shape)))
+
+    def insert(self, op) -> SSAValue:
+        """Appends a graph op, verified here so that what its kernel cannot take (an
+        integer tensor in arithmetic, attention of rank 3) names the node."""
+        try:
+            op.verify()
+        except VerifyException as error:
+            # the op is never inserted: its uses of the handler's earlier results go, so
+            # that erase_after can erase those
+            op.drop_all_references()
+            raise self.error(str(error).strip().splitlines()[0]) from None
+        self.builder.insert(op)
+        return op.results[0]
+
+    def result(self, value: SSAValue, like: torch.Tensor) -> View:
+        return View(value, contiguous_meta(value.type, like.dtype))
+
+    def scalar(self, value: float, like: SSAValue) -> SSAValue:
+        return self.insert(graph.ConstantOp(float(value), like.type.element_type))
+
+    def tensor_or_scalar(self, arg: object, element: Attribute, shape: Sequence[int]) -> SSAValue:
+        """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
+        a number as a constant, a tensor read in place where its broadcast is one a kernel
+        reads (else expanded by a copy), converted where its dtype is another."""
+        value = self.values[arg] if isinstance(arg, fx.Node) else arg
+        if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
+            return self.insert(graph.ConstantOp(value, element))
+        view = self.view(value)
+        if broadcast_kind(tuple(view.meta.shape), tuple(shape)) is None:
+            # a broadcast no elementwise kernel reads in place: expanded by a copy
+            view = View(view.base, view.meta.expand(tuple(shape)))
+        read = self.contiguous(view)
+        if read.type.element_type == element:
+            return read
+        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
+
+    def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
+        """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
+        viewed back (dims of size 1 cost no copy)."""
+        source = self.view(self.values[node.args[0]])
+        rank = source.meta.dim()
+        dim %= rank
+        moved = View(source.base, source.meta.transpose(dim, rank - 1))
+        value = build(self.contiguous(moved))
+        result = self.result(value, node.meta["val"])
+        if dim == rank - 1 or len(value.type.get_shape()) != rank:
+            return result
+        return View(result.base, result.meta.transpose(dim, rank - 1))
