@@ -244,3 +244,11 @@ def test_what_has_no_kernel_falls_back_with_its_reason(module, inputs, words):
     torch.testing.assert_close(compiled(*inputs), module(*inputs))
     reasons = [entry["reason"] for entry in compiled.program.fallbacks.values()]
     assert any(words in reason for reason in reasons), reasons
+
+
+def test_every_reduction_kind_has_its_table_entry() -> None:
+    # a kind added to an enum without its row would fail only when first used
+    from emmy.dialects import graph, kernel
+
+    assert set(graph.REDUCE_KINDS) == set(graph.Reduction)
+    assert set(kernel.REDUCE_KINDS) == set(kernel.GroupReduction)
