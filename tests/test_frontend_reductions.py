@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils import _pytree
 
 import emmy
+from emmy.dialects import graph, kernel
 from emmy.errors import EmmyError
 from emmy.runtime.emu import EmuDevice
 
@@ -248,7 +249,5 @@ def test_what_has_no_kernel_falls_back_with_its_reason(module, inputs, words):
 
 def test_every_reduction_kind_has_its_table_entry() -> None:
     # a kind added to an enum without its row would fail only when first used
-    from emmy.dialects import graph, kernel
-
     assert set(graph.REDUCE_KINDS) == set(graph.Reduction)
     assert set(kernel.REDUCE_KINDS) == set(kernel.GroupReduction)
