@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from xdsl.ir import Operation, SSAValue
 
 from emmy import dtypes
+from emmy.device_records import BufferArg, HostCall
 
 if TYPE_CHECKING:
     import torch
@@ -68,6 +69,9 @@ Reference = Callable[[dict, list["torch.Tensor"]], Any]
 CheckKeys = Callable[[str], list[dict]]
 #: random inputs of one key: (key, storage type, generator)
 CheckInputs = Callable[[dict, str, "torch.Generator"], list["torch.Tensor"]]
+#: a host-call family's step from its site's key and buffers (in the order of its inputs,
+#: then its outputs): what the device runs and how it views each buffer
+HostCallBuilder = Callable[[Mapping[str, int | str], tuple[BufferArg, ...]], HostCall]
 
 
 def no_extra_atol(key: dict) -> float:
@@ -103,6 +107,8 @@ class Family:
     #: a host-call family's key text from a site's key (a kernel family's is its
     #: declaration's canonical text)
     host_key: Callable[[dict], str] | None = None
+    #: a host-call family's step at a key (emmy.program.Program.launches, the bench)
+    host_call: HostCallBuilder | None = None
     #: what runs a host-call family's sites, as --explain says it
     runs_by: str = ""
     #: a choice family's forks and their options
