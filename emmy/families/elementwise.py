@@ -9,7 +9,7 @@ from xdsl.ir import Operation
 
 from emmy.dialects import graph
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
-from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.family import Family, FamilyKind, Fusion, Site, WritesOver
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 #: chains of the pointwise table's ops, each a check key of its own: (storage type of the
@@ -119,4 +119,5 @@ FAMILY = Family(
         *_table_keys(dtype),
     ],
     check_inputs=check_inputs,
+    writes_over=WritesOver.SAME_SHAPE_INPUT,  # a counter's `add_`
 )

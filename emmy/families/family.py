@@ -49,6 +49,19 @@ class Site(NamedTuple):
     inputs: list[SSAValue]
 
 
+class WritesOver(StrEnum):
+    """Which input a family's kernel may write its result over, each element read and
+    written at one place by one thread: a mutated input's new value computed by it goes
+    straight into the input's buffer (else into a temporary, copied into the input)."""
+
+    NOTHING = "nothing"
+    #: any input it reads (index_copy)
+    INPUT = "input"
+    #: an input of its output's shape, read element by element by the thread that writes the
+    #: same element of the output (elementwise: a counter's `add_`)
+    SAME_SHAPE_INPUT = "same_shape_input"
+
+
 @dataclass(frozen=True)
 class Fusion:
     """The chains fuse-graph put around a kernel's op (inside one `graph.fused`): the root of
@@ -111,6 +124,8 @@ class Family:
     host_call: HostCallBuilder | None = None
     #: what runs a host-call family's sites, as --explain says it
     runs_by: str = ""
+    #: which input its kernel may write its result over (a mutated input's new value)
+    writes_over: WritesOver = WritesOver.NOTHING
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence
