@@ -85,6 +85,8 @@ CheckInputs = Callable[[dict, str, "torch.Generator"], list["torch.Tensor"]]
 #: a host-call family's step from its site's key and buffers (in the order of its inputs,
 #: then its outputs): what the device runs and how it views each buffer
 HostCallBuilder = Callable[[Mapping[str, int | str], tuple[BufferArg, ...]], HostCall]
+#: one-site PyTorch expressions of the dataset's key grid, each with the pins of its compile
+GridKeys = Callable[[], list[tuple[str, str]]]
 
 
 def no_extra_atol(key: dict) -> float:
@@ -126,6 +128,11 @@ class Family:
     runs_by: str = ""
     #: which input its kernel may write its result over (a mutated input's new value)
     writes_over: WritesOver = WritesOver.NOTHING
+    #: its keys in the prior's dataset (`emmy campaign plan --grid`): from tiny shapes to
+    #: what the emulator runs in well under a second, ragged and round
+    grid: GridKeys | None = None
+    #: the name of its group in the grid (`--family`) where not the family's
+    grid_group: str = ""
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence
