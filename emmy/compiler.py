@@ -40,6 +40,8 @@ from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
+from emmy.families.family import WritesOver
+from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, arch_of
 from emmy.passes.pipeline import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
@@ -75,15 +77,6 @@ class HostPlan:
     fallbacks: dict[str, dict] = field(default_factory=dict)
     #: the inputs the plan writes in place, by name
     mutated_inputs: list[str] = field(default_factory=list)
-
-
-#: the families whose kernel may write its result over the input it reads (each element read
-#: and written at one place by one thread): a mutated input's new value computed by one of
-#: them, or by torch (which computes, then copies), goes straight into the input's buffer
-WRITES_OVER_INPUT = frozenset({"index_copy"})
-#: the families whose kernel reads an input of its output's shape element by element, each
-#: element by the thread that writes the same element of the output (a counter's `add_`)
-WRITES_OVER_SAME_SHAPE_INPUT = frozenset({"elementwise"})
 
 
 def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
@@ -145,18 +138,20 @@ def host_plan(module: ModuleOp, constants: Sequence[str] = ()) -> HostPlan:
 def _write_in_place(plan: HostPlan, value: str, target: str, families: dict[str, str]) -> None:
     """Makes the plan leave a mutated input's new value (the temporary `value`) in the
     input's buffer `target`: the call computing it writes there when nothing reads the old
-    value after it (and it reads the old value only as torch or a WRITES_OVER_INPUT kernel
-    does); else a copy into the input follows the last call that reads it."""
+    value after it (and it reads the old value only as torch, which computes then copies, or
+    a kernel that may write over that input does: Family.writes_over); else a copy into the
+    input follows the last call that reads it."""
     index = next((i for i, c in enumerate(plan.calls) if value in c.buffers), None)
     if index is None or value not in {t.name for t in plan.temporaries}:
         raise EmmyError(f"the new value of input {target} is not computed by a kernel")
     plan.mutated_inputs.append(target)
     producer = plan.calls[index]
-    over_input = producer.kernel in plan.fallbacks
-    over_input |= families.get(producer.kernel) in WRITES_OVER_INPUT
+    entry = FAMILIES.get(families.get(producer.kernel, ""))
+    writes_over = entry.writes_over if entry else WritesOver.NOTHING
+    over_input = producer.kernel in plan.fallbacks or writes_over == WritesOver.INPUT
     shapes = {spec.name: spec.shape for spec in [*plan.inputs, *plan.temporaries]}
     same_shape = shapes.get(target) == shapes.get(value)
-    over_input |= same_shape and families.get(producer.kernel) in WRITES_OVER_SAME_SHAPE_INPUT
+    over_input |= same_shape and writes_over == WritesOver.SAME_SHAPE_INPUT
     reads_old = target in producer.buffers
     read_later = any(target in c.buffers for c in plan.calls[index + 1 :])
     if read_later or (reads_old and not over_input):

@@ -3,8 +3,8 @@ calls, timings, and the device's own counts. Plain data, below every driver and 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -39,39 +39,104 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class HostCall:
-    """A step of a launch plan that the device runs through torch rather than as an emitted
-    kernel (emmy.runtime.vendor):
-    - op "matmul": the vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the
-      emulator), c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it
-      has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type.
-    - op "attention": torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or the
-      memory-efficient kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v on
-      q, k, v, [mask], o in SDPA's [groups, heads, len, d] shapes; `spec` is JSON
-      {"causal", "scale"}.
-    - op "conv": torch's 2-D convolution (cuDNN on a GPU) of x, filters and [bias] into y,
-      in torch's shapes; `spec` is JSON {"stride", "padding", "dilation", "groups"}.
-    - op "torch": an op emmy has no kernel for (a fallback): `spec` is the call as JSON
-      (emmy.program.Program.fallback_call), `args` its input buffers then its output
-      buffers, `shapes` and `dtypes` theirs."""
+class VendorMatmul:
+    """The vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the emulator),
+    c = a · b, or a · bᵀ with `transpose_b`; b is shared by the batch when it has one
+    matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type."""
 
-    op: str
     args: tuple[BufferArg, ...]
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
     transpose_b: bool = False
-    dtypes: tuple[str, ...] = ()
-    spec: str = ""
+
+    #: the step's name in a failure message
+    kernel: ClassVar[str] = "vendor matmul"
+
+
+@dataclass(frozen=True)
+class VendorAttention:
+    """torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or the memory-efficient
+    kernel on a GPU), o = softmax(q kᵀ · scale [+ mask] [causal]) v: `args` are q, k, v,
+    [mask], o, `shapes` theirs as SDPA takes them ([groups, heads, len, d]), `dtype` their
+    storage type."""
+
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    causal: bool
+    scale: float
+
+    kernel: ClassVar[str] = "vendor attention"
+
+
+@dataclass(frozen=True)
+class VendorConv:
+    """torch's 2-D convolution (cuDNN on a GPU) of x, filters and [bias] (`args`, then y)
+    into y, in torch's shapes, with torch's geometry (height, width pairs)."""
+
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+
+    kernel: ClassVar[str] = "vendor conv"
+
+
+@dataclass(frozen=True)
+class FallbackTensor:
+    """A tensor argument of a fallback: a strided view of its input `operand`, `offset`
+    elements from the input's start; `dtype` "bool" marks a mask stored as bytes."""
+
+    operand: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class FallbackEnum:
+    """A torch enum argument of a fallback: `kind` "dtype", "layout", "memory_format" or
+    "device" (the device the call runs on, whatever its name), `name` its value's."""
+
+    kind: str
+    name: str
+
+
+#: an argument of a fallback's torch op: a number, a string or None as itself, a tensor, an
+#: enum, or a list of arguments (a tuple here, so that a step can be hashed)
+FallbackValue = (
+    None | bool | int | float | str | FallbackTensor | FallbackEnum | tuple["FallbackValue", ...]
+)
+
+
+@dataclass(frozen=True)
+class TorchFallback:
+    """An op emmy has no kernel for, run by torch (emmy.program.Program.fallback_call):
+    `args` its input buffers then its output buffers, `shapes` and `dtypes` theirs; the op
+    `target` (`aten.cumsum.default`) called with `arguments` and `kwargs`, which name the
+    first `inputs` buffers."""
+
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    target: str
+    arguments: tuple[FallbackValue, ...]
+    kwargs: tuple[tuple[str, FallbackValue], ...]
+    inputs: int
 
     @property
     def kernel(self) -> str:
-        if self.op == "torch":
-            return f"torch {json.loads(self.spec)['target']}"
-        return f"vendor {self.op}"
+        return f"torch {self.target}"
 
-    def dtype_of(self, index: int) -> str:
-        """The storage type of buffer `index`."""
-        return self.dtypes[index] if self.dtypes else self.dtype
+
+#: a step of a launch plan that the device runs through torch rather than as an emitted
+#: kernel (emmy.runtime.vendor reads them): the vendor library's matmul, attention or
+#: convolution, or a fallback
+HostCall = VendorMatmul | VendorAttention | VendorConv | TorchFallback
 
 
 Step = Launch | HostCall

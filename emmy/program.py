@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +18,16 @@ from typing import Protocol
 import numpy as np
 
 from emmy import dtypes
-from emmy.device_records import BufferArg, HostCall, Launch, Step
+from emmy.device_records import (
+    BufferArg,
+    FallbackEnum,
+    FallbackTensor,
+    FallbackValue,
+    HostCall,
+    Launch,
+    Step,
+    TorchFallback,
+)
 from emmy.errors import EmmyError, KernelLaunchError
 
 
@@ -129,21 +138,21 @@ class Program:
         args = tuple(self.buffer_arg(b) for b in call.buffers)
         return host_call_of(site["family"], site["key"], args)
 
-    def fallback_call(self, call: Call) -> HostCall:
+    def fallback_call(self, call: Call) -> TorchFallback:
         """A torch op on the call's buffers: its inputs, then its outputs."""
         entry = self.fallbacks[call.kernel]
         specs = {
             s.name: s for s in [*self.inputs, *self.constants, *self.temporaries, *self.outputs]
         }
         buffers = [specs[name] for name in call.buffers]
-        spec = json.dumps({k: entry[k] for k in ("target", "arguments", "kwargs", "inputs")})
-        return HostCall(
-            "torch",
+        return TorchFallback(
             tuple(self.buffer_arg(b) for b in call.buffers),
             tuple(b.shape for b in buffers),
-            "",
-            dtypes=tuple(b.dtype for b in buffers),
-            spec=spec,
+            tuple(b.dtype for b in buffers),
+            entry["target"],
+            tuple(fallback_value(value) for value in entry["arguments"]),
+            tuple((name, fallback_value(value)) for name, value in entry["kwargs"].items()),
+            entry["inputs"],
         )
 
     def buffer_arg(self, name: str) -> BufferArg:
@@ -300,82 +309,32 @@ def per_element_line(program: Program) -> str:
     return f"FLOPs one per output element (no formula): {ops}"
 
 
-def vendor_matmul_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
-    """The host call of a vendor_matmul key ("batch=..,m=..,n=..,k=..,b_batch=..,layout=..,
-    T=..") on buffers a, b, c."""
-    # the key codec loads the kernel language (lark), which a program-cache hit, running no
-    # host call, does not need
-    from emmy.dsl.keys import parse_key
-
-    key = parse_key(key_text)
-    batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
-    transpose_b = key["layout"] == "nk"
-    b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
-    shapes = ((batch, m, k), b_shape, (batch, m, n))
-    return HostCall("matmul", args, shapes, str(key["T"]), transpose_b)
-
-
-def vendor_attention_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
-    """The host call of a vendor_attention key (an attention's) on buffers q, k, v, [mask],
-    o, viewed as torch's SDPA takes them: [groups, heads, len, d], the groups those of the
-    mask (its batch; one group for a mask per head), so that the mask broadcasts over the
-    heads of its group without a copy."""
-    # the key codec loads the kernel language (lark), as in vendor_matmul_call
-    from emmy.dsl.keys import parse_key
-
-    key = parse_key(key_text)
-    bh, kv_bh, q_len, kv_len, d = (int(key[n]) for n in ("bh", "kv_bh", "q_len", "kv_len", "d"))
-    masked = key.get("masked", "no") == "yes"
-    mask_groups = int(key.get("batch", 1))
-    groups = mask_groups if masked and mask_groups != bh else 1
-    shapes = [
-        (groups, bh // groups, q_len, d),
-        (groups, kv_bh // groups, kv_len, d),
-        (groups, kv_bh // groups, kv_len, d),
-    ]
-    if masked:
-        heads_of_mask = bh // groups if mask_groups == bh else 1
-        shapes.append((groups, heads_of_mask, int(key.get("mask_rows", 1)), kv_len))
-    shapes.append(shapes[0])
-    spec = json.dumps({"causal": key["causal"] == "yes", "scale": float(key["scale"])})
-    return HostCall("attention", args, tuple(shapes), str(key["T"]), spec=spec)
-
-
-def vendor_conv_call(key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
-    """The host call of a vendor_conv key (a convolution's) on buffers x, filters, [bias],
-    y: the 2-D convolution torch runs, its geometry as JSON in `spec`."""
-    # the key codec loads the kernel language (lark), as in vendor_matmul_call
-    from emmy.dsl.keys import parse_key
-
-    key = parse_key(key_text)
-    size = {name: int(key[name]) for name in ("batch", "cin", "h", "w", "cout", "oh", "ow")}
-    filter_shape = (size["cout"], int(key["cpg"]), int(key["kh"]), int(key["kw"]))
-    shapes = [(size["batch"], size["cin"], size["h"], size["w"]), filter_shape]
-    shapes += [(size["cout"],)] if int(key["has_bias"]) else []
-    shapes += [(size["batch"], size["cout"], size["oh"], size["ow"])]
-    spec = {
-        "stride": [int(key["sh"]), int(key["sw"])],
-        "padding": [int(key["ph"]), int(key["pw"])],
-        "dilation": [int(key["dh"]), int(key["dw"])],
-        "groups": int(key["groups"]),
-    }
-    return HostCall("conv", args, tuple(shapes), str(key["T"]), spec=json.dumps(spec))
-
-
-#: the host call of each host-call family's site: (key text, buffers) -> HostCall
-HOST_CALLS: dict[str, Callable[[str, tuple[BufferArg, ...]], HostCall]] = {
-    "vendor_matmul": vendor_matmul_call,
-    "vendor_attention": vendor_attention_call,
-    "vendor_conv": vendor_conv_call,
-}
-
-
 def host_call_of(family_name: str, key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
-    """The host call a site of a host-call family runs on `args`."""
-    build = HOST_CALLS.get(family_name)
-    if build is None:
-        raise EmmyError(f"no host call runs family {family_name!r} (emmy.program.HOST_CALLS)")
-    return build(key_text, args)
+    """The host call a site of a host-call family runs on `args`: its registry entry's."""
+    # the registry and the key codec load xDSL and the kernel language (lark), which a
+    # program-cache hit, running no host call, does not need
+    from emmy.dsl.keys import parse_key
+    from emmy.families.registry import FAMILIES
+
+    entry = FAMILIES.get(family_name)
+    if entry is None or entry.host_call is None:
+        raise EmmyError(f"no host call runs family {family_name!r} (Family.host_call)")
+    return entry.host_call(parse_key(key_text), args)
+
+
+def fallback_value(value: object) -> FallbackValue:
+    """A fallback's argument as the plan keeps it (emmy.dialects.fallback.to_json) as a
+    TorchFallback holds it: a list as a tuple, a tensor or an enum as its record."""
+    match value:
+        case list() | tuple():
+            return tuple(fallback_value(item) for item in value)
+        case {"tensor": [operand, shape, strides, offset, dtype]}:
+            return FallbackTensor(operand, tuple(shape), tuple(strides), offset, dtype)
+        case {"enum": [kind, name]}:
+            return FallbackEnum(kind, name)
+        case None | bool() | int() | float() | str():
+            return value
+    raise EmmyError(f"a fallback's argument {value!r} is none the launch plan writes")
 
 
 def nbytes(spec: TensorSpec) -> int:

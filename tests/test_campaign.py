@@ -13,10 +13,11 @@ from stores import SOFTMAX_DEFAULT, SOFTMAX_KEY, row
 
 from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
-from emmy.campaign.planner import parse_configs, plan
+from emmy.campaign.planner import grid_sources, parse_configs, plan
 from emmy.cli import main
 from emmy.dataset.dataset_store import read_freeze, row_cell
 from emmy.errors import EmmyError
+from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text
 from emmy.measure.bench import BenchOptions, requested_configs
 
@@ -155,6 +156,18 @@ def test_a_plan_names_each_site_once_with_every_device_kind_it_was_found_on(tmp_
     assert {c["path"] for c in choice.wanted_configs()} == {"fused", "unfused", "sdpa"}
     lanes = {c["lanes"] for c in by_family["attention"].wanted_configs()}
     assert len(lanes) > 1
+
+
+def test_each_group_of_the_key_grid_plans_sites_of_the_family_declaring_it(tmp_path) -> None:
+    """A family's share of the dataset's grid (Family.grid) compiles to its own sites."""
+    declared = {entry.grid_group or name: name for name, entry in FAMILIES.items() if entry.grid}
+    assert "split_k" in declared and "matmul_tc" in declared
+    for group, name in declared.items():
+        first = grid_sources([group], every=10_000)
+        campaign = plan(
+            tmp_path / f"{group}.json", first, ["nvidia-h200-sm90"], progress=lambda _: None
+        )
+        assert name in {item.family for item in campaign.items}, f"{group}: {first[0][-1]}"
 
 
 def test_status_says_what_is_left(tmp_path, capsys) -> None:

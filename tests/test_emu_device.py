@@ -14,7 +14,7 @@ import torch
 
 from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.runtime import emu, emu_memory
-from emmy.runtime.device import BufferArg, HostCall, Launch, ScalarArg
+from emmy.runtime.device import BufferArg, Launch, ScalarArg, VendorMatmul
 from emmy.runtime.emu import EmuDevice, compile_emu
 
 GROUPS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -566,7 +566,7 @@ def test_plain_tensors_are_staged_and_written_back(fresh: EmuDevice) -> None:
 
 def test_host_calls_run_between_the_launches_on_the_tensors(fresh: EmuDevice) -> None:
     tensors = _inputs(fresh)
-    matmul = HostCall("matmul", (_buf("c"), _buf("b"), _buf("d")), ((8, 8),) * 3, "f32")
+    matmul = VendorMatmul((_buf("c"), _buf("b"), _buf("d")), ((8, 8),) * 3, "f32")
     program = fresh.load(SOURCE, [CHAIN[0], matmul, CHAIN[2]], list(tensors))
     program(tensors)
     c = tensors["a"] + 0.5

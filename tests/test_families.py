@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass
 
 from emmy import compiler
 from emmy.cli import main
+from emmy.device_records import BufferArg, VendorAttention, VendorConv
 from emmy.dialects import graph
 from emmy.dsl.library import configs, families, family
 from emmy.errors import EmmyError
@@ -24,6 +25,7 @@ from emmy.families.matmul_path import OPTIONS
 from emmy.families.registry import FAMILIES, missing_parts, of_kind
 from emmy.frontend.cache import parse_graph
 from emmy.passes.fuse_graph import FuseGraph
+from emmy.program import host_call_of
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
@@ -38,6 +40,10 @@ def test_an_entry_that_lacks_a_part_is_reported() -> None:
     ]
     assert missing_parts(Family("no_such_kernel", FamilyKind.KERNEL))[0].startswith("a kernel")
     assert missing_parts(Family("a_choice", FamilyKind.CHOICE)) == ["its forks and options"]
+    assert missing_parts(Family("a_host_call", FamilyKind.HOST_CALL)) == [
+        "a reference",
+        "its host call",
+    ]
 
 
 def test_every_library_kernel_has_a_registry_entry() -> None:
@@ -79,6 +85,37 @@ def test_choice_families_offer_the_options_their_passes_build() -> None:
         "vendor_attention",
         "vendor_conv",
     }
+
+
+def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() -> None:
+    """A masked grouped-query attention is viewed in the mask's batch as SDPA's groups (the
+    mask broadcast over the heads of its group); a convolution keeps its geometry."""
+    q, k, v, mask, o = (BufferArg(name) for name in ("q", "k", "v", "mask", "o"))
+    key = "bh=8,kv_bh=4,q_len=5,kv_len=7,d=16,causal=yes,scale=0.25,masked=yes,batch=2,"
+    attention = host_call_of("vendor_attention", key + "mask_rows=5,T=bf16", (q, k, v, mask, o))
+    assert attention == VendorAttention(
+        (q, k, v, mask, o),
+        ((2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16), (2, 1, 5, 7), (2, 4, 5, 16)),
+        "bf16",
+        causal=True,
+        scale=0.25,
+    )
+    geometry = {"kh": 3, "kw": 1, "sh": 2, "sw": 1, "ph": 1, "pw": 0, "dh": 1, "dw": 2}
+    sizes = {"batch": 2, "cin": 4, "h": 9, "w": 8, "cout": 6, "oh": 5, "ow": 8}
+    conv = FAMILIES["vendor_conv"].host_call
+    assert conv is not None
+    call = conv({**sizes, **geometry, "groups": 2, "cpg": 2, "has_bias": 1, "T": "f32"}, ())
+    assert call == VendorConv(
+        (),
+        ((2, 4, 9, 8), (6, 2, 3, 1), (6,), (2, 6, 5, 8)),
+        "f32",
+        stride=(2, 1),
+        padding=(1, 0),
+        dilation=(1, 2),
+        groups=2,
+    )
+    with pytest.raises(EmmyError, match="no host call runs family 'softmax'"):
+        host_call_of("softmax", "rows=1,cols=1,T=f32", ())
 
 
 def test_lowering_and_the_registry_import_without_torch() -> None:

@@ -8,6 +8,7 @@ import math
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
@@ -148,6 +149,26 @@ def padding_mask(batch: int, kv_len: int, dtype: str, generator):
     return mask.to(dtypes.torch_dtype(dtype))
 
 
+#: the dataset grid's attentions, (heads, length, head dim): attention's in f32, attention_tc's
+#: (causal) in bf16, which runs on tensor cores
+GRID_SHAPES = (
+    (2, 16, 32), (4, 64, 64), (8, 33, 64), (2, 128, 128), (1, 200, 64), (4, 40, 128),
+    (2, 96, 64), (1, 64, 128), (3, 48, 32), (1, 256, 64), (2, 80, 64), (4, 24, 128),
+    (1, 160, 128), (2, 200, 32), (8, 16, 64), (2, 48, 128), (2, 112, 64), (1, 96, 128),
+    (4, 56, 32), (3, 72, 64), (1, 144, 64), (2, 64, 128), (6, 32, 64), (1, 112, 128),
+    (2, 176, 32), (4, 88, 64), (1, 48, 128), (2, 136, 64),
+)  # fmt: skip
+
+
+def grid_of(dtype: str, flags: str = "") -> list[tuple[str, str]]:
+    """The dataset grid's attentions in one storage type, SDPA called with `flags`."""
+    keys = []
+    for heads, length, dim in GRID_SHAPES:
+        qkv = ", ".join(key_grid.randn((1, heads, length, dim), dtype) for _ in range(3))
+        keys.append((f"{key_grid.F}.scaled_dot_product_attention({qkv}{flags})", ""))
+    return keys
+
+
 FAMILY = Family(
     "attention",
     FamilyKind.KERNEL,
@@ -157,4 +178,5 @@ FAMILY = Family(
     check_keys=lambda dtype: check_keys_of(dtype, CHECK_SHAPES),
     check_inputs=check_inputs,
     extra_atol=length_atol,
+    grid=lambda: grid_of("f32"),
 )

@@ -9,6 +9,7 @@ from emmy import dtypes
 from emmy.families.attention import (
     check_inputs,
     check_keys_of,
+    grid_of,
     length_atol,
     reference,
 )
@@ -53,4 +54,5 @@ FAMILY = Family(
     check_inputs=tc_inputs,
     check_dtypes=dtypes.HALF_NAMES,
     extra_atol=length_atol,
+    grid=lambda: grid_of("bf16", ", is_causal=True"),
 )

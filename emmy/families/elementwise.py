@@ -8,8 +8,9 @@ import math
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
-from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.family import Family, FamilyKind, Fusion, Site, WritesOver
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 #: chains of the pointwise table's ops, each a check key of its own: (storage type of the
@@ -105,6 +106,13 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     return [random_of(shape, d, generator) for shape, d in zip(shapes, named, strict=True)]
 
 
+def grid() -> list[tuple[str, str]]:
+    def gelu(x: str, cols: int, dtype: str) -> str:
+        return f"{key_grid.F}.gelu({x} * 2.0 + {key_grid.randn((cols,), dtype)})"
+
+    return key_grid.row_keys(gelu)
+
+
 FAMILY = Family(
     "elementwise",
     FamilyKind.KERNEL,
@@ -119,4 +127,6 @@ FAMILY = Family(
         *_table_keys(dtype),
     ],
     check_inputs=check_inputs,
+    writes_over=WritesOver.SAME_SHAPE_INPUT,  # a counter's `add_`
+    grid=grid,
 )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
@@ -41,6 +43,20 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     ]
 
 
+def grid() -> list[tuple[str, str]]:
+    keys = []
+    for (tokens, vocab, dim), dtype in itertools.product(
+        [(8, 100, 64), (64, 1000, 256), (200, 512, 96), (1, 5000, 768), (512, 300, 128),
+         (33, 2000, 40), (128, 4096, 512), (16, 64, 1024), (1024, 256, 32), (300, 777, 200),
+         (48, 50257, 768), (2048, 128, 16)],
+        key_grid.DTYPES,
+    ):  # fmt: skip
+        ids = f"torch.randint(0, {vocab}, ({tokens},))"
+        table = key_grid.randn((vocab, dim), dtype)
+        keys.append((f"{key_grid.F}.embedding({ids}, {table})", ""))
+    return keys
+
+
 FAMILY = Family(
     "embedding",
     FamilyKind.KERNEL,
@@ -52,4 +68,5 @@ FAMILY = Family(
         for t, v, dm, i in [(1, 3, 1, "i64"), (13, 50, 24, "i32"), (9, 200, 64, "i64")]
     ],
     check_inputs=check_inputs,
+    grid=grid,
 )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from xdsl.ir import Operation, SSAValue
 
 from emmy import dtypes
+from emmy.device_records import BufferArg, HostCall
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +49,19 @@ class Site(NamedTuple):
     inputs: list[SSAValue]
 
 
+class WritesOver(StrEnum):
+    """Which input a family's kernel may write its result over, each element read and
+    written at one place by one thread: a mutated input's new value computed by it goes
+    straight into the input's buffer (else into a temporary, copied into the input)."""
+
+    NOTHING = "nothing"
+    #: any input it reads (index_copy)
+    INPUT = "input"
+    #: an input of its output's shape, read element by element by the thread that writes the
+    #: same element of the output (elementwise: a counter's `add_`)
+    SAME_SHAPE_INPUT = "same_shape_input"
+
+
 @dataclass(frozen=True)
 class Fusion:
     """The chains fuse-graph put around a kernel's op (inside one `graph.fused`): the root of
@@ -68,6 +82,11 @@ Reference = Callable[[dict, list["torch.Tensor"]], Any]
 CheckKeys = Callable[[str], list[dict]]
 #: random inputs of one key: (key, storage type, generator)
 CheckInputs = Callable[[dict, str, "torch.Generator"], list["torch.Tensor"]]
+#: a host-call family's step from its site's key and buffers (in the order of its inputs,
+#: then its outputs): what the device runs and how it views each buffer
+HostCallBuilder = Callable[[Mapping[str, int | str], tuple[BufferArg, ...]], HostCall]
+#: one-site PyTorch expressions of the dataset's key grid, each with the pins of its compile
+GridKeys = Callable[[], list[tuple[str, str]]]
 
 
 def no_extra_atol(key: dict) -> float:
@@ -103,8 +122,17 @@ class Family:
     #: a host-call family's key text from a site's key (a kernel family's is its
     #: declaration's canonical text)
     host_key: Callable[[dict], str] | None = None
+    #: a host-call family's step at a key (emmy.program.Program.launches, the bench)
+    host_call: HostCallBuilder | None = None
     #: what runs a host-call family's sites, as --explain says it
     runs_by: str = ""
+    #: which input its kernel may write its result over (a mutated input's new value)
+    writes_over: WritesOver = WritesOver.NOTHING
+    #: its keys in the prior's dataset (`emmy campaign plan --grid`): from tiny shapes to
+    #: what the emulator runs in well under a second, ragged and round
+    grid: GridKeys | None = None
+    #: the name of its group in the grid (`--family`) where not the family's
+    grid_group: str = ""
     #: a choice family's forks and their options
     forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence

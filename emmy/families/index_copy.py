@@ -8,7 +8,7 @@ import math
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
-from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.family import Family, FamilyKind, Fusion, Site, WritesOver
 
 
 def index_copy_key(outer: int, rows: int, inner: int, m: int, dtype: str, index: str) -> dict:
@@ -71,4 +71,7 @@ FAMILY = Family(
     check_inputs=check_inputs,
     # a kernel moves elements by their bytes: 4 (f32), 2 (bf16, as f16) and 8 (i64)
     check_dtypes=("f32", "bf16", "i64"),
+    # each element is read and written at one place by one thread: a KV cache updated in
+    # place is written over
+    writes_over=WritesOver.INPUT,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.family import Family, FamilyKind, Fuses
 from emmy.families.rows import norm_atol, norm_check_inputs, norm_keys, row_site_of
 
@@ -19,6 +20,14 @@ def reference(key: dict, inputs: list):
     return fused_rows(key, inputs, 2, normalise)
 
 
+def grid() -> list[tuple[str, str]]:
+    def layer_norm(x: str, cols: int, dtype: str) -> str:
+        weight, bias = key_grid.randn((cols,), dtype), key_grid.randn((cols,), dtype)
+        return f"{key_grid.F}.layer_norm({x}, ({cols},), {weight}, {bias})"
+
+    return key_grid.row_keys(layer_norm)
+
+
 FAMILY = Family(
     "layer_norm",
     FamilyKind.KERNEL,
@@ -29,4 +38,5 @@ FAMILY = Family(
     check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-05"}),
     check_inputs=norm_check_inputs(2),
     extra_atol=norm_atol,
+    grid=grid,
 )

@@ -7,6 +7,7 @@ import math
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
 from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
 
@@ -139,6 +140,25 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     ]
 
 
+#: the dataset grid's products, (m, n, k): matmul's in f32, matmul_tc's in bf16
+GRID_SHAPES = (
+    (16, 16, 16), (64, 48, 40), (128, 128, 64), (100, 200, 72), (256, 64, 256),
+    (32, 256, 128), (200, 96, 48), (64, 64, 512), (8, 512, 64), (160, 160, 160),
+    (48, 80, 96), (128, 64, 32), (96, 96, 96), (24, 384, 48), (256, 32, 128),
+    (72, 120, 200), (40, 40, 40), (112, 48, 160), (16, 320, 96), (192, 128, 32),
+    (80, 56, 248), (144, 72, 64), (56, 176, 112), (120, 24, 192), (32, 96, 384),
+    (88, 136, 56), (176, 40, 80), (64, 160, 224),
+)  # fmt: skip
+
+
+def grid_of(dtype: str) -> list[tuple[str, str]]:
+    """The dataset grid's products in one storage type."""
+    return [
+        (f"{key_grid.randn((m, k), dtype)} @ {key_grid.randn((k, n), dtype)}", "")
+        for m, n, k in GRID_SHAPES
+    ]
+
+
 FAMILY = Family(
     "matmul",
     FamilyKind.KERNEL,
@@ -149,4 +169,5 @@ FAMILY = Family(
     check_keys=check_keys,
     check_inputs=check_inputs,
     extra_atol=depth_atol,
+    grid=lambda: grid_of("f32"),
 )

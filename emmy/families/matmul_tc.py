@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from emmy import dtypes
 from emmy.families.family import Family, FamilyKind
-from emmy.families.matmul import EPILOGUES, check_key, depth_atol
+from emmy.families.matmul import EPILOGUES, check_key, depth_atol, grid_of
 from emmy.families.matmul import reference as matmul_reference
 
 
@@ -54,4 +54,5 @@ FAMILY = Family(
     check_inputs=check_inputs,
     check_dtypes=dtypes.HALF_NAMES,
     extra_atol=depth_atol,
+    grid=lambda: grid_of("bf16"),
 )

@@ -9,6 +9,7 @@ import math
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
+from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import FLOATS, Family, FamilyKind, Fusion, Site
 
@@ -102,4 +103,5 @@ FAMILY = Family(
     check_inputs=check_inputs,
     # i32 moves as f32 does (4 bytes); i64 and i8 check the other element sizes
     check_dtypes=(*FLOATS, "i64", "i8"),
+    grid=lambda: key_grid.row_keys(lambda x, cols, dtype: f"{x}.t().contiguous()"),
 )

@@ -10,6 +10,7 @@ import math
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import EmmyError
+from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
@@ -105,4 +106,5 @@ FAMILY = Family(
     ),
     check_inputs=check_inputs,
     extra_atol=atol,
+    grid=lambda: key_grid.row_keys(lambda x, cols, dtype: f"{x}.sum(-1)"),
 )

@@ -120,7 +120,8 @@ def choice_forks() -> dict[str, dict[str, list[str]]]:
 
 def missing_parts(entry: Family) -> list[str]:
     """What the entry lacks for its kind: a kernel family its `.emmy` declaration, its
-    reference and its check keys and inputs; a choice its forks; a host call its reference."""
+    reference and its check keys and inputs; a choice its forks; a host call its reference
+    and its host call."""
     missing = []
     if entry.kind == FamilyKind.KERNEL:
         if entry.name not in families():
@@ -129,6 +130,8 @@ def missing_parts(entry: Family) -> list[str]:
             missing.append("check keys and inputs")
     if entry.kind in (FamilyKind.KERNEL, FamilyKind.HOST_CALL) and entry.reference is None:
         missing.append("a reference")
+    if entry.kind == FamilyKind.HOST_CALL and entry.host_call is None:
+        missing.append("its host call")
     if entry.kind == FamilyKind.CHOICE and not entry.forks:
         missing.append("its forks and options")
     if entry.ops and entry.site is None:

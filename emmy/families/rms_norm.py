@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.family import Family, FamilyKind, Fuses
 from emmy.families.rows import norm_atol, norm_check_inputs, norm_keys, row_site_of
 
@@ -19,6 +20,13 @@ def reference(key: dict, inputs: list):
     return fused_rows(key, inputs, 1, normalise)
 
 
+def grid() -> list[tuple[str, str]]:
+    def rms_norm(x: str, cols: int, dtype: str) -> str:
+        return f"{key_grid.F}.rms_norm({x}, ({cols},), {key_grid.randn((cols,), dtype)}, 1e-6)"
+
+    return key_grid.row_keys(rms_norm)
+
+
 FAMILY = Family(
     "rms_norm",
     FamilyKind.KERNEL,
@@ -29,4 +37,5 @@ FAMILY = Family(
     check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-06"}),
     check_inputs=norm_check_inputs(1),
     extra_atol=norm_atol,
+    grid=grid,
 )

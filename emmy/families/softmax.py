@@ -7,6 +7,7 @@ import math
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.families import key_grid
 from emmy.families.family import Family, FamilyKind, Fuses
 from emmy.families.rows import ROW_SHAPES, fused_keys, row_site_of
 
@@ -75,4 +76,5 @@ FAMILY = Family(
     reference=reference,
     check_keys=check_keys,
     check_inputs=check_inputs,
+    grid=lambda: key_grid.row_keys(lambda x, cols, dtype: f"torch.softmax({x}, -1)"),
 )

@@ -5,6 +5,9 @@ attention's, and it is checked against the same reference."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from emmy.device_records import BufferArg, VendorAttention
 from emmy.dsl.library import canonical_key, family
 from emmy.families import attention
 from emmy.families.family import Family, FamilyKind
@@ -25,12 +28,34 @@ def reference(key: dict, inputs: list):
     return attention.reference(key, flat).reshape(q.shape)
 
 
+def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorAttention:
+    """SDPA at an attention's key on buffers q, k, v, [mask], o, viewed as SDPA takes them:
+    [groups, heads, len, d], the groups those of the mask (its batch; one group for a mask
+    per head), so that the mask broadcasts over the heads of its group without a copy."""
+    bh, kv_bh, q_len, kv_len, d = (int(key[n]) for n in ("bh", "kv_bh", "q_len", "kv_len", "d"))
+    masked = key.get("masked", "no") == "yes"
+    mask_groups = int(key.get("batch", 1))
+    groups = mask_groups if masked and mask_groups != bh else 1
+    shapes = [
+        (groups, bh // groups, q_len, d),
+        (groups, kv_bh // groups, kv_len, d),
+        (groups, kv_bh // groups, kv_len, d),
+    ]
+    if masked:
+        heads_of_mask = bh // groups if mask_groups == bh else 1
+        shapes.append((groups, heads_of_mask, int(key.get("mask_rows", 1)), kv_len))
+    shapes.append(shapes[0])
+    causal, scale = key["causal"] == "yes", float(key["scale"])
+    return VendorAttention(args, tuple(shapes), str(key["T"]), causal, scale)
+
+
 FAMILY = Family(
     attention.VENDOR_FAMILY,
     FamilyKind.HOST_CALL,
     reference=reference,
     extra_atol=attention.length_atol,
     host_key=host_key,
+    host_call=host_call,
     runs_by="torch's scaled_dot_product_attention (FlashAttention-2, cuDNN or efficient on a "
     "GPU, torch's CPU kernel on emu)",
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from emmy.device_records import BufferArg, VendorConv
 from emmy.dsl.keys import KeyValue, format_key
 from emmy.families import conv
 from emmy.families.family import Family, FamilyKind
@@ -28,11 +29,30 @@ def vendor_key(key: Mapping[str, KeyValue]) -> str:
     return format_key(KEY, key)
 
 
+def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorConv:
+    """torch's 2-D convolution at a key on buffers x, filters, [bias], y."""
+    size = {name: int(key[name]) for name in ("batch", "cin", "h", "w", "cout", "oh", "ow")}
+    filter_shape = (size["cout"], int(key["cpg"]), int(key["kh"]), int(key["kw"]))
+    shapes = [(size["batch"], size["cin"], size["h"], size["w"]), filter_shape]
+    shapes += [(size["cout"],)] if int(key["has_bias"]) else []
+    shapes += [(size["batch"], size["cout"], size["oh"], size["ow"])]
+    return VendorConv(
+        args,
+        tuple(shapes),
+        str(key["T"]),
+        stride=(int(key["sh"]), int(key["sw"])),
+        padding=(int(key["ph"]), int(key["pw"])),
+        dilation=(int(key["dh"]), int(key["dw"])),
+        groups=int(key["groups"]),
+    )
+
+
 FAMILY = Family(
     NAME,
     FamilyKind.HOST_CALL,
     reference=reference,
     extra_atol=conv.depth_atol,
     host_key=vendor_key,
+    host_call=host_call,
     runs_by="the vendor library through torch (cuDNN on a GPU, the CPU's convolution on emu)",
 )

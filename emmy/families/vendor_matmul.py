@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from emmy.device_records import BufferArg, VendorMatmul
 from emmy.dsl.keys import KeyValue, format_key
 from emmy.families import matmul
 from emmy.families.family import Family, FamilyKind
@@ -25,11 +26,21 @@ def vendor_key(key: Mapping[str, KeyValue]) -> str:
     return format_key(KEY, {"layout": "kn", **key})
 
 
+def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorMatmul:
+    """The vendor product at a key on buffers a, b, c: b [n, k] where the layout is nk."""
+    batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
+    transpose_b = key["layout"] == "nk"
+    b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
+    shapes = ((batch, m, k), b_shape, (batch, m, n))
+    return VendorMatmul(args, shapes, str(key["T"]), transpose_b)
+
+
 FAMILY = Family(
     NAME,
     FamilyKind.HOST_CALL,
     reference=reference,
     extra_atol=matmul.depth_atol,
     host_key=vendor_key,
+    host_call=host_call,
     runs_by="the vendor library through torch (cuBLAS on a GPU, the CPU's BLAS on emu)",
 )

@@ -32,6 +32,10 @@ from emmy.device_records import (  # noqa: F401 - the records, as every caller n
     ScalarArg,
     Step,
     Timing,
+    TorchFallback,
+    VendorAttention,
+    VendorConv,
+    VendorMatmul,
 )
 from emmy.errors import KernelLaunchError
 from emmy.runtime.driver import Driver

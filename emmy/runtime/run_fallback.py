@@ -5,12 +5,17 @@ frontend saw it (emmy.dialects.fallback); each result is copied into its output 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import torch
 
-from emmy.device_records import BufferArg, HostCall
+from emmy.device_records import (
+    BufferArg,
+    FallbackEnum,
+    FallbackTensor,
+    FallbackValue,
+    TorchFallback,
+)
 from emmy.errors import KernelLaunchError
 
 #: the device's tensor over buffer `arg`, at a shape, of a storage type
@@ -28,44 +33,41 @@ def torch_op(target: str) -> torch._ops.OpOverload:
         raise KernelLaunchError(f"torch has no op {target}") from None
 
 
-def run_fallback(call: HostCall, view: View, device: str) -> None:
-    """Runs the torch op of `call` (op "torch") on `device` ("cpu", "cuda")."""
-    spec = json.loads(call.spec)
-    count = spec["inputs"]
+def run_fallback(call: TorchFallback, view: View, device: str) -> None:
+    """Runs the torch op of `call` on `device` ("cpu", "cuda")."""
     buffers = [
-        view(arg, shape, call.dtype_of(i))
-        for i, (arg, shape) in enumerate(zip(call.args, call.shapes, strict=True))
+        view(arg, shape, dtype)
+        for arg, shape, dtype in zip(call.args, call.shapes, call.dtypes, strict=True)
     ]
-    inputs, outputs = buffers[:count], buffers[count:]
+    inputs, outputs = buffers[: call.inputs], buffers[call.inputs :]
 
-    def decode(value: object) -> object:
-        if isinstance(value, list):
-            return [decode(item) for item in value]
-        if not isinstance(value, dict):
-            return value
-        if "tensor" in value:
-            operand, shape, strides, offset, dtype = value["tensor"]
-            tensor = inputs[operand]
-            if dtype == "bool":  # a mask is stored as bytes, 0 or 1
-                tensor = tensor.view(torch.bool)
-            # the offset counts from the buffer's start, which a view into an arena is not
-            return tensor.as_strided(shape, strides, tensor.storage_offset() + offset)
-        kind, name = value["enum"]
-        if kind == "device":
-            return torch.device(device)
-        found = getattr(torch, name, None)
-        if not isinstance(found, _ENUM_TYPES[kind]):
-            raise KernelLaunchError(f"torch has no {kind} {name!r}")
-        return found
+    def decode(value: FallbackValue) -> object:
+        match value:
+            case tuple():
+                return [decode(item) for item in value]
+            case FallbackTensor(operand, shape, strides, offset, dtype):
+                tensor = inputs[operand]
+                if dtype == "bool":  # a mask is stored as bytes, 0 or 1
+                    tensor = tensor.view(torch.bool)
+                # the offset counts from the buffer's start, which a view into an arena is not
+                return tensor.as_strided(shape, strides, tensor.storage_offset() + offset)
+            case FallbackEnum(kind="device"):
+                return torch.device(device)
+            case FallbackEnum(kind, name):
+                found = getattr(torch, name, None)
+                if not isinstance(found, _ENUM_TYPES[kind]):
+                    raise KernelLaunchError(f"torch has no {kind} {name!r}")
+                return found
+        return value
 
-    op = torch_op(spec["target"])
+    op = torch_op(call.target)
     with torch.no_grad():
-        kwargs = {name: decode(value) for name, value in spec["kwargs"].items()}
-        result = op(*decode(spec["arguments"]), **kwargs)
+        kwargs = {name: decode(value) for name, value in call.kwargs}
+        result = op(*decode(call.arguments), **kwargs)
     results = _tensors(result)
     if len(results) != len(outputs):
         raise KernelLaunchError(
-            f"torch {spec['target']} gave {len(results)} tensor(s), the plan expects {len(outputs)}"
+            f"torch {call.target} gave {len(results)} tensor(s), the plan expects {len(outputs)}"
         )
     for out, value in zip(outputs, results, strict=True):
         target = out.view(torch.bool) if value.dtype == torch.bool else out

@@ -1,48 +1,60 @@
 """The vendor library's operations, through torch, on either device's buffers: cuBLAS for
 torch CUDA tensors (the `cuda` device's memory), the CPU's BLAS for tensors over the
-emulator's numpy buffers. One function per HostCall op, the same code on both devices."""
+emulator's numpy buffers. One function per host-call record, the same code on both devices."""
 
 from __future__ import annotations
 
-import json
+from typing import assert_never
 
 import numpy as np
 import torch
 
 from emmy import dtypes
-from emmy.device_records import BufferArg, HostCall
+from emmy.device_records import (
+    BufferArg,
+    HostCall,
+    TorchFallback,
+    VendorAttention,
+    VendorConv,
+    VendorMatmul,
+)
 from emmy.errors import KernelLaunchError
 from emmy.runtime.run_fallback import View, run_fallback
 
 
 def run_host_call(call: HostCall, view: View, device: str) -> None:
     """Runs one host call on `device` ("cpu", "cuda"); `view(arg, shape, dtype)` is the
-    device's tensor over a buffer."""
-    if call.op == "torch":
-        run_fallback(call, view, device)
-        return
-    run = HOST_OPS.get(call.op)
-    if run is None:
-        raise KernelLaunchError(f"unknown host call {call.op!r}")
-    run(
-        call,
-        [view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)],
-    )
+    device's tensor over a buffer. The one reader of the host-call records: what torch runs
+    for each."""
+    match call:
+        case VendorMatmul():
+            _matmul(call, _views(call, view))
+        case VendorAttention():
+            _attention(call, _views(call, view))
+        case VendorConv():
+            _conv(call, _views(call, view))
+        case TorchFallback():
+            run_fallback(call, view, device)
+        case _:
+            assert_never(call)
 
 
-def _matmul(call: HostCall, tensors: list[torch.Tensor]) -> None:
+def _views(call: VendorMatmul | VendorAttention | VendorConv, view: View) -> list[torch.Tensor]:
+    """The vendor call's buffers in the shapes it reads them."""
+    return [view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)]
+
+
+def _matmul(call: VendorMatmul, tensors: list[torch.Tensor]) -> None:
     a, b, c = tensors
     torch.matmul(a, b.transpose(-2, -1) if call.transpose_b else b, out=c)
 
 
-def _attention(call: HostCall, tensors: list[torch.Tensor]) -> None:
+def _attention(call: VendorAttention, tensors: list[torch.Tensor]) -> None:
     """torch's SDPA; a causal attention with a mask adds the causal mask to it (SDPA takes
     one or the other)."""
     q, k, v, *mask, o = tensors
-    spec = json.loads(call.spec)
-    causal = bool(spec["causal"])
     attn_mask = mask[0] if mask else None
-    if attn_mask is not None and causal:
+    if attn_mask is not None and call.causal:
         hidden = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
         attn_mask = attn_mask.masked_fill(hidden, float("-inf"))
     o.copy_(
@@ -51,32 +63,27 @@ def _attention(call: HostCall, tensors: list[torch.Tensor]) -> None:
             k,
             v,
             attn_mask=attn_mask,
-            is_causal=causal and attn_mask is None,
-            scale=float(spec["scale"]),
+            is_causal=call.causal and attn_mask is None,
+            scale=call.scale,
             enable_gqa=q.shape[1] != k.shape[1],
         )
     )
 
 
-def _conv(call: HostCall, tensors: list[torch.Tensor]) -> None:
+def _conv(call: VendorConv, tensors: list[torch.Tensor]) -> None:
     """torch's 2-D convolution (cuDNN on a GPU) with its bias, if given."""
     x, filters, *bias, y = tensors
-    spec = json.loads(call.spec)
     y.copy_(
         torch.nn.functional.conv2d(
             x,
             filters,
             bias[0] if bias else None,
-            stride=spec["stride"],
-            padding=spec["padding"],
-            dilation=spec["dilation"],
-            groups=spec["groups"],
+            stride=call.stride,
+            padding=call.padding,
+            dilation=call.dilation,
+            groups=call.groups,
         )
     )
-
-
-#: the vendor library's operations, by HostCall op
-HOST_OPS = {"matmul": _matmul, "attention": _attention, "conv": _conv}
 
 
 def tensor_view(
