@@ -384,9 +384,7 @@ def default_target() -> str:
     return "emu"
 
 
-def compile_options(
-    args: argparse.Namespace, target: str, pins: Pins | None = None
-) -> CompileOptions:
+def options_of(args: argparse.Namespace, target: str, pins: Pins | None = None) -> CompileOptions:
     """The command line's options of a compile for `target`: its pins (unless `pins`), its
     oracles and stores."""
     options = CompileOptions.parse(
@@ -545,7 +543,7 @@ def _compile(args: argparse.Namespace) -> int:
     text, constants, where = source_text(args, timings=frontend_stages)
     frontend = time.perf_counter() - start
     program = compile_program(
-        text, compile_options(args, target), args, constants=constants, where=where
+        text, options_of(args, target), args, constants=constants, where=where
     )
     if CACHE_HIT in program.timings:
         program.timings = {"frontend": frontend, **program.timings}
@@ -715,7 +713,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     traced = trace(args.expression, meta=False, fallback=not args.no_fallback)
     device = make_device(args.device)
-    options = compile_options(args, device.identity)
+    options = options_of(args, device.identity)
     program = compile_program(traced.module, options, args, constants=traced.constants)
     (output,), timing = run_bound(args, program, device, traced.constants, traced.inputs)
     output = as_model_dtype(output, traced.output.dtype).cpu()
@@ -777,7 +775,7 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
 
     graph = export(model, inputs, fallback=not args.no_fallback)
     device = make_device(args.device)
-    options = compile_options(args, device.identity)
+    options = options_of(args, device.identity)
     program = compile_program(graph.module, options, args, constants=graph.constants)
     results, timing = run_bound(args, program, device, graph.constants, inputs)
     outputs = [
@@ -842,7 +840,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # the pick is the ordinary compile's choice: only single-valued pins take part in it
     pick_pins = Pins({n: v[0] for n, v in bench_pins.items() if len(v) == 1})
     text, constants, where = source_text(args, _run_config(args))
-    options = compile_options(args, device.identity, pick_pins)
+    options = options_of(args, device.identity, pick_pins)
     program = compile_program(text, options, args, constants, where)
     if not regime.is_deployable:
         print(
