@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from emmy.compile_options import CompileOptions
 from emmy.dsl.library import canonical_key, configs, family, instantiate
 from emmy.passes.resolve_forks import record, site_query
 from emmy.recall.oracles import oracle_stack
@@ -70,7 +71,7 @@ def main() -> None:
         with TuningDB(path) as db:
             keys = populate(db, args.rows)
             print(f"database: {db.count()} rows, {path.stat().st_size / 1e6:.1f} MB")
-        stack = oracle_stack("emu", "", str(path), "")
+        stack = oracle_stack(CompileOptions(db=path))
         stack.import_golden_rows()
         decl = family("softmax")
         sites = [instantiate(decl, key, f"softmax_{i}") for i, key in enumerate(keys[: args.sites])]

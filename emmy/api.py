@@ -12,7 +12,7 @@ import os
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree
 
 from emmy.build import build_program
+from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
 from emmy.frontend.converter import Converter, ModelGraph
 from emmy.frontend.export import (
@@ -102,15 +103,17 @@ class CompiledModule:
         module: torch.nn.Module,
         example_inputs: Sequence[torch.Tensor],
         device: Device,
-        options: dict[str, str | bool],
+        options: CompileOptions,
         dynamic_shapes: object = None,
         fallback: bool = True,
         cuda_graphs: bool = True,
         example_kwargs: dict[str, object] | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.module = module
         self.device = device
         self.options = options
+        self.use_cache = use_cache
         self.fallback = fallback
         self.cuda_graphs = cuda_graphs
         self.exported = None
@@ -143,10 +146,7 @@ class CompiledModule:
             inputs = flat_inputs(model.in_spec, args, kwargs)
         frontend = time.perf_counter() - start
         program = build_program(
-            model.module,
-            self.device.identity,
-            constants=list(model.constants),
-            **self.options,
+            model.module, self.options, constants=list(model.constants), use_cache=self.use_cache
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
@@ -229,10 +229,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
     False. A call takes the device's tensors in place (a host tensor is copied over) and
     returns the device's tensors."""
     device = device or default_device()
-    options = {"pins": pins, "golden": golden, "db": db, "use_cache": use_cache}
+    options = CompileOptions.parse(target=device.identity, pins=pins, golden=golden, db=db)
     return CompiledModule(
         module, example_inputs, device, options, dynamic_shapes, fallback, cuda_graphs,
-        example_kwargs,
+        example_kwargs, use_cache,
     )  # fmt: skip
 
 
@@ -251,17 +251,20 @@ class CompiledGraph:
         self,
         graph_module: torch.fx.GraphModule,
         device: Device,
-        options: dict[str, str | bool],
+        options: CompileOptions,
         fallback: bool,
         programs: list[Program] | None = None,
         cuda_graphs: bool = True,
         strict: bool = True,
         eager_graphs: list[str] | None = None,
         frozen: frozenset[int] = frozenset(),
+        use_cache: bool = True,
     ) -> None:
         self.graph_module = graph_module
         self.device = device
-        self.options = options
+        #: the options of every compile of the graph, for the device's target
+        self.options = replace(options, target=device.identity)
+        self.use_cache = use_cache
         self.fallback = fallback
         self.cuda_graphs = cuda_graphs
         self.weights = Weights(device)
@@ -282,7 +285,7 @@ class CompiledGraph:
         model = convert_aot_graph(self.graph_module, inputs, self.frozen, self.fallback)
         frontend = time.perf_counter() - start
         program = build_program(
-            model.module, self.device.identity, constants=list(model.constants), **self.options
+            model.module, self.options, constants=list(model.constants), use_cache=self.use_cache
         )
         program.timings = {"frontend": frontend, **program.timings}
         log.info("%s", compile_summary(program))
@@ -409,7 +412,9 @@ def backend(
     from torch._decomp import get_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
-    settings = {"pins": "", "golden": "", "db": "", "use_cache": True, **options}
+    use_cache = options.pop("use_cache", True)
+    # parsed here, once: a bad pin is an error of this call, not a graph that runs eagerly
+    settings = CompileOptions.parse(**options)
 
     strict = strict or strict_from_environment()
 
@@ -421,7 +426,7 @@ def backend(
         frozen = frozenset() if training[0] else frozen_parameters()
         compiled = CompiledGraph(
             graph_module, device or default_device(), settings, fallback, programs,
-            cuda_graphs, strict, eager_graphs, frozen,
+            cuda_graphs, strict, eager_graphs, frozen, use_cache,
         )  # fmt: skip
         # frozen parameters are read at the first call, where the inputs are real tensors
         if not frozen and all(_static(x) or isinstance(x, int) for x in example_inputs):

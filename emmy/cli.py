@@ -15,11 +15,13 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from emmy.backend.occupancy import devices_of, occupancy
 from emmy.build import CACHE_HIT, build_program
 from emmy.campaign.campaign_cli import add_campaign_commands
+from emmy.compile_options import NO_DATABASE, CompileOptions, Pins, parse_pin_values, parse_pins
 from emmy.dataset.dataset_cli import add_db_commands
 from emmy.dtypes import FLOAT_NAMES, is_half, torch_dtype_name
 from emmy.errors import EmmyError
@@ -372,10 +374,6 @@ def _add_decision_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _pins(args: argparse.Namespace) -> str:
-    return ",".join(args.pin)
-
-
 def default_target() -> str:
     # the CUDA bindings take ~0.25 s to load, which a compile with --target does not need
     from emmy.runtime.cuda import CudaDevice, cuda_available
@@ -386,23 +384,27 @@ def default_target() -> str:
     return "emu"
 
 
+def options_of(args: argparse.Namespace, target: str, pins: Pins | None = None) -> CompileOptions:
+    """The command line's options of a compile for `target`: its pins (unless `pins`), its
+    oracles and stores."""
+    options = CompileOptions.parse(
+        target=target, oracles=args.oracles, db=args.db, golden=args.golden or _recipe_golden(args)
+    )
+    return replace(options, pins=parse_pins(",".join(args.pin)) if pins is None else pins)
+
+
 def compile_program(
     graph,
-    target: str,
+    options: CompileOptions,
     args: argparse.Namespace,
-    pins: str | None = None,
     constants=(),
     where: str = "<graph>",
 ):
-    """The program of a graph (its text or a module) for `target`, through the program
-    cache unless --no-cache, with the command line's pins, oracles and stores."""
+    """The program of a graph (its text or a module) compiled as `options` say, through
+    the program cache unless --no-cache."""
     return build_program(
         graph,
-        target,
-        pins=_pins(args) if pins is None else pins,
-        oracles=args.oracles,
-        db=args.db,
-        golden=args.golden or _recipe_golden(args),
+        options,
         constants=list(constants),
         use_cache=not args.no_cache and not getattr(args, "verify_each", False),
         where=where,
@@ -540,7 +542,9 @@ def _compile(args: argparse.Namespace) -> int:
     frontend_stages: dict[str, float] = {}
     text, constants, where = source_text(args, timings=frontend_stages)
     frontend = time.perf_counter() - start
-    program = compile_program(text, target, args, constants=constants, where=where)
+    program = compile_program(
+        text, options_of(args, target), args, constants=constants, where=where
+    )
     if CACHE_HIT in program.timings:
         program.timings = {"frontend": frontend, **program.timings}
     else:
@@ -709,7 +713,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     traced = trace(args.expression, meta=False, fallback=not args.no_fallback)
     device = make_device(args.device)
-    program = compile_program(traced.module, device.identity, args, constants=traced.constants)
+    options = options_of(args, device.identity)
+    program = compile_program(traced.module, options, args, constants=traced.constants)
     (output,), timing = run_bound(args, program, device, traced.constants, traced.inputs)
     output = as_model_dtype(output, traced.output.dtype).cpu()
     print(
@@ -770,7 +775,8 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
 
     graph = export(model, inputs, fallback=not args.no_fallback)
     device = make_device(args.device)
-    program = compile_program(graph.module, device.identity, args, constants=graph.constants)
+    options = options_of(args, device.identity)
+    program = compile_program(graph.module, options, args, constants=graph.constants)
     results, timing = run_bound(args, program, device, graph.constants, inputs)
     outputs = [
         as_model_dtype(r, d).cpu() for r, d in zip(results, graph.output_dtypes, strict=True)
@@ -822,35 +828,37 @@ def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> t
 
 def cmd_bench(args: argparse.Namespace) -> int:
     # the bench checks every config against torch; the other commands need not load it
-    from emmy.measure.bench import Bench, BenchOptions, parse_bench_pins, summary_table
+    from emmy.measure.bench import Bench, BenchOptions, summary_table
 
     if args.max_rows < 0:
         raise EmmyError("--max-rows must be 0 or more")
-    if args.db == "none":
+    if args.db == NO_DATABASE:
         raise EmmyError("a bench records into a tuning database: --db none is not allowed")
     device = make_device(args.device, args.nvcc_flags)
     regime = device.regime
-    bench_pins = parse_bench_pins(args.pin)
+    bench_pins = parse_pin_values(args.pin)
     # the pick is the ordinary compile's choice: only single-valued pins take part in it
-    pick_pins = ",".join(f"{n}={v[0]}" for n, v in bench_pins.items() if len(v) == 1)
+    pick_pins = Pins({n: v[0] for n, v in bench_pins.items() if len(v) == 1})
     text, constants, where = source_text(args, _run_config(args))
-    program = compile_program(text, device.identity, args, pick_pins, constants, where)
+    options = options_of(args, device.identity, pick_pins)
+    program = compile_program(text, options, args, constants, where)
     if not regime.is_deployable:
         print(
             f"emmy: warning: rows are recorded under regime {regime.id} ({regime.words}); "
             "no ordinary compile reads them",
             file=sys.stderr,
         )
-    options = BenchOptions(
+    bench_options = BenchOptions(
         pins={n: v for n, v in bench_pins.items() if len(v) > 1},
         sweep=args.sweep,
         sample=args.sample,
         max_rows=args.max_rows,
         force=args.force,
     )
-    db_path = Path(args.db) if args.db else default_db_path()
+    db_path = options.db
+    assert db_path is not None  # --db none is refused above
     with TuningDB(db_path) as db:
-        bench = Bench(device, regime, db, options)
+        bench = Bench(device, regime, db, bench_options)
         try:
             outcomes = bench.run(program)
         except KeyboardInterrupt:

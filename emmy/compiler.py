@@ -35,6 +35,7 @@ from xdsl.passes import ModulePass
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
+from emmy.compile_options import CompileOptions
 from emmy.dialects import fallback, fork, graph, kernel
 from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
@@ -354,38 +355,31 @@ def verify_after(compile_pass: ModulePass, module: ModuleOp, mode: str = "full")
 
 def compile_graph(
     module: ModuleOp,
+    options: CompileOptions | None = None,
     *,
-    target: str = EMU,
-    pins: str = "",
-    flags: Sequence[str] = (),
-    oracles: str = "",
-    db: str = "",
-    golden: str = "",
     constants: Sequence[str] = (),
     compile_kernels: bool = True,
     verify_each: bool | None = None,
 ) -> Program:
-    """Compiles a graph module for a device identity (a GPU slug, or "emu"); forks are
-    decided by the oracle stack (`oracles`, default pins→golden→db→prior→target→default) from
-    the tuning database `db` ("" the default, "none" none) and golden files in scope.
-    The module is verified after every pass as verify_mode(`verify_each`) says."""
+    """Compiles a graph module as `options` say (default: CompileOptions(), for the
+    emulator): forks are decided by the oracle stack of its oracles, tuning database and
+    golden files in scope. The module is verified after every pass as
+    verify_mode(`verify_each`) says."""
+    options = CompileOptions() if options is None else options
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    stack = oracle_stack(target, oracles, db, golden)
+    stack = oracle_stack(options)
     golden_imports = stack.import_golden_rows()
-    resolve = ResolveForks(
-        pin=pins, target=target, oracles=oracles, db=db, golden=golden, stack=stack
-    )
-    _run_pipeline(module, resolve, verify_each)
+    _run_pipeline(module, ResolveForks(pins=options.pins, stack=stack), verify_each)
     plan = host_plan(module, constants)
     arena = plan_arena(plan.temporaries, plan.calls)
     # the launches decide which pointers may alias, so the plan comes before the source
     mark_aliased_params(module, overlapping_params(plan.calls, buffer_spans(plan, arena[0])))
     cuda: CudaProgram = emit_module(module)
     timings["passes"] = time.perf_counter() - start
-    program = _program(module, target, cuda, plan, arena, timings, golden_imports)
+    program = _program(module, options.target, cuda, plan, arena, timings, golden_imports)
     if compile_kernels:
-        _compile_kernels(program, flags)
+        _compile_kernels(program, options.flags)
     return program
 
 

@@ -16,6 +16,7 @@ from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
+from emmy.compile_options import CompileOptions
 from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
@@ -30,14 +31,36 @@ from emmy.recall.oracles import oracle_stack
 
 
 @dataclass(frozen=True)
-class ResolveForksFromStores(ResolveForks):
-    """resolve-forks as emmy-opt runs it: the oracle stack is built from the pass's textual
-    options, and the golden rows imported into the database first, as a compile does."""
+class ResolveForksFromStores(ModulePass):
+    """resolve-forks as emmy-opt runs it, with textual options:
+
+        resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,target,default" db="" golden=""}
+
+    parsed into CompileOptions as the `emmy` command parses its flags; the oracle stack is
+    built from them, and the golden rows imported into the database first, as a compile
+    does."""
+
+    name = ResolveForks.name
+
+    #: pins, `fork=value` comma-separated
+    pin: str = ""
+    #: the device identity compiled for: only its measurements and golden files are read
+    target: str = "emu"
+    #: the oracle stack, comma-separated ("" for the default one)
+    oracles: str = ""
+    #: the tuning database ("" for the default path, "none" for no database)
+    db: str = ""
+    #: recipe directories, comma-separated, whose golden/ files come before the
+    #: model-agnostic ones
+    golden: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        stack = oracle_stack(self.target, self.oracles, self.db, self.golden)
+        options = CompileOptions.parse(
+            target=self.target, pins=self.pin, oracles=self.oracles, db=self.db, golden=self.golden
+        )
+        stack = oracle_stack(options)
         stack.import_golden_rows()
-        ResolveForks.apply(replace(self, stack=stack), ctx, op)
+        ResolveForks(pins=options.pins, stack=stack).apply(ctx, op)
 
 
 def _emmy_frontend(stream: IO[bytes]) -> ModuleOp:

@@ -41,6 +41,11 @@ def cache_dir() -> Path:
     return path
 
 
+def default_db_path() -> Path:
+    """Where the tuning database is kept unless a compile or a bench names another."""
+    return cache_dir() / "autotune.db"
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` by `data` whole (its folder made if need be): a crash or a concurrent
     reader sees the old file or the new one, never part of one."""

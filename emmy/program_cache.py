@@ -1,8 +1,9 @@
 """A cache of compiled programs, so a second compile of the same model with the same
 knowledge does no work beyond reading a file.
 
-The key is the graph's text, the target, the compile options, and a fingerprint of what a
-compile reads to decide: the tuning database's rows, the golden files in scope, the
+The key is the graph's text, its constants' names, the compile's options (their canonical
+form: target, pins, oracles, stores, flags), and a fingerprint of what a compile reads to
+decide: the tuning database's rows, the golden files in scope, the
 prior's weights, the kernel library and emmy's own code. A bench that
 writes a row, a promoted golden entry or an edited kernel changes the fingerprint, and the
 next compile decides afresh.
@@ -12,16 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from emmy.compile_options import CompileOptions
 from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, prior_files, write_atomic
 from emmy.program import Program
-from emmy.recall.tuning_db import content_stamp, default_db_path
+from emmy.recall.golden import MODEL_AGNOSTIC_DIR
+from emmy.recall.tuning_db import content_stamp
 from emmy.version import __version__
 
-#: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v7"
+#: bumped when Program's fields or the key's parts change, so old pickles are never read
+FORMAT = "program-v8"
 
 
 def _stamp(path: Path) -> str:
@@ -36,20 +39,19 @@ def _files(directory: Path, pattern: str) -> Iterable[Path]:
     return sorted(directory.rglob(pattern)) if directory.is_dir() else []
 
 
-def stores_stamp(target: str, db: str, golden: str) -> str:
+def stores_stamp(options: CompileOptions) -> str:
     """What a compile reads to decide, as text: the tuning database's content stamp and
     the size and time of every file whose content can change a decision or the output."""
-    stamps = [] if db == "none" else [content_stamp(Path(db) if db else default_db_path())]
-    stamps += [_stamp(path) for path in store_files(target, golden)]
+    stamps = [] if options.db is None else [content_stamp(options.db)]
+    stamps += [_stamp(path) for path in store_files(options)]
     return "\n".join(stamps)
 
 
-def store_files(target: str, golden: str) -> list[Path]:
+def store_files(options: CompileOptions) -> list[Path]:
     """Every file besides the database whose content can change a compile."""
-    files: list[Path] = []
-    files.append(PACKAGE_DIR / "search" / "golden" / f"{target}.json")
-    if golden:
-        files.append(Path(golden) / "golden" / f"{target}.json")
+    golden = f"{options.target}.json"
+    files = [MODEL_AGNOSTIC_DIR / golden]
+    files += [directory / "golden" / golden for directory in options.golden]
     files += prior_files()
     for directory in library_dirs():
         files += _files(directory, "*.emmy")
@@ -58,15 +60,17 @@ def store_files(target: str, golden: str) -> list[Path]:
     return files
 
 
-def program_key(graph_text: str, target: str, options: dict[str, object], stores: str) -> str:
+def program_key(graph_text: str, options: CompileOptions, constants: Sequence[str]) -> str:
+    """The key of a compile of `graph_text` (its last arguments the constants named) as
+    `options` say, with the stores as they are now."""
     digest = hashlib.sha256()
     for part in (
         FORMAT,
         __version__,
         graph_text,
-        target,
-        repr(sorted(options.items())),
-        stores,
+        repr(tuple(constants)),
+        options.canonical(),
+        stores_stamp(options),
     ):
         digest.update(part.encode())
         digest.update(b"\0")

@@ -9,6 +9,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
+from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
 from emmy.dsl.library import family, instantiate
@@ -99,9 +100,11 @@ def single_site_module(family_name: str, key: dict, shape: list[int], dtype=None
     return ModuleOp([site, main])
 
 
-def softmax_program(db: Path, **options):
+def softmax_program(db: Path, **options: str):
+    """The softmax site compiled with the tuning database `db` and `options` as text
+    (CompileOptions.parse's keywords)."""
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
-    return compile_graph(module, target=options.pop("target", "emu"), db=str(db), **options)
+    return compile_graph(module, CompileOptions.parse(db=db, **options))
 
 
 def matmul_module(m: int, n: int, k: int) -> ModuleOp:

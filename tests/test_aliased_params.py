@@ -11,6 +11,7 @@ import pytest
 from xdsl.dialects.builtin import ArrayAttr, StringAttr, f32
 from xdsl.utils.exceptions import VerifyException
 
+from emmy.compile_options import CompileOptions, parse_golden
 from emmy.compiler import Span, compile_graph, overlapping_params
 from emmy.dialects import kernel
 from emmy.frontend.cache import parse_graph
@@ -41,9 +42,8 @@ def signatures(program: Program) -> dict[str, dict[str, bool]]:
 
 def compiled(text: str, constants: list[str] | None = None, golden: str = "") -> Program:
     module = parse_graph(text, "<test>")
-    return compile_graph(
-        module, db="none", golden=golden, constants=constants or [], compile_kernels=False
-    )
+    options = CompileOptions(db=None, golden=parse_golden(golden))
+    return compile_graph(module, options, constants=constants or [], compile_kernels=False)
 
 
 def families(program: Program) -> dict[str, str]:

@@ -15,6 +15,7 @@ import torch
 from stores import single_site_module
 
 from emmy.cli import main
+from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
@@ -106,7 +107,7 @@ def failing_family(monkeypatch):
 def test_failures_become_rows_and_the_bench_goes_on(tmp_path, failing_family) -> None:
     db_path = tmp_path / "autotune.db"
     module = single_site_module("scale", {"n": 100, "T": "f32"}, [100])
-    program = compile_graph(module, target="emu", db=str(db_path))
+    program = compile_graph(module, CompileOptions(target="emu", db=db_path))
     lines: list[str] = []
     with TuningDB(db_path) as db:
         bench = Bench(

@@ -14,6 +14,7 @@ import pytest
 from stores import single_site_module
 
 from emmy.check import Case, check
+from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.families.family import Family, FamilyKind
@@ -47,7 +48,7 @@ def _bench(device: Device, db_path: Path, mode: str) -> list[tuple[dict, str, st
     """A bench of the fault family's site: the pick (mode=right, threads=32), the planted
     `mode`, then mode=right at threads=64; each row's config, status and message."""
     module = single_site_module("fault", {"n": 64, "T": "f32"}, [64])
-    program = compile_graph(module, target=device.identity, db=str(db_path))
+    program = compile_graph(module, CompileOptions(target=device.identity, db=db_path))
     options = BenchOptions(pins={"mode": [mode]}, sweep=["threads"], repetitions=3, timeout=TIMEOUT)
     regime = regime_for(device.identity)
     with TuningDB(db_path) as db:

@@ -116,6 +116,15 @@ def test_run_on_emu_matches_torch_eager(capsys, expression: str) -> None:
         ),
         (["compile", "-c", SOFTMAX, "--pin", "warps=2"], "bad pin warps=2: no fork named 'warps'"),
         (["compile", "-c", SOFTMAX, "--pin", "vec"], "bad pin 'vec': expected fork=value"),
+        (["compile", "-c", SOFTMAX, "--pin", "vec=1,2"], "bad pin '2': expected fork=value"),
+        (
+            ["compile", "-c", SOFTMAX, "--oracles", "pins,crystal-ball"],
+            "unknown oracle 'crystal-ball'; known: pins, golden, db, prior, target, default",
+        ),
+        (
+            ["run", "-c", SOFTMAX, "--device", "emu", "--bench", "--pin", "vec"],
+            "bad pin 'vec': expected fork=value[,value...]",
+        ),
         (["compile", "-c", SOFTMAX, "--target", "h200"], "h200"),
         (["compile", "-c", "1 + 1"], "the expression gives int, not a tensor"),
         (

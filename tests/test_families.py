@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass
 
 from emmy import compiler
 from emmy.cli import main
+from emmy.compile_options import CompileOptions
 from emmy.device_records import BufferArg, VendorAttention, VendorConv
 from emmy.dialects import graph
 from emmy.dsl.library import configs, families, family
@@ -152,7 +153,8 @@ def test_a_pass_that_breaks_the_ir_is_named_under_verify_each(monkeypatch) -> No
     }
     """
     with pytest.raises(EmmyError, match="the IR is invalid after pass drop-yields: "):
-        compiler.compile_graph(parse_graph(text, "<test>"), db="none", verify_each=True)
+        options = CompileOptions(db=None)
+        compiler.compile_graph(parse_graph(text, "<test>"), options, verify_each=True)
 
 
 def test_emmy_compile_verifies_each_pass_on_request(capsys) -> None:

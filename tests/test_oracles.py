@@ -15,6 +15,7 @@ from stores import (
 )
 from xdsl.context import Context
 
+from emmy.compile_options import CompileOptions, parse_pins
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.resolve_forks import ResolveForks
@@ -215,9 +216,7 @@ class Fixed:
 def test_resolve_forks_asks_the_stack_it_is_handed_and_reads_no_store() -> None:
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
     stack = Fixed(softmax_config(vec=8))
-    ResolveForks(pin="algo=two_pass", db="/nonexistent/dir/autotune.db", stack=stack).apply(
-        Context(), module
-    )
+    ResolveForks(pins=parse_pins("algo=two_pass"), stack=stack).apply(Context(), module)
     (site,) = [op for op in module.ops if isinstance(op, fork.SiteOp)]
     assert stack.asked == [SOFTMAX_KEY]
     assert {k.knob_name.data: fork.option_value(k.value) for k in site.knobs()}["vec"] == 8
@@ -240,9 +239,8 @@ def path_decision(target: str, db_path, **options) -> dict:
 
     from emmy.compiler import compile_graph
 
-    program = compile_graph(
-        matmul_module(64, 96, 128), target=target, db=str(db_path), compile_kernels=False, **options
-    )
+    options = CompileOptions.parse(target=target, db=db_path, **options)
+    program = compile_graph(matmul_module(64, 96, 128), options, compile_kernels=False)
     ((name, choice),) = program.choices.items()
     return {**program.provenance[name], "config": choice["config"], "key": choice["key"]}
 

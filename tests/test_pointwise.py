@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import emmy
+from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.export import export
@@ -240,7 +241,7 @@ func.func @main(%x : tensor<0x4xf32>, %row : tensor<4xf32>) -> (tensor<0x4xf32>,
 def test_empty_results_launch_nothing() -> None:
     """A site whose results have no element is compiled but never launched (the frontend
     folds an empty result into a constant before it gets here; a graph may still hold one)."""
-    program = compile_graph(parse_graph(EMPTY, "<empty>"), db="none")
+    program = compile_graph(parse_graph(EMPTY, "<empty>"), CompileOptions(db=None))
     assert program.kernels and not program.calls
     x, row = np.zeros((0, 4), np.float32), np.ones(4, np.float32)
     y, p = program.run(EmuDevice(), [x, row])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emmy.compile_options import CompileOptions, Pins
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
 from emmy.identity import EMU
@@ -52,16 +53,13 @@ def test_a_causal_softmax_between_matmuls_runs_as_a_causal_attention() -> None:
 
     fused = compile_graph(
         parse_graph(written_out_attention(False), "<causal>"),
-        target=EMU,
-        db="none",
-        pins="path=fused",
+        CompileOptions(target=EMU, db=None, pins=Pins({"path": "fused"})),
     )
     assert families(fused) == ["attention"]
     assert "causal=yes" in fused.kernels[fused.calls[0].kernel].key
     as_written = compile_graph(
         parse_graph(written_out_attention(True), "<causal, probabilities returned>"),
-        target=EMU,
-        db="none",
+        CompileOptions(target=EMU, db=None),
     )
     assert "attention" not in families(as_written)
 

@@ -17,6 +17,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 import emmy
 import emmy.api
 from emmy import compiler
+from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
 from emmy.frontend.cache import parse_graph
 from emmy.passes.fuse_graph import FuseGraph
@@ -63,7 +64,9 @@ def test_a_pass_that_breaks_dominance_is_named(monkeypatch, env: str) -> None:
     monkeypatch.setenv("EMMY_VERIFY_EACH", env)
     with_pass_after(monkeypatch, FuseGraph, MoveAfterUser)
     with pytest.raises(EmmyError) as caught:
-        compiler.compile_graph(parse_graph(TEXT, "<test>"), db="none", compile_kernels=False)
+        compiler.compile_graph(
+            parse_graph(TEXT, "<test>"), CompileOptions(db=None), compile_kernels=False
+        )
     message = str(caught.value)
     assert message.startswith("the IR is invalid after pass move-after-user: value %")
     assert "before it is defined" in message
@@ -77,7 +80,9 @@ def test_verification_after_the_last_pass_alone_is_on_request(monkeypatch) -> No
     assert compiler.verify_mode() == "last"
     with_pass_after(monkeypatch, FuseGraph, MoveAfterUser)
     with pytest.raises(EmmyError, match="the IR is invalid after the passes: value %"):
-        compiler.compile_graph(parse_graph(TEXT, "<test>"), db="none", compile_kernels=False)
+        compiler.compile_graph(
+            parse_graph(TEXT, "<test>"), CompileOptions(db=None), compile_kernels=False
+        )
 
 
 def test_the_verify_modes() -> None:

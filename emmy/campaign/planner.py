@@ -20,6 +20,7 @@ from emmy.build import build_program
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.campaign.grid import grid
 from emmy.campaign.items import Campaign, Item
+from emmy.compile_options import CompileOptions, parse_pins
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES
@@ -28,7 +29,7 @@ from emmy.measure.bench import program_sites
 from emmy.program import Program
 
 #: the oracle stack of a planning compile: the pins, else the declared defaults
-PLAN_ORACLES = "pins,default"
+PLAN_ORACLES = ("pins", "default")
 
 #: (graph text, constants, where, pins, what the plan says the items came from)
 Source = tuple[str, Sequence[str], str, str, str]
@@ -152,16 +153,10 @@ def plan(
     for index, (text, constants, where, pins, source) in enumerate(listed, 1):
         progress(f"[{index}/{len(listed)}] {source}")
         for device in devices:
-            program = build_program(
-                text,
-                device,
-                pins=pins,
-                oracles=PLAN_ORACLES,
-                db="none",
-                golden="",
-                constants=list(constants),
-                where=where,
+            options = CompileOptions(
+                target=device, pins=parse_pins(pins), oracles=PLAN_ORACLES, db=None
             )
+            program = build_program(text, options, constants=list(constants), where=where)
             items += program_items(program, device, configs, max_rows, source)
     campaign = Campaign(path, tuple(merged(items)), flags, tuple(devices), output)
     for item in campaign.items:

@@ -27,6 +27,7 @@ from functools import cache
 
 from lark import Token, Tree
 
+from emmy.compile_options import option_value
 from emmy.dsl.interpret import holds, symbols_of
 from emmy.dsl.parser import KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
@@ -194,9 +195,7 @@ def _items(text: str) -> Iterator[tuple[str, str]]:
 
 def parse_key(text: str) -> dict[str, int | str]:
     """The key's values; integers as int, everything else as the text written."""
-    return {
-        name: int(value) if value.lstrip("-").isdigit() else value for name, value in _items(text)
-    }
+    return {name: option_value(value) for name, value in _items(text)}
 
 
 def _typed(text: str, name: str, value: str) -> KeyValue:
@@ -213,9 +212,8 @@ def _typed(text: str, name: str, value: str) -> KeyValue:
         return parse_input_kinds(value)
     if value in FLAG_TEXT.values():
         return value == FLAG_TEXT[True]
-    if value.lstrip("-").isdigit() and str(int(value)) == value:
-        return int(value)
-    return value
+    typed = option_value(value)
+    return typed if str(typed) == value else value
 
 
 @dataclass(frozen=True)

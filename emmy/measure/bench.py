@@ -68,6 +68,7 @@ MAX_REPETITIONS = 1000
 
 @dataclass
 class BenchOptions:
+    #: each fork's values to measure (`--pin fork=v1,v2`: emmy.compile_options.parse_pin_values)
     pins: dict[str, list[int | str]] = field(default_factory=dict)
     sweep: list[str] = field(default_factory=list)  # fork names, or ["all"]
     max_rows: int = 32
@@ -95,17 +96,6 @@ class SiteWork:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     pinned: frozenset[str] = frozenset()
-
-
-def parse_bench_pins(values: Sequence[str]) -> dict[str, list[int | str]]:
-    """`--pin vec=1,2 --pin algo=online` → {"vec": [1, 2], "algo": ["online"]}."""
-    pins: dict[str, list[int | str]] = {}
-    for value in values:
-        name, sep, options = value.partition("=")
-        if not sep or not name or not options:
-            raise EmmyError(f"bad pin {value!r}: expected fork=value[,value...]")
-        pins[name.strip()] = [int(o) if o.lstrip("-").isdigit() else o for o in options.split(",")]
-    return pins
 
 
 def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, int | str]]:

@@ -16,8 +16,10 @@ declared default). Every
 knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
 and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
 
-The pass reads no store itself: the oracle stack is handed to it (`stack`), built from the
-other options by whoever runs it (emmy.compiler, emmy-opt; see emmy.recall.oracles).
+The pass reads no store and parses no text: it is handed the pins and the oracle stack
+(`stack`), built from a compile's CompileOptions by whoever runs it (emmy.compiler; emmy-opt,
+whose resolve-forks takes the textual options above and parses them into the same types;
+see emmy.recall.oracles).
 """
 
 from __future__ import annotations
@@ -33,25 +35,11 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from emmy.compile_options import Pins
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.site_configs import SiteSpace
 from emmy.recall.query import Decider, Decision, SiteQuery
-
-
-def parse_pins(text: str) -> dict[str, fork.Option]:
-    """`vec=4,softmax.algo=online` as a dict; values that look like integers are integers.
-
-    A plain fork name pins that fork in every site where the value is one of its options;
-    `family.fork` or `site.fork` pins it in that family's or that site's sites only."""
-    pins: dict[str, fork.Option] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise EmmyError(f"bad pin {item!r}: expected fork=value")
-        value = value.strip()
-        pins[name.strip()] = int(value) if value.lstrip("-").isdigit() else value
-    return pins
 
 
 def _applies(pin: str, site: fork.SiteOp) -> str | None:
@@ -138,25 +126,19 @@ class ResolveForks(ModulePass):
 
     name = "resolve-forks"
 
-    pin: str = ""
-    #: the device identity compiled for: only its measurements and golden files are read
-    target: str = "emu"
-    oracles: str = ""
-    #: the tuning database ("" for the default path, "none" for no database)
-    db: str = ""
-    #: recipe directories whose golden/ files come before the model-agnostic ones
-    golden: str = ""
-    #: what decides each site: the oracle stack built from the four options above
+    #: forks pinned to a value (emmy.compile_options.Pins)
+    pins: Pins = Pins()
+    #: what decides each site: the oracle stack of the compile's options
     stack: Decider | None = field(default=None, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pins = parse_pins(self.pin)
+        pins = dict(self.pins)
         check_pins(op, pins)
         if self.stack is None:
             if any(isinstance(site, fork.SiteOp) for site in op.ops):
                 raise EmmyError(
                     "resolve-forks was given no oracle stack (emmy.recall.oracles.oracle_stack"
-                    " builds one from target, oracles, db and golden)"
+                    " builds one from a compile's CompileOptions)"
                 )
             return  # nothing to decide
         # sites are the module's top-level ops: their kernels (most of its ops) need no walk;

@@ -14,9 +14,10 @@ A user reorders or trims it with `--oracles`, and a package adds oracles through
 `emmy.oracles` entry point group (name → a class taking an `OracleContext`). Only rows and
 golden entries of the compile's own device and deployable regime are ever read.
 
-`oracle_stack` builds the stack of a compile from its options; the compiler (and emmy-opt)
-hands it to resolve-forks, and runs `OracleStack.import_golden_rows` first, as a step of its
-own: the database oracle weighs the golden files' measured entries beside the benches' rows.
+`oracle_stack` builds the stack of a compile from its CompileOptions (emmy.compile_options,
+which parses and checks the oracles' names); the compiler (and emmy-opt) hands it to
+resolve-forks, and runs `OracleStack.import_golden_rows` first, as a step of its own: the
+database oracle weighs the golden files' measured entries beside the benches' rows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
+from emmy.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
 from emmy.dsl.keys import parse_key
 from emmy.dsl.library import configs, default_config, families
 from emmy.dsl.lower import valid
@@ -39,10 +41,8 @@ from emmy.identity import device_class
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.recall.prior import load_prior
 from emmy.recall.query import Config, Decision, SiteQuery
-from emmy.recall.tuning_db import TuningDB, default_db_path
+from emmy.recall.tuning_db import TuningDB
 from emmy.regime import Regime, regime_for
-
-DEFAULT_ORACLES = ("pins", "golden", "db", "prior", "target", "default")
 
 
 @dataclass
@@ -254,34 +254,27 @@ def _by_distance(wanted: Config, query: SiteQuery) -> Iterator[Config]:
         yield from (config for _, _, config in candidates)
 
 
+#: the built-in oracles by name, in the default stack's order (DEFAULT_ORACLES, which the
+#: options' parser checks names against without importing the oracles)
 BUILTIN_ORACLES: dict[str, type] = {
-    "pins": PinsOracle,
-    "golden": GoldenOracle,
-    "db": DatabaseOracle,
-    "prior": PriorOracle,
-    "target": TargetDefaultOracle,
-    "default": DefaultOracle,
+    oracle.name: oracle
+    for oracle in (
+        PinsOracle,
+        GoldenOracle,
+        DatabaseOracle,
+        PriorOracle,
+        TargetDefaultOracle,
+        DefaultOracle,
+    )
 }
+assert tuple(BUILTIN_ORACLES) == DEFAULT_ORACLES, "the default stack is every built-in oracle"
 
 
 def oracle_classes() -> dict[str, type]:
     classes = dict(BUILTIN_ORACLES)
-    for entry in entry_points(group="emmy.oracles"):
+    for entry in entry_points(group=ORACLE_ENTRY_POINTS):
         classes.setdefault(entry.name, entry.load())
     return classes
-
-
-def parse_oracles(text: str | None) -> tuple[str, ...]:
-    if not text:
-        return DEFAULT_ORACLES
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    known = oracle_classes()
-    for name in names:
-        if name not in known:
-            raise EmmyError(f"unknown oracle {name!r}; known: {', '.join(known)}")
-    if len(set(names)) != len(names):
-        raise EmmyError(f"oracle list {text!r} names an oracle twice")
-    return names
 
 
 class OracleStack:
@@ -323,18 +316,14 @@ class OracleStack:
         )
 
 
-def oracle_stack(target: str, oracles: str = "", db: str = "", golden: str = "") -> OracleStack:
-    """The oracle stack of a compile for `target` (a device identity): the oracles named by
-    `oracles` (default pins→golden→db→prior→target→default), the tuning database `db` ("" the
-    default, "none" none) and the golden files of the recipe folders `golden` (comma-separated)
-    before the model-agnostic ones."""
-    names = parse_oracles(oracles)
-    recipe_dirs = [Path(p) for p in golden.split(",") if p]
+def oracle_stack(options: CompileOptions) -> OracleStack:
+    """The oracle stack of a compile: its oracles, its tuning database and the golden files
+    of its recipe folders before the model-agnostic one, for its target."""
     paths: list[Path] = []
-    for directory in recipe_dirs or [None]:
-        paths += [p for p in golden_paths(target, directory) if p not in paths]
-    db_path = None if db == "none" else Path(db) if db else default_db_path()
-    return OracleStack(OracleContext(target, regime_for(target), db_path, paths), names)
+    for directory in options.golden or [None]:
+        paths += [p for p in golden_paths(options.target, directory) if p not in paths]
+    context = OracleContext(options.target, regime_for(options.target), options.db, paths)
+    return OracleStack(context, options.oracles)
 
 
 def site_query(family: str, key: str, fallback: Sequence[dict] = ()):

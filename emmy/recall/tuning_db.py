@@ -32,7 +32,7 @@ from typing import Any
 import peewee
 
 from emmy.errors import EmmyError
-from emmy.paths import cache_dir
+from emmy.paths import default_db_path
 from emmy.version import __version__
 
 SCHEMA_VERSION = 4
@@ -50,10 +50,6 @@ _BUSY_TIMEOUT_MS = 30_000
 def canonical_config(config: Mapping[str, int | str]) -> str:
     """The one text of a config: rows are grouped, compared and tie-broken by it."""
     return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
-
-
-def default_db_path() -> Path:
-    return cache_dir() / "autotune.db"
 
 
 class _AutoIncrementField(peewee.AutoField):
