@@ -26,7 +26,8 @@ def path_program(key: dict, path: str):
     """The CUDA program of one path: its kernels at their declared defaults, and each
     launch's (kernel, its buffers' names)."""
     from emmy.backend.emit_cuda import emit_module
-    from emmy.dsl.library import configs, default_config, family, instantiate
+    from emmy.dsl.fork_space import ForkSpace
+    from emmy.dsl.library import family, instantiate
     from emmy.families.attention_decode_path import (
         COMBINE_FAMILY,
         DECODE_FAMILY,
@@ -48,8 +49,9 @@ def path_program(key: dict, path: str):
     for i, (family_name, site_key, _) in enumerate(steps):
         decl = family(family_name)
         site = instantiate(decl, site_key, f"step_{i}")
-        config = default_config(decl)
-        if config not in configs(decl, site_key):
+        space = ForkSpace.of(decl)
+        config = space.declared
+        if not space.is_valid(site_key, config):
             raise SystemExit(f"{family_name}'s declared default does not hold at {site_key}")
         for knob in site.knobs():
             knob.resolve(config[knob.knob_name.data], {})

@@ -27,18 +27,16 @@ def main() -> None:
     rows, repetitions = (64, 1) if args.quick else (4096, 5)
     os.environ["EMMY_CACHE_DIR"] = tempfile.mkdtemp(prefix="emmy-bench-")
     from emmy.backend.nvrtc import compile_cuda
-    from emmy.check import pairwise
     from emmy.compiler import compile_variants
-    from emmy.dsl.library import canonical_key, configs, family
-    from emmy.recall.oracles import DefaultOracle, site_query
+    from emmy.dsl.fork_space import ForkSpace
+    from emmy.dsl.library import family
     from emmy.runtime.device import BufferArg, Launch
     from emmy.runtime.emu import EmuDevice, compile_emu
 
     def default_config(family_name: str, key: dict) -> dict:
         """What a compile with no stores picks: the declared default, or the valid config
         nearest to it (a declared 16-byte vector of 8 f32 moves to 4)."""
-        query = site_query(family_name, canonical_key(family(family_name), key))
-        return DefaultOracle(None).decide(query).config
+        return ForkSpace.of(family(family_name)).default_config(key)
 
     for family_name, key in (
         ("softmax", {"rows": 4096, "cols": 1024, "T": "f32"}),
@@ -53,7 +51,8 @@ def main() -> None:
             },
         ),
     ):
-        options = pairwise(list(configs(family(family_name), key)))[:variants]
+        covering = ForkSpace.of(family(family_name)).pairwise([key])
+        options = [config for _, config in covering][:variants]
         program = compile_variants(family_name, key, options)
         start = time.perf_counter()
         compile_cuda(program.source, "sm_90")

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from emmy.compile_options import CompileOptions
-from emmy.dsl.library import canonical_key, configs, family, instantiate
+from emmy.dsl.fork_space import ForkSpace
+from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.passes.resolve_forks import record, site_query
 from emmy.recall.oracles import oracle_stack
 from emmy.recall.tuning_db import Row, TuningDB
@@ -36,7 +37,7 @@ def populate(db: TuningDB, rows: int) -> list[dict]:
     keys = keys[: rows // per_key]
     batch = []
     for key in keys:
-        valid = list(configs(decl, key))
+        valid = list(ForkSpace.of(decl).configs(key))
         key_text = canonical_key(decl, key)
         for config in random.sample(valid, min(per_key, len(valid))):
             batch.append(

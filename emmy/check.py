@@ -12,7 +12,6 @@ emulator; scripts/gpu-check runs the same cases on a GPU.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -21,8 +20,9 @@ import torch
 
 from emmy import dtypes
 from emmy.compiler import TensorSpec, compile_variants, poisoned
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import INDEX_NAME, param_dtype
-from emmy.dsl.library import active_params, configs, family
+from emmy.dsl.library import active_params, family
 from emmy.errors import KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import of_kind, registered
@@ -31,40 +31,6 @@ from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu_serve import EAGER
-
-
-def pairwise(
-    candidates: list[dict], strength: int = 2, alone: frozenset[str] = frozenset()
-) -> list[dict]:
-    """A small subset covering every option and every pair of options the set contains
-    (with `strength=1`, every option only); the values of the names in `alone` are covered
-    once each, in no pair."""
-    if not candidates:
-        return []
-    names = list(candidates[0])
-    paired = [n for n in names if n not in alone]
-
-    def pairs(config: dict) -> set:
-        items = [(n, config[n]) for n in paired]
-        singles = {((n, config[n]),) for n in names}
-        return set(itertools.combinations(items, strength)) | singles
-
-    # the greedy pick scores every candidate each time; over a site's thousands of configs
-    # that costs seconds unless the scores are kept and lowered as pairs get covered
-    covered = [pairs(c) for c in candidates]
-    holders: dict[tuple, list[int]] = {}
-    for i, cover in enumerate(covered):
-        for pair in cover:
-            holders.setdefault(pair, []).append(i)
-    gain = [len(cover) for cover in covered]
-    chosen = []
-    while holders:
-        best = max(range(len(candidates)), key=gain.__getitem__)  # the first of the best
-        chosen.append(candidates[best])
-        for pair in covered[best]:
-            for i in holders.pop(pair, ()):
-                gain[i] -= 1
-    return chosen
 
 
 def checked_families() -> list[str]:
@@ -102,12 +68,9 @@ def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]
     over the shapes and the forks together (each option once in 64-bit arithmetic, which
     changes the integer type, not what the options do)."""
     keys = check_keys(family_name, dtype, index)
-    candidates = [
-        {"shape": shape, **config}
-        for shape, key in enumerate(keys)
-        for config in configs(family(family_name), key)
-    ]
-    return pairwise(candidates, 2 if index == "i32" else 1)
+    space = ForkSpace.of(family(family_name))
+    chosen = space.pairwise(keys, 2 if index == "i32" else 1, keys_paired=True)
+    return [{"shape": shape, **config} for shape, config in chosen]
 
 
 @cache

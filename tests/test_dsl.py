@@ -2,8 +2,9 @@
 
 import pytest
 
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import format_key, parse_key
-from emmy.dsl.library import configs, default_config, families, family, instantiate
+from emmy.dsl.library import families, family, instantiate
 from emmy.dsl.parser import DslError, parse_source
 from emmy.errors import EmmyError
 
@@ -37,14 +38,15 @@ def test_library_declares_both_families() -> None:
         "algo",
         "reduction",
     ]
-    assert default_config(softmax)["algo"] == "registers"
+    assert ForkSpace.of(softmax).declared["algo"] == "registers"
 
 
 def test_constraints_keep_invalid_options_out() -> None:
     softmax = family("softmax")
-    for config in configs(softmax, {"rows": 4, "cols": 7, "T": "f16"}):
+    space = ForkSpace.of(softmax)
+    for config in space.configs({"rows": 4, "cols": 7, "T": "f16"}):
         assert config["vec"] == 1
-    vecs = {c["vec"] for c in configs(softmax, {"rows": 4, "cols": 1000, "T": "bf16"})}
+    vecs = {c["vec"] for c in space.configs({"rows": 4, "cols": 1000, "T": "bf16"})}
     assert vecs == {1, 2, 4, 8}
 
 
@@ -214,7 +216,7 @@ def test_shared_arrays_and_reductions_share_the_block_memory(monkeypatch) -> Non
 
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
     key = {"rows": 3, "cols": 100, "T": "f32"}
-    configs_ = list(configs(family("staged_sum"), key))
+    configs_ = list(ForkSpace.of(family("staged_sum")).configs(key))
     program = compile_variants("staged_sum", key, configs_)
     assert "emmy::smem() + 400" in program.source
     x = np.random.default_rng(0).standard_normal((3, 100)).astype(np.float32)

@@ -17,7 +17,8 @@ from emmy.cli import main
 from emmy.compile_options import CompileOptions
 from emmy.device_records import BufferArg, VendorAttention, VendorConv
 from emmy.dialects import graph
-from emmy.dsl.library import configs, families, family
+from emmy.dsl.fork_space import ForkSpace
+from emmy.dsl.library import families, family
 from emmy.errors import EmmyError
 from emmy.families import conv_path
 from emmy.families.attention_path import PATHS
@@ -72,7 +73,7 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
     keys = entry.check_keys(dtype)
     assert keys
     for key in keys:
-        assert list(configs(family(name), key)), f"{name} {key}: no valid config"
+        assert list(ForkSpace.of(family(name)).configs(key)), f"{name} {key}: no valid config"
     expected = entry.reference(keys[0], entry.check_inputs(keys[0], dtype, torch.Generator()))
     assert isinstance(expected, (torch.Tensor, tuple))
 

@@ -10,7 +10,8 @@ from xdsl.dialects.builtin import Float32Type, TensorType, f16
 from xdsl.ir import Block
 
 from emmy.dialects import graph
-from emmy.dsl.library import active_params, configs, family
+from emmy.dsl.fork_space import ForkSpace
+from emmy.dsl.library import active_params, family
 from emmy.families.matmul import matmul_key
 
 #: shared memory a block may have on A100 (164 KiB) and H100/H200 (228 KiB), with room
@@ -31,7 +32,7 @@ def test_every_half_product_takes_tensor_cores(a, b, transpose_b, layout) -> Non
     family_name, key = matmul_key(product(f16, a, b, transpose_b))
     assert family_name == "matmul_tc"
     assert key["layout"] == layout and key["n"] == (b[-2] if transpose_b else b[-1])
-    assert list(configs(family("matmul_tc"), key)), "no config for a ragged product"
+    assert list(ForkSpace.of(family("matmul_tc")).configs(key)), "no config for a ragged product"
     assert matmul_key(product(Float32Type(), a, b, transpose_b))[0] == "matmul"
 
 
@@ -57,7 +58,7 @@ def test_every_config_fits_a_block_of_the_gpus() -> None:
     chunks (k = 43) only with element fills."""
     decl = family("matmul_tc")
     key = {"batch": 1, "m": 1024, "n": 50257, "k": 768, "b_batch": 1, "layout": "nk"}
-    space = list(configs(decl, {**key, "T": "bf16", "epilogue": "acc", "inputs": ""}))
+    space = list(ForkSpace.of(decl).configs({**key, "T": "bf16", "epilogue": "acc", "inputs": ""}))
     for config in space:
         threads, shared = launch(config)
         assert threads <= 256 and shared <= SHARED_LIMIT, config
@@ -68,7 +69,7 @@ def test_every_config_fits_a_block_of_the_gpus() -> None:
     declared = {f.name: f.default for f in decl.forks}
     assert declared in space and declared["stages"] == 3
     ragged = {**key, "k": 43, "T": "f16", "epilogue": "acc", "inputs": ""}
-    assert {c["fill"] for c in configs(decl, ragged)} == {"scalar"}
+    assert {c["fill"] for c in ForkSpace.of(decl).configs(ragged)} == {"scalar"}
 
 
 def test_gpt2s_tied_lm_head_reads_the_embedding_in_place() -> None:

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from emmy.cli import main
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import format_key, parse_key
-from emmy.dsl.library import configs, default_config, family
+from emmy.dsl.library import family
 from emmy.errors import EmmyError
 from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
 from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
@@ -91,7 +92,7 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
         by_cols: dict[int, list[dict]] = {}  # validity depends on cols alone here
         for k in texts:
             if keys[k]["cols"] not in by_cols:
-                by_cols[keys[k]["cols"]] = list(configs(decl, keys[k]))
+                by_cols[keys[k]["cols"]] = list(ForkSpace.of(decl).configs(keys[k]))
         columns = sorted({canonical_config(c) for cs in by_cols.values() for c in cs})
         index = {c: j for j, c in enumerate(columns)}
         median = np.full((len(texts), len(columns)), np.nan)
@@ -252,7 +253,7 @@ def test_no_prior_or_another_device_decides_nothing(tmp_path, monkeypatch) -> No
 def test_the_prior_takes_only_keys_with_the_names_it_was_fitted_on() -> None:
     spec = library_spec("softmax")
     key = parse_key("rows=8,cols=1000,T=f32")
-    config = default_config(family("softmax"))
+    config = dict(ForkSpace.of(family("softmax")).declared)
     assert spec.accepts(key, config)
     # e.g. a matmul's `split`: features without it would predict the unsplit kernel
     assert not spec.accepts({**key, "split": 4}, config)
@@ -263,7 +264,7 @@ def test_the_prior_takes_only_keys_with_the_names_it_was_fitted_on() -> None:
     spec = replace(library_spec("matmul"), key_defaults=dict(decl.key_defaults))
     assert "split" not in spec.key_names and spec.key_defaults["split"] == 1
     key = {n: 64 if isinstance(v, int) else v for n, v in decl.example.items() if n != "split"}
-    config = default_config(decl)
+    config = dict(ForkSpace.of(decl).declared)
     assert spec.accepts(key, config) and spec.accepts({**key, "split": 1}, config)
     assert not spec.accepts({**key, "split": 4}, config)
 
@@ -305,7 +306,7 @@ def test_a_compile_with_a_prior_records_its_prediction_and_never_imports_jax(tmp
     # the pick is the numpy model's fastest of every valid config
     _, models = read_prior(prior)
     key = parse_key("rows=8,cols=64,T=f32")
-    valid = list(configs(family("softmax"), key))
+    valid = list(ForkSpace.of(family("softmax")).configs(key))
     predicted = np.exp(models["softmax"].predict_log("emu", [key], valid)[0])
     assert evidence["configs_scored"] == len(valid)
     assert out["config"] == valid[int(np.argmin(predicted))]
@@ -348,12 +349,16 @@ def exported_dataset(tmp_path: Path) -> Path:
     for rows_n in (1, 4, 16, 64, 256, 1024):
         for cols in (64, 100, 256, 1000):
             key = {"rows": rows_n, "cols": cols, "T": "f32"}
-            valid = list(configs(decl, key))
+            valid = list(ForkSpace.of(decl).configs(key))
             for index in rng.choice(len(valid), 12, replace=False):
                 config = valid[index]
                 time_s = synthetic_time("softmax", key, config, "emu")
                 rows.append(_row(format_key(required(decl), key), config, time_s, regime))
-            rows.append(_row(format_key(required(decl), key), default_config(decl), None, regime))
+            rows.append(
+                _row(
+                    format_key(required(decl), key), dict(ForkSpace.of(decl).declared), None, regime
+                )
+            )
     db = tmp_path / "dataset.db"
     with TuningDB(db) as store:
         store.add(rows)

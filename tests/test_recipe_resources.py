@@ -32,15 +32,13 @@ import pytest
 
 from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
-from emmy.check import pairwise
 from emmy.compiler import compile_variants
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import parse_key
-from emmy.dsl.library import configs, families, family
+from emmy.dsl.library import families, family
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"
-#: the fork emmy.check's pairwise covers the sites of a family as
-SITE = "site"
 
 
 @dataclass(frozen=True)
@@ -80,14 +78,10 @@ def variants() -> tuple[str, dict[str, Variant]]:
     """One source with a kernel per variant, and each kernel's variant."""
     sources, found = [], {}
     for family_name, keys in recipe_sites().items():
-        decl = family(family_name)
-        assert SITE not in {f.name for f in decl.forks}, f"{family_name} has a fork {SITE!r}"
-        chosen = pairwise(
-            [{SITE: i, **c} for i, key in enumerate(keys) for c in configs(decl, parse_key(key))],
-            alone=frozenset({SITE}),
-        )
+        space = ForkSpace.of(family(family_name))
+        chosen = space.pairwise([parse_key(key) for key in keys])
         for i, key in enumerate(keys):
-            options = [{n: v for n, v in c.items() if n != SITE} for c in chosen if c[SITE] == i]
+            options = [config for site, config in chosen if site == i]
             if not options:
                 continue  # a key with no valid config: the compiler never makes its site
             program = compile_variants(family_name, parse_key(key), options, f"{family_name}_s{i}_")

@@ -33,8 +33,9 @@ from emmy import dtypes
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
 from emmy.dataset.dataset_store import Cell, cell
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import active_params, complete_key, param_dtype, parse_key
-from emmy.dsl.library import configs as valid_configs
+from emmy.dsl.library import families
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
 from emmy.families.family import FamilyKind
@@ -42,7 +43,6 @@ from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, is_well_formed
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.paths import write_atomic
-from emmy.recall.oracles import default_pick, site_query
 from emmy.recall.tuning_db import canonical_config
 from emmy.regime import regime_for
 
@@ -81,9 +81,11 @@ class Item:
         return f"{self.family} {self.key}"
 
     def work(self) -> SiteWork:
-        """The site as the bench measures it; its pick, the declared default with the pins."""
-        default = default_pick(site_query(self.family, self.key)) or {}
-        pick = {**default, **self.pinned}
+        """The site as the bench measures it; its pick, the declared default (moved by the
+        constraints) with the pins."""
+        decl = families().get(self.family)
+        default = None if decl is None else ForkSpace.of(decl).default_config(parse_key(self.key))
+        pick = {**(default or {}), **self.pinned}
         return SiteWork(
             self.family, self.family, self.key, pick, list(self.inputs), list(self.outputs),
             frozenset(self.pinned),
@@ -406,8 +408,8 @@ def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
                 options = ", ".join(item.paths or {})
                 raise EmmyError(f"{where}: {config} is not one of the paths ({options})")
         return
-    decl = kernel_family(item.family)
-    forks = {f.name for f in decl.forks}
+    space = ForkSpace.of(kernel_family(item.family))
+    forks = set(space.names)
     if isinstance(item.configs, dict) and "sweep" in item.configs:
         unknown = sorted(set(item.configs["sweep"]) - forks)
         if unknown:
@@ -415,7 +417,7 @@ def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
                 f"{where}: no fork named {unknown[0]!r} (forks: {', '.join(sorted(forks))})"
             )
     if isinstance(item.configs, list):
-        valid = {canonical_config(c) for c in valid_configs(decl, parse_key(item.key))}
+        valid = {canonical_config(c) for c in space.configs(parse_key(item.key))}
         for config in configs:
             if canonical_config(config) not in valid:
                 raise EmmyError(f"{where}: {canonical_config(config)} is not a valid config here")

@@ -21,6 +21,7 @@ from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.campaign.grid import grid
 from emmy.campaign.items import Campaign, Item
 from emmy.compile_options import CompileOptions, parse_pins
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES
@@ -53,7 +54,7 @@ def _forks_of(family_name: str) -> set[str]:
     entry = FAMILIES[family_name]
     if entry.forks:
         return set(entry.forks)
-    return {f.name for f in kernel_family(family_name).forks}
+    return set(ForkSpace.of(kernel_family(family_name)).names)
 
 
 def _configs_for(family_name: str, configs: object) -> object:

@@ -1,17 +1,17 @@
 """Evaluates kernel-language expressions over a problem key and a config, in Python.
 
-Used for fork constraints (which configs are valid for a key) before any IR is built.
+Used for fork constraints (which configs are valid for a key) and the conditions of a
+kernel's parameters, before any IR is built; both are read from their declaration's parse
+tree, never from text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from functools import cache, lru_cache
+from collections.abc import Callable, Mapping
 
 from lark import Token, Tree
 
 from emmy import dtypes
-from emmy.dsl.parser import names_read, parse_expression
 from emmy.errors import EvaluationError
 
 Value = int | float | str | bool
@@ -97,31 +97,40 @@ def evaluate(
     raise EvaluationError(node, f"{kind} cannot be used here")
 
 
-@cache
-def _constraint(text: str) -> tuple[Tree, tuple[str, ...]]:
-    tree = parse_expression(text, "<fork constraint>")
-    return tree, tuple(sorted(names_read(tree)))
+def names_read(node: Tree | Token) -> set[str]:
+    """The names an expression reads."""
+    if isinstance(node, Token):
+        return set()
+    if node.data == "name":
+        return {str(node.children[0])}
+    return set().union(set(), *(names_read(c) for c in node.children if c is not None))
+
+
+class Condition:
+    """A parsed condition (a fork's constraint, a parameter's `when`), evaluated over the
+    few names it reads: once per combination of their values, so that enumerating a fork
+    space costs little more than a lookup per config. A name the environment does not
+    give stands for itself (a symbol: `layout == nk`, `algo == online`)."""
+
+    #: combinations of values remembered per condition, before it starts afresh
+    REMEMBERED = 65536
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.names = tuple(sorted(names_read(tree)))
+        self._known: dict[tuple, bool] = {}
+
+    def holds(self, env: Mapping[str, Value]) -> bool:
+        values = tuple(env.get(name, _MISSING) for name in self.names)
+        known = self._known.get(values)
+        if known is not None:
+            return known
+        given = {n: v for n, v in zip(self.names, values, strict=True) if v is not _MISSING}
+        symbols = frozenset(self.names).difference(given)
+        if len(self._known) >= self.REMEMBERED:
+            self._known.clear()
+        known = self._known[values] = bool(evaluate(self.tree, given, symbols))
+        return known
 
 
 _MISSING = object()
-
-
-@lru_cache(maxsize=65536)
-def _holds(text: str, values: tuple, symbols: frozenset[str]) -> bool:
-    tree, names = _constraint(text)
-    env = {n: v for n, v in zip(names, values, strict=True) if v is not _MISSING}
-    return bool(evaluate(tree, env, symbols))
-
-
-def symbols_of(text: str, declared: Iterable[str]) -> frozenset[str]:
-    """The names a condition reads that name no key or fork: symbols standing for
-    themselves, so a symbolic key compares with any of its values (`layout == nk` where
-    layout is kn)."""
-    return frozenset(_constraint(text)[1]).difference(declared)
-
-
-def holds(text: str, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> bool:
-    """Whether a constraint holds. It reads a few names only, so it is evaluated once per
-    combination of their values: enumerating a fork space costs little more than a lookup."""
-    names = _constraint(text)[1]
-    return _holds(text, tuple(env.get(n, _MISSING) for n in names), symbols)

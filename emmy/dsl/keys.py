@@ -27,9 +27,10 @@ from functools import cache
 
 from lark import Token, Tree
 
+from emmy import dtypes
 from emmy.compile_options import option_value
-from emmy.dsl.interpret import holds, symbols_of
-from emmy.dsl.parser import KernelDecl, Param, parse_expression
+from emmy.dsl.interpret import Condition
+from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
 
@@ -271,6 +272,29 @@ def complete_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> dict[str, int
     return {**decl.key_defaults, **plain_values(key)}
 
 
+def check_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> None:
+    """A DslError at the declaration unless the key gives every name it declares, an index
+    type of i32 or i64 and a storage type to every parameter."""
+    key = complete_key(decl, key)
+    if str(key.get(INDEX_NAME, "i32")) not in ("i32", WIDE_INDEX):
+        raise DslError(
+            decl.path, decl.line, 1, f"{INDEX_NAME}={key[INDEX_NAME]} is not i32 or {WIDE_INDEX}"
+        )
+    missing = [name for name in decl.key if name not in key]
+    if missing:
+        raise DslError(
+            decl.path, decl.line, 1, f"kernel {decl.name} needs key {', '.join(missing)}"
+        )
+    for param in decl.params:
+        if not dtypes.is_storage(param_dtype(param, key)):
+            raise DslError(
+                decl.path,
+                decl.line,
+                1,
+                f"unsupported dtype {param_dtype(param, key)!r} for {param.name}",
+            )
+
+
 def active_params(decl: KernelDecl, key: Mapping[str, KeyValue]) -> list[Param]:
     """The parameters a kernel has at this key: one that depends on a key is there only
     where that key is `yes`."""
@@ -278,12 +302,11 @@ def active_params(decl: KernelDecl, key: Mapping[str, KeyValue]) -> list[Param]:
     return [p for p in decl.params if p.when is None or _present(p.when, full)]
 
 
-def _present(condition: str, key: Mapping[str, int | str]) -> bool:
+def _present(condition: Condition, key: Mapping[str, int | str]) -> bool:
     """Whether a parameter's condition holds at a key: a bare key name where it is `yes`."""
-    if condition.isidentifier():
-        return str(key.get(condition)) == "yes"
-    values = frozenset(str(v) for v in key.values() if isinstance(v, str))
-    return holds(condition, key, values | symbols_of(condition, key))
+    if condition.tree.data == "name":
+        return str(key.get(condition.names[0])) == "yes"
+    return condition.holds(key)
 
 
 def param_dtype(param: Param, key: Mapping[str, int | str]) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 from emmy.dialects import fork
 from emmy.dsl.keys import active_params, canonical_key, complete_key
-from emmy.dsl.lower import Lowering, check_key, valid
+from emmy.dsl.lower import Lowering
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
 from emmy.paths import library_dirs
@@ -56,26 +55,10 @@ def instantiate(decl: KernelDecl, key: Mapping[str, int | str], site_name: str) 
     return Lowering(decl, key, site_name).site()
 
 
-def configs(decl: KernelDecl, key: Mapping[str, int | str]) -> Iterator[dict[str, int | str]]:
-    """Every valid config of a key, in the declared order of forks and options."""
-    check_key(decl, key)
-    names = [f.name for f in decl.forks]
-    for values in itertools.product(*(f.options for f in decl.forks)):
-        config = dict(zip(names, values, strict=True))
-        if valid(decl, key, config):
-            yield config
-
-
-def default_config(decl: KernelDecl) -> dict[str, int | str]:
-    return {f.name: f.default for f in decl.forks}
-
-
 __all__ = [
     "families",
     "family",
     "instantiate",
-    "configs",
-    "default_config",
     "canonical_key",
     "active_params",
     "complete_key",

@@ -36,7 +36,6 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fork, kernel
-from emmy.dsl.interpret import EvaluationError, holds, symbols_of
 from emmy.dsl.keys import (
     DTYPES_NAME,
     INDEX_NAME,
@@ -45,13 +44,13 @@ from emmy.dsl.keys import (
     InputKind,
     active_params,
     canonical_key,
+    check_key,
     complete_key,
     param_dtype,
     parse_input_kinds,
 )
 from emmy.dsl.lower_chain import ChainLowering
 from emmy.dsl.parser import DslError, KernelDecl, Param
-from emmy.dsl.unparse import unparse
 from emmy.errors import EmmyError
 
 INT_BINARY = {
@@ -86,43 +85,6 @@ COORDINATES = {
 
 class NarrowIndexError(EmmyError):
     """A kernel asked for 64-bit indices that one of its statements cannot take."""
-
-
-def check_key(decl: KernelDecl, key: Mapping[str, int | str]) -> None:
-    key = complete_key(decl, key)
-    if str(key.get(INDEX_NAME, "i32")) not in ("i32", WIDE_INDEX):
-        raise DslError(
-            decl.path, decl.line, 1, f"{INDEX_NAME}={key[INDEX_NAME]} is not i32 or {WIDE_INDEX}"
-        )
-    missing = [name for name in decl.key if name not in key]
-    if missing:
-        raise DslError(
-            decl.path, decl.line, 1, f"kernel {decl.name} needs key {', '.join(missing)}"
-        )
-    for param in decl.params:
-        if not dtypes.is_storage(param_dtype(param, key)):
-            raise DslError(
-                decl.path,
-                decl.line,
-                1,
-                f"unsupported dtype {param_dtype(param, key)!r} for {param.name}",
-            )
-
-
-def valid(decl: KernelDecl, key: Mapping[str, int | str], config: Mapping[str, int | str]) -> bool:
-    """Whether a config satisfies every fork's constraint for this key."""
-    env = {**complete_key(decl, key), **config}
-    symbols = frozenset(o for f in decl.forks if f.is_symbolic for o in f.options)
-    for decl_fork in decl.forks:
-        text = decl_fork.where_text
-        if text is None:
-            continue
-        try:
-            if not holds(text, env, symbols | symbols_of(text, env)):
-                return False
-        except EvaluationError as error:
-            raise decl.error(error.node, f"constraint of fork {decl_fork.name}: {error}") from None
-    return True
 
 
 @dataclass
@@ -191,10 +153,9 @@ class Lowering:
             value = self.key[name]
             self.scope.names[name] = Value(constant=value)
         for decl_fork in decl.forks:
-            where = None
-            if decl_fork.where is not None:
-                where = self.decl_text(decl_fork.where)
-            knob = fork.KnobOp(decl_fork.name, list(decl_fork.options), decl_fork.default, where)
+            knob = fork.KnobOp(
+                decl_fork.name, list(decl_fork.options), decl_fork.default, decl_fork.where_text
+            )
             self.knobs[decl_fork.name] = knob
             self.add(knob)
             self.scope.names[decl_fork.name] = Value(ssa=self.widened(knob.result))
@@ -226,10 +187,6 @@ class Lowering:
         return fork.SiteOp(
             self.site_name, decl.name, key_text, Region(site_block), fork.SiteKind.KERNEL
         )
-
-    def decl_text(self, node: Tree) -> str:
-        """The source text of a constraint, kept on the knob for readers of the IR."""
-        return unparse(node)
 
     def signature(self) -> tuple[dict[str, tuple[str, ...]], list[str], list[Attribute]]:
         """Kernel parameters: a variadic param expands to one pointer per input of the key."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from emmy.dsl.interpret import Condition
 from emmy.dsl.unparse import unparse
 from emmy.errors import DslError
 
@@ -25,7 +26,7 @@ class Param:
     variadic: bool
     #: a key name (the parameter exists only where that key is `yes`) or a condition over
     #: the key (`split > 1`)
-    when: str | None = None
+    when: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class ForkDecl:
     name: str
     default: int | str
     options: tuple[int | str, ...]
-    where: Tree | None
+    #: the constraint a config must satisfy (`where cols % vec == 0`), if any
+    where: Condition | None
     line: int
     column: int
 
@@ -43,13 +45,15 @@ class ForkDecl:
 
     @cached_property
     def where_text(self) -> str | None:
-        """The constraint as text: enumerating a fork space reads it once per config."""
-        return None if self.where is None else unparse(self.where)
+        """The constraint as text, as a knob of the IR shows it to its readers."""
+        return None if self.where is None else unparse(self.where.tree)
 
 
-@dataclass
+@dataclass(eq=False)
 class KernelDecl:
-    """Everything a kernel declaration says: signature, key, forks, launch and body."""
+    """Everything a kernel declaration says: signature, key, forks, launch and body. A
+    declaration is itself alone (compared and hashed by identity): what is read from it
+    once, such as its fork space, is kept per declaration."""
 
     name: str
     path: str
@@ -125,15 +129,6 @@ def parse_expression(text: str, path: str = "<expression>") -> Tree:
         raise _syntax_error(path, error) from None
 
 
-def names_read(node: Tree | Token) -> set[str]:
-    """The names an expression reads."""
-    if isinstance(node, Token):
-        return set()
-    if node.data == "name":
-        return {str(node.children[0])}
-    return set().union(set(), *(names_read(c) for c in node.children if c is not None))
-
-
 def _option(node: Tree) -> int | str:
     token = node.children[0]
     return int(token) if node.data == "int_option" else str(token)
@@ -150,7 +145,7 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
         pname, direction, dtype, dims, *suffix = param.children
         variadic = any(isinstance(t, Token) and t.type == "VARIADIC" for t in suffix)
         # a key name (the parameter exists where it is `yes`) or a condition (`split > 1`)
-        when = next((unparse(t) for t in suffix if isinstance(t, Tree)), None)
+        when = next((Condition(t) for t in suffix if isinstance(t, Tree)), None)
         decl.params.append(
             Param(
                 str(pname),
@@ -176,7 +171,7 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
             case "fork_clause":
                 fname, default, *options = item.children
                 where = (
-                    options.pop()
+                    Condition(options.pop())
                     if options
                     and isinstance(options[-1], Tree)
                     and options[-1].data not in ("int_option", "sym_option")
@@ -213,10 +208,9 @@ def _check_declaration(decl: KernelDecl, node: Tree) -> None:
     for param in decl.params:
         if param.when is None:
             continue
-        when = parse_expression(param.when, "<parameter condition>")
         # beside key names, a condition names symbols a key compares with (`layout == nk`)
-        read = names_read(when)
-        if not read & set(decl.key):
+        read = param.when.names
+        if not set(read) & set(decl.key):
             raise decl.error(
                 node, f"parameter {param.name} depends on {min(read)!r}, which is not a key"
             )

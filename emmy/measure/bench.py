@@ -33,16 +33,15 @@ import torch
 
 from emmy import dtypes
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
+from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import parse_key
-from emmy.dsl.library import active_params, complete_key, default_config, family
-from emmy.dsl.library import configs as valid_configs
+from emmy.dsl.library import active_params, complete_key, family
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.program import host_call_of
-from emmy.recall.oracles import default_pick, site_query
 from emmy.recall.tuning_db import Row, TuningDB, canonical_config
 from emmy.regime import Regime
 from emmy.runtime.convert import (
@@ -105,12 +104,12 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     user's single-valued pins), not around the pick: the pick moves as rows are recorded,
     and the same bench run twice must ask for the same rows. `--sample N` adds N valid
     configs drawn at random with a seed of the site (a dataset's unbiased columns)."""
-    decl = family(work.family)
+    space = ForkSpace.of(family(work.family))
     key = parse_key(work.key)
-    valid = list(valid_configs(decl, key))
-    forks = {f.name for f in decl.forks}
+    valid = list(space.configs(key))
+    forks = set(space.names)
     # the default a compile takes: the declared one, or the valid config nearest to it
-    default = default_pick(site_query(work.family, work.key)) or default_config(decl)
+    default = space.default_config(key) or space.declared
     base = {**default, **{n: work.pick[n] for n in work.pinned}}
     if base not in valid:
         base = work.pick

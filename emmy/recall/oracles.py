@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import entry_points
@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Protocol
 
 from emmy.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
+from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.keys import parse_key
-from emmy.dsl.library import configs, default_config, families
-from emmy.dsl.lower import valid
+from emmy.dsl.library import families
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES, choice_forks
 from emmy.identity import device_class
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.recall.prior import load_prior
-from emmy.recall.query import Config, Decision, SiteQuery
+from emmy.recall.query import Decision, SiteQuery
 from emmy.recall.tuning_db import TuningDB
 from emmy.regime import Regime, regime_for
 
@@ -225,33 +225,13 @@ class DefaultOracle:
 
     def decide(self, query: SiteQuery) -> Decision | None:
         wanted = {**query.default, **query.pins}
-        if query.allows(wanted):
-            return Decision(wanted, self.name, {"declared": True})
-        nearest = next((c for c in _by_distance(wanted, query) if query.allows(c)), None)
+        nearest = nearest_config(wanted, query.options, query.allows, fixed=query.pins)
         if nearest is None:
             return None
+        if nearest == wanted:
+            return Decision(wanted, self.name, {"declared": True})
         moved = sorted(n for n in wanted if nearest[n] != wanted[n])
         return Decision(nearest, self.name, {"declared": False, "moved_by_constraints": moved})
-
-
-def _by_distance(wanted: Config, query: SiteQuery) -> Iterator[Config]:
-    """Configs around `wanted` in increasing distance, moving free (unpinned) forks only;
-    constraints rarely reach far, so this stops long before the whole space."""
-    free = [n for n in wanted if n not in query.pins]
-    options = {n: query.options.get(n, [wanted[n]]) for n in wanted}
-    for count in range(1, len(free) + 1):
-        candidates = []
-        for names in itertools.combinations(free, count):
-            moves = [[v for v in options[n] if v != wanted[n]] for n in names]
-            for values in itertools.product(*moves):
-                config = {**wanted, **dict(zip(names, values, strict=True))}
-                steps = sum(
-                    abs(options[n].index(config[n]) - options[n].index(wanted[n])) for n in names
-                )
-                order = tuple(options[n].index(config[n]) for n in wanted)
-                candidates.append((steps, order, config))
-        candidates.sort(key=lambda c: (c[0], c[1]))
-        yield from (config for _, _, config in candidates)
 
 
 #: the built-in oracles by name, in the default stack's order (DEFAULT_ORACLES, which the
@@ -342,15 +322,16 @@ def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
             is_valid=lambda c: c in listed,
             enumerate_valid=lambda: iter(listed),
         )
+    space = ForkSpace.of(decl)
     return SiteQuery(
         site=f"{family}_0",
         family=family,
         key=key,
-        default=default_config(decl),
+        default=dict(space.declared),
         pins={},
-        is_valid=lambda c: valid(decl, values, c),
-        enumerate_valid=lambda: configs(decl, values),
-        options={f.name: list(f.options) for f in decl.forks},
+        is_valid=lambda c: space.is_valid(values, c),
+        enumerate_valid=lambda: space.configs(values),
+        options={name: list(options) for name, options in space.options.items()},
     )
 
 

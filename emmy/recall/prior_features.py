@@ -415,12 +415,14 @@ def _declaration(family: str) -> tuple[dict[str, tuple], dict[str, Value]]:
     """What the library declares of a family: each fork's options, and the defaults of the
     key's optional names (nothing for a family the library does not know)."""
     # the library loads xDSL, which a program-cache hit (it reads prior_files()) does not
+    from emmy.dsl.fork_space import ForkSpace
     from emmy.dsl.library import families
 
     decl = families().get(family)
     if decl is None:
         return {}, {}
-    return {f.name: tuple(f.options) for f in decl.forks}, dict(decl.key_defaults)
+    space = ForkSpace.of(decl)
+    return dict(space.options), dict(space.key_defaults)
 
 
 def finite_log(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,90 @@
+"""A kernel's fork space: built once per declaration from its parsed constraints, the
+valid configs and the (moved) default at a key, a pairwise sample, and the space of a
+site, which is its declaration's unless its knobs were written by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from emmy.dialects import fork
+from emmy.dsl.fork_space import ForkSpace
+from emmy.dsl.library import family, instantiate
+from emmy.errors import DslError, EmmyError
+
+KEY = {"rows": 4, "cols": 1000, "T": "f32"}
+
+
+def test_a_declaration_has_one_space_of_its_parsed_constraints() -> None:
+    decl = family("softmax")
+    space = ForkSpace.of(decl)
+    assert ForkSpace.of(family("softmax")) is space
+    assert space.names == tuple(f.name for f in decl.forks)
+    # the constraints are the declaration's own parsed expressions, not text read again
+    assert [f.constraint for f in space.forks] == [f.where for f in decl.forks]
+
+
+def test_the_default_moves_to_the_nearest_valid_config() -> None:
+    space = ForkSpace.of(family("softmax"))
+    assert space.declared["vec"] == 8
+    # 8 bf16s are a 16-byte vector, as declared; 8 f32s are 32 bytes: the nearest is 4
+    assert space.default_config({**KEY, "T": "bf16"}) == space.declared
+    assert space.default_config(KEY) == {**space.declared, "vec": 4}
+    assert space.default_config({**KEY, "cols": 7}) == {**space.declared, "vec": 1}
+    assert space.default_config({**KEY, "cols": 7}) in list(space.configs({**KEY, "cols": 7}))
+
+
+def test_configs_are_the_product_that_satisfies_every_constraint() -> None:
+    space = ForkSpace.of(family("softmax"))
+    every = [
+        dict(zip(space.names, values, strict=True))
+        for values in itertools.product(*space.options.values())
+    ]
+    valid = list(space.configs(KEY))
+    assert valid == [c for c in every if space.is_valid(KEY, c)]
+    assert 0 < len(valid) < len(every)
+
+
+def test_a_key_the_declaration_does_not_allow_is_refused() -> None:
+    with pytest.raises(DslError, match="kernel softmax needs key cols"):
+        list(ForkSpace.of(family("softmax")).configs({"rows": 4, "T": "f32"}))
+
+
+def test_pairwise_covers_every_pair_of_options_at_each_key() -> None:
+    space = ForkSpace.of(family("softmax"))
+    keys = [KEY, {**KEY, "cols": 7}]
+    chosen = space.pairwise(keys, keys_paired=True)
+    valid = [(i, c) for i, key in enumerate(keys) for c in space.configs(key)]
+    assert len(chosen) < len(valid) / 10
+    assert all(pick in valid for pick in chosen)
+
+    def pairs(i: int, config: dict) -> set:
+        items = [("key", i), *config.items()]
+        return set(itertools.combinations(items, 2))
+
+    wanted = set().union(*(pairs(i, c) for i, c in valid))
+    assert set().union(*(pairs(i, c) for i, c in chosen)) == wanted
+    assert space.pairwise([KEY]) == space.pairwise([KEY])
+
+
+def test_a_site_the_compiler_made_has_its_declarations_space() -> None:
+    decl = family("softmax")
+    site = instantiate(decl, KEY, "softmax_0")
+    assert ForkSpace.of_site(site) is ForkSpace.of(decl)
+
+
+def test_a_site_written_by_hand_has_the_space_of_its_knobs() -> None:
+    site = fork.SiteOp("s", "softmax", "rows=4,cols=6,T=f32")
+    site.body.block.add_op(fork.KnobOp("vec", [1, 2, 4], 4, "cols % vec == 0"))
+    space = ForkSpace.of_site(site)
+    assert space.names == ("vec",)
+    assert list(space.configs({"cols": 6})) == [{"vec": 1}, {"vec": 2}]
+    assert space.default_config({"cols": 6}) == {"vec": 2}
+
+
+def test_a_constraint_that_cannot_be_evaluated_names_its_site() -> None:
+    site = fork.SiteOp("s", "f", "n=6")
+    site.body.block.add_op(fork.KnobOp("vec", [1, 2], 1, "n % (vec - 1) == 0"))
+    with pytest.raises(EmmyError, match=r"site s: constraint of fork 'vec' \(n % \(vec - 1\)"):
+        list(ForkSpace.of_site(site).configs({"n": 6}))
