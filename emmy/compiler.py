@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 
@@ -261,14 +261,11 @@ def _provenance(module: ModuleOp) -> dict[str, dict]:
     for site in _sites(module):
         if site.provenance is None:
             continue
-        forks = {name: value.data["oracle"].data for name, value in site.provenance.data.items()}
-        entry: dict = {"forks": forks}
+        entry: dict = {"forks": site.provenance.as_dict()}
         if site.decision is not None:
-            decision = site.decision.data
-            entry["oracle"] = decision["oracle"].data
-            entry["evidence"] = fork.from_attr(decision["evidence"])
-            runner_up = decision.get("runner_up")
-            entry["runner_up"] = None if runner_up is None else fork.from_attr(runner_up)
+            entry["oracle"] = site.decision.oracle.data
+            entry["evidence"] = site.decision.evidence_value()
+            entry["runner_up"] = site.decision.runner_up_value()
         result[site.sym_name.data] = entry
     return result
 
@@ -280,7 +277,7 @@ def _tensor(typ: TensorType) -> list:
 def _path_call(call: fork.PathCallAttr) -> dict:
     # the report has always listed a path's calls with their keys sorted
     return {
-        "config": dict(sorted(fork.from_attr(call.config).items())),
+        "config": dict(sorted(call.config.as_dict().items())),
         "family": call.family.data,
         "inputs": [_tensor(t) for t in call.inputs],
         "key": call.key.data,
@@ -296,11 +293,11 @@ def _choices(module: ModuleOp) -> dict[str, dict]:
         if site.site_kind != fork.SiteKind.CHOICE or site.paths is None:
             continue
         assert site.config is not None, "a choice is specialised before its paths are taken"
-        paths = site.paths.data
+        paths = site.paths.as_dict()
         result[site.sym_name.data] = {
             "family": site.family.data,
             "key": site.key.data,
-            "config": fork.from_attr(site.config),
+            "config": site.config.as_dict(),
             "paths": {name: [_path_call(c) for c in paths[name]] for name in sorted(paths)},
         }
     return result
@@ -475,7 +472,7 @@ def compile_variants(
     for i, config in enumerate(configs):
         site = instantiate(decl, key, f"{prefix or family_name + '_'}{i}")
         for knob in site.knobs():
-            knob.resolve(config[knob.knob_name.data], {"oracle": StringAttr("forced")})
+            knob.resolve(config[knob.knob_name.data], "forced")
         sites.append(site)
     module = ModuleOp(sites)
     SpecializeForks().apply(Context(), module)

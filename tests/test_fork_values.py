@@ -1,5 +1,6 @@
 """Evidence recorded on sites as builtin attributes reads back as the value recorded, in the
-order the report has always listed it (sorted keys, as JSON with sort_keys gave)."""
+order the report has always listed it (sorted keys, as JSON with sort_keys gave); the typed
+records of a site (decision, config, provenance) read back through the textual IR."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 
 import pytest
 from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
 
 from emmy.dialects import fork
 
@@ -37,3 +40,35 @@ def test_evidence_survives_the_textual_ir(value) -> None:
 def test_a_value_with_no_attribute_is_refused() -> None:
     with pytest.raises(TypeError, match="no attribute holds"):
         fork.to_attr({"when": object()})
+
+
+def parse(text: str):
+    context = Context()
+    context.load_dialect(fork.Fork)
+    return Parser(context, text).parse_attribute()
+
+
+@pytest.mark.parametrize("value", EVIDENCE)
+def test_a_decision_reads_back_its_evidence_and_runner_up_through_the_textual_ir(value) -> None:
+    decision = fork.DecisionAttr("db", value, runner_up=value)
+    parsed = parse(str(decision))
+    assert isinstance(parsed, fork.DecisionAttr) and parsed.oracle.data == "db"
+    expected = json.loads(json.dumps(value, sort_keys=True))
+    assert json.dumps(parsed.evidence_value()) == json.dumps(expected)
+    assert json.dumps(parsed.runner_up_value()) == json.dumps(expected)
+    assert parse(str(fork.DecisionAttr("default", {}))).runner_up_value() is None
+
+
+def test_records_keyed_by_fork_keep_their_order_and_types_through_the_textual_ir() -> None:
+    config = fork.ConfigAttr({"vec": 4, "algo": "online", "block": 128})
+    assert str(config) == '#fork.config<vec = 4, algo = "online", block = 128>'
+    assert parse(str(config)).as_dict() == {"vec": 4, "algo": "online", "block": 128}
+    assert parse("#fork.config<>").as_dict() == {}
+    provenance = fork.ProvenanceAttr({"vec": "db", "algo": "pin"})
+    assert parse(str(provenance)).as_dict() == {"vec": "db", "algo": "pin"}
+
+
+def test_a_record_of_more_names_than_values_is_refused() -> None:
+    names = ArrayAttr([StringAttr("vec"), StringAttr("algo")])
+    with pytest.raises(VerifyException, match="#fork.config has 2 fork names but 1 values"):
+        fork.ConfigAttr.new([names, ArrayAttr([IntegerAttr(4, i64)])])

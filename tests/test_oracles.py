@@ -220,7 +220,7 @@ def test_resolve_forks_asks_the_stack_it_is_handed_and_reads_no_store() -> None:
     (site,) = [op for op in module.ops if isinstance(op, fork.SiteOp)]
     assert stack.asked == [SOFTMAX_KEY]
     assert {k.knob_name.data: fork.option_value(k.value) for k in site.knobs()}["vec"] == 8
-    assert site.attributes["decision"].data["oracle"].data == "fixed"
+    assert site.decision is not None and site.decision.oracle.data == "fixed"
 
 
 def test_resolve_forks_without_a_stack_is_a_clear_error() -> None:

@@ -125,13 +125,12 @@ def emit_module(module: ModuleOp) -> CudaProgram:
         _check_launch_fits(site, launch)
         block = fold_int(launch.block, "the block size")
         program.source += "\n" + KernelPrinter(func, block).print()
-        config = site.attributes.get("config")
         _check_shared_memory(func, launch)
         program.kernels[func.sym_name.data] = KernelInfo(
             name=func.sym_name.data,
             family=site.family.data,
             key=site.key.data,
-            config=_config_dict(config),
+            config=site.config.as_dict() if site.config is not None else {},
             arg_names=tuple(n.data for n in func.arg_names),
             arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
@@ -183,12 +182,6 @@ def _check_launch_fits(site: fork.SiteOp, launch: kernel.LaunchOp) -> None:
                 f"site {site.sym_name.data} ({site.family.data}): its launch's {what} is "
                 f"{wide}, beyond what a launch takes (2^31 - 1)"
             )
-
-
-def _config_dict(config: Attribute | None) -> dict[str, int | str]:
-    if config is None:
-        return {}
-    return {name: fork.option_value(value) for name, value in config.data.items()}
 
 
 def _any_of(op_types: Iterable[type[Operation]]) -> UnionType:

@@ -12,10 +12,12 @@ never merges two of them and DCE never deletes an unresolved one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
+from typing import TypeVar
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DictionaryAttr,
     FloatAttr,
@@ -56,7 +58,7 @@ from xdsl.irdl import (
     var_region_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
@@ -71,6 +73,7 @@ from xdsl.utils.exceptions import VerifyException
 Option = int | str
 #: what a compile records as evidence: JSON-like values
 PlainValue = None | bool | int | float | str | list | dict
+T = TypeVar("T")
 
 
 def option_attr(value: Option) -> Attribute:
@@ -147,30 +150,242 @@ class SiteKindAttr(EnumAttribute[SiteKind], SpacedOpaqueSyntaxAttribute):
     name = "fork.site_kind"
 
 
+def _parse_entries(parser: AttrParser, parse_value: Callable[[], T]) -> list[tuple[str, T]]:
+    """`<name = value, ...>`, in order (`<>` or nothing for none): a record's fields."""
+
+    def entry() -> tuple[str, T]:
+        name = parser.parse_identifier_or_str_literal()
+        parser.parse_punctuation("=")
+        return name, parse_value()
+
+    entries = parser.parse_optional_comma_separated_list(parser.Delimiter.ANGLE, entry)
+    return entries or []
+
+
+def _print_entries(
+    printer: Printer, entries: Iterable[tuple[str, T]], print_value: Callable[[T], None]
+) -> None:
+    def entry(item: tuple[str, T]) -> None:
+        printer.print_identifier_or_string_literal(item[0])
+        printer.print_string(" = ")
+        print_value(item[1])
+
+    with printer.in_angle_brackets():
+        printer.print_list(entries, entry)
+
+
+def _check_names(record: str, what: str, names: ArrayAttr[StringAttr], values: ArrayAttr) -> None:
+    """The names of a record's fields are unique, one per value."""
+    if len(names) != len(values):
+        raise VerifyException(f"{record} has {len(names)} {what} names but {len(values)} values")
+    seen: set[str] = set()
+    for name in names:
+        if name.data in seen:
+            raise VerifyException(f"{record} names {what} {name.data!r} twice")
+        seen.add(name.data)
+
+
+def _unrecorded(attr: Attribute) -> Attribute | None:
+    """The first part of `attr` that `from_attr` cannot read back, or None."""
+    if isinstance(attr, ArrayAttr):
+        return next((bad for a in attr if (bad := _unrecorded(a)) is not None), None)
+    if isinstance(attr, DictionaryAttr):
+        return next((bad for a in attr.data.values() if (bad := _unrecorded(a)) is not None), None)
+    if isinstance(attr, NoneAttr | NoneType | StringAttr):
+        return None
+    if isinstance(attr, IntegerAttr) and attr.type in (i1, i64):
+        return None
+    if isinstance(attr, FloatAttr) and attr.type == f64:
+        return None
+    return attr
+
+
+@irdl_attr_definition
+class ConfigAttr(ParametrizedAttribute):
+    """Each fork's value, in the forks' order: an integer or a symbol.
+
+    #fork.config<vec = 4, algo = "online">
+    """
+
+    name = "fork.config"
+    forks: ArrayAttr[StringAttr]
+    values: ArrayAttr[IntegerAttr[I64] | StringAttr]
+
+    def __init__(self, values: Mapping[str, Option]):
+        super().__init__(
+            ArrayAttr([StringAttr(n) for n in values]),
+            ArrayAttr([option_attr(v) for v in values.values()]),
+        )
+
+    def as_dict(self) -> dict[str, Option]:
+        return {n.data: option_value(v) for n, v in zip(self.forks, self.values, strict=True)}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        entries = _parse_entries(parser, lambda: option_attr(_parse_option(parser)))
+        return [ArrayAttr([StringAttr(n) for n, _ in entries]), ArrayAttr([v for _, v in entries])]
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_entries(printer, self.as_dict().items(), lambda v: _print_option(printer, v))
+
+    def verify(self) -> None:
+        _check_names("#fork.config", "fork", self.forks, self.values)
+
+
+@irdl_attr_definition
+class ProvenanceAttr(ParametrizedAttribute):
+    """Where each fork's value came from: "pin", or the oracle that decided the site.
+
+    #fork.provenance<vec = "db", algo = "pin">
+    """
+
+    name = "fork.provenance"
+    forks: ArrayAttr[StringAttr]
+    sources: ArrayAttr[StringAttr]
+
+    def __init__(self, sources: Mapping[str, str]):
+        super().__init__(
+            ArrayAttr([StringAttr(n) for n in sources]),
+            ArrayAttr([StringAttr(s) for s in sources.values()]),
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        return {n.data: s.data for n, s in zip(self.forks, self.sources, strict=True)}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        entries = _parse_entries(parser, lambda: StringAttr(parser.parse_str_literal()))
+        return [ArrayAttr([StringAttr(n) for n, _ in entries]), ArrayAttr([s for _, s in entries])]
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_entries(printer, zip(self.forks, self.sources, strict=True), printer.print_attribute)
+
+    def verify(self) -> None:
+        _check_names("#fork.provenance", "fork", self.forks, self.sources)
+
+
+@irdl_attr_definition
+class DecisionAttr(ParametrizedAttribute):
+    """How resolve-forks decided a site: the oracle (a string: a package may add oracles),
+    its evidence, and the runner-up where it weighed one, as JSON-like builtin attributes
+    (`to_attr`).
+
+        #fork.decision<oracle = "db", evidence = {rows = [3 : i64], measured = 2 : i64},
+                       runner_up = {config = {vec = 2 : i64}, row = 7 : i64}>
+    """
+
+    name = "fork.decision"
+    oracle: StringAttr
+    evidence: DictionaryAttr
+    runner_up: DictionaryAttr | NoneAttr
+
+    def __init__(
+        self,
+        oracle: str,
+        evidence: Mapping[str, PlainValue],
+        runner_up: Mapping[str, PlainValue] | None = None,
+    ):
+        super().__init__(
+            StringAttr(oracle),
+            to_attr(dict(evidence)),
+            NoneAttr() if runner_up is None else to_attr(dict(runner_up)),
+        )
+
+    def evidence_value(self) -> dict[str, PlainValue]:
+        return {k: from_attr(v) for k, v in self.evidence.data.items()}
+
+    def runner_up_value(self) -> dict[str, PlainValue] | None:
+        if isinstance(self.runner_up, NoneAttr):
+            return None
+        return {k: from_attr(v) for k, v in self.runner_up.data.items()}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        def field(name: str) -> Attribute:
+            parser.parse_keyword(name)
+            parser.parse_punctuation("=")
+            return parser.parse_attribute()
+
+        with parser.in_angle_brackets():
+            oracle = field("oracle")
+            parser.parse_punctuation(",")
+            evidence = field("evidence")
+            runner_up = NoneAttr()
+            if parser.parse_optional_punctuation(","):
+                runner_up = field("runner_up")
+        return [oracle, evidence, runner_up]
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string("oracle = ")
+            printer.print_attribute(self.oracle)
+            printer.print_string(", evidence = ")
+            printer.print_attribute(self.evidence)
+            if not isinstance(self.runner_up, NoneAttr):
+                printer.print_string(", runner_up = ")
+                printer.print_attribute(self.runner_up)
+
+    def verify(self) -> None:
+        if not self.oracle.data:
+            raise VerifyException("#fork.decision names no oracle")
+        for what, record in (("evidence", self.evidence), ("runner_up", self.runner_up)):
+            bad = _unrecorded(record)
+            if bad is not None:
+                raise VerifyException(
+                    f"{what} of the decision of {self.oracle.data!r} holds {bad}, "
+                    "which is not a recorded value (none, a bool, an i64, an f64, a string, "
+                    "a list or a dict of them)"
+                )
+
+
 @irdl_attr_definition
 class PathCallAttr(ParametrizedAttribute):
     """One kernel call of an option of a host-level choice, with what a bench needs to run
     it alone: the family, key and config of its site and the types of its tensors.
 
-        #fork.path_call<"softmax", "rows=12,cols=6,T=f32", {vec = 2 : i64},
+        #fork.path_call<"softmax", "rows=12,cols=6,T=f32", #fork.config<vec = 2>,
                         [tensor<12x6xf32>], [tensor<12x6xf32>]>
     """
 
     name = "fork.path_call"
     family: StringAttr
     key: StringAttr
-    config: DictionaryAttr
+    config: ConfigAttr
     inputs: ArrayAttr[TensorType[Attribute]]
     outputs: ArrayAttr[TensorType[Attribute]]
 
+
+@irdl_attr_definition
+class PathsAttr(ParametrizedAttribute):
+    """The options of a host-level choice, each as the kernel calls it makes, in order.
+
+    #fork.paths<fused = [#fork.path_call<"attention", ...>],
+                unfused = [#fork.path_call<"matmul", ...>, ...]>
+    """
+
+    name = "fork.paths"
+    options: ArrayAttr[StringAttr]
+    calls: ArrayAttr[ArrayAttr[PathCallAttr]]
+
+    def __init__(self, paths: Mapping[str, Sequence[PathCallAttr]]):
+        super().__init__(
+            ArrayAttr([StringAttr(o) for o in paths]),
+            ArrayAttr([ArrayAttr(calls) for calls in paths.values()]),
+        )
+
+    def as_dict(self) -> dict[str, list[PathCallAttr]]:
+        return {o.data: list(c) for o, c in zip(self.options, self.calls, strict=True)}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        entries = _parse_entries(parser, parser.parse_attribute)
+        return [ArrayAttr([StringAttr(n) for n, _ in entries]), ArrayAttr([c for _, c in entries])]
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_entries(printer, zip(self.options, self.calls, strict=True), printer.print_attribute)
+
     def verify(self) -> None:
-        _check_config(self.config, f"a path call of {self.family.data}")
-
-
-def _check_config(config: DictionaryAttr, where: str) -> None:
-    for name, value in config.data.items():
-        if not isinstance(value, IntegerAttr | StringAttr):
-            raise VerifyException(f"config of {where}: {name} = {value} is not an option")
+        _check_names("#fork.paths", "option", self.options, self.calls)
 
 
 def site_named(op: Operation, ref: SymbolRefAttr) -> SiteOp:
@@ -205,9 +420,15 @@ class SiteOp(IRDLOperation):
     fork.site host_call @vendor_matmul_3 "vendor_matmul" "batch=1,m=8,..." {
     }
 
-    The passes record on it, as attributes, where its forks were decided (`decision`: the
-    oracle, its evidence and runner-up; `provenance`: each fork's source), its `config`
-    once specialised, and for a choice the kernel calls of every option (`paths`).
+    The passes record on it, as typed attributes, how its forks were decided (`decision`:
+    the oracle, its evidence and runner-up; `provenance`: each fork's source), its `config`
+    once specialised, and for a choice the kernel calls of every option (`paths`):
+
+    fork.site @softmax_1 "softmax" "n=4" attributes {
+        decision = #fork.decision<oracle = "db", evidence = {rows = [3 : i64]}>,
+        config = #fork.config<vec = 4, algo = "online">,
+        provenance = #fork.provenance<vec = "db", algo = "pin">} {
+    }
     """
 
     name = "fork.site"
@@ -215,15 +436,14 @@ class SiteOp(IRDLOperation):
     kind = prop_def(SiteKindAttr, default_value=SiteKindAttr(SiteKind.KERNEL))
     family = prop_def(StringAttr)
     key = prop_def(StringAttr)
-    #: the decision of resolve-forks: {oracle = "db", evidence = {...}, runner_up = {...}}
-    #: (oracle names are open: a package may add oracles)
-    decision = opt_attr_def(DictionaryAttr)
-    #: each fork's value once specialised: {vec = 4 : i64, algo = "online"}
-    config = opt_attr_def(DictionaryAttr)
-    #: where each fork's value came from: {vec = {oracle = "pin"}}
-    provenance = opt_attr_def(DictionaryAttr)
+    #: the decision of resolve-forks
+    decision = opt_attr_def(DecisionAttr)
+    #: each fork's value once specialised
+    config = opt_attr_def(ConfigAttr)
+    #: where each fork's value came from
+    provenance = opt_attr_def(ProvenanceAttr)
     #: a choice's options, each as the `#fork.path_call`s it makes
-    paths = opt_attr_def(DictionaryAttr)
+    paths = opt_attr_def(PathsAttr)
     body = region_def("single_block")
     traits = traits_def(SymbolOpInterface(), NoTerminator())
 
@@ -305,31 +525,22 @@ class SiteOp(IRDLOperation):
             raise VerifyException(f"{where} has paths, but only a choice site has options")
 
     def _verify_records(self, where: str) -> None:
-        """The attributes the passes record have the types the report reads them as."""
-        if self.config is not None:
-            _check_config(self.config, where)
-        for fork_name, source in (self.provenance.data if self.provenance else {}).items():
-            if not isinstance(source, DictionaryAttr) or not isinstance(
-                source.data.get("oracle"), StringAttr
-            ):
+        """The records of the passes agree with one another."""
+        if self.config is not None and self.provenance is not None:
+            configured = list(self.config.as_dict())
+            sourced = list(self.provenance.as_dict())
+            if configured != sourced:
                 raise VerifyException(
-                    f'provenance of fork {fork_name!r} of {where} is not {{oracle = "..."}}'
+                    f"provenance of {where} names forks {sourced}, its config {configured}"
                 )
-        if self.decision is not None:
-            fields = self.decision.data
-            if not isinstance(fields.get("oracle"), StringAttr):
-                raise VerifyException(f"decision of {where} names no oracle")
-            if not isinstance(fields.get("evidence"), DictionaryAttr):
-                raise VerifyException(f"evidence of the decision of {where} is not a dict")
-            if "runner_up" in fields and not isinstance(fields["runner_up"], DictionaryAttr):
-                raise VerifyException(f"runner_up of the decision of {where} is not a dict")
-        for option, calls in (self.paths.data if self.paths else {}).items():
-            if not isinstance(calls, ArrayAttr) or not all(
-                isinstance(c, PathCallAttr) for c in calls
-            ):
-                raise VerifyException(
-                    f"path {option!r} of {where} is not a list of #fork.path_call"
-                )
+        if self.config is not None and self.paths is not None:
+            options = [o.data for o in self.paths.options]
+            for fork_name, value in self.config.as_dict().items():
+                if value not in options:
+                    raise VerifyException(
+                        f"config of {where} picks {fork_name} = {value!r}, which is not one "
+                        f"of its paths {options}"
+                    )
 
     def verify_(self) -> None:
         names = [k.knob_name.data for k in self.knobs()]
@@ -348,9 +559,10 @@ class KnobOp(IRDLOperation):
         %vec = fork.knob "vec" [1, 2, 4, 8] default 4 where "cols % vec == 0"
         %algo = fork.knob "algo" ["two_pass", "online"] default "two_pass"
 
-    After resolution it carries the chosen value and where the choice came from:
+    After resolution it carries the chosen value and where the choice came from ("pin", or
+    the oracle that decided its site):
 
-        %vec = fork.knob "vec" [1, 2, 4, 8] default 4 = 2 by {oracle = "pin"}
+        %vec = fork.knob "vec" [1, 2, 4, 8] default 4 = 2 by "pin"
     """
 
     name = "fork.knob"
@@ -359,7 +571,7 @@ class KnobOp(IRDLOperation):
     default = prop_def(Attribute)
     constraint = opt_prop_def(StringAttr)
     value = opt_prop_def(Attribute)
-    provenance = opt_prop_def(DictionaryAttr)
+    provenance = opt_prop_def(StringAttr)
     result = result_def(i32)
 
     def __init__(
@@ -390,9 +602,9 @@ class KnobOp(IRDLOperation):
         """The i32 the kernel body sees for an option."""
         return self.option_values.index(value) if self.is_symbolic else int(value)
 
-    def resolve(self, value: Option, provenance: dict[str, Attribute]) -> None:
+    def resolve(self, value: Option, source: str) -> None:
         self.value = option_attr(value)
-        self.provenance = DictionaryAttr(provenance)
+        self.provenance = StringAttr(source)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f' "{self.knob_name.data}" [')
@@ -423,10 +635,7 @@ class KnobOp(IRDLOperation):
         if parser.parse_optional_punctuation("="):
             op.value = option_attr(_parse_option(parser))
         if parser.parse_optional_keyword("by"):
-            provenance = parser.parse_attribute()
-            if not isinstance(provenance, DictionaryAttr):
-                parser.raise_error("expected a dictionary of provenance after 'by'")
-            op.provenance = provenance
+            op.provenance = StringAttr(parser.parse_str_literal())
         return op
 
     def verify_(self) -> None:
@@ -601,4 +810,8 @@ class YieldOp(IRDLOperation):
         super().__init__(operands=[list(values)])
 
 
-Fork = Dialect("fork", [SiteOp, KnobOp, AlternativesOp, YieldOp], [SiteKindAttr, PathCallAttr])
+Fork = Dialect(
+    "fork",
+    [SiteOp, KnobOp, AlternativesOp, YieldOp],
+    [SiteKindAttr, ConfigAttr, ProvenanceAttr, DecisionAttr, PathCallAttr, PathsAttr],
+)

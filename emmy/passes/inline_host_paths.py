@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -47,7 +47,7 @@ def path_call(call: kernel.CallOp, sites: Sites) -> fork.PathCallAttr:
     return fork.PathCallAttr(
         site.family,
         site.key,
-        site.config or DictionaryAttr({}),
+        site.config or fork.ConfigAttr({}),
         ArrayAttr(call.inputs.types),
         ArrayAttr(call.outputs.types),
     )
@@ -66,15 +66,11 @@ class RecordPaths(RewritePattern):
         site = self.sites[op.site.root_reference.data]
         if site.paths is not None:
             return  # another choice of the same key recorded them
-        site.paths = DictionaryAttr(
+        site.paths = fork.PathsAttr(
             {
-                name.data: ArrayAttr(
-                    [
-                        path_call(c, self.sites)
-                        for c in branch.walk()
-                        if isinstance(c, kernel.CallOp)
-                    ]
-                )
+                name.data: [
+                    path_call(c, self.sites) for c in branch.walk() if isinstance(c, kernel.CallOp)
+                ]
                 for name, branch in zip(op.names, op.branches, strict=True)
             }
         )
@@ -83,14 +79,14 @@ class RecordPaths(RewritePattern):
 
 def chosen_option(site: fork.SiteOp) -> str:
     """The option the config of a choice site names."""
-    config = site.config.data if site.config is not None else {}
+    config = site.config.as_dict() if site.config is not None else {}
     if len(config) != 1:
         raise EmmyError(
             f"the fork of choice site @{site.sym_name.data} is unresolved: "
             "run resolve-forks and specialize-forks first"
         )
     (value,) = config.values()
-    return str(fork.option_value(value))
+    return str(value)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@
       %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
     }
   → (no pin, no row: the declared default, moved to the nearest valid option)
-    fork.site @s "f" "n=6,T=f32" attributes {decision = {oracle = "default", evidence = {declared = false, moved_by_constraints = ["vec"]}}} {
-      %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0" = 2 by {oracle = "default"}
+    fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = {declared = false, moved_by_constraints = ["vec"]}>} {
+      %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0" = 2 by "default"
     }
 
 Pins narrow each site's configs to those that agree with them; the oracles then decide in
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -100,11 +100,8 @@ def record(site: fork.SiteOp, decision: Decision, pinned: set[str]) -> None:
     for knob in site.knobs():
         name = knob.knob_name.data
         source = "pin" if name in pinned else decision.oracle
-        knob.resolve(decision.config[name], {"oracle": StringAttr(source)})
-    recorded = {"oracle": StringAttr(decision.oracle), "evidence": fork.to_attr(decision.evidence)}
-    if decision.runner_up is not None:
-        recorded["runner_up"] = fork.to_attr(decision.runner_up)
-    site.decision = DictionaryAttr(recorded)
+        knob.resolve(decision.config[name], source)
+    site.decision = fork.DecisionAttr(decision.oracle, decision.evidence, decision.runner_up)
 
 
 @dataclass(frozen=True)

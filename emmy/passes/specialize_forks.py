@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i32
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i32
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -50,9 +50,11 @@ class InlineChosenAlternative(RewritePattern):
 def record_config(site: fork.SiteOp) -> None:
     """Keeps on the site the value and the provenance of each of its resolved forks."""
     knobs = site.knobs()
-    site.config = DictionaryAttr({k.knob_name.data: k.value for k in knobs if k.value is not None})
-    site.provenance = DictionaryAttr(
-        {k.knob_name.data: k.provenance for k in knobs if k.provenance is not None}
+    site.config = fork.ConfigAttr(
+        {k.knob_name.data: fork.option_value(k.value) for k in knobs if k.value is not None}
+    )
+    site.provenance = fork.ProvenanceAttr(
+        {k.knob_name.data: k.provenance.data for k in knobs if k.provenance is not None}
     )
 
 

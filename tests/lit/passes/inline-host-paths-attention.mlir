@@ -7,7 +7,7 @@ func.func @causal(%q : tensor<1x2x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tenso
   %o = graph.attention %q, %k, %v {scale = 0.5 : f64, causal} : tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x6x8xf32>
   func.return %o : tensor<1x2x6x8xf32>
 }
-// CHECK:     fork.site choice @attention_path_0 "attention_path" "{{.*}}" attributes {{{.*}}config = {path = "unfused"}, provenance = {path = {oracle = "pin"}}, paths = {fused = [#fork.path_call<"attention", {{.*}}>], unfused = [#fork.path_call<"matmul", {{.*}}>, #fork.path_call<"softmax", "rows=12,cols=6,T=f32,fn=(in0 * 0.5),causal=6", {threads = 256 : i64, {{.*}}}, [tensor<1x2x6x6xf32>], [tensor<1x2x6x6xf32>]>, #fork.path_call<"matmul", {{.*}}>]}} {
+// CHECK:     fork.site choice @attention_path_0 "attention_path" "{{.*}}" attributes {{{.*}}config = #fork.config<path = "unfused">, provenance = #fork.provenance<path = "pin">, paths = #fork.paths<fused = [#fork.path_call<"attention", {{.*}}>], unfused = [#fork.path_call<"matmul", {{.*}}>, #fork.path_call<"softmax", "rows=12,cols=6,T=f32,fn=(in0 * 0.5),causal=6", #fork.config<threads = 256, {{.*}}>, [tensor<1x2x6x6xf32>], [tensor<1x2x6x6xf32>]>, #fork.path_call<"matmul", {{.*}}>]>} {
 // CHECK-NEXT: }
 // CHECK-NOT: "attention"
 // CHECK:     fork.site @softmax_{{.*}} "softmax" "rows=12,cols=6,T=f32,fn=(in0 * 0.5),causal=6"
@@ -23,7 +23,7 @@ func.func @causal(%q : tensor<1x2x6x8xf32>, %k : tensor<1x2x6x8xf32>, %v : tenso
 // CHECK-NEXT:  %[[O:.*]] = graph.reshape
 // CHECK-NEXT:  func.return %[[O]]
 
-// FUSED:     config = {path = "fused"}
+// FUSED:     config = #fork.config<path = "fused">
 // FUSED-NOT: fork.site @matmul
 // FUSED-NOT: fork.site @softmax
 // FUSED:     fork.site @attention_{{[0-9]+}} "attention"

@@ -2,17 +2,17 @@
 
 // The option the choice site's config names replaces the choice; the site keeps every
 // option's calls, and the sites only the options not taken called are dropped.
-fork.site @whole_0 "matmul" "m=8" attributes {config = {vec = 4 : i64}} {
+fork.site @whole_0 "matmul" "m=8" attributes {config = #fork.config<vec = 4>} {
 }
-fork.site @parts_1 "matmul" "m=8,split=2" attributes {config = {vec = 2 : i64}} {
+fork.site @parts_1 "matmul" "m=8,split=2" attributes {config = #fork.config<vec = 2>} {
 }
-fork.site @sum_2 "split_sum" "split=2" attributes {config = {threads = 64 : i64}} {
+fork.site @sum_2 "split_sum" "split=2" attributes {config = #fork.config<threads = 64>} {
 }
 fork.site host_call @vendor_3 "vendor_matmul" "m=8" {
 }
 fork.site @unused_4 "elementwise" "n=8" {
 }
-fork.site choice @matmul_path_5 "matmul_path" "m=8" attributes {config = {matmul = "split2"}} {
+fork.site choice @matmul_path_5 "matmul_path" "m=8" attributes {config = #fork.config<matmul = "split2">} {
 }
 func.func @f(%x : tensor<8xf32>) -> tensor<8xf32> {
   %y = fork.alternatives @matmul_path_5 ["kernel", "split2", "vendor"] {
@@ -36,10 +36,10 @@ func.func @f(%x : tensor<8xf32>) -> tensor<8xf32> {
 // A site no option called is no option's to drop.
 // CHECK-NEXT: fork.site @unused_4 "elementwise" "n=8" {
 // CHECK-NEXT: }
-// CHECK-NEXT: fork.site choice @matmul_path_5 "matmul_path" "m=8" attributes {config = {matmul = "split2"}, paths = {
-// CHECK-SAME:   kernel = [#fork.path_call<"matmul", "m=8", {vec = 4 : i64}, [tensor<8xf32>], [tensor<8xf32>]>],
-// CHECK-SAME:   split2 = [#fork.path_call<"matmul", "m=8,split=2", {vec = 2 : i64}, [tensor<8xf32>], [tensor<2x8xf32>]>, #fork.path_call<"split_sum", "split=2", {threads = 64 : i64}, [tensor<2x8xf32>], [tensor<8xf32>]>],
-// CHECK-SAME:   vendor = [#fork.path_call<"vendor_matmul", "m=8", {}, [tensor<8xf32>], [tensor<8xf32>]>]}} {
+// CHECK-NEXT: fork.site choice @matmul_path_5 "matmul_path" "m=8" attributes {config = #fork.config<matmul = "split2">, paths = #fork.paths<
+// CHECK-SAME:   kernel = [#fork.path_call<"matmul", "m=8", #fork.config<vec = 4>, [tensor<8xf32>], [tensor<8xf32>]>],
+// CHECK-SAME:   split2 = [#fork.path_call<"matmul", "m=8,split=2", #fork.config<vec = 2>, [tensor<8xf32>], [tensor<2x8xf32>]>, #fork.path_call<"split_sum", "split=2", #fork.config<threads = 64>, [tensor<2x8xf32>], [tensor<8xf32>]>],
+// CHECK-SAME:   vendor = [#fork.path_call<"vendor_matmul", "m=8", #fork.config<>, [tensor<8xf32>], [tensor<8xf32>]>]>} {
 // CHECK-NEXT: }
 // CHECK-NEXT: func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 // CHECK-NEXT:   %p = kernel.call @parts_1(%x) : (tensor<8xf32>) -> tensor<2x8xf32>
@@ -51,7 +51,7 @@ func.func @f(%x : tensor<8xf32>) -> tensor<8xf32> {
 
 // Two choices of one site (two layers of one key) take the same option; the site's paths
 // are recorded once. A kernel-level alternatives is specialize-forks' to take.
-fork.site @a_0 "attention" "n=4" attributes {config = {lanes = 8 : i64}} {
+fork.site @a_0 "attention" "n=4" attributes {config = #fork.config<lanes = 8>} {
   %c = arith.constant 1 : i32
   kernel.func @a_0() {
     fork.alternatives %c ["x", "y"] {
@@ -60,9 +60,9 @@ fork.site @a_0 "attention" "n=4" attributes {config = {lanes = 8 : i64}} {
     kernel.return
   }
 }
-fork.site @m_1 "matmul" "n=4" attributes {config = {vec = 1 : i64}} {
+fork.site @m_1 "matmul" "n=4" attributes {config = #fork.config<vec = 1>} {
 }
-fork.site choice @path_2 "attention_path" "n=4" attributes {config = {path = "fused"}} {
+fork.site choice @path_2 "attention_path" "n=4" attributes {config = #fork.config<path = "fused">} {
 }
 func.func @layers(%x : tensor<4xf32>) -> tensor<4xf32> {
   %y = fork.alternatives @path_2 ["fused", "unfused"] {
@@ -84,7 +84,7 @@ func.func @layers(%x : tensor<4xf32>) -> tensor<4xf32> {
 // CHECK:      fork.site @a_0 "attention" "n=4"
 // CHECK:        fork.alternatives %{{.*}} ["x", "y"]
 // CHECK-NOT:  fork.site @m_1
-// CHECK:      fork.site choice @path_2 "attention_path" "n=4" attributes {config = {path = "fused"}, paths = {fused = [#fork.path_call<"attention", {{.*}}>], unfused = [#fork.path_call<"matmul", {{.*}}>]}} {
+// CHECK:      fork.site choice @path_2 "attention_path" "n=4" attributes {config = #fork.config<path = "fused">, paths = #fork.paths<fused = [#fork.path_call<"attention", {{.*}}>], unfused = [#fork.path_call<"matmul", {{.*}}>]>} {
 // CHECK:      func.func @layers(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT:   %a = kernel.call @a_0(%x)
 // CHECK-NEXT:   %b = kernel.call @a_0(%a)

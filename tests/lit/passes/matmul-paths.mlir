@@ -48,7 +48,7 @@ func.func @deep(%x : tensor<8x1024xf32>, %w : tensor<1024x96xf32>, %b : tensor<9
 // SPLIT:      fork.site @[[P:matmul_[0-9]+]] "matmul" "{{.*}},split=4"
 // SPLIT:      fork.site @[[S:split_sum_[0-9]+]] "split_sum" "split=4,{{.*}}"
 // SPLIT-NOT:  fork.site host_call
-// SPLIT:      fork.site choice @matmul_path_{{[0-9]+}} "matmul_path" {{.*}}config = {matmul = "split4"}{{.*}}paths = {kernel = [{{.*}}], split2 = [{{.*}}#fork.path_call<"split_sum", "split=2,{{.*}}", {threads = 256 : i64, per_thread = 1 : i64}, [tensor<2x768xf32>, tensor<96xf32>], [tensor<8x96xf32>]>], split4 = [{{.*}}], vendor = [#fork.path_call<"vendor_matmul", "{{.*}}", {}, {{.*}}]}}
+// SPLIT:      fork.site choice @matmul_path_{{[0-9]+}} "matmul_path" {{.*}}config = #fork.config<matmul = "split4">{{.*}}paths = #fork.paths<kernel = [{{.*}}], split2 = [{{.*}}#fork.path_call<"split_sum", "split=2,{{.*}}", #fork.config<threads = 256, per_thread = 1>, [tensor<2x768xf32>, tensor<96xf32>], [tensor<8x96xf32>]>], split4 = [{{.*}}], vendor = [#fork.path_call<"vendor_matmul", "{{.*}}", #fork.config<>, {{.*}}]>}
 // SPLIT:      func.func @deep
 // SPLIT-NEXT:   %[[PARTS:.*]] = kernel.call @[[P]](%x, %w)
 // SPLIT-NEXT:   %[[SUM:.*]] = kernel.call @[[S]](%[[PARTS]], %b)

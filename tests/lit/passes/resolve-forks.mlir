@@ -9,19 +9,19 @@ fork.site @s "f" "n=6,T=f32" {
   %algo = fork.knob "algo" ["a", "b"] default "a"
 }
 // n % 4 != 0: the default oracle moves vec to the nearest valid option, and says so.
-// DEFAULT: fork.site @s "f" "n=6,T=f32" attributes {decision = {oracle = "default", evidence = {declared = false, moved_by_constraints = ["vec"]}}} {
-// DEFAULT-NEXT: fork.knob "threads" [64, 128] default 64 = 64 by {oracle = "default"}
-// DEFAULT-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256" = 2 by {oracle = "default"}
-// DEFAULT-NEXT: fork.knob "algo" ["a", "b"] default "a" = "a" by {oracle = "default"}
+// DEFAULT: fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = {declared = false, moved_by_constraints = ["vec"]}>} {
+// DEFAULT-NEXT: fork.knob "threads" [64, 128] default 64 = 64 by "default"
+// DEFAULT-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256" = 2 by "default"
+// DEFAULT-NEXT: fork.knob "algo" ["a", "b"] default "a" = "a" by "default"
 
 // Partial pins narrow the choice; the other forks keep their oracle.
-// PIN: fork.knob "threads" [64, 128] default 64 = 64 by {oracle = "default"}
-// PIN-NEXT: = 1 by {oracle = "pin"}
-// PIN-NEXT: = "b" by {oracle = "pin"}
+// PIN: fork.knob "threads" [64, 128] default 64 = 64 by "default"
+// PIN-NEXT: = 1 by "pin"
+// PIN-NEXT: = "b" by "pin"
 
 // Pins that name every fork decide the site alone.
-// ALL: attributes {decision = {oracle = "pins"
-// ALL-NEXT: = 128 by {oracle = "pin"}
+// ALL: attributes {decision = #fork.decision<oracle = "pins"
+// ALL-NEXT: = 128 by "pin"
 
-// CONSTRAINT: = 128 by {oracle = "pin"}
-// CONSTRAINT-NEXT: = 2 by {oracle = "default"}
+// CONSTRAINT: = 128 by "pin"
+// CONSTRAINT-NEXT: = 2 by "default"

@@ -11,3 +11,24 @@ fork.site bogus @s "f" "n=1" {
 ^bb0:
 }) : () -> ()
 // CHECK: Expected `kernel`, `choice`, or `host_call`
+
+// -----
+
+// A record's values are parsed as their types: a config holds integers and symbols, a
+// decision names its fields, a fork's source is a string.
+fork.site @k "softmax" "n=4" attributes {config = #fork.config<vec = 4.0>} {
+}
+// CHECK: Expected integer literal
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<evidence = {}>} {
+}
+// CHECK: Expected 'oracle'
+
+// -----
+
+fork.site @k "f" "n=1" {
+  %a = fork.knob "algo" ["a", "b"] default "a" = "b" by {oracle = "pin"}
+}
+// CHECK: string literal expected

@@ -174,49 +174,74 @@ fork.site host_call @v "vendor_matmul" "n=4" {
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {paths = {a = []}} {
+fork.site @k "softmax" "n=4" attributes {paths = #fork.paths<a = []>} {
 }
 // CHECK: fork.site @k has paths, but only a choice site has options
 
 // -----
 
-// What the passes record has the types the report reads.
-fork.site @k "softmax" "n=4" attributes {config = {vec = 4.0 : f32}} {
+// What the passes record are typed attributes, each checked as it is built.
+fork.site @k "softmax" "n=4" attributes {config = {vec = 4 : i64}} {
 }
-// CHECK: config of fork.site @k: vec = 4.000000e+00 : f32 is not an option
+// CHECK: {vec = 4 : i64} should be of base attribute fork.config
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {provenance = {vec = "pin"}} {
+fork.site @k "softmax" "n=4" attributes {config = #fork.config<vec = 4, vec = 2>} {
 }
-// CHECK: provenance of fork 'vec' of fork.site @k is not {oracle = "..."}
+// CHECK: #fork.config names fork 'vec' twice
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = {evidence = {}}} {
+fork.site @k "softmax" "n=4" attributes {provenance = #fork.provenance<vec = "db", vec = "pin">} {
 }
-// CHECK: decision of fork.site @k names no oracle
+// CHECK: #fork.provenance names fork 'vec' twice
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = {oracle = "db", evidence = "{\22rows\22: [3]}"}} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "", evidence = {}>} {
 }
-// CHECK: evidence of the decision of fork.site @k is not a dict
+// CHECK: #fork.decision names no oracle
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {}, runner_up = "null"}} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = "{\22rows\22: [3]}">} {
 }
-// CHECK: runner_up of the decision of fork.site @k is not a dict
+// CHECK: parameter 'evidence' does not verify:
 
 // -----
 
-fork.site choice @c "matmul_path" "n=4" attributes {paths = {kernel = ["softmax"]}} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {rows = [3 : i32]}>} {
 }
-// CHECK: path 'kernel' of fork.site @c is not a list of #fork.path_call
+// CHECK: evidence of the decision of 'db' holds 3 : i32, which is not a recorded value (none, a bool, an i64, an f64, a string, a list or a dict of them)
 
 // -----
 
-fork.site choice @c "matmul_path" "n=4" attributes {paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = [4]}, [], []>]}} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {}, runner_up = {config = @k}>} {
 }
-// CHECK: config of a path call of softmax: vec = [4 : i64] is not an option
+// CHECK: runner_up of the decision of 'db' holds @k, which is not a recorded value
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" attributes {paths = #fork.paths<kernel = [], kernel = []>} {
+}
+// CHECK: #fork.paths names option 'kernel' twice
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" attributes {paths = #fork.paths<kernel = ["softmax"]>} {
+}
+// CHECK: parameter 'calls' does not verify:
+
+// -----
+
+// The records of a site agree with one another.
+fork.site @k "softmax" "n=4" attributes {config = #fork.config<vec = 4>, provenance = #fork.provenance<threads = "db">} {
+}
+// CHECK: provenance of fork.site @k names forks ['threads'], its config ['vec']
+
+// -----
+
+fork.site choice @c "matmul_path" "n=4" attributes {config = #fork.config<matmul = "split2">, paths = #fork.paths<kernel = [], vendor = []>} {
+}
+// CHECK: config of fork.site @c picks matmul = 'split2', which is not one of its paths ['kernel', 'vendor']

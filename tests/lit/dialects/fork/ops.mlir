@@ -6,8 +6,8 @@ fork.site @scale_0 "scale" "n=64,T=f32" {
   // CHECK: %{{.*}} = fork.knob "threads" [64, 128, 256] default 128
   %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
   // CHECK-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
-  %algo = fork.knob "algo" ["a", "b"] default "a" = "b" by {oracle = "pin"}
-  // CHECK-NEXT: fork.knob "algo" ["a", "b"] default "a" = "b" by {oracle = "pin"}
+  %algo = fork.knob "algo" ["a", "b"] default "a" = "b" by "pin"
+  // CHECK-NEXT: fork.knob "algo" ["a", "b"] default "a" = "b" by "pin"
   kernel.func @scale_0(%x : !kernel.ptr<f32> "x") {
     fork.alternatives %algo ["a", "b"] {
       kernel.barrier
@@ -48,18 +48,23 @@ func.func @choice(%t : tensor<4xf32>) -> tensor<4xf32> {
 
 // What the passes record on sites: the decision with its evidence and runner-up, the
 // config and provenance, and a choice's paths (the calls of each option).
-fork.site @softmax_1 "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {rows = [3, 7], median_s = 2.5e-06, origin = "bench", measured = 2}, runner_up = {config = {vec = 2}, median_s = 3.0e-06, row = 7}}, config = {vec = 4 : i64, algo = "online"}, provenance = {vec = {oracle = "db"}, algo = {oracle = "pin"}}} {
+fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {rows = [3, 7], median_s = 2.5e-06, origin = "bench", measured = 2}, runner_up = {config = {vec = 2}, median_s = 3.0e-06, row = 7}>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
 }
-// CHECK: fork.site @softmax_1 "softmax" "n=4" attributes {decision = {oracle = "db", evidence = {rows = [3 : i64, 7 : i64], median_s = 2.500000e-06 : f64, origin = "bench", measured = 2 : i64}, runner_up = {config = {vec = 2 : i64}, median_s = 3.000000e-06 : f64, row = 7 : i64}}, config = {vec = 4 : i64, algo = "online"}, provenance = {vec = {oracle = "db"}, algo = {oracle = "pin"}}} {
+// CHECK: fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {rows = [3 : i64, 7 : i64], median_s = 2.500000e-06 : f64, origin = "bench", measured = 2 : i64}, runner_up = {config = {vec = 2 : i64}, median_s = 3.000000e-06 : f64, row = 7 : i64}>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
+
+// A decision with no runner-up (the declared default) prints none.
+fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = {declared = true}>} {
+}
+// CHECK: fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = {declared = true}>} {
 
 // A host call (the vendor library) has no kernel and no forks.
 fork.site host_call @vendor_matmul_2 "vendor_matmul" "m=4" {
 }
 // CHECK: fork.site host_call @vendor_matmul_2 "vendor_matmul" "m=4" {
 
-fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = {matmul = "vendor"}, paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = 4 : i64, algo = "online"}, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", {}, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]}} {
+fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = #fork.config<matmul = "vendor">, paths = #fork.paths<kernel = [#fork.path_call<"softmax", "n=4", #fork.config<vec = 4, algo = "online">, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", #fork.config<>, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]>} {
 }
-// CHECK: fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = {matmul = "vendor"}, paths = {kernel = [#fork.path_call<"softmax", "n=4", {vec = 4 : i64, algo = "online"}, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", {}, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]}} {
+// CHECK: fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = #fork.config<matmul = "vendor">, paths = #fork.paths<kernel = [#fork.path_call<"softmax", "n=4", #fork.config<vec = 4, algo = "online">, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", #fork.config<>, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]>} {
 
 // The kind is a property: the generic form spells it as an attribute.
 "fork.site"() <{sym_name = "generic_4", kind = #fork<site_kind host_call>, family = "vendor_matmul", key = "m=8"}> ({
