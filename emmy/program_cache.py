@@ -21,7 +21,7 @@ from emmy.recall.tuning_db import content_stamp, default_db_path
 from emmy.version import __version__
 
 #: bumped when Program's fields change, so old pickles are never read
-FORMAT = "program-v7"
+FORMAT = "program-v8"
 
 
 def _stamp(path: Path) -> str:
