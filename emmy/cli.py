@@ -39,7 +39,7 @@ from emmy.frontend.recipes import (
     resolve_case,
 )
 from emmy.identity import EMU, arch_of
-from emmy.program import coverage_line, per_element_line
+from emmy.program import SiteProvenance, coverage_line, per_element_line
 from emmy.recall.golden import MODEL_AGNOSTIC_DIR, promote
 from emmy.recall.tuning_db import TuningDB, default_db_path
 from emmy.regime import regime_for
@@ -589,16 +589,16 @@ def explain_lines(program) -> list[str]:
     from emmy.families.registry import registered
 
     rows = [("site", "family", "key", "config", "source", "evidence")]
-    sites = [(name, c["family"], c["key"], c["config"]) for name, c in program.choices.items()]
+    sites = [(name, c.family, c.key, c.config) for name, c in program.choices.items()]
     sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
     for name, family_name, key, site_config in sites:
-        provenance = program.provenance.get(name, {})
-        forks = provenance.get("forks", {})
+        provenance = program.provenance.get(name, SiteProvenance({}))
+        forks = provenance.forks
         config = " ".join(
             f"{k}={v}{'(pin)' if forks.get(k) == 'pin' else ''}" for k, v in site_config.items()
         )
         rows.append(
-            (name, family_name, key, config, provenance.get("oracle", "?"), _evidence(provenance))
+            (name, family_name, key, config, provenance.oracle or "?", _evidence(provenance))
         )
     for name, call in program.host_calls.items():
         runs_by = registered(call["family"]).runs_by
@@ -663,13 +663,13 @@ def resource_lines(program) -> list[str]:
     return [title, *_aligned(rows, indent="  ")]
 
 
-def _evidence(provenance: dict) -> str:
-    evidence = provenance.get("evidence") or {}
-    oracle = provenance.get("oracle")
+def _evidence(provenance: SiteProvenance) -> str:
+    evidence = provenance.evidence or {}
+    oracle = provenance.oracle
     if oracle == "db":
         text = f"rows {','.join(map(str, evidence.get('rows', [])))} ({evidence.get('median_s', 0) * 1e3:.3f} ms"
         text += f", best of {evidence.get('measured')} measured)"
-        runner_up = provenance.get("runner_up")
+        runner_up = provenance.runner_up
         if runner_up:
             text += f"; runner-up row {runner_up['row']} {runner_up['median_s'] * 1e3:.3f} ms"
         return text
@@ -693,7 +693,7 @@ def _evidence(provenance: dict) -> str:
             f"predicted {evidence.get('predicted_s', 0) * 1e3:.3f} ms, best of "
             f"{evidence.get('configs_scored')} scored (dataset {str(evidence.get('dataset'))[:12]})"
         )
-        runner_up = provenance.get("runner_up")
+        runner_up = provenance.runner_up
         if runner_up:
             text += f"; runner-up predicted {runner_up['predicted_s'] * 1e3:.3f} ms"
         return text
@@ -866,7 +866,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"emmy: interrupted: {written} row(s) written to {db_path}", file=sys.stderr)
             return 130
     picks = {name: info.config for name, info in program.kernels.items()}
-    picks |= {name: choice["config"] for name, choice in program.choices.items()}
+    picks |= {name: choice.config for name, choice in program.choices.items()}
     for line in summary_table(outcomes, picks):
         print(line)
     measured = sum(not o.recalled for o in outcomes)

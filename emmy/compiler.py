@@ -52,7 +52,13 @@ from emmy.program import (
     ARENA,
     ARENA_ALIGNMENT,
     Call,
+    Choice,
+    FallbackEntry,
+    HostCallSite,
+    PathCall,
+    PathTensor,
     Program,
+    SiteProvenance,
     TensorSpec,
     nbytes,
     poisoned,
@@ -75,7 +81,7 @@ class HostPlan:
     temporaries: list[TensorSpec]
     calls: list[Call]
     #: the calls torch runs (emmy.dialects.fallback.call_entry), by their call's name
-    fallbacks: dict[str, dict] = field(default_factory=dict)
+    fallbacks: dict[str, FallbackEntry] = field(default_factory=dict)
     #: the inputs the plan writes in place, by name
     mutated_inputs: list[str] = field(default_factory=list)
 
@@ -255,37 +261,40 @@ def _sites(module: ModuleOp) -> list[fork.SiteOp]:
     return [op for op in module.ops if isinstance(op, fork.SiteOp)]
 
 
-def _provenance(module: ModuleOp) -> dict[str, dict]:
+def _provenance(module: ModuleOp) -> dict[str, SiteProvenance]:
     """Per site: the source of each fork, and the decision's oracle, evidence, runner-up."""
     result = {}
     for site in _sites(module):
         if site.provenance is None:
             continue
-        entry: dict = {"forks": site.provenance.as_dict()}
-        if site.decision is not None:
-            entry["oracle"] = site.decision.oracle.data
-            entry["evidence"] = site.decision.evidence_value()
-            entry["runner_up"] = site.decision.runner_up_value()
-        result[site.sym_name.data] = entry
+        forks = site.provenance.as_dict()
+        decision = site.decision
+        result[site.sym_name.data] = (
+            SiteProvenance(forks)
+            if decision is None
+            else SiteProvenance(
+                forks, decision.oracle.data, decision.evidence_value(), decision.runner_up_value()
+            )
+        )
     return result
 
 
-def _tensor(typ: TensorType) -> list:
-    return [list(typ.get_shape()), dtype_name(typ.element_type)]
+def _tensor(typ: TensorType) -> PathTensor:
+    return tuple(typ.get_shape()), dtype_name(typ.element_type)
 
 
-def _path_call(call: fork.PathCallAttr) -> dict:
-    # the report has always listed a path's calls with their keys sorted
-    return {
-        "config": dict(sorted(call.config.as_dict().items())),
-        "family": call.family.data,
-        "inputs": [_tensor(t) for t in call.inputs],
-        "key": call.key.data,
-        "outputs": [_tensor(t) for t in call.outputs],
-    }
+def _path_call(call: fork.PathCallAttr) -> PathCall:
+    # a path's config sorted, as the report has always listed it
+    return PathCall(
+        call.family.data,
+        call.key.data,
+        dict(sorted(call.config.as_dict().items())),
+        tuple(_tensor(t) for t in call.inputs),
+        tuple(_tensor(t) for t in call.outputs),
+    )
 
 
-def _choices(module: ModuleOp) -> dict[str, dict]:
+def _choices(module: ModuleOp) -> dict[str, Choice]:
     """Per host-level choice site: family, key, the chosen config, and the kernel calls of
     every option (options in sorted order, as the report has always listed them)."""
     result = {}
@@ -294,19 +303,19 @@ def _choices(module: ModuleOp) -> dict[str, dict]:
             continue
         assert site.config is not None, "a choice is specialised before its paths are taken"
         paths = site.paths.as_dict()
-        result[site.sym_name.data] = {
-            "family": site.family.data,
-            "key": site.key.data,
-            "config": site.config.as_dict(),
-            "paths": {name: [_path_call(c) for c in paths[name]] for name in sorted(paths)},
-        }
+        result[site.sym_name.data] = Choice(
+            site.family.data,
+            site.key.data,
+            site.config.as_dict(),
+            {name: tuple(_path_call(c) for c in paths[name]) for name in sorted(paths)},
+        )
     return result
 
 
-def _host_calls(module: ModuleOp) -> dict[str, dict]:
+def _host_calls(module: ModuleOp) -> dict[str, HostCallSite]:
     """Per site the device runs as a host call: its family and key."""
     return {
-        site.sym_name.data: {"family": site.family.data, "key": site.key.data}
+        site.sym_name.data: HostCallSite(family=site.family.data, key=site.key.data)
         for site in _sites(module)
         if site.site_kind == fork.SiteKind.HOST_CALL
     }

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from emmy.device_records import (
     TorchFallback,
 )
 from emmy.errors import EmmyError, KernelLaunchError
+from emmy.recall.query import Config
 
 
 class Runner(Protocol):
@@ -47,7 +48,7 @@ class KernelInfo:
     name: str
     family: str
     key: str
-    config: dict[str, int | str]
+    config: Config
     arg_names: tuple[str, ...]
     arg_dtypes: tuple[str, ...]
     grid: int
@@ -74,6 +75,113 @@ class Call:
     buffers: tuple[str, ...]  # one per kernel parameter, in order
 
 
+#: what an oracle recorded of a decision, as it recorded it: JSON-like values by name
+Evidence = dict[str, object]
+
+
+@dataclass(frozen=True)
+class SiteProvenance:
+    """How a site's config was decided: each fork's source ("pin", or the oracle that
+    decided the site), and the decision's oracle, evidence and runner-up (None where no
+    oracle decided: forks resolved by hand)."""
+
+    forks: dict[str, str]
+    oracle: str | None = None
+    evidence: Evidence | None = None
+    runner_up: Evidence | None = None
+
+    def to_json(self) -> dict[str, object]:
+        if self.oracle is None:
+            return {"forks": self.forks}
+        return {
+            "forks": self.forks,
+            "oracle": self.oracle,
+            "evidence": self.evidence,
+            "runner_up": self.runner_up,
+        }
+
+
+#: a tensor of a path's call: its shape and storage type's name
+PathTensor = tuple[tuple[int, ...], str]
+
+
+@dataclass(frozen=True)
+class PathCall:
+    """One kernel call of an option of a host-level choice: its site's family, key and
+    config, and its tensors, as a bench runs it alone."""
+
+    family: str
+    key: str
+    config: Config
+    inputs: tuple[PathTensor, ...]
+    outputs: tuple[PathTensor, ...]
+
+    def to_json(self) -> dict[str, object]:
+        # keys in sorted order, as the report and a campaign file's `paths` have always had them
+        return {
+            "config": self.config,
+            "family": self.family,
+            "inputs": [[list(shape), dtype] for shape, dtype in self.inputs],
+            "key": self.key,
+            "outputs": [[list(shape), dtype] for shape, dtype in self.outputs],
+        }
+
+    @classmethod
+    def from_json(cls, record: Mapping) -> PathCall:
+        def tensors(kind: str) -> tuple[PathTensor, ...]:
+            return tuple((tuple(shape), dtype) for shape, dtype in record[kind])
+
+        return cls(
+            record["family"],
+            record["key"],
+            dict(record["config"]),
+            tensors("inputs"),
+            tensors("outputs"),
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A host-level choice (attention's fused or unfused path): its family, key and chosen
+    config, and the kernel calls of every option."""
+
+    family: str
+    key: str
+    config: Config
+    paths: dict[str, tuple[PathCall, ...]]
+
+    def paths_json(self) -> dict[str, list[dict[str, object]]]:
+        return {option: [c.to_json() for c in calls] for option, calls in self.paths.items()}
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "family": self.family,
+            "key": self.key,
+            "config": self.config,
+            "paths": self.paths_json(),
+        }
+
+
+class HostCallSite(TypedDict):
+    """A site the device runs as a host call (the vendor library's matmul)."""
+
+    family: str
+    key: str
+
+
+class FallbackEntry(TypedDict):
+    """An op torch runs (emmy.dialects.fallback.call_entry): its target, its arguments as
+    emmy.dialects.fallback.to_json writes them, how many of its buffers are inputs, why
+    it fell back and where the model calls it."""
+
+    target: str
+    arguments: list[object]
+    kwargs: dict[str, object]
+    inputs: int
+    reason: str
+    source: str
+
+
 @dataclass
 class Program:
     target: str
@@ -84,15 +192,14 @@ class Program:
     temporaries: list[TensorSpec]
     calls: list[Call]
     ir: str
-    provenance: dict[str, dict]
-    #: host-level choices (attention's fused or unfused path): site -> family, key, config
-    #: and every option's kernel calls
-    choices: dict[str, dict] = field(default_factory=dict)
-    #: sites the device runs as host calls (the vendor library's matmul): site -> family, key
-    host_calls: dict[str, dict] = field(default_factory=dict)
-    #: the ops torch runs, emmy having no kernel for them: call name -> op, arguments (as
-    #: emmy.dialects.fallback.to_json writes them), why, and where the model calls it
-    fallbacks: dict[str, dict] = field(default_factory=dict)
+    #: per decided site (kernels and choices alike)
+    provenance: dict[str, SiteProvenance]
+    #: host-level choices, by site
+    choices: dict[str, Choice] = field(default_factory=dict)
+    #: sites the device runs as host calls, by site
+    host_calls: dict[str, HostCallSite] = field(default_factory=dict)
+    #: the ops torch runs, emmy having no kernel for them, by call name
+    fallbacks: dict[str, FallbackEntry] = field(default_factory=dict)
     #: where the graph's ops run (emmy.frontend.torch_fallback.Coverage's counts; the ops counted
     #: one FLOP per element by name under "per_element_ops"), {} if unknown
     coverage: dict[str, int | dict[str, int]] = field(default_factory=dict)
@@ -236,7 +343,8 @@ class Program:
         kernels = []
         for name, info in self.kernels.items():
             entry = asdict(info)
-            entry["provenance"] = self.provenance.get(name, {})
+            provenance = self.provenance.get(name)
+            entry["provenance"] = provenance.to_json() if provenance is not None else {}
             entry["resources"] = self.resources.get(name)
             kernels.append(entry)
         return {
@@ -247,7 +355,7 @@ class Program:
             "outputs": [asdict(s) for s in self.outputs],
             "constants": len(self.constants),
             "calls": [asdict(c) for c in self.calls],
-            "choices": self.choices,
+            "choices": {name: choice.to_json() for name, choice in self.choices.items()},
             "host_calls": self.host_calls,
             "fallbacks": self.fallbacks,
             "mutated_inputs": self.mutated_inputs,

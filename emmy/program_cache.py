@@ -24,7 +24,7 @@ from emmy.recall.tuning_db import content_stamp
 from emmy.version import __version__
 
 #: bumped when Program's fields or the key's parts change, so old pickles are never read
-FORMAT = "program-v8"
+FORMAT = "program-v9"
 
 
 def _stamp(path: Path) -> str:

@@ -243,9 +243,9 @@ def test_sdpa_unfused_path_matches_eager(dtype):
     copies = families(program).count("permute")  # `full`'s k and v slices
     assert copies == 2, families(program)
     choices = program.choices.values()
-    assert len(choices) == 3 and all(c["config"] == {"path": "unfused"} for c in choices)
-    assert all(len(c["paths"]["fused"]) == 1 for c in choices)
-    unfused = sorted(len(c["paths"]["unfused"]) for c in choices)
+    assert len(choices) == 3 and all(c.config == {"path": "unfused"} for c in choices)
+    assert all(len(c.paths["fused"]) == 1 for c in choices)
+    unfused = sorted(len(c.paths["unfused"]) for c in choices)
     assert unfused == [3, 3, 3]
 
 
@@ -303,7 +303,7 @@ def test_the_library_path_runs_every_attention_through_torch_sdpa():
         attentions = [f for f in families(program) if "attention" in f]
         assert set(attentions) == {"vendor_attention"}, families(program)
         assert {h["family"] for h in program.host_calls.values()} == {"vendor_attention"}
-        assert all(c["config"] == {"path": "sdpa"} for c in program.choices.values())
+        assert all(c.config == {"path": "sdpa"} for c in program.choices.values())
 
 
 class BoolMasked(nn.Module):

@@ -19,6 +19,7 @@ from emmy.compile_options import CompileOptions, parse_pins
 from emmy.dialects import fork
 from emmy.errors import EmmyError
 from emmy.passes.resolve_forks import ResolveForks
+from emmy.program import SiteProvenance
 from emmy.recall.query import Decision, SiteQuery
 from emmy.recall.tuning_db import TuningDB
 from emmy.regime import regime_for
@@ -29,7 +30,7 @@ def db_path(tmp_path):
     return tmp_path / "autotune.db"
 
 
-def decision(program) -> dict:
+def decision(program) -> SiteProvenance:
     (provenance,) = program.provenance.values()
     return provenance
 
@@ -42,7 +43,7 @@ def config_of(program) -> dict:
 def test_empty_stores_give_the_declared_default(db_path) -> None:
     program = softmax_program(db_path)
     assert config_of(program) == SOFTMAX_DEFAULT
-    assert decision(program)["oracle"] == "default"
+    assert decision(program).oracle == "default"
 
 
 def test_the_fastest_clean_row_of_the_database_is_picked_with_evidence(db_path) -> None:
@@ -58,14 +59,14 @@ def test_the_fastest_clean_row_of_the_database_is_picked_with_evidence(db_path) 
     program = softmax_program(db_path)
     assert config_of(program) == softmax_config(vec=1)
     provenance = decision(program)
-    assert provenance["oracle"] == "db"
-    assert provenance["evidence"]["rows"] == [fast, slow]
-    assert provenance["runner_up"] == {
+    assert provenance.oracle == "db"
+    assert provenance.evidence["rows"] == [fast, slow]
+    assert provenance.runner_up == {
         "config": softmax_config(vec=2),
         "median_s": 3e-3,
         "row": slow,
     }
-    assert set(provenance["forks"].values()) == {"db"}
+    assert set(provenance.forks.values()) == {"db"}
 
 
 @pytest.mark.parametrize(
@@ -92,8 +93,8 @@ def test_golden_comes_before_the_database(db_path, tmp_path, monkeypatch) -> Non
         db.add([row(softmax_config(vec=1), 1e-3)])
     program = softmax_program(db_path)
     assert config_of(program) == softmax_config(vec=2)
-    assert decision(program)["oracle"] == "golden"
-    assert decision(program)["evidence"]["file"] == str(golden_dir / "emu.json")
+    assert decision(program).oracle == "golden"
+    assert decision(program).evidence["file"] == str(golden_dir / "emu.json")
     # the user reorders the stack: the database first
     reordered = softmax_program(db_path, oracles="db,golden,default")
     assert config_of(reordered) == softmax_config(vec=1)
@@ -126,8 +127,8 @@ def test_pins_come_first_and_narrow_the_other_oracles(db_path) -> None:
         db.add([row(softmax_config(vec=1), 1e-3), row(softmax_config(vec=2, algo="online"), 2e-3)])
     program = softmax_program(db_path, pins="algo=online")
     assert config_of(program) == softmax_config(vec=2, algo="online")
-    assert decision(program)["forks"]["algo"] == "pin"
-    assert decision(program)["forks"]["vec"] == "db"
+    assert decision(program).forks["algo"] == "pin"
+    assert decision(program).forks["vec"] == "db"
 
 
 def test_golden_under_another_regime_is_not_read(db_path, tmp_path, monkeypatch, capsys) -> None:
@@ -198,7 +199,7 @@ def test_the_prior_decides_nothing_until_one_is_fitted(db_path) -> None:
 
     assert load_prior("emu") is None
     program = softmax_program(db_path, oracles="prior,default")
-    assert decision(program)["oracle"] == "default"
+    assert decision(program).oracle == "default"
 
 
 class Fixed:
@@ -242,7 +243,7 @@ def path_decision(target: str, db_path, **options) -> dict:
     options = CompileOptions.parse(target=target, db=db_path, **options)
     program = compile_graph(matmul_module(64, 96, 128), options, compile_kernels=False)
     ((name, choice),) = program.choices.items()
-    return {**program.provenance[name], "config": choice["config"], "key": choice["key"]}
+    return {**program.provenance[name].to_json(), "config": choice.config, "key": choice.key}
 
 
 def test_a_gpu_site_with_no_evidence_takes_the_vendor_library(db_path) -> None:

@@ -276,7 +276,7 @@ from stores import softmax_program
 program = softmax_program({db!r}, oracles="prior,default")
 (provenance,) = program.provenance.values()
 (info,) = program.kernels.values()
-print(json.dumps({{"provenance": provenance, "config": info.config,
+print(json.dumps({{"provenance": provenance.to_json(), "config": info.config,
                   "jax": any(m == "jax" or m.startswith("jax.") for m in sys.modules)}}))
 """
 

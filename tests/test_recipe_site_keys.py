@@ -43,9 +43,9 @@ def site_keys(recipe: str, config: str | None, target: str) -> list[list[str]]:
     sites = {(k.family, k.key) for k in program.kernels.values()}
     sites |= {(call["family"], call["key"]) for call in program.host_calls.values()}
     for choice in program.choices.values():
-        sites.add((choice["family"], choice["key"]))
-        for option in choice["paths"].values():
-            sites |= {(step["family"], step["key"]) for step in option}
+        sites.add((choice.family, choice.key))
+        for option in choice.paths.values():
+            sites |= {(step.family, step.key) for step in option}
     return [list(site) for site in sorted(sites)]
 
 

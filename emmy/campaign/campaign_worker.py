@@ -86,7 +86,7 @@ def bench_task(task: Task) -> Result:
         bench = Bench(device, device.regime, db, BenchOptions(force=task.force), lambda _: None)
         if task.item.is_choice:
             choice = task.item.choice()
-            (fork_name,) = choice["config"]
+            (fork_name,) = choice.config
             options = [config[fork_name] for config in task.configs]
             bench.bench_choice(task.item.family, choice, options)
         else:

@@ -43,6 +43,7 @@ from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, is_well_formed
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.paths import write_atomic
+from emmy.program import Choice, PathCall
 from emmy.recall.tuning_db import canonical_config
 from emmy.regime import regime_for
 
@@ -91,19 +92,15 @@ class Item:
             frozenset(self.pinned),
         )  # fmt: skip
 
-    def choice(self) -> dict:
+    def choice(self) -> Choice:
         """The item as a program's host-level choice (Bench.bench_choice reads it)."""
         assert self.paths is not None
         ((fork_name, options),) = FAMILIES[self.family].forks.items()
         # the declared default: the first of the family's options this site has
         declared = next((o for o in options if o in self.paths), next(iter(self.paths)))
         default = self.pinned.get(fork_name, declared)
-        return {
-            "family": self.family,
-            "key": self.key,
-            "config": {fork_name: default},
-            "paths": self.paths,
-        }
+        paths = {o: tuple(PathCall.from_json(c) for c in calls) for o, calls in self.paths.items()}
+        return Choice(self.family, self.key, {fork_name: default}, paths)
 
     def wanted_configs(self) -> list[dict[str, int | str]]:
         """The configs this item measures on every device kind, in the bench's order."""
@@ -144,14 +141,14 @@ class Item:
 
 def _choice_configs(item: Item) -> list[dict[str, int | str]]:
     choice = item.choice()
-    (fork_name,) = choice["config"]
+    (fork_name,) = choice.config
     swept = isinstance(item.configs, dict) and fork_name in item.configs.get("sweep", ())
     if item.configs == "all" or swept:
         options = list(item.paths or {})
     elif isinstance(item.configs, list):
         options = [c.get(fork_name) for c in item.configs]
     else:  # the default; a sample draws configs of kernels, as `emmy run --bench` does
-        options = [choice["config"][fork_name]]
+        options = [choice.config[fork_name]]
     return [{fork_name: o} for o in dict.fromkeys(options)]
 
 

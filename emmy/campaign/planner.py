@@ -86,16 +86,17 @@ def program_items(
             )
         )
     for name, choice in program.choices.items():
-        forks = program.provenance.get(name, {}).get("forks", {})
-        pinned = {n: v for n, v in choice["config"].items() if forks.get(n) == "pin"}
+        provenance = program.provenance.get(name)
+        forks = provenance.forks if provenance is not None else {}
+        pinned = {n: v for n, v in choice.config.items() if forks.get(n) == "pin"}
         items.append(
             Item(
-                family=choice["family"],
-                key=choice["key"],
-                configs=_configs_for(choice["family"], configs),
+                family=choice.family,
+                key=choice.key,
+                configs=_configs_for(choice.family, configs),
                 devices=(device,),
                 pinned=pinned,
-                paths=choice["paths"],
+                paths=choice.paths_json(),
                 source=source,
                 max_rows=max_rows,
             )

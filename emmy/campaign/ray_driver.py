@@ -324,7 +324,7 @@ def _failure_rows(campaign: Campaign, pending: _Pending, reason: str | None) -> 
     """A failure row for each cell of an item that failed every try."""
     task = pending.task
     regime = regime_for(task.device, campaign.flags)
-    pick = task.item.choice()["config"] if task.item.is_choice else task.item.work().pick
+    pick = task.item.choice().config if task.item.is_choice else task.item.work().pick
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return [
         Row(

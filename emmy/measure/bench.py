@@ -41,7 +41,7 @@ from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
-from emmy.program import host_call_of
+from emmy.program import Choice, PathCall, host_call_of
 from emmy.recall.tuning_db import Row, TuningDB, canonical_config
 from emmy.regime import Regime
 from emmy.runtime.convert import (
@@ -184,7 +184,8 @@ def program_sites(program: Program) -> list[SiteWork]:
         count = sum(p.direction == "out" for p in params)
         buffers = [specs[b] for b in call.buffers]
         inputs, outputs = buffers[:-count], buffers[-count:]
-        forks = program.provenance.get(call.kernel, {}).get("forks", {})
+        provenance = program.provenance.get(call.kernel)
+        forks = provenance.forks if provenance is not None else {}
         pinned = frozenset(name for name, source in forks.items() if source == "pin")
         work.append(
             SiteWork(call.kernel, info.family, info.key, info.config, inputs, outputs, pinned)
@@ -217,7 +218,7 @@ class Bench:
     def run(self, program: Program) -> list[Outcome]:
         sites = program_sites(program)
         forks = {f.name for work in sites for f in family(work.family).forks}
-        forks |= {name for choice in program.choices.values() for name in choice["config"]}
+        forks |= {name for choice in program.choices.values() for name in choice.config}
         for name in set(self.options.sweep) - {"all"} - forks:
             raise EmmyError(
                 f"--sweep {name}: no fork named {name!r} (forks: {', '.join(sorted(forks))})"
@@ -236,50 +237,47 @@ class Bench:
                 self.runner.close()  # the worker isolated() started for this bench
         return self.outcomes
 
-    def choice_options(self, choice: dict) -> list[str]:
+    def choice_options(self, choice: Choice) -> list[str]:
         """The options of a host-level choice this bench measures: the pick, then every
         option where swept, and the pinned ones."""
-        (fork_name,) = choice["config"]
-        options = list(choice["paths"])
-        wanted = [choice["config"][fork_name]]
+        (fork_name,) = choice.config
+        options = list(choice.paths)
+        wanted = [choice.config[fork_name]]
         if "all" in self.options.sweep or fork_name in self.options.sweep:
             wanted += options
         wanted += [o for o in self.options.pins.get(fork_name, []) if o in options]
         return list(dict.fromkeys(wanted))
 
-    def bench_choice(self, name: str, choice: dict, options: Sequence[str] | None = None) -> None:
+    def bench_choice(self, name: str, choice: Choice, options: Sequence[str] | None = None) -> None:
         """A host-level choice (attention fused or unfused): each option's time is the sum
         of its kernels' times, each kernel measured (or recalled) as a row of its own site.
         `options`: those to measure (default: `choice_options`)."""
-        (fork_name,) = choice["config"]
-        work = SiteWork(name, choice["family"], choice["key"], choice["config"], [], [])
+        (fork_name,) = choice.config
+        work = SiteWork(name, choice.family, choice.key, choice.config, [], [])
         for option in self.choice_options(choice) if options is None else options:
             config = {fork_name: option}
-            origin = "pick" if config == choice["config"] else "forced"
+            origin = "pick" if config == choice.config else "forced"
             if self.recall(work, config):
                 continue
             self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
-            calls = choice["paths"][option]
+            calls = choice.paths[option]
             parts = [self.kernel_row(f"{name}.{option}", call) for call in calls]
             row = self.store(self.sum_row(work, config, origin, parts))
             self.outcomes.append(Outcome(name, config, row, recalled=False))
             self.progress(f"  {_short(config)}: {_shown(row)} ({len(parts)} kernel(s))")
 
-    def kernel_row(self, site: str, call: dict) -> Row:
+    def kernel_row(self, site: str, call: PathCall) -> Row:
         """The row of one kernel of a choice's option at its config: recalled, or measured
         and recorded under its own family and key."""
-        config = call["config"]
-        known = self.known(call["family"], call["key"], config)
+        config = call.config
+        known = self.known(call.family, call.key, config)
         if known is not None:
             return known
         specs = [
-            [
-                TensorSpec(f"{kind}{i}", tuple(shape), dtype)
-                for i, (shape, dtype) in enumerate(call[kind])
-            ]
-            for kind in ("inputs", "outputs")
+            [TensorSpec(f"{kind}{i}", shape, dtype) for i, (shape, dtype) in enumerate(tensors)]
+            for kind, tensors in (("inputs", call.inputs), ("outputs", call.outputs))
         ]
-        work = SiteWork(site, call["family"], call["key"], config, *specs)
+        work = SiteWork(site, call.family, call.key, config, *specs)
         if work.family in of_kind(FamilyKind.HOST_CALL):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", ("", None))
         return self.record(
