@@ -21,13 +21,14 @@ import torch
 from emmy import dtypes
 from emmy.compiler import TensorSpec, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import INDEX_NAME, param_dtype
+from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, family
 from emmy.errors import KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import of_kind, registered
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
+from emmy.problem_key import INDEX_NAME
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu_serve import EAGER

@@ -305,7 +305,7 @@ def _choices(module: ModuleOp) -> dict[str, Choice]:
         paths = site.paths.as_dict()
         result[site.sym_name.data] = Choice(
             site.family.data,
-            site.key.data,
+            str(site.key.data),
             site.config.as_dict(),
             {name: tuple(_path_call(c) for c in paths[name]) for name in sorted(paths)},
         )
@@ -315,7 +315,7 @@ def _choices(module: ModuleOp) -> dict[str, Choice]:
 def _host_calls(module: ModuleOp) -> dict[str, HostCallSite]:
     """Per site the device runs as a host call: its family and key."""
     return {
-        site.sym_name.data: HostCallSite(family=site.family.data, key=site.key.data)
+        site.sym_name.data: HostCallSite(family=site.family.data, key=str(site.key.data))
         for site in _sites(module)
         if site.site_kind == fork.SiteKind.HOST_CALL
     }

@@ -29,6 +29,7 @@ from emmy.device_records import (
     TorchFallback,
 )
 from emmy.errors import EmmyError, KernelLaunchError
+from emmy.problem_key import parse_key
 from emmy.recall.query import Config
 
 
@@ -419,9 +420,8 @@ def per_element_line(program: Program) -> str:
 
 def host_call_of(family_name: str, key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
     """The host call a site of a host-call family runs on `args`: its registry entry's."""
-    # the registry and the key codec load xDSL and the kernel language (lark), which a
-    # program-cache hit, running no host call, does not need
-    from emmy.dsl.keys import parse_key
+    # the registry loads xDSL and the kernel language (lark), which a program-cache hit,
+    # running no host call, does not need
     from emmy.families.registry import FAMILIES
 
     entry = FAMILIES.get(family_name)

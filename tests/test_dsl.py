@@ -3,10 +3,10 @@
 import pytest
 
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import format_key, parse_key
 from emmy.dsl.library import families, family, instantiate
 from emmy.dsl.parser import DslError, parse_source
 from emmy.errors import EmmyError
+from emmy.problem_key import ProblemKey, format_key, parse_key
 
 GOOD = """
 kernel copy(x: in T[n], y: out T[n]) {
@@ -123,7 +123,7 @@ def test_a_good_kernel_lowers_and_verifies() -> None:
     (decl,) = parse_source(GOOD, "k.emmy")
     site = instantiate(decl, {"n": 8, "T": "bf16"}, "copy_0")
     site.verify()
-    assert site.key.data == "n=8,T=bf16"
+    assert str(site.key.data) == "n=8,T=bf16"
     assert [k.knob_name.data for k in site.knobs()] == ["threads"]
 
 
@@ -148,10 +148,13 @@ def test_key_defaults_and_parameters_that_depend_on_a_key() -> None:
     only where its key is `yes`."""
     (decl,) = parse_source(OPTIONAL, "k.emmy")
     plain = instantiate(decl, {"n": 8, "T": "f32"}, "a")
-    assert plain.key.data == "n=8,T=f32"
-    assert instantiate(decl, {"n": 8, "T": "f32", "factor": 2}, "b").key.data == "n=8,T=f32"
+    assert str(plain.key.data) == "n=8,T=f32"
+    assert instantiate(decl, {"n": 8, "T": "f32", "factor": 2}, "b").key.data == ProblemKey.parse(
+        "n=8,T=f32"
+    )
     kept = instantiate(decl, {"n": 8, "T": "f32", "factor": 3, "keep": "yes"}, "c")
-    assert kept.key.data == "n=8,T=f32,factor=3,keep=yes"
+    assert kept.key.data == ProblemKey.of([("n", 8), ("T", "f32"), ("factor", 3), ("keep", True)])
+    assert str(kept.key.data) == "n=8,T=f32,factor=3,keep=yes"
     arity = [
         len(next(o for o in s.walk() if o.name == "kernel.func").body.block.args)
         for s in (plain, kept)

@@ -12,6 +12,7 @@ from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family, instantiate
 from emmy.errors import DslError, EmmyError
+from emmy.problem_key import ProblemKey
 
 KEY = {"rows": 4, "cols": 1000, "T": "f32"}
 
@@ -75,7 +76,7 @@ def test_a_site_the_compiler_made_has_its_declarations_space() -> None:
 
 
 def test_a_site_written_by_hand_has_the_space_of_its_knobs() -> None:
-    site = fork.SiteOp("s", "softmax", "rows=4,cols=6,T=f32")
+    site = fork.SiteOp("s", "softmax", ProblemKey.parse("rows=4,cols=6,T=f32"))
     site.body.block.add_op(fork.KnobOp("vec", [1, 2, 4], 4, "cols % vec == 0"))
     space = ForkSpace.of_site(site)
     assert space.names == ("vec",)
@@ -84,7 +85,7 @@ def test_a_site_written_by_hand_has_the_space_of_its_knobs() -> None:
 
 
 def test_a_constraint_that_cannot_be_evaluated_names_its_site() -> None:
-    site = fork.SiteOp("s", "f", "n=6")
+    site = fork.SiteOp("s", "f", ProblemKey.parse("n=6"))
     site.body.block.add_op(fork.KnobOp("vec", [1, 2], 1, "n % (vec - 1) == 0"))
     with pytest.raises(EmmyError, match=r"site s: constraint of fork 'vec' \(n % \(vec - 1\)"):
         list(ForkSpace.of_site(site).configs({"n": 6}))

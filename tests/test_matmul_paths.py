@@ -12,7 +12,7 @@ import pytest
 from stores import write_golden
 
 from emmy.cli import main
-from emmy.dsl.keys import Chain
+from emmy.dsl.keys import parse_chain
 from emmy.errors import EmmyError
 from emmy.families.matmul_path import options_for, splits_for
 from emmy.passes.matmul_paths import epilogue_chain
@@ -41,7 +41,7 @@ def test_splits_are_offered_to_few_tiles_and_a_deep_k() -> None:
 
 def test_an_epilogue_becomes_a_chain_over_the_product_and_its_inputs() -> None:
     def chain(epilogue: str) -> str:
-        return str(epilogue_chain(Chain.parse(epilogue)))
+        return str(epilogue_chain(parse_chain(epilogue)))
 
     assert chain("gelu((acc + in0))") == "gelu((in0 + in1))"
     assert chain("((silu(acc) + in0) + in1)") == "((silu(in0) + in1) + in2)"

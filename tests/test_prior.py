@@ -20,9 +20,9 @@ import pytest
 
 from emmy.cli import main
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import format_key, parse_key
 from emmy.dsl.library import family
 from emmy.errors import EmmyError
+from emmy.problem_key import format_key, parse_key
 from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
 from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
 from emmy.recall.tuning_db import TuningDB, canonical_config

@@ -34,8 +34,8 @@ from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
 from emmy.compiler import compile_variants
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import parse_key
 from emmy.dsl.library import families, family
+from emmy.problem_key import parse_key
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"

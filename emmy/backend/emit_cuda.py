@@ -129,7 +129,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
         program.kernels[func.sym_name.data] = KernelInfo(
             name=func.sym_name.data,
             family=site.family.data,
-            key=site.key.data,
+            key=str(site.key.data),
             config=site.config.as_dict() if site.config is not None else {},
             arg_names=tuple(n.data for n in func.arg_names),
             arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),

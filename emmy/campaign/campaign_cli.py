@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from emmy.campaign import DEFAULT_MAX_ROWS, DEFAULT_RETRIES
+from emmy.campaign.output import CampaignOutput, is_failure
 from emmy.campaign.resources import local_resources
 from emmy.errors import EmmyError
 from emmy.identity import EMU, is_well_formed
@@ -277,7 +278,6 @@ def _add_status(actions: argparse._SubParsersAction) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     # a campaign's items know their configs through the bench (torch): loaded here only
     from emmy.campaign.items import load_campaign
-    from emmy.campaign.output import CampaignOutput, is_failure
 
     campaign = load_campaign(args.file)
     output = CampaignOutput(campaign.output, str(campaign.path))

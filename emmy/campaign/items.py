@@ -34,7 +34,7 @@ from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
 from emmy.dataset.dataset_store import Cell, cell
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import active_params, complete_key, param_dtype, parse_key
+from emmy.dsl.keys import active_params, complete_key, param_dtype
 from emmy.dsl.library import families
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
@@ -43,6 +43,7 @@ from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, is_well_formed
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.paths import write_atomic
+from emmy.problem_key import parse_key
 from emmy.program import Choice, PathCall
 from emmy.recall.tuning_db import canonical_config
 from emmy.regime import regime_for

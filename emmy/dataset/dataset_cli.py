@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from emmy.dataset.dataset_store import export, freeze, import_sources, stats
+
 
 def add_db_commands(commands: argparse._SubParsersAction) -> None:
     """Add `emmy db` and its actions to `commands`, the subparsers of `emmy`."""
@@ -101,13 +103,7 @@ def _add_db(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--db", type=Path, required=True, metavar="PATH", help=what)
 
 
-# `emmy` builds this parser on every start, warm compiles included: each command imports
-# the dataset module (the key codec, and so the kernel language) when it runs
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from emmy.dataset.dataset_store import (
-        freeze,  # loads the kernel language (lark): only when this command runs
-    )
-
     done = freeze(
         args.db, args.output, devices=args.device, regimes=args.regime, families=args.family
     )
@@ -118,10 +114,6 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from emmy.dataset.dataset_store import (
-        import_sources,  # loads the kernel language (lark): only when this command runs
-    )
-
     results = import_sources(args.db, args.sources)
     for r in results:
         if r.skipped_as is not None:
@@ -143,20 +135,12 @@ def _rows(n: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from emmy.dataset.dataset_store import (
-        stats,  # loads the kernel language (lark): only when this command runs
-    )
-
     for line in stats(args.db).lines():
         print(line)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from emmy.dataset.dataset_store import (
-        export,  # loads the kernel language (lark): only when this command runs
-    )
-
     manifest = export(args.db, args.output)
     pools = manifest["pools"]
     for pool in pools:

@@ -36,6 +36,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import (
     Attribute,
     Block,
+    Data,
     Dialect,
     Operation,
     ParametrizedAttribute,
@@ -69,6 +70,9 @@ from xdsl.traits import (
     SymbolUserOpInterface,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from emmy.errors import EmmyError
+from emmy.problem_key import ProblemKey
 
 Option = int | str
 #: what a compile records as evidence: JSON-like values
@@ -339,6 +343,41 @@ class DecisionAttr(ParametrizedAttribute):
 
 
 @irdl_attr_definition
+class ProblemKeyAttr(Data[ProblemKey]):
+    """The problem key of a site, typed (emmy.problem_key: integers, flags, input kinds,
+    chains); it prints as the key's canonical text, byte for byte:
+
+        #fork.key<"rows=4,cols=1000,T=f32,inputs=full,fn=(in0 * 0.5)">
+
+    (a site shows the text alone: `fork.site @s "softmax" "rows=4,..."`)."""
+
+    name = "fork.key"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> ProblemKey:
+        with parser.in_angle_brackets():
+            return parse_problem_key(parser)
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(f'<"{self.data}">')
+
+    def verify(self) -> None:
+        if not isinstance(self.data, ProblemKey):
+            raise VerifyException(f"#fork.key holds a ProblemKey, not {self.data!r}")
+
+
+def parse_problem_key(parser: AttrParser) -> ProblemKey:
+    """A problem key written as its text (a string literal); a malformed one is a parse
+    error, its one line."""
+    start = parser.pos
+    text = parser.parse_str_literal()
+    try:
+        return ProblemKey.parse(text)
+    except EmmyError as error:
+        parser.raise_error(str(error), start, parser.pos)
+
+
+@irdl_attr_definition
 class PathCallAttr(ParametrizedAttribute):
     """One kernel call of an option of a host-level choice, with what a bench needs to run
     it alone: the family, key and config of its site and the types of its tensors.
@@ -404,7 +443,8 @@ def site_named(op: Operation, ref: SymbolRefAttr) -> SiteOp:
 
 @irdl_op_definition
 class SiteOp(IRDLOperation):
-    """One kernel family instantiated for one problem key.
+    """One kernel family instantiated for one problem key (a typed `#fork.key`, shown as
+    its text; the passes read its values, never its text).
 
     fork.site @softmax_0 "softmax" "T=f32,cols=1000,rows=4" {
       %vec = fork.knob "vec" [1, 2, 4, 8] default 4 where "cols % vec == 0"
@@ -435,7 +475,7 @@ class SiteOp(IRDLOperation):
     sym_name = prop_def(StringAttr)
     kind = prop_def(SiteKindAttr, default_value=SiteKindAttr(SiteKind.KERNEL))
     family = prop_def(StringAttr)
-    key = prop_def(StringAttr)
+    key = prop_def(ProblemKeyAttr)
     #: the decision of resolve-forks
     decision = opt_attr_def(DecisionAttr)
     #: each fork's value once specialised
@@ -451,7 +491,7 @@ class SiteOp(IRDLOperation):
         self,
         name: str,
         family: str,
-        key: str,
+        key: ProblemKey,
         body: Region | None = None,
         kind: SiteKind = SiteKind.KERNEL,
     ):
@@ -460,7 +500,7 @@ class SiteOp(IRDLOperation):
                 "sym_name": StringAttr(name),
                 "kind": SiteKindAttr(kind),
                 "family": StringAttr(family),
-                "key": StringAttr(key),
+                "key": ProblemKeyAttr(key),
             },
             regions=[body or Region(Block())],
         )
@@ -496,7 +536,7 @@ class SiteOp(IRDLOperation):
             kind = SiteKind(kind_name)
         name = parser.parse_symbol_name().data
         family = parser.parse_str_literal()
-        key = parser.parse_str_literal()
+        key = parse_problem_key(parser)
         attributes = parser.parse_optional_attr_dict_with_keyword()
         body = parser.parse_region()
         if not body.blocks:
@@ -813,5 +853,13 @@ class YieldOp(IRDLOperation):
 Fork = Dialect(
     "fork",
     [SiteOp, KnobOp, AlternativesOp, YieldOp],
-    [SiteKindAttr, ConfigAttr, ProvenanceAttr, DecisionAttr, PathCallAttr, PathsAttr],
+    [
+        SiteKindAttr,
+        ProblemKeyAttr,
+        ConfigAttr,
+        ProvenanceAttr,
+        DecisionAttr,
+        PathCallAttr,
+        PathsAttr,
+    ],
 )

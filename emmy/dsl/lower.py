@@ -37,21 +37,23 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from emmy import dtypes
 from emmy.dialects import fork, kernel
 from emmy.dsl.keys import (
-    DTYPES_NAME,
-    INDEX_NAME,
-    WIDE_INDEX,
-    Chain,
-    InputKind,
     active_params,
-    canonical_key,
+    chain_tree,
     check_key,
     complete_key,
     param_dtype,
-    parse_input_kinds,
+    problem_key,
 )
 from emmy.dsl.lower_chain import ChainLowering
 from emmy.dsl.parser import DslError, KernelDecl, Param
 from emmy.errors import EmmyError
+from emmy.problem_key import (
+    DTYPES_NAME,
+    INDEX_NAME,
+    WIDE_INDEX,
+    InputKind,
+    parse_input_kinds,
+)
 
 INT_BINARY = {
     "+": arith.AddiOp,
@@ -183,9 +185,12 @@ class Lowering:
             smem = self.narrow(self.const_int(0))
         self.add(func)
         self.add(kernel.LaunchOp(self.site_name, grid, block, smem))
-        key_text = canonical_key(decl, self.key)
         return fork.SiteOp(
-            self.site_name, decl.name, key_text, Region(site_block), fork.SiteKind.KERNEL
+            self.site_name,
+            decl.name,
+            problem_key(decl, self.key),
+            Region(site_block),
+            fork.SiteKind.KERNEL,
         )
 
     def signature(self) -> tuple[dict[str, tuple[str, ...]], list[str], list[Attribute]]:
@@ -880,7 +885,7 @@ class Lowering:
         text = self.key.get(key_name)
         if not isinstance(text, str):
             raise self.error(node, f"fn() needs a key `{key_name}` with the chain of operations")
-        chain = Chain.parse(text, f"<{key_name} of the key>").tree
+        chain = chain_tree(text, f"<{key_name} of the key>")
         if len(arg_nodes) == 3:
             accumulated = self.expr(arg_nodes[1])
             cols = self.int_expr(arg_nodes[2])

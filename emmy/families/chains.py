@@ -11,9 +11,9 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from emmy.dialects import graph
-from emmy.dsl.keys import InputKind, format_input_kinds
 from emmy.dtypes import dtype_name, is_float
 from emmy.errors import EmmyError
+from emmy.problem_key import InputKind, format_input_kinds
 
 ELEMENTWISE = (graph.ElementwiseOp, graph.ConstantOp)
 

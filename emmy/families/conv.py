@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from emmy import dtypes
 from emmy.dialects import graph
-from emmy.dsl.keys import parse_input_kinds
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
 from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
+from emmy.problem_key import parse_input_kinds
 
 
 def conv_key(op: graph.ConvOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:

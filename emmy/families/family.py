@@ -13,6 +13,7 @@ from xdsl.ir import Operation, SSAValue
 
 from emmy import dtypes
 from emmy.device_records import BufferArg, HostCall
+from emmy.problem_key import ProblemKey
 
 if TYPE_CHECKING:
     import torch
@@ -121,7 +122,7 @@ class Family:
     input_ranges: Callable[[dict], dict[int, tuple[int, int]]] = no_input_ranges
     #: a host-call family's key text from a site's key (a kernel family's is its
     #: declaration's canonical text)
-    host_key: Callable[[dict], str] | None = None
+    host_key: Callable[[dict], ProblemKey] | None = None
     #: a host-call family's step at a key (emmy.program.Program.launches, the bench)
     host_call: HostCallBuilder | None = None
     #: what runs a host-call family's sites, as --explain says it

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from emmy.dsl.keys import KeyValue
 from emmy.families.family import Family, FamilyKind
+from emmy.problem_key import KeyValue
 
 NAME = "matmul_path"
 KNOB = "matmul"

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
-from emmy.dsl.keys import format_input_kinds
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kinds, collect_group, dtype_of, shape_of
 from emmy.families.family import Fusion, Site, SiteBuilder
+from emmy.problem_key import format_input_kinds
 
 
 def row_site_of(family_name: str) -> SiteBuilder:

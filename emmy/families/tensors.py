@@ -11,9 +11,10 @@ import torch
 from lark import Token, Tree
 
 from emmy import dtypes
-from emmy.dsl.keys import Chain, parse_input_kinds
+from emmy.dsl.keys import chain_tree
 from emmy.dtypes import torch_dtype
 from emmy.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
+from emmy.problem_key import parse_input_kinds
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,
@@ -98,7 +99,7 @@ def as_tensor(value) -> torch.Tensor:
 
 def evaluate_chain(text: str, named: dict[str, torch.Tensor]) -> torch.Tensor:
     """A chain of the kernel language (a key's `fn` or `epilogue`) over named tensors."""
-    return as_tensor(_chain(Chain.parse(text).tree, named))
+    return as_tensor(_chain(chain_tree(text), named))
 
 
 def epilogue_inputs(key: dict, inputs: list[torch.Tensor], shape: tuple[int, ...]) -> dict:

@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from emmy.device_records import BufferArg, VendorAttention
-from emmy.dsl.library import canonical_key, family
+from emmy.dsl.keys import problem_key
+from emmy.dsl.library import family
 from emmy.families import attention
 from emmy.families.family import Family, FamilyKind
+from emmy.problem_key import ProblemKey
 
 
-def host_key(key: dict) -> str:
+def host_key(key: dict) -> ProblemKey:
     """The key text of the attention kernels' declaration (attention.emmy): one key for the
     fused kernel, the unfused path and the library."""
-    return canonical_key(family("attention"), key)
+    return problem_key(family("attention"), key)
 
 
 def reference(key: dict, inputs: list):

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from emmy.device_records import BufferArg, VendorConv
-from emmy.dsl.keys import KeyValue, format_key
 from emmy.families import conv
 from emmy.families.family import Family, FamilyKind
+from emmy.problem_key import KeyValue, ProblemKey
 
 
 def reference(key: dict, inputs: list):
@@ -25,8 +25,8 @@ KEY = (
 )  # fmt: skip
 
 
-def vendor_key(key: Mapping[str, KeyValue]) -> str:
-    return format_key(KEY, key)
+def vendor_key(key: Mapping[str, KeyValue]) -> ProblemKey:
+    return ProblemKey.of((name, key[name]) for name in KEY)
 
 
 def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorConv:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from emmy.device_records import BufferArg, VendorMatmul
-from emmy.dsl.keys import KeyValue, format_key
 from emmy.families import matmul
 from emmy.families.family import Family, FamilyKind
+from emmy.problem_key import KeyValue, ProblemKey
 
 
 def reference(key: dict, inputs: list):
@@ -21,9 +21,10 @@ NAME = "vendor_matmul"
 KEY = ("batch", "m", "n", "k", "b_batch", "layout", "T")
 
 
-def vendor_key(key: Mapping[str, KeyValue]) -> str:
+def vendor_key(key: Mapping[str, KeyValue]) -> ProblemKey:
     """The vendor product's key: the matmul's, without its epilogue."""
-    return format_key(KEY, {"layout": "kn", **key})
+    key = {"layout": "kn", **key}
+    return ProblemKey.of((name, key[name]) for name in KEY)
 
 
 def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorMatmul:

@@ -34,13 +34,13 @@ import torch
 from emmy import dtypes
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import parse_key
 from emmy.dsl.library import active_params, complete_key, family
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import FamilyKind
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
+from emmy.problem_key import parse_key
 from emmy.program import Choice, PathCall, host_call_of
 from emmy.recall.tuning_db import Row, TuningDB, canonical_config
 from emmy.regime import Regime

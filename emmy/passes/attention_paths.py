@@ -45,13 +45,15 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph
-from emmy.dsl.library import canonical_key, family
+from emmy.dsl.keys import problem_key
+from emmy.dsl.library import family
 from emmy.families import attention_path
 from emmy.families.attention import attention_key
 from emmy.passes.host_choices import offer_choice
+from emmy.problem_key import ProblemKey
 
 
-def path_site(name: str, key: str, paths: list[str]) -> fork.SiteOp:
+def path_site(name: str, key: ProblemKey, paths: list[str]) -> fork.SiteOp:
     site = fork.SiteOp(name, attention_path.NAME, key, kind=fork.SiteKind.CHOICE)
     site.body.block.add_op(fork.KnobOp("path", paths, paths[0]))
     return site
@@ -112,15 +114,15 @@ class PathSites:
     """One site per attention key, named `attention_path_<n>` in the order keys are met and
     made before the function that meets its key first."""
 
-    names: dict[str, str] = field(default_factory=dict)
+    names: dict[ProblemKey, str] = field(default_factory=dict)
 
     def site_for(
-        self, rewriter: PatternRewriter, attention: Operation, key_text: str, paths: list[str]
+        self, rewriter: PatternRewriter, attention: Operation, key: ProblemKey, paths: list[str]
     ) -> str:
-        name = self.names.get(key_text)
+        name = self.names.get(key)
         if name is None:
-            name = self.names[key_text] = f"{attention_path.NAME}_{len(self.names)}"
-            site = path_site(name, key_text, paths)
+            name = self.names[key] = f"{attention_path.NAME}_{len(self.names)}"
+            site = path_site(name, key, paths)
             rewriter.insert(site, InsertPoint.before(_top_level(attention)))
         return name
 
@@ -146,8 +148,8 @@ class OfferAttentionPaths(RewritePattern):
             return  # already an option of a choice
         family_name, key = attention_key(op)
         paths = attention_path.paths_for(op)
-        key_text = canonical_key(family(family_name), key)
-        site = self.sites.site_for(rewriter, op, key_text, paths)
+        site_key = problem_key(family(family_name), key)
+        site = self.sites.site_for(rewriter, op, site_key, paths)
         builders = {"unfused": unfused_path, "sdpa": library_path}
         offer_choice(rewriter, op, site, paths, [_region(builders[p](op)) for p in paths[1:]])
 

@@ -38,11 +38,11 @@ from xdsl.pattern_rewriter import (
 )
 
 from emmy.dialects import kernel
-from emmy.dsl.keys import KeyValue, ProblemKey
 from emmy.dsl.library import family
 from emmy.families import conv_path, vendor_conv
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
+from emmy.problem_key import KeyValue
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class OfferConvPaths(RewritePattern):
         if conv is None or conv.family.data not in conv_path.CONV_FAMILIES or inside_choice(op):
             return
         # the key's text leaves out the names at their declared defaults (a stride of 1)
-        key = {**family(conv.family.data).key_defaults, **ProblemKey.parse(conv.key.data)}
+        key = {**family(conv.family.data).key_defaults, **conv.key.data}
         vendor = self.vendor_option(rewriter, op, key)
         site = self.sites.choice_site(
             rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB

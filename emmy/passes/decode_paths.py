@@ -48,10 +48,10 @@ from xdsl.pattern_rewriter import (
 )
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import ProblemKey
 from emmy.families import attention_decode_path
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
+from emmy.problem_key import ProblemKey
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class OfferSplitKV(RewritePattern):
             or inside_choice(op)
         ):
             return
-        key = ProblemKey.parse(decode.key.data)
+        key = decode.key.data
         options = attention_decode_path.options_for(key)
         if len(options) == 1:
             return  # nothing to choose
@@ -81,13 +81,11 @@ class OfferSplitKV(RewritePattern):
         default = attention_decode_path.default_for(key)
 
         def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(
-                name, attention_decode_path.NAME, decode.key.data, kind=fork.SiteKind.CHOICE
-            )
+            site = fork.SiteOp(name, attention_decode_path.NAME, key, kind=fork.SiteKind.CHOICE)
             site.body.block.add_op(fork.KnobOp(attention_decode_path.KNOB, options, default))
             return site
 
-        site = self.sites.site(rewriter, attention_decode_path.NAME, decode.key.data, build)
+        site = self.sites.site(rewriter, attention_decode_path.NAME, key, build)
         offer_choice(rewriter, op, site, options, regions)
 
     def split_option(

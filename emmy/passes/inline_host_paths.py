@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -46,7 +46,7 @@ def path_call(call: kernel.CallOp, sites: Sites) -> fork.PathCallAttr:
     site = sites[call.site.root_reference.data]
     return fork.PathCallAttr(
         site.family,
-        site.key,
+        StringAttr(str(site.key.data)),
         site.config or fork.ConfigAttr({}),
         ArrayAttr(call.inputs.types),
         ArrayAttr(call.outputs.types),

@@ -41,14 +41,15 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, graph, kernel
-from emmy.dsl.keys import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
-from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.dsl.keys import problem_key
+from emmy.dsl.library import family, instantiate
 from emmy.dsl.lower import NarrowIndexError
 from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
+from emmy.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX, ProblemKey
 
 # emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]
@@ -61,7 +62,7 @@ UNLOWERED = (graph.ReshapeOp, graph.ConstantOp, graph.YieldOp)
 class SiteTable:
     """One site per (family, canonical key), named `<family>_<n>` in the order they are met."""
 
-    names: dict[tuple[str, str], str] = field(default_factory=dict)
+    names: dict[tuple[str, ProblemKey], str] = field(default_factory=dict)
 
     def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
         """A call of the site (instantiated before the function the first time it is met)
@@ -70,13 +71,13 @@ class SiteTable:
         key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
         entry = FAMILIES.get(site.family)
         if entry is not None and entry.host_key is not None:  # a host call: no kernel
-            text = entry.host_key(key)
+            site_key = entry.host_key(key)
 
             def build(name: str) -> fork.SiteOp:
-                return fork.SiteOp(name, site.family, text, kind=fork.SiteKind.HOST_CALL)
+                return fork.SiteOp(name, site.family, site_key, kind=fork.SiteKind.HOST_CALL)
         else:
             decl = family(site.family)
-            text = canonical_key(decl, key)
+            site_key = problem_key(decl, key)
 
             def build(name: str) -> fork.SiteOp:
                 try:
@@ -90,9 +91,9 @@ class SiteTable:
                         "elements, 2^31 or more"
                     ) from None
 
-        name = self.names.get((site.family, text))
+        name = self.names.get((site.family, site_key))
         if name is None:
-            name = self.names[site.family, text] = f"{site.family}_{len(self.names)}"
+            name = self.names[site.family, site_key] = f"{site.family}_{len(self.names)}"
             rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
 

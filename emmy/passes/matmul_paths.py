@@ -49,26 +49,27 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey
-from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.dsl.keys import problem_key, rename_chain, shift_chain
+from emmy.dsl.library import family, instantiate
 from emmy.families import matmul_path, vendor_matmul
 from emmy.passes.host_choices import inside_choice, offer_choice
+from emmy.problem_key import Chain, InputKind, KeyValue, ProblemKey
 
 
 def epilogue_chain(epilogue: Chain) -> Chain:
     """A matmul epilogue as an elementwise chain: the product is its first input, the
     epilogue's inputs the next ones."""
-    return epilogue.shifted(1).renamed({"acc": "in0"})
+    return rename_chain(shift_chain(epilogue, 1), {"acc": "in0"})
 
 
 @dataclass
 class PathSites:
-    """The module's sites, by name and by (family, key text), so that a site lower-graph
+    """The module's sites, by name and by (family, key), so that a site lower-graph
     made serves the options too. A new site is named `<family>_<n>`, n counting every site
     of the module, and made after the others, before the first function."""
 
     by_name: dict[str, fork.SiteOp]
-    by_key: dict[tuple[str, str], str]
+    by_key: dict[tuple[str, ProblemKey], str]
     first_function: Operation | None
 
     @classmethod
@@ -84,16 +85,16 @@ class PathSites:
         self,
         rewriter: PatternRewriter,
         family_name: str,
-        key_text: str,
+        key: ProblemKey,
         build: Callable[[str], fork.SiteOp],
     ) -> str:
         """The site of (family, key), made by `build(name)` the first time."""
-        name = self.by_key.get((family_name, key_text))
+        name = self.by_key.get((family_name, key))
         if name is not None:
             return name
         name = f"{family_name}_{len(self.by_name)}"
         self.by_name[name] = build(name)
-        self.by_key[family_name, key_text] = name
+        self.by_key[family_name, key] = name
         assert self.first_function is not None, "a call made a site, so a function holds it"
         rewriter.insert(self.by_name[name], InsertPoint.before(self.first_function))
         return name
@@ -103,13 +104,13 @@ class PathSites:
     ) -> str:
         decl = family(family_name)
         return self.site(
-            rewriter, family_name, canonical_key(decl, key), lambda n: instantiate(decl, key, n)
+            rewriter, family_name, problem_key(decl, key), lambda n: instantiate(decl, key, n)
         )
 
     def choice_site(
         self,
         rewriter: PatternRewriter,
-        key_text: str,
+        key: ProblemKey,
         options: list[str],
         family_name: str = matmul_path.NAME,
         knob: str = matmul_path.KNOB,
@@ -117,11 +118,11 @@ class PathSites:
         """The site of a host-level choice (a matmul's path unless named) with one knob."""
 
         def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(name, family_name, key_text, kind=fork.SiteKind.CHOICE)
+            site = fork.SiteOp(name, family_name, key, kind=fork.SiteKind.CHOICE)
             site.body.block.add_op(fork.KnobOp(knob, options, options[0]))
             return site
 
-        return self.site(rewriter, family_name, key_text, build)
+        return self.site(rewriter, family_name, key, build)
 
     def with_epilogue(
         self,
@@ -154,13 +155,13 @@ class PathSites:
     def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
         return self.host_call_site(rewriter, vendor_matmul.NAME, vendor_matmul.vendor_key(key))
 
-    def host_call_site(self, rewriter: PatternRewriter, family_name: str, key_text: str) -> str:
+    def host_call_site(self, rewriter: PatternRewriter, family_name: str, key: ProblemKey) -> str:
         """The site of a host-call family (the vendor library's op) at a key."""
         return self.site(
             rewriter,
             family_name,
-            key_text,
-            lambda n: fork.SiteOp(n, family_name, key_text, kind=fork.SiteKind.HOST_CALL),
+            key,
+            lambda n: fork.SiteOp(n, family_name, key, kind=fork.SiteKind.HOST_CALL),
         )
 
 
@@ -178,7 +179,7 @@ class OfferMatmulPaths(RewritePattern):
             return
         if inside_choice(op):
             return  # an option of another choice (the unfused attention path) stays as it is
-        key = ProblemKey.parse(matmul.key.data)
+        key = matmul.key.data
         options = matmul_path.options_for(key)
         # the options' sites are made before the choice's, in the order of the options
         regions = [

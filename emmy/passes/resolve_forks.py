@@ -38,7 +38,6 @@ from xdsl.pattern_rewriter import (
 from emmy.compile_options import Pins
 from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.keys import parse_key
 from emmy.errors import EmmyError
 from emmy.recall.query import Decider, Decision, SiteQuery
 
@@ -81,12 +80,12 @@ def check_pins(module: ModuleOp, pins: dict[str, fork.Option]) -> None:
 
 def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]) -> SiteQuery:
     space = ForkSpace.of_site(site)
-    key = parse_key(site.key.data)
+    key = site.key.data
     options = {name: list(values) for name, values in space.options.items()}
     return SiteQuery(
         site=site.sym_name.data,
         family=site.family.data,
-        key=site.key.data,
+        key=str(key),
         default=dict(space.declared),
         pins=site_pins(site, options, pins),
         is_valid=lambda config: space.is_valid(key, config),

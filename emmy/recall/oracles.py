@@ -33,11 +33,11 @@ from typing import Protocol
 
 from emmy.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
 from emmy.dsl.fork_space import ForkSpace, nearest_config
-from emmy.dsl.keys import parse_key
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
 from emmy.families.registry import FAMILIES, choice_forks
 from emmy.identity import device_class
+from emmy.problem_key import parse_key
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.recall.prior import load_prior
 from emmy.recall.query import Decision, SiteQuery

@@ -7,7 +7,7 @@ fork.site bogus @s "f" "n=1" {
 
 // -----
 
-"fork.site"() <{sym_name = "s", kind = #fork<site_kind bogus>, family = "f", key = "n=1"}> ({
+"fork.site"() <{sym_name = "s", kind = #fork<site_kind bogus>, family = "f", key = #fork.key<"n=1">}> ({
 ^bb0:
 }) : () -> ()
 // CHECK: Expected `kernel`, `choice`, or `host_call`
@@ -32,3 +32,17 @@ fork.site @k "f" "n=1" {
   %a = fork.knob "algo" ["a", "b"] default "a" = "b" by {oracle = "pin"}
 }
 // CHECK: string literal expected
+
+// -----
+
+// A site's problem key is names and values, each name once.
+fork.site @s "f" "n=1,oops" {
+}
+// CHECK: malformed problem key 'n=1,oops': 'oops' is not name=value
+
+// -----
+
+"fork.site"() <{sym_name = "s", family = "f", key = #fork.key<"n=1,T=f32,n=2">}> ({
+^bb0:
+}) : () -> ()
+// CHECK: problem key n=1,T=f32,n=2: n given more than once

@@ -66,8 +66,9 @@ fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = #fork.c
 }
 // CHECK: fork.site choice @matmul_path_3 "matmul_path" "m=4" attributes {config = #fork.config<matmul = "vendor">, paths = #fork.paths<kernel = [#fork.path_call<"softmax", "n=4", #fork.config<vec = 4, algo = "online">, [tensor<4xf32>], [tensor<4xf32>]>], vendor = [#fork.path_call<"vendor_matmul", "m=4", #fork.config<>, [tensor<4xf32>, tensor<4xf32>], [tensor<4xf32>]>]>} {
 
-// The kind is a property: the generic form spells it as an attribute.
-"fork.site"() <{sym_name = "generic_4", kind = #fork<site_kind host_call>, family = "vendor_matmul", key = "m=8"}> ({
+// The kind and the key are properties: the generic form spells them as attributes, the
+// key a typed #fork.key whose text is the key's.
+"fork.site"() <{sym_name = "generic_4", kind = #fork<site_kind host_call>, family = "vendor_matmul", key = #fork.key<"m=8,layout=nk,fn=(in0 * 2.0)">}> ({
 ^bb0:
 }) : () -> ()
-// CHECK: fork.site host_call @generic_4 "vendor_matmul" "m=8" {
+// CHECK: fork.site host_call @generic_4 "vendor_matmul" "m=8,layout=nk,fn=(in0 * 2.0)" {
