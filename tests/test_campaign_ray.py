@@ -1,8 +1,13 @@
-"""Campaigns on a local Ray with two emulator workers: the same rows as benching the items
-one by one; a worker killed mid-item; a driver interrupted and run again; an item no
-worker can take; a cluster started with `ray start`, joined with --address. Each campaign
-runs as its own `emmy campaign run` process, as a user runs it, so that the test can kill
-its workers and interrupt it."""
+"""Campaigns on Ray with two emulator workers: the same rows as benching the items one by
+one, on a local Ray the run starts; then, on one cluster started with `ray start` as
+docs/campaigns.md says and joined with --address, a worker killed mid-item, an item that
+fails every try, a driver interrupted and run again. Each campaign runs as its own `emmy
+campaign run` process, as a user runs it, so that the test can kill its workers and
+interrupt it.
+
+A pytest worker starts the cluster once, for the module's tests it runs (a Ray start takes
+seconds, tens of seconds on a busy machine), and stops it after them.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -74,12 +81,68 @@ def copy_of(campaign_file: Path, folder: Path, items: slice = slice(None)) -> Pa
     return path
 
 
-def start(path: Path, db: Path, *extra: str) -> subprocess.Popen:
+@dataclass(frozen=True)
+class Cluster:
+    """A Ray head on this machine, started as docs/campaigns.md starts one."""
+
+    address: str
+    env: dict[str, str]  # the environment of a driver that joins it: its token
+    head: int  # the pid of its `ray start --block`, above every process of the cluster
+    resources: str  # what `emmy campaign resources --workers 2` printed; the head has them
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    """A head started as docs/campaigns.md says (`ray start --resources "$(emmy campaign
+    resources)"`, token authentication on), whose workers every campaign of the module but
+    the local one runs on (--address)."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    resources = subprocess.run(
+        [EMMY, "campaign", "resources", "--workers", "2"], capture_output=True, text=True
+    ).stdout.strip()
+    port = free_port()
+    # a short folder: Ray's sockets live under it, and a socket's path is at most 107 bytes
+    temp = tempfile.mkdtemp(prefix="emmy-ray-", dir="/tmp")
+    ray = str(Path(sys.executable).with_name("ray"))
+    log = tmp_path_factory.mktemp("ray-head") / "head.log"
+    with log.open("w") as sink:  # a file: a pipe nobody drains would stall the head
+        head = subprocess.Popen(
+            [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+             f"--resources={resources}", "--include-dashboard=false", f"--temp-dir={temp}",
+             "--disable-usage-stats"],
+            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log.read_text():  # it takes drivers from then on
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        yield Cluster(f"127.0.0.1:{port}", env, head.pid, resources)
+    finally:
+        # the head's processes are its session's (a graceful stop takes half a minute)
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=60)
+        left = [pid for pid in all_pids() if temp.encode() in _cmdline(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def start(path: Path, db: Path, cluster: Cluster | None, *extra: str) -> subprocess.Popen:
+    """`emmy campaign run` on the cluster, or with no cluster on a local Ray of two workers."""
+    where = ["--workers", "2"] if cluster is None else ["--address", cluster.address]
     return subprocess.Popen(
-        [EMMY, "campaign", "run", str(path), "--workers", "2", "--worker-db", str(db), *extra],
+        [EMMY, "campaign", "run", str(path), *where, "--worker-db", str(db), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=None if cluster is None else cluster.env,
     )
 
 
@@ -117,10 +180,11 @@ def descendants(root: int) -> list[int]:
     return below
 
 
-def busy_worker(driver: int, deadline: float) -> int:
-    """The pid of a Ray worker of `driver` that is benching an item."""
+def busy_worker(cluster: Cluster, deadline: float) -> int:
+    """The pid of a Ray worker of the cluster that is benching an item (the tests run one
+    campaign at a time: it is the running campaign's)."""
     while time.monotonic() < deadline:
-        for pid in descendants(driver):
+        for pid in descendants(cluster.head):
             try:
                 title = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
@@ -131,11 +195,11 @@ def busy_worker(driver: int, deadline: float) -> int:
     raise AssertionError("no Ray worker started benching an item")
 
 
-def killed_mid_item(path: Path, db: Path, *extra: str) -> str:
-    """Runs the campaign, kills (SIGKILL) the first worker seen benching an item, and
-    returns what the driver printed on stderr once it completed."""
-    driver = start(path, db, *extra)
-    os.kill(busy_worker(driver.pid, time.monotonic() + 120), signal.SIGKILL)
+def killed_mid_item(path: Path, db: Path, cluster: Cluster, *extra: str) -> str:
+    """Runs the campaign on the cluster, kills (SIGKILL) the first worker seen benching an
+    item, and returns what the driver printed on stderr once it completed."""
+    driver = start(path, db, cluster, *extra)
+    os.kill(busy_worker(cluster, time.monotonic() + 120), signal.SIGKILL)
     code, _, err = finish(driver)
     assert code == 0, err
     return err
@@ -153,7 +217,7 @@ def test_a_campaign_gives_the_rows_of_benching_its_items_one_by_one(
     data = json.loads(path.read_text())
     data["items"].append({**data["items"][0], "devices": ["nvidia-h200-sm90"]})
     path.write_text(json.dumps(data))
-    code, out, err = finish(start(path, tmp_path / "workers.db"))
+    code, out, err = finish(start(path, tmp_path / "workers.db", None))
     assert code == 0, err
     unplaceable = [line for line in err.splitlines() if "unplaceable" in line]
     assert unplaceable == [
@@ -178,9 +242,23 @@ def test_a_campaign_gives_the_rows_of_benching_its_items_one_by_one(
     assert "nvidia-h200-sm90: 0/2 cells done (0 failed), 2 left" in status.stdout
 
 
-def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, tmp_path) -> None:
+def test_a_campaign_joins_a_cluster_whose_nodes_advertise_their_devices(
+    campaign_file, cluster, tmp_path
+) -> None:
+    """The head advertises what `emmy campaign resources` printed, and a campaign run with
+    --address (and the cluster's token) measures every cell on its workers."""
+    assert json.loads(cluster.resources) == {"emmy:emu": 2.0}
+    path = copy_of(campaign_file, tmp_path, slice(0, 2))
+    run = [EMMY, "campaign", "run", str(path), "--address", cluster.address,
+           "--worker-db", str(tmp_path / "workers.db")]  # fmt: skip
+    done = subprocess.run(run, env=cluster.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert set(output_rows(path)) == expected_cells(path)
+
+
+def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, cluster, tmp_path) -> None:
     path = copy_of(campaign_file, tmp_path, slice(0, 8))
-    err = killed_mid_item(path, tmp_path / "workers.db")
+    err = killed_mid_item(path, tmp_path / "workers.db", cluster)
     rows = output_rows(path)
     # every cell once, measured: none is a failure row of the killed try
     assert set(rows) == expected_cells(path)
@@ -188,9 +266,11 @@ def test_a_worker_killed_mid_item_has_its_item_retried(campaign_file, tmp_path) 
     assert len(list((path.parent / "campaign.out").glob("*.jsonl"))) == 1
 
 
-def test_an_item_that_fails_every_try_becomes_failure_rows(campaign_file, tmp_path) -> None:
+def test_an_item_that_fails_every_try_becomes_failure_rows(
+    campaign_file, cluster, tmp_path
+) -> None:
     path = copy_of(campaign_file, tmp_path, slice(0, 3))
-    err = killed_mid_item(path, tmp_path / "workers.db", "--retries", "0")
+    err = killed_mid_item(path, tmp_path / "workers.db", cluster, "--retries", "0")
     rows = output_rows(path)
     assert set(rows) == expected_cells(path)
     failed = [row for row in rows.values() if row.status == "launch_error"]
@@ -203,11 +283,11 @@ def test_an_item_that_fails_every_try_becomes_failure_rows(campaign_file, tmp_pa
 
 
 def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
-    campaign_file, tmp_path
+    campaign_file, cluster, tmp_path
 ) -> None:
     path = copy_of(campaign_file, tmp_path, slice(0, 6))
     workers_db = tmp_path / "workers.db"
-    driver = start(path, workers_db)
+    driver = start(path, workers_db, cluster)
     deadline = time.monotonic() + 300
     while not list((tmp_path / "campaign.out").glob("*.jsonl")):
         assert time.monotonic() < deadline and driver.poll() is None, "no row arrived"
@@ -218,7 +298,7 @@ def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
     assert "interrupted:" in err and "run the campaign again" in err
     received = {cell: frozen_line(row) for cell, row in output_rows(path).items()}
     assert received and set(received) < expected_cells(path)
-    code, out, err = finish(start(path, workers_db))
+    code, out, err = finish(start(path, workers_db, cluster))
     assert code == 0, err
     final = output_rows(path)
     assert set(final) == expected_cells(path)
@@ -233,55 +313,6 @@ def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
         [EMMY, "campaign", "status", str(path)], capture_output=True, text=True
     )
     assert "nothing left" in resumed.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_a_campaign_joins_a_cluster_whose_nodes_advertise_their_devices(
-    campaign_file, tmp_path
-) -> None:
-    """A head started as docs/campaigns.md says (`ray start --resources "$(emmy campaign
-    resources)"`, token authentication on), and the campaign run with --address."""
-    path = copy_of(campaign_file, tmp_path, slice(0, 2))
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    resources = subprocess.run(
-        [EMMY, "campaign", "resources", "--workers", "2"], capture_output=True, text=True
-    ).stdout.strip()
-    assert json.loads(resources) == {"emmy:emu": 2.0}
-    port = free_port()
-    # a short folder: Ray's sockets live under it, and a socket's path is at most 107 bytes
-    temp = tempfile.mkdtemp(prefix="emmy-ray-", dir="/tmp")
-    ray = str(Path(sys.executable).with_name("ray"))
-    log = tmp_path / "head.log"
-    with log.open("w") as sink:  # a file: a pipe nobody drains would stall the head
-        head = subprocess.Popen(
-            [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-             f"--resources={resources}", "--include-dashboard=false", f"--temp-dir={temp}",
-             "--disable-usage-stats"],
-            env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while "Ray runtime started" not in log.read_text():  # it takes drivers from then on
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        run = [EMMY, "campaign", "run", str(path), "--address", f"127.0.0.1:{port}",
-               "--worker-db", str(tmp_path / "workers.db")]  # fmt: skip
-        done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert set(output_rows(path)) == expected_cells(path)
-    finally:
-        # the head's processes are its session's (a graceful stop takes half a minute)
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait(timeout=60)
-        left = [pid for pid in all_pids() if temp.encode() in _cmdline(pid)]
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _cmdline(pid: int) -> bytes:
