@@ -5,9 +5,8 @@ fails every try, a driver interrupted and run again. Each campaign runs as its o
 campaign run` process, as a user runs it, so that the test can kill its workers and
 interrupt it.
 
-The tests are one xdist group (pyproject's --dist loadgroup): they run one after another on
-one pytest worker, so that no two Ray clusters share the machine's cores; the cluster is
-started once for the module (a Ray start takes seconds, tens of seconds on a busy machine).
+A pytest worker starts the cluster once, for the module's tests it runs (a Ray start takes
+seconds, tens of seconds on a busy machine), and stops it after them.
 """
 
 from __future__ import annotations
@@ -33,12 +32,11 @@ from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import plan
 from emmy.cli import main
-from emmy.dataset.dataset_store import frozen_line, row_cell
 from emmy.frontend.cache import traced_graph_text
+from emmy.dataset.dataset_store import frozen_line, row_cell
 from emmy.recall.tuning_db import ReadOnlyDB
 
 pytest.importorskip("ray", reason="Ray is the campaign extra, which the test extra pulls in")
-pytestmark = pytest.mark.xdist_group("ray")
 
 EMMY = str(Path(sys.executable).with_name("emmy"))
 #: 21 one-site expressions, small enough that the emulator runs each config in well under

@@ -106,18 +106,7 @@ def test_every_script_has_a_smoke_test() -> None:
     assert scripts == set(SMOKE) | set(COVERED_ELSEWHERE)
 
 
-#: the scripts that start a local Ray: the xdist group of tests/test_campaign_ray.py, so
-#: that no two Ray clusters run at once
-ON_RAY = {"benchmarks/campaign.py", "benchmarks/dataset_noise.py", "scripts/make-dataset"}
-
-
-@pytest.mark.parametrize(
-    "script",
-    [
-        pytest.param(script, marks=[pytest.mark.xdist_group("ray")] if script in ON_RAY else [])
-        for script in sorted(SMOKE)
-    ],
-)
+@pytest.mark.parametrize("script", sorted(SMOKE))
 def test_script_runs_at_its_smallest_setting(script: str, tmp_path: Path) -> None:
     done = run_script(script, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
