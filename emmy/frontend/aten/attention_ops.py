@@ -125,7 +125,7 @@ def _attention_mask(
     every head) or the batch's heads (a mask per head); a padding mask is [batch, 1, 1,
     kv_len], and Hugging Face models build padding and causal masks as [batch, 1, q_len,
     kv_len]."""
-    view = self.view(self.values[arg])
+    view = self.view_of(arg)
     if view.meta.dtype == torch.bool:
         view = _additive_mask(self, view, dtype)
     meta = view.meta

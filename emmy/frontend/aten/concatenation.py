@@ -28,7 +28,7 @@ def _slice_scatter(self: FunctionBuilder, node: fx.Node) -> View:
     slice, src, and the input after it."""
     names = ["dim", "start", "end"]
     bound = {"dim": 0} | dict(zip(names, node.args[2:], strict=False)) | dict(node.kwargs)
-    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    view, out = self.view_of(node.args[0]), node.meta["val"]
     dim = bound["dim"] % out.dim()
     size = out.shape[dim]
     start, end = slice(bound.get("start"), bound.get("end")).indices(size)[:2]
@@ -38,10 +38,10 @@ def _slice_scatter(self: FunctionBuilder, node: fx.Node) -> View:
 @ATEN.handles("aten.select_scatter.default", accepts=_nonempty())
 def _select_scatter(self: FunctionBuilder, node: fx.Node) -> View:
     """The input with one index along dim replaced by src (without that dim)."""
-    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    view, out = self.view_of(node.args[0]), node.meta["val"]
     dim = node.args[2] % out.dim()
     index = node.args[3] % out.shape[dim]
-    src = self.view(self.values[node.args[1]])
+    src = self.view_of(node.args[1])
     src = View(src.base, src.meta.unsqueeze(dim))
     return self.result(_spliced(self, view, dim, index, index + 1, src), out)
 
@@ -51,7 +51,7 @@ def _spliced(
 ) -> SSAValue:
     """`view` with its elements [start, end) along dim replaced by `src`'s."""
     size = view.meta.shape[dim]
-    inserted = src if isinstance(src, View) else self.view(self.values[src])
+    inserted = src if isinstance(src, View) else self.view_of(src)
     parts = [] if start == 0 else [View(view.base, view.meta.narrow(dim, 0, start))]
     parts.append(inserted)
     if end < size:
@@ -104,7 +104,7 @@ def _stack(self: FunctionBuilder, node: fx.Node) -> View:
     dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
     parts = []
     for arg in node.args[0]:
-        view = self.view(self.values[arg])
+        view = self.view_of(arg)
         parts.append(self.contiguous(View(view.base, view.meta.unsqueeze(dim))))
     return self.result(_cat_of(self, parts, dim), out)
 
@@ -133,7 +133,7 @@ def _pad_refusal(node: fx.Node) -> str | None:
 def _constant_pad(self: FunctionBuilder, node: fx.Node) -> View:
     """Pads (pairs from the last dim back) as cats of constant fills; a negative pad is a
     slice."""
-    view = self.view(self.values[node.args[0]])
+    view = self.view_of(node.args[0])
     pad, _, fill = _pad_arguments(node)
     out = node.meta["val"]
     meta = view.meta

@@ -114,7 +114,7 @@ def _glu_refusal(node: fx.Node) -> str | None:
 @ATEN.handles("aten.glu.default", accepts=_glu_refusal)
 def _glu(self: FunctionBuilder, node: fx.Node) -> View:
     """glu(x, dim): the first half of x along dim times the sigmoid of the second."""
-    x = self.view(self.values[node.args[0]])
+    x = self.view_of(node.args[0])
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
     half = x.meta.shape[dim] // 2
     a = self.contiguous(View(x.base, x.meta.narrow(dim, 0, half)))

@@ -98,7 +98,7 @@ def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
     one last dim (a copy where they are not last already), reduced as rows; the result is
     reshaped to torch's (keepdim's dims of size 1 move no element)."""
     bound = _arguments(node)
-    source = self.view(self.values[node.args[0]])
+    source = self.view_of(node.args[0])
     rank = source.meta.dim()
     reduced = _reduced(bound, rank)
     examples = node.meta["val"]
