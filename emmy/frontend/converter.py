@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.utils._pytree import TreeSpec
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Region, SSAValue
@@ -56,14 +57,14 @@ class ModelGraph:
     input_names: list[str]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     output_dtypes: list[torch.dtype] = field(default_factory=list)
-    out_spec: object = None  # the pytree spec that rebuilds the module's return value
+    out_spec: TreeSpec | None = None  # the pytree spec that rebuilds the module's return value
     #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
     coverage: Coverage = field(default_factory=Coverage)
     #: the returned values that view an input or a constant, by their place in the return
     aliases: dict[int, Alias] = field(default_factory=dict)
     #: the pytree spec of the call's (args, kwargs) that the export saw, keyword arguments'
     #: order included (None for a graph handed over by dynamo)
-    in_spec: object = None
+    in_spec: TreeSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class Converter(FunctionBuilder):
         self,
         fx_graph: fx.Graph,
         constants: dict[str, tuple[str, torch.Tensor]],
-        out_spec: object = None,
+        out_spec: TreeSpec | None = None,
         fallback: bool = True,
         mutations: dict[int, int] | None = None,
     ) -> None:

@@ -399,7 +399,9 @@ class FunctionBuilder:
         read = self.contiguous(view)
         if read.type.element_type == element:
             return read
-        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
+        return self.insert(
+            graph.elementwise("convert", [read], TensorType(element, read.type.get_shape()))
+        )
 
     def over_last_dim(
         self,

@@ -142,3 +142,19 @@ def arg_optional_float(node: fx.Node, index: int, name: str | None = None) -> fl
     if arg is not None and not isinstance(arg, _NUMBERS):
         raise _wrong(node, index, name, "a number or None")
     return None if arg is None else float(arg)
+
+
+def arg_str(node: fx.Node, index: int, name: str | None = None, default: str | None = None) -> str:
+    """Argument `index`, a string (a mode)."""
+    arg = arg_given(node, index, name, _or_required(default))
+    if not isinstance(arg, str):
+        raise _wrong(node, index, name, "a string")
+    return arg
+
+
+def kwarg_number(node: fx.Node, name: str, default: int | float) -> int | float:
+    """Keyword argument `name`, a number (a scale) as given, else `default`."""
+    arg = node.kwargs.get(name, default)
+    if not isinstance(arg, (int, float)):
+        raise ConversionError(f"{op_name(node)} takes a number as {name}, not {arg!r}")
+    return arg

@@ -20,6 +20,7 @@ from emmy.frontend.aten.arguments import (
     arg_given,
     arg_int,
     arg_ints,
+    arg_list,
     arg_node,
     arg_optional_int,
     arg_optional_nodes,
@@ -216,7 +217,7 @@ def _flip(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _roll_refusal(node: fx.Node) -> str | None:
-    shifts = arg_ints(node, 1)
+    shifts = arg_list(node, 1)
     if len(shifts) > INDEX_TENSORS:
         return f"roll over {len(shifts)} dims: at most {INDEX_TENSORS} are supported"
     return None

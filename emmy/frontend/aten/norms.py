@@ -13,7 +13,7 @@ from emmy.frontend.aten.arguments import (
     arg_example,
     arg_float,
     arg_int,
-    arg_ints,
+    arg_list,
     arg_optional_float,
     arg_optional_node,
 )
@@ -26,7 +26,7 @@ def _norm_refusal(norm: str) -> Refusal:
     """Refuses a norm over no dims (its normalized_shape, args[1]) or of an empty tensor."""
 
     def refusal(node: fx.Node) -> str | None:
-        x, dims = arg_example(node, 0), arg_ints(node, 1)
+        x, dims = arg_example(node, 0), arg_list(node, 1)
         if not dims or x.numel() == 0:
             return f"{norm} of {list(x.shape)} over {dims} is not supported"
         return None
@@ -55,7 +55,7 @@ def _norm_param(
 
 @ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
-    x_arg, shape = node.args[0], arg_ints(node, 1)
+    x_arg, shape = node.args[0], arg_list(node, 1)
     weight, bias = arg_optional_node(node, 2), arg_optional_node(node, 3)
     eps = arg_float(node, 4, default=1e-5)
     x = _norm_rows(self, x_arg, len(shape))
@@ -74,7 +74,7 @@ def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
 
 @ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
 def _rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
-    x_arg, shape = node.args[0], arg_ints(node, 1)
+    x_arg, shape = node.args[0], arg_list(node, 1)
     weight, eps = arg_optional_node(node, 2), arg_optional_float(node, 3)
     example = _value(node)
     if eps is None:
@@ -153,8 +153,8 @@ def _batch_norm(self: FunctionBuilder, node: fx.Node) -> object:
         )
         for name, t in (("scale", scale), ("shift", shift))
     ]
-    y = self.insert(graph.MulOp(x, columns[0], rows))
-    y = _shaped_as(self, self.insert(graph.AddOp(y, columns[1], rows)), example)
+    y = self.insert(graph.elementwise("mul", [x, columns[0]], rows))
+    y = _shaped_as(self, self.insert(graph.elementwise("add", [y, columns[1]], rows)), example)
     return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
 
 
@@ -217,10 +217,12 @@ def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
         y = self.insert(graph.ReshapeOp(y, planes))
         if weight is not None:
             column = _channel_column(self, node, weight, batch, "scale")
-            y = self.insert(graph.MulOp(y, column, planes))
+            y = self.insert(graph.elementwise("mul", [y, column], planes))
         if bias is not None:
             y = self.insert(
-                graph.AddOp(y, _channel_column(self, node, bias, batch, "shift"), planes)
+                graph.elementwise(
+                    "add", [y, _channel_column(self, node, bias, batch, "shift")], planes
+                )
             )
     y = _shaped_as(self, y, example)
     return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y

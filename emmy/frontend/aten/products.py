@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.errors import ConversionError, EmmyError
-from emmy.frontend.aten.arguments import arg_example, arg_node, arg_nodes
+from emmy.frontend.aten.arguments import arg_example, arg_node, arg_nodes, kwarg_number
 from emmy.frontend.aten.common import ATEN, _nonempty, _storage_name, _value
 from emmy.frontend.function_builder import (
     INTEGER_DTYPES,
@@ -56,7 +56,7 @@ def _linear(self: FunctionBuilder, node: fx.Node) -> View:
         product = graph.MatmulOp(x, self.operand(w_arg), typ, transpose_b=True)
     value = self.insert(product)
     if bias is not None:
-        value = self.insert(graph.AddOp(value, self.operand(bias), value.type))
+        value = self.insert(graph.elementwise("add", [value, self.operand(bias)], value.type))
     if value.type != self.type_of(out):
         value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return self.result(value, out)
@@ -243,25 +243,21 @@ def _addmm(self: FunctionBuilder, node: fx.Node) -> View:
     scales are elementwise ops the product's epilogue takes, and beta = 0 ignores self (NaN
     included) as torch does."""
     bias, x_arg, w_arg = node.args[:3]
-    beta, alpha = _scale(node, "beta"), _scale(node, "alpha")
+    beta, alpha = kwarg_number(node, "beta", 1), kwarg_number(node, "alpha", 1)
     out = node.meta["val"]
     product = _matmul_of(self, x_arg, w_arg, out)
     if alpha != 1:
-        product = self.insert(graph.MulOp(product, self.scalar(alpha, product), product.type))
+        product = self.insert(
+            graph.elementwise("mul", [product, self.scalar(alpha, product)], product.type)
+        )
     if beta == 0:
         return self.result(product, out)
     addend = self.tensor_or_scalar(bias, product.type.element_type, product.type.get_shape())
     if beta != 1:
-        addend = self.insert(graph.MulOp(addend, self.scalar(beta, addend), addend.type))
-    return self.result(self.insert(graph.AddOp(product, addend, product.type)), out)
-
-
-def _scale(node: fx.Node, name: str) -> int | float:
-    """The scale `name` (beta, alpha) of addmm, addmv or baddbmm: 1 unless given."""
-    scale = node.kwargs.get(name, 1)
-    if not isinstance(scale, (int, float)):
-        raise ConversionError(f"{op_name(node)} takes a number as {name}, not {scale!r}")
-    return scale
+        addend = self.insert(
+            graph.elementwise("mul", [addend, self.scalar(beta, addend)], addend.type)
+        )
+    return self.result(self.insert(graph.elementwise("add", [product, addend], product.type)), out)
 
 
 def _grouped_operands(node: fx.Node) -> tuple[fx.Node, fx.Node, object, object, object]:

@@ -188,14 +188,16 @@ def _cumsum(self: FunctionBuilder, node: fx.Node) -> View:
     wanted = _element_type(example.dtype)
     assert wanted is not None, "_cumsum_refusal refuses a sum to a dtype emmy lacks"
     if node.kwargs.get("dtype") is not None and x.type.element_type != wanted:
-        x = self.insert(graph.ConvertOp(x, TensorType(wanted, x.type.get_shape())))
+        x = self.insert(graph.elementwise("convert", [x], TensorType(wanted, x.type.get_shape())))
     rank = len(x.type.get_shape())
     dim = arg_int(node, 1) % rank
     element = graph.reduce_result_dtype("sum", x.type.element_type)
     typ = TensorType(element, x.type.get_shape())
     scan = self.insert(graph.CumsumOp(x, typ, None if dim == rank - 1 else dim))
     if element != wanted:
-        scan = self.insert(graph.ConvertOp(scan, TensorType(wanted, typ.get_shape())))
+        scan = self.insert(
+            graph.elementwise("convert", [scan], TensorType(wanted, typ.get_shape()))
+        )
     return _shaped_as(self, scan, example)
 
 
@@ -232,6 +234,6 @@ def _log_softmax(self: FunctionBuilder, node: fx.Node) -> View:
         shape = list(x.type.get_shape())
         lse_type = TensorType(x.type.element_type, [*shape[:-1], 1])
         lse = self.insert(graph.ReduceOp(x, "logsumexp", lse_type))
-        return self.insert(graph.SubOp(x, lse, x.type))
+        return self.insert(graph.elementwise("sub", [x, lse], x.type))
 
     return self.over_last_dim(node, arg_int(node, 1), build)

@@ -139,7 +139,9 @@ def _copied(self: FunctionBuilder, source: object, out: torch.Tensor) -> View:
     value = self.contiguous(self.view_of(source))
     typ = self.type_of(out)
     if value.type.element_type != typ.element_type:
-        value = self.insert(graph.ConvertOp(value, TensorType(typ.element_type, typ.get_shape())))
+        value = self.insert(
+            graph.elementwise("convert", [value], TensorType(typ.element_type, typ.get_shape()))
+        )
     return self.result(value, out)
 
 
