@@ -19,6 +19,16 @@ class DslError(EmmyError):
         self.path, self.line, self.column = path, line, column
 
 
+class ConversionError(EmmyError):
+    """A node of a model's graph the frontend cannot convert; `reason` is the message
+    without the node's place, what a fallback to torch records (its op and place are its
+    own)."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+
+
 class EvaluationError(Exception):
     """An expression of the kernel language cannot be evaluated; `node` is the parse tree
     (a lark Tree or Token) it failed at, so the caller can report it as a DslError there."""

@@ -18,10 +18,12 @@ through torch (it has a storage type, emmy.dtypes' c64).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TypeGuard
 
 import torch
 from torch import fx
+from torch.fx.node import Argument, map_arg
 
 aten = torch.ops.aten
 
@@ -36,7 +38,22 @@ _SAME = {
 }
 
 
-def _is_complex(node: object) -> bool:
+#: views whose argument after the tensor is its sizes: the same sizes of the pairs and 2
+_RESHAPES = (
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.expand.default,
+)
+#: views whose argument after the tensor is a dim (0 unless given)
+_DIM_FIRST = (aten.slice.Tensor, aten.select.int, aten.squeeze.dim)
+
+
+def _is_ints(value: object) -> TypeGuard[Sequence[int]]:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, int) for item in value)
+
+
+def _is_complex(node: object) -> TypeGuard[fx.Node]:
     value = node.meta.get("val") if isinstance(node, fx.Node) else None
     return isinstance(value, torch.Tensor) and value.dtype.is_complex
 
@@ -45,7 +62,7 @@ def _has_complex(fx_graph: fx.Graph) -> bool:
     return any(_is_complex(node) for node in fx_graph.nodes)
 
 
-def _meta(value: object) -> object:
+def _meta(value: Argument) -> Argument:
     if isinstance(value, torch.Tensor):
         return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     return value
@@ -59,10 +76,10 @@ class _Rewrite:
         self.origin: fx.Node | None = None
         self.emitted: set[fx.Node] = set()
 
-    def emit(self, target: Callable, *args: object) -> fx.Node:
+    def emit(self, target: torch._ops.OpOverload, *args: Argument) -> fx.Node:
         """A new node before the one rewritten, its example computed on meta tensors."""
         node = self.graph.call_function(target, args)
-        example = target(*fx.node.map_arg(args, lambda n: _meta(n.meta["val"])))
+        example = target(*map_arg(args, lambda n: _meta(n.meta["val"])))
         node.meta["val"] = example
         self.emitted.add(node)
         if self.origin is not None and "stack_trace" in self.origin.meta:
@@ -104,36 +121,35 @@ class _Rewrite:
     def rule(self, node: fx.Node) -> fx.Node | None:
         """The node of `node`'s pairs, or None where no rule takes it."""
         target, args = node.target, node.args
-        if node.kwargs and target not in _SAME:
+        if not isinstance(target, torch._ops.OpOverload) or (node.kwargs and target not in _SAME):
             return None
         source = args[0] if args else None
         if target is aten.view_as_complex.default:
-            return source
+            return source if isinstance(source, fx.Node) else None
         if target is aten.polar.default:
             return self.polar(*args)
         if target in (aten.mul.Tensor, aten.add.Tensor, aten.sub.Tensor):
-            return self.arithmetic(node)
+            return self.arithmetic(node, target)
         if not isinstance(source, fx.Node) or source not in self.pairs:
             return None
         pairs, rank = self.pairs[source], source.meta["val"].dim()
         rest = list(args[1:])
+        first = rest[0] if rest else 0  # the dim of slice, select and squeeze: 0 unless given
+        second = rest[1] if len(rest) > 1 else None
         if target in _SAME:
             return self.emit(target, pairs)
-        if target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
-            return self.emit(target, pairs, [*rest[0], 2])
-        if target is aten.expand.default:
-            return self.emit(target, pairs, [*rest[0], 2])
-        if target in (aten.slice.Tensor, aten.select.int, aten.squeeze.dim):
-            dim = rest[0] if rest else 0
-            return self.emit(target, pairs, dim % rank, *rest[1:])
-        if target is aten.squeeze.dims:
-            return self.emit(target, pairs, [d % rank for d in rest[0]])
-        if target is aten.unsqueeze.default:
-            return self.emit(target, pairs, rest[0] % (rank + 1))
-        if target is aten.transpose.int:
-            return self.emit(target, pairs, rest[0] % rank, rest[1] % rank)
-        if target is aten.permute.default:
-            return self.emit(target, pairs, [d % rank for d in rest[0]] + [rank])
+        if target in _RESHAPES and isinstance(first, (list, tuple)):
+            return self.emit(target, pairs, [*first, 2])
+        if target in _DIM_FIRST and isinstance(first, int):
+            return self.emit(target, pairs, first % rank, *rest[1:])
+        if target is aten.squeeze.dims and _is_ints(first):
+            return self.emit(target, pairs, [d % rank for d in first])
+        if target is aten.unsqueeze.default and isinstance(first, int):
+            return self.emit(target, pairs, first % (rank + 1))
+        if target is aten.transpose.int and isinstance(first, int) and isinstance(second, int):
+            return self.emit(target, pairs, first % rank, second % rank)
+        if target is aten.permute.default and _is_ints(first):
+            return self.emit(target, pairs, [d % rank for d in first] + [rank])
         return None
 
     def part(self, pairs: fx.Node, index: int) -> fx.Node:
@@ -143,21 +159,20 @@ class _Rewrite:
         return self.emit(aten.stack.default, [real, imaginary], -1)
 
     def polar(self, magnitude: object, angle: object) -> fx.Node | None:
-        if not all(isinstance(a, fx.Node) for a in (magnitude, angle)):
+        if not isinstance(magnitude, fx.Node) or not isinstance(angle, fx.Node):
             return None
         real = self.emit(aten.mul.Tensor, magnitude, self.emit(aten.cos.default, angle))
         imaginary = self.emit(aten.mul.Tensor, magnitude, self.emit(aten.sin.default, angle))
         return self.join(real, imaginary)
 
-    def arithmetic(self, node: fx.Node) -> fx.Node | None:
-        """a * b, a + b, a - b of two complex tensors, or of a complex tensor and a real
-        number (by `mul`, a real tensor too)."""
+    def arithmetic(self, node: fx.Node, target: torch._ops.OpOverload) -> fx.Node | None:
+        """a * b, a + b, a - b (`target`) of two complex tensors, or of a complex tensor and
+        a real number (by `mul`, a real tensor too)."""
         left, right = node.args[0], node.args[1]
-        target = node.target
         complex_args = [a for a in (left, right) if _is_complex(a)]
         if any(a not in self.pairs for a in complex_args):
             return None
-        if len(complex_args) == 2:
+        if _is_complex(left) and _is_complex(right):
             a, b = self.pairs[left], self.pairs[right]
             if target is not aten.mul.Tensor:
                 return self.emit(target, a, b)
@@ -168,7 +183,12 @@ class _Rewrite:
             return self.join(real, imaginary)
         if target is not aten.mul.Tensor:
             return None  # a real added to a complex moves its real part alone
-        pairs, other = (self.pairs[left], right) if _is_complex(left) else (self.pairs[right], left)
+        if _is_complex(left):
+            pairs, other = self.pairs[left], right
+        elif _is_complex(right):
+            pairs, other = self.pairs[right], left
+        else:
+            return None  # a complex number times a real tensor
         if isinstance(other, fx.Node):
             value = other.meta.get("val")
             if not isinstance(value, torch.Tensor) or value.dtype.is_complex:

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.utils._pytree import TreeSpec
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Region, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fallback, graph
 from emmy.dialects.graph import MUTATED_INPUTS
-from emmy.errors import EmmyError
+from emmy.errors import ConversionError, EmmyError
 from emmy.frontend.aten import ATEN
 from emmy.frontend.function_builder import (
     UNKNOWN,
@@ -33,9 +34,11 @@ from emmy.frontend.function_builder import (
     FunctionBuilder,
     View,
     contiguous_meta,
+    map_leaves,
+    map_nodes,
     source_line,
 )
-from emmy.frontend.op_registry import OpEntry, Support, op_name
+from emmy.frontend.op_registry import OpEntry, Support, op_name, op_overload
 from emmy.frontend.torch_fallback import (
     Coverage,
     Fallback,
@@ -54,14 +57,14 @@ class ModelGraph:
     input_names: list[str]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     output_dtypes: list[torch.dtype] = field(default_factory=list)
-    out_spec: object = None  # the pytree spec that rebuilds the module's return value
+    out_spec: TreeSpec | None = None  # the pytree spec that rebuilds the module's return value
     #: where the graph's ops run: emmy's kernels, torch (the fallbacks), compile time
     coverage: Coverage = field(default_factory=Coverage)
     #: the returned values that view an input or a constant, by their place in the return
     aliases: dict[int, Alias] = field(default_factory=dict)
     #: the pytree spec of the call's (args, kwargs) that the export saw, keyword arguments'
     #: order included (None for a graph handed over by dynamo)
-    in_spec: object = None
+    in_spec: TreeSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Alias:
             return self.number
         if self.weight is not None:
             return self.weight
+        assert self.input is not None, "an alias of no number and no weight views an input"
         base = inputs[self.input]
         if not base.is_contiguous():
             # the view was followed over a contiguous tensor, as the program reads its inputs
@@ -99,7 +103,7 @@ class Converter(FunctionBuilder):
         self,
         fx_graph: fx.Graph,
         constants: dict[str, tuple[str, torch.Tensor]],
-        out_spec: object = None,
+        out_spec: TreeSpec | None = None,
         fallback: bool = True,
         mutations: dict[int, int] | None = None,
     ) -> None:
@@ -132,7 +136,7 @@ class Converter(FunctionBuilder):
                     self.values[node] = int(example)
                 elif constant is None:
                     # user inputs come first: constants become arguments on first use
-                    arg = self.block.insert_arg(self.type_of(example), len(self.block.args))
+                    arg = self.new_arg(self.type_of(example))
                     self.values[node] = View(arg, contiguous_meta(arg.type, example.dtype))
                     self.input_names.append(node.name)
                 else:
@@ -195,15 +199,16 @@ class Converter(FunctionBuilder):
             return None
         base = value.base
         while isinstance(base.owner, graph.ReshapeOp):  # the same elements, in order
-            base = base.owner.input
+            base = SSAValue.get(base.owner.input, type=TensorType)
         if base not in self.block.args:
             return None
-        meta, where = value.meta, list(self.block.args).index(base)
+        meta, where = value.meta, self.block.args.index(base)
         if where < len(self.input_names):
             return Alias(
-                where, None, tuple(meta.shape), tuple(meta.stride()), meta.storage_offset()
+                where, None, tuple(meta.shape), tuple(meta.stride()), int(meta.storage_offset())
             )
-        return Alias(None, self.known(View(base, meta)))  # a view of the weight's own tensor
+        weight = self.known(View(base, meta))  # a view of the weight's own tensor
+        return Alias(None, weight) if isinstance(weight, torch.Tensor) else None
 
     def call(self, node: fx.Node) -> object:
         """The node's value: computed at compile time where it depends on constants and
@@ -215,17 +220,19 @@ class Converter(FunctionBuilder):
                 self.coverage.count(node, "folded")
             return folded
         support = ATEN.supports(node)
-        reason = support.reason
         if support and _complex(node):
             # no kernel computes complex numbers: torch does (the rotary pattern is real
             # arithmetic on pairs by then, emmy.frontend.complex)
-            support, reason = Support(COMPLEX_REASON), COMPLEX_REASON
-        if support:
+            support = Support(COMPLEX_REASON)
+        reason = support.reason
+        if reason is None:
+            entry = ATEN.entry_for(node)
+            assert entry is not None, "a node is supported by its entry"
             last = self.block.last_op
             try:
-                value = ATEN.entry_for(node).handler(self, node)
+                value = entry.handler(self, node)
             except EmmyError as error:
-                if not self.fallback or not hasattr(error, "reason"):
+                if not self.fallback or not isinstance(error, ConversionError):
                     raise
                 self.erase_after(last)
                 reason = error.reason
@@ -246,27 +253,28 @@ class Converter(FunctionBuilder):
 
     def erase_after(self, last: object) -> None:
         """Erases the ops a handler inserted before it refused its node."""
-        while self.block.last_op is not last:
-            self.block.erase_op(self.block.last_op)
+        while (op := self.block.last_op) is not None and op is not last:
+            self.block.erase_op(op)
 
     def fold(self, node: fx.Node) -> object:
         """The node's value as constants, where every call would compute the same: an
         empty result, or an op of constants and sizes alone (arange, full, a mask of
         shapes); None otherwise."""
-        if not foldable(node):
+        target = node.target
+        if not foldable(node) or not isinstance(target, torch._ops.OpOverload):
             return None
         example = node.meta["val"]
         if all(t.numel() == 0 for t in tensor_outputs(example)):
-            value = fx.node.map_aggregate(
+            value = map_leaves(
                 example, lambda t: torch.empty(t.shape, dtype=t.dtype) if _is_tensor(t) else t
             )
         else:
-            known = fx.node.map_arg((node.args, node.kwargs), lambda n: self.known(self.values[n]))
+            known = map_nodes((node.args, node.kwargs), lambda n: self.known(self.values[n]))
             if any(item is UNKNOWN for item in _leaves(known)):
                 return None
             with torch.no_grad():
-                value = node.target(*known[0], **known[1])
-        return fx.node.map_aggregate(
+                value = target(*known[0], **known[1])
+        return map_leaves(
             value, lambda t: Constant(f"folded.{node.name}", t) if _is_tensor(t) else t
         )
 
@@ -274,10 +282,10 @@ class Converter(FunctionBuilder):
         """`view_as_real` or `view_as_complex` of a constant (a rotary embedding's complex
         frequencies, emmy.frontend.complex): its elements read as the other dtype, at
         compile time; None where the tensor is known only when the model runs."""
-        tensor = self.known(self.values[node.args[0]])
+        tensor = self.known(self.value_of(node.args[0]))
         if not isinstance(tensor, torch.Tensor):
             return None
-        return Constant(f"{node.name}.value", node.target(tensor.contiguous()).clone())
+        return Constant(f"{node.name}.value", op_overload(node)(tensor.contiguous()).clone())
 
     def fall_back(self, node: fx.Node, reason: str) -> object:
         """The node as a `fallback.call`: torch runs it on the device's buffers, its
@@ -300,7 +308,7 @@ class Converter(FunctionBuilder):
                 operands.index(view.base),
                 meta.shape,
                 meta.stride(),
-                meta.storage_offset(),
+                int(meta.storage_offset()),
                 str(meta.dtype).removeprefix("torch."),
             )
 
@@ -321,7 +329,7 @@ class Converter(FunctionBuilder):
         self.insert(op)
         self.coverage.fallbacks.append(Fallback(op_name(node), reason, source))
         results = iter(op.outputs)
-        return fx.node.map_aggregate(
+        return map_leaves(
             example, lambda t: self.result(next(results), t) if _is_tensor(t) else None
         )
 
@@ -364,7 +372,7 @@ def _complex(node: fx.Node) -> bool:
     return any(t.dtype.is_complex for t in tensor_outputs(values))
 
 
-def _output_dtype(node: fx.Node) -> torch.dtype:
+def _output_dtype(node: object) -> torch.dtype:
     """A returned value's dtype; a returned size's is int64 (an alias: no kernel gives it)."""
-    value = node.meta["val"]
+    value = node.meta["val"] if isinstance(node, fx.Node) else None
     return value.dtype if isinstance(value, torch.Tensor) else torch.int64

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import torch
 from torch import fx
 from torch.export._tree_utils import reorder_kwargs
+from torch.export.graph_signature import InputSpec
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree
 
 from emmy.errors import EmmyError
 from emmy.frontend.converter import Converter, ModelGraph
 from emmy.frontend.function_builder import _where, bind_attributes
-from emmy.frontend.op_registry import op_name
+from emmy.frontend.op_registry import op_name, op_overload
 from emmy.frontend.torch_fallback import returns_view
 
 
@@ -39,8 +41,10 @@ def export_program(
     register_output_types()
     try:
         with torch.no_grad():
+            # the caller's, as given: what torch.export refuses is "torch.export failed"
+            shapes = cast(dict[str, Any] | tuple[Any, ...] | list[Any] | None, dynamic_shapes)
             exported = torch.export.export(
-                module, tuple(example_inputs), example_kwargs or None, dynamic_shapes=dynamic_shapes
+                module, tuple(example_inputs), example_kwargs or None, dynamic_shapes=shapes
             )
             _write_fresh_functionally(exported.graph)
             if _mutates(exported.graph):
@@ -103,7 +107,7 @@ def _writes_fresh(node: fx.Node, order: dict[fx.Node, int]) -> bool:
     no view) that no op reads after it, nor views (a view would see the write)."""
     written = [
         value
-        for argument, value in zip(node.target._schema.arguments, node.args, strict=False)
+        for argument, value in zip(op_overload(node)._schema.arguments, node.args, strict=False)
         if argument.alias_info is not None and argument.alias_info.is_write
     ]
     if len(written) != 1 or written[0] is not node.args[0]:
@@ -161,7 +165,7 @@ def export(
 
 
 def flat_inputs(
-    in_spec: object, args: Sequence[object], kwargs: dict[str, object]
+    in_spec: _pytree.TreeSpec | None, args: Sequence[object], kwargs: dict[str, object]
 ) -> list[torch.Tensor]:
     """A call's tensors in the order of the exported graph's inputs: its positional and
     keyword arguments flattened as torch.export flattened the example's."""
@@ -182,7 +186,7 @@ def convert(
     for run through torch, or with `fallback` False are an error naming the op."""
     state = {**exported.state_dict, **exported.constants}
     constants = {
-        spec.arg.name: (spec.target, state[spec.target])
+        spec.arg.name: _state_of(state, spec)
         for spec in exported.graph_signature.input_specs
         if spec.kind != torch.export.graph_signature.InputKind.USER_INPUT
     }
@@ -194,6 +198,15 @@ def convert(
     model = Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
     model.in_spec = exported.call_spec.in_spec
     return model
+
+
+def _state_of(state: Mapping[str, object], spec: InputSpec) -> tuple[str, torch.Tensor]:
+    """The state-dict name and tensor of an input of the graph that is not the user's (a
+    weight, a buffer, a constant)."""
+    tensor = state.get(spec.target) if spec.target is not None else None
+    if spec.target is None or not isinstance(tensor, torch.Tensor):
+        raise EmmyError(f"the exported program's {spec.kind.name.lower()} input is not a tensor")
+    return spec.target, tensor
 
 
 def _refuse_data_dependent_shapes(fx_graph: fx.Graph) -> None:
@@ -293,7 +306,7 @@ def specialised_graph(
         if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
             tensor = next(given)
         else:
-            tensor = state[spec.target]
+            _, tensor = _state_of(state, spec)
         args.append(torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
     with torch.no_grad():
         _Propagate(module).run(*args)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
+from torch.fx.node import Argument
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from xdsl.dialects.builtin import ModuleOp
@@ -59,7 +60,10 @@ class Traced:
 class _Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[object, tuple, dict, object]] = []
+        #: each ATen call: its op, arguments, keyword arguments and result
+        self.calls: list[
+            tuple[torch._ops.OpOverload, tuple[Argument, ...], dict[str, Argument], object]
+        ] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -129,6 +133,12 @@ def evaluate(expression: str, meta: bool) -> tuple[torch.Tensor, _Recorder]:
     return result, recorder
 
 
+def _wrapped_number(tensor: torch.Tensor) -> bool:
+    """Whether torch made the tensor of a Python number (the 2 of `x * 2`)."""
+    # a method of every tensor that torch's stub for Tensor leaves out
+    return tensor._is_wrapped_number()  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def trace(expression: str, *, meta: bool = False, fallback: bool = True) -> Traced:
     """Runs `expression` and records it as `func.func @main` over emmy.graph ops (what emmy
     has no kernel for as torch ops, or an error without `fallback`)."""
@@ -148,14 +158,14 @@ def trace(expression: str, *, meta: bool = False, fallback: bool = True) -> Trac
             keep_alive.append(tensor)
         return nodes[id(tensor)]
 
-    def argument(value: object) -> object:
+    def argument(value: Argument) -> Argument:
         if isinstance(value, (list, tuple)):
             return type(value)(argument(v) for v in value)
         if not isinstance(value, torch.Tensor):
             return value
         if id(value) in nodes:
             return nodes[id(value)]
-        if value.dim() == 0 and value.device.type == "cpu" and (meta or value._is_wrapped_number()):
+        if value.dim() == 0 and value.device.type == "cpu" and (meta or _wrapped_number(value)):
             return float(value.item())  # a Python scalar torch wrapped as a tensor
         return placeholder(value)
 
@@ -167,13 +177,13 @@ def trace(expression: str, *, meta: bool = False, fallback: bool = True) -> Trac
             # an in-place initialiser of a tensor that is already an input changes nothing
             if name.endswith("_") and args and id(args[0]) in nodes:
                 nodes[id(out)] = nodes[id(args[0])]
-            else:
+            elif isinstance(out, torch.Tensor):
                 placeholder(out)
             continue
         if name.endswith("_"):
             raise EmmyError(f"in-place op aten.{name} is not supported")
         node = fx_graph.call_function(
-            op, argument(args), {k: argument(v) for k, v in kwargs.items()}
+            op, tuple(argument(a) for a in args), {k: argument(v) for k, v in kwargs.items()}
         )
         node.meta["val"] = out
         if isinstance(out, torch.Tensor):

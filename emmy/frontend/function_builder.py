@@ -16,18 +16,20 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import fx
+from torch.fx.node import map_aggregate, map_arg
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import TensorType, i8
-from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
 from emmy.dialects import graph
-from emmy.errors import EmmyError
+from emmy.errors import ConversionError, EmmyError
 from emmy.families.chains import broadcast_kind
 from emmy.families.permute import collapse_dims
 from emmy.frontend.complex import real_pairs
@@ -39,7 +41,7 @@ MODEL_DTYPES_TEXT = f"{', '.join(_FLOATS[:-1])} or {_FLOATS[-1]}"
 
 def tensor_type(tensor: torch.Tensor) -> TensorType:
     name = dtypes.torch_dtype_name(tensor.dtype)
-    if not dtypes.is_float(name):
+    if name is None or not dtypes.is_float(name):
         raise EmmyError(f"dtype {tensor.dtype} is not supported (use {MODEL_DTYPES_TEXT})")
     return TensorType(dtypes.xdsl_type(name), list(tensor.shape))
 
@@ -49,7 +51,7 @@ class View:
     """A tensor as a strided view of a contiguous graph value: `meta` is a meta tensor that
     views an empty tensor of `base`'s shape the way this tensor views `base`."""
 
-    base: SSAValue
+    base: SSAValue[TensorType]
     meta: torch.Tensor
 
 
@@ -88,6 +90,22 @@ def attribute_of(module: object, target: str) -> object:
         if value is UNKNOWN:
             break
     return value
+
+
+# fx's map_aggregate and map_arg map leaves of any type to any value, in the structure
+# they were in: their stubs type both as fx Arguments, which emmy's values (a View, a
+# Constant) are not
+
+
+def map_leaves(value: object, fn: Callable[[Any], object]) -> Any:
+    """`value` (a node's arguments or example: nodes, tensors and numbers in tuples, lists
+    and dicts) with each leaf mapped by `fn`, as fx's map_aggregate maps it."""
+    return map_aggregate(value, fn)  # pyright: ignore[reportArgumentType]: see above
+
+
+def map_nodes(value: object, fn: Callable[[fx.Node], object]) -> Any:
+    """`value` with each node mapped by `fn`, as fx's map_arg maps it."""
+    return map_arg(value, fn)  # pyright: ignore[reportArgumentType]: see above
 
 
 def bind_attributes(fx_graph: fx.Graph) -> None:
@@ -145,27 +163,29 @@ class FunctionBuilder:
         self.builder = Builder(InsertPoint.at_end(self.block))
         self.values: dict[fx.Node, object] = {}
         self.constants: dict[str, torch.Tensor] = {}
-        self.constant_args: dict[str, SSAValue] = {}
+        self.constant_args: dict[str, SSAValue[TensorType]] = {}
         self.constant_names: dict[SSAValue, str] = {}  # the other way round, for known()
         self.node: fx.Node | None = None
         #: inference batch norms folded into the convolution before them: their value
         self.folded_norms: dict[fx.Node, View] = {}
 
     # -- values ------------------------------------------------------------------------
-    def error(self, message: str) -> EmmyError:
+    def error(self, message: str) -> ConversionError:
         node = self.node
         where = f" (node {node.name}{_where(node)})" if node is not None else ""
-        error = EmmyError(f"{message}{where}")
-        error.reason = message  # what a fallback records: its op and place are its own
-        return error
+        return ConversionError(f"{message}{where}", message)
 
-    def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue:
+    def constant_arg(self, name: str, tensor: torch.Tensor) -> SSAValue[TensorType]:
         if name not in self.constant_args:
-            typ = self.type_of(tensor)
-            self.constant_args[name] = self.block.insert_arg(typ, len(self.block.args))
+            self.constant_args[name] = self.new_arg(self.type_of(tensor))
             self.constant_names[self.constant_args[name]] = name
             self.constants[name] = tensor.detach().contiguous()
         return self.constant_args[name]
+
+    def new_arg(self, typ: TensorType) -> SSAValue[TensorType]:
+        """A new last argument of the function."""
+        arg = self.block.insert_arg(typ, len(self.block.args))
+        return SSAValue.get(arg, type=TensorType)
 
     def attribute(self, node: fx.Node) -> torch.Tensor:
         """The tensor a get_attr node reads (a tensor the model built in its forward, which
@@ -212,13 +232,22 @@ class FunctionBuilder:
             return View(base, contiguous_meta(base.type, value.tensor.dtype))
         raise self.error(f"expected a tensor, got {value!r}")
 
-    def operand(self, arg: object) -> SSAValue:
-        """A contiguous graph value for a tensor argument."""
+    def value_of(self, arg: object) -> object:
+        """The value of a node argument (a tensor's View or Constant, a size the graph
+        computed, a tuple of them)."""
         if not isinstance(arg, fx.Node):
             raise self.error(f"expected a tensor, got {arg!r}")
-        return self.contiguous(self.view(self.values[arg]))
+        return self.values[arg]
 
-    def contiguous(self, view: View) -> SSAValue:
+    def view_of(self, arg: object) -> View:
+        """A tensor argument as a view."""
+        return self.view(self.value_of(arg))
+
+    def operand(self, arg: object) -> SSAValue[TensorType]:
+        """A contiguous graph value for a tensor argument."""
+        return self.contiguous(self.view_of(arg))
+
+    def contiguous(self, view: View) -> SSAValue[TensorType]:
         meta, base = view.meta, view.base
         typ = TensorType(base.type.element_type, list(meta.shape))
         base_numel = 1
@@ -238,9 +267,9 @@ class FunctionBuilder:
             return self.expanded_copy(view, broadcast)
         if dims > 4:
             return self.split_copy(view)
-        return self.insert(graph.AsStridedOp(base, typ, meta.stride(), meta.storage_offset()))
+        return self.insert(graph.AsStridedOp(base, typ, meta.stride(), int(meta.storage_offset())))
 
-    def split_copy(self, view: View) -> SSAValue:
+    def split_copy(self, view: View) -> SSAValue[TensorType]:
         """A strided copy of more dims that do not merge than one copy takes (4; a state-
         space model's chunk scan has 5) as two copies of fewer: through the view in
         another order of its dims (`reordered_copy`), else through runs of storage
@@ -263,7 +292,7 @@ class FunctionBuilder:
             graph.ReshapeOp(value, TensorType(value.type.element_type, list(meta.shape)))
         )
 
-    def reordered_copy(self, view: View) -> SSAValue | None:
+    def reordered_copy(self, view: View) -> SSAValue[TensorType] | None:
         """The view copied with its dims in an order where some merge (a permute of a
         contiguous tensor: dims that neighbour in its storage), then that copy permuted
         back, neighbours in the view kept neighbours so that they merge: each copy of at
@@ -282,7 +311,7 @@ class FunctionBuilder:
         back = [order.index(d) for d in range(count)]
         return self.contiguous(View(source, contiguous_meta(source.type, meta.dtype).permute(back)))
 
-    def runs_copy(self, view: View) -> SSAValue | None:
+    def runs_copy(self, view: View) -> SSAValue[TensorType] | None:
         """The view as two copies through runs of storage: first three `outer` dims, each
         element of them with the run its other (`inner`) dims reach, then the inner dims
         read from those runs. The outer dims merge in the second copy where they are one
@@ -319,7 +348,7 @@ class FunctionBuilder:
         read = contiguous_meta(source.type, meta.dtype).as_strided(meta.shape, strides)
         return self.contiguous(View(source, read))
 
-    def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue:
+    def expanded_copy(self, view: View, broadcast: list[int]) -> SSAValue[TensorType]:
         """A broadcast of a strided view (grouped-query attention's repeated keys) in two
         copies: the view without its broadcast dims, then that broadcast, each of fewer dims
         that do not merge than the two together."""
@@ -334,7 +363,7 @@ class FunctionBuilder:
             expanded = expanded.unsqueeze(d)
         return self.contiguous(View(source, expanded.expand(meta.shape)))
 
-    def insert(self, op) -> SSAValue:
+    def insert(self, op: Operation) -> SSAValue[TensorType]:
         """Appends a graph op, verified here so that what its kernel cannot take (an
         integer tensor in arithmetic, attention of rank 3) names the node."""
         try:
@@ -345,15 +374,18 @@ class FunctionBuilder:
             op.drop_all_references()
             raise self.error(str(error).strip().splitlines()[0]) from None
         self.builder.insert(op)
-        return op.results[0]
+        # every graph and fallback op gives tensors, as verify checked
+        return SSAValue.get(op.results[0], type=TensorType)
 
-    def result(self, value: SSAValue, like: torch.Tensor) -> View:
+    def result(self, value: SSAValue[TensorType], like: torch.Tensor) -> View:
         return View(value, contiguous_meta(value.type, like.dtype))
 
-    def scalar(self, value: float, like: SSAValue) -> SSAValue:
+    def scalar(self, value: float, like: SSAValue[TensorType]) -> SSAValue[TensorType]:
         return self.insert(graph.ConstantOp(float(value), like.type.element_type))
 
-    def tensor_or_scalar(self, arg: object, element: Attribute, shape: Sequence[int]) -> SSAValue:
+    def tensor_or_scalar(
+        self, arg: object, element: Attribute, shape: Sequence[int]
+    ) -> SSAValue[TensorType]:
         """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
         a number as a constant, a tensor read in place where its broadcast is one a kernel
         reads (else expanded by a copy), converted where its dtype is another."""
@@ -367,12 +399,19 @@ class FunctionBuilder:
         read = self.contiguous(view)
         if read.type.element_type == element:
             return read
-        return self.insert(graph.ConvertOp(read, TensorType(element, read.type.get_shape())))
+        return self.insert(
+            graph.elementwise("convert", [read], TensorType(element, read.type.get_shape()))
+        )
 
-    def over_last_dim(self, node: fx.Node, dim: int, build: Callable[[SSAValue], SSAValue]) -> View:
+    def over_last_dim(
+        self,
+        node: fx.Node,
+        dim: int,
+        build: Callable[[SSAValue[TensorType]], SSAValue[TensorType]],
+    ) -> View:
         """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
         viewed back (dims of size 1 cost no copy)."""
-        source = self.view(self.values[node.args[0]])
+        source = self.view_of(node.args[0])
         rank = source.meta.dim()
         dim %= rank
         moved = View(source.base, source.meta.transpose(dim, rank - 1))

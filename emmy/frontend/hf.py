@@ -101,7 +101,8 @@ def resolve(
             raise EmmyError(f"--dim {dim}: a model directory's dims are {', '.join(DEFAULT_SIZE)}")
         if value < 1:
             raise EmmyError(f"--dim {dim}={value}: must be 1 or more")
-    chosen = dtype or _DTYPES.get(config.get("dtype") or config.get("torch_dtype"), "f32")
+    named = config.get("dtype") or config.get("torch_dtype")
+    chosen = dtype or (_DTYPES.get(named, "f32") if isinstance(named, str) else "f32")
     if not dtypes.is_float(chosen):
         raise EmmyError(f"dtype must be one of {', '.join(dtypes.FLOAT_NAMES)}, not {chosen!r}")
     weights = tuple(sorted(directory.glob("*.safetensors")))

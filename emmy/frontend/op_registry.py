@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import torch
 from torch import fx
+
+from emmy.errors import ConversionError
 
 #: converts a node: called as `handler(converter, node)`, it returns the node's value
 Handler = Callable[[Any, fx.Node], object]
+#: a handler as its module defines it, which registering it keeps
+DefinedHandler = TypeVar("DefinedHandler", bound=Handler)
 #: why an entry refuses a node it claims (its shapes, its dtypes), or None to take it
 Refusal = Callable[[fx.Node], str | None]
 Claim = Callable[[fx.Node], bool]
@@ -65,6 +70,15 @@ def op_name(node: fx.Node) -> str:
     return str(node.target)
 
 
+def op_overload(node: fx.Node) -> torch._ops.OpOverload:
+    """The op a node calls, for the entries registered by name, whose targets are ops
+    (`aten.add.Tensor`, a custom op's overload) rather than Python functions."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        raise ConversionError(f"{op_name(node)} is not an op overload")
+    return target
+
+
 class OpRegistry:
     """Entries by op name, then class entries in registration order."""
 
@@ -72,10 +86,12 @@ class OpRegistry:
         self._exact: dict[str, OpEntry] = {}
         self._classes: list[OpEntry] = []
 
-    def handles(self, *names: str, accepts: Refusal = accept_all) -> Callable[[Handler], Handler]:
+    def handles(
+        self, *names: str, accepts: Refusal = accept_all
+    ) -> Callable[[DefinedHandler], DefinedHandler]:
         """Registers the decorated handler for the ops `names`."""
 
-        def register(handler: Handler) -> Handler:
+        def register(handler: DefinedHandler) -> DefinedHandler:
             entry = OpEntry(handler, frozenset(names), accepts=accepts)
             for name in names:
                 if name in self._exact:
@@ -87,11 +103,11 @@ class OpRegistry:
 
     def handles_class(
         self, claims: Claim, *, members: Iterable[str] = (), accepts: Refusal = accept_all
-    ) -> Callable[[Handler], Handler]:
+    ) -> Callable[[DefinedHandler], DefinedHandler]:
         """Registers the decorated handler for the nodes `claims` picks that no exact entry
         or earlier class entry claims; `members` are the op names it lists as supported."""
 
-        def register(handler: Handler) -> Handler:
+        def register(handler: DefinedHandler) -> DefinedHandler:
             self._classes.append(OpEntry(handler, frozenset(members), claims, accepts))
             return handler
 
@@ -103,7 +119,10 @@ class OpRegistry:
         exact = self._exact.get(op_name(node))
         if exact is not None:
             return exact
-        return next((entry for entry in self._classes if entry.claims(node)), None)
+        return next(
+            (entry for entry in self._classes if entry.claims is not None and entry.claims(node)),
+            None,
+        )
 
     def handler_for(self, name: str) -> OpEntry | None:
         """The entry that converts op `name`, for the names `supported_ops` lists."""

@@ -213,7 +213,7 @@ def decode_case(
     return RecipeCase(directory.name, directory, config_name, config_dict, size, chosen)
 
 
-def build_decoder(case: RecipeCase, device: object = "cpu"):
+def build_decoder(case: RecipeCase, device: str = "cpu"):
     """A decode case's model (as `build` makes it: the same weights), its decode step over
     the model's modules, and zeroed caches of the case's batch and max_len, on `device`."""
     # torch builds the model, as in build()

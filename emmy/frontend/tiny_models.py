@@ -164,8 +164,8 @@ def conv_net() -> nn.Sequential:
         nn.Linear(16 * 4 * 4, 10),
     )
     for norm in (net[1], net[5]):
-        norm.running_mean.uniform_(-0.5, 0.5)
-        norm.running_var.uniform_(0.5, 2.0)
+        norm.get_buffer("running_mean").uniform_(-0.5, 0.5)
+        norm.get_buffer("running_var").uniform_(0.5, 2.0)
     return net.eval()
 
 

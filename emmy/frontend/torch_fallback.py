@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
+from torch.fx.node import map_arg
 from torch.utils.flop_counter import flop_registry
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -263,7 +264,7 @@ def _work(node: fx.Node) -> tuple[int, bool]:
         return 0, False
     value = node.meta.get("val")
     packet = getattr(node.target, "overloadpacket", None)
-    args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    args, kwargs = map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
     counter = flop_registry.get(packet)
     formula = _FORMULAS.get(str(packet))
     try:

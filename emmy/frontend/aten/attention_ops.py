@@ -13,6 +13,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import ATEN, _storage_name, _value
 from emmy.frontend.function_builder import FunctionBuilder, View
 from emmy.frontend.op_registry import Refusal
@@ -28,7 +29,7 @@ def _cached_attention_refusal(node: fx.Node) -> str | None:
     """What attention_decode does not cover: a q and caches of different or non-float
     dtypes, a length not one int64, shapes that do not fit, a head dim that no `lanes`
     option divides."""
-    q, k, v, length = (a.meta["val"] for a in node.args[:4])
+    q, k, v, length = (arg_example(node, index) for index in range(4))
     if not q.dtype == k.dtype == v.dtype or not dtypes.is_float(_storage_name(q.dtype)):
         return f"cached_attention of q {q.dtype} and caches {k.dtype}, {v.dtype}"
     if length.dtype != torch.int64 or length.numel() != 1:
@@ -118,14 +119,14 @@ def _attention_mask(
     heads: int,
     q_len: int,
     kv_len: int,
-) -> SSAValue:
+) -> SSAValue[TensorType]:
     """An attn_mask [batch or 1, heads or 1, q_len or 1, kv_len], additive in q's `dtype` or
     boolean (true: the key is read), which becomes additive first: read as [groups,
     kv_len] or [groups, q_len, kv_len], where the groups are the batch (a mask the same for
     every head) or the batch's heads (a mask per head); a padding mask is [batch, 1, 1,
     kv_len], and Hugging Face models build padding and causal masks as [batch, 1, q_len,
     kv_len]."""
-    view = self.view(self.values[arg])
+    view = self.view_of(arg)
     if view.meta.dtype == torch.bool:
         view = _additive_mask(self, view, dtype)
     meta = view.meta

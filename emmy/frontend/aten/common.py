@@ -1,17 +1,21 @@
 """What the handlers of emmy.frontend.aten share: the registry they register in, and the
 readings of a node (its example, its arguments by name, a dtype's storage type) and the
-refusal that several classes of ops use."""
+refusal that several classes of ops use; its arguments by place are read by
+emmy.frontend.aten.arguments."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import fx
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.frontend.function_builder import FunctionBuilder, View
-from emmy.frontend.op_registry import OpRegistry, Refusal, op_name
+from emmy.frontend.op_registry import OpRegistry, Refusal, op_name, op_overload
 from emmy.pointwise_ops import BOOL
 
 #: the ops the converter takes, each by one entry: filled as the modules of
@@ -54,15 +58,15 @@ def _nonempty(refusal: Refusal | None = None) -> Refusal:
     return refuses
 
 
-def _arguments(node: fx.Node) -> dict:
+def _arguments(node: fx.Node) -> dict[str, Any]:
     """The node's arguments by the names of its op's schema, defaults filled in."""
-    schema = node.target._schema
+    schema = op_overload(node)._schema
     bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
     bound |= dict(zip((a.name for a in schema.arguments), node.args, strict=False))
     return bound | dict(node.kwargs)
 
 
-def _shaped_as(self: FunctionBuilder, value: SSAValue, example: torch.Tensor) -> View:
+def _shaped_as(self: FunctionBuilder, value: SSAValue[TensorType], example: torch.Tensor) -> View:
     """`value` reshaped to the example's shape (the elements in the same order)."""
     out = self.type_of(example)
     if value.type != out:

@@ -9,7 +9,9 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from emmy.dialects import graph
+from emmy.errors import ConversionError
 from emmy.families.cat import PARTS as CAT_PARTS
+from emmy.frontend.aten.arguments import arg_given, arg_int, arg_ints, arg_nodes, arg_str
 from emmy.frontend.aten.common import ATEN, _nonempty
 from emmy.frontend.function_builder import FunctionBuilder, View
 from emmy.frontend.op_registry import op_name
@@ -28,7 +30,7 @@ def _slice_scatter(self: FunctionBuilder, node: fx.Node) -> View:
     slice, src, and the input after it."""
     names = ["dim", "start", "end"]
     bound = {"dim": 0} | dict(zip(names, node.args[2:], strict=False)) | dict(node.kwargs)
-    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    view, out = self.view_of(node.args[0]), node.meta["val"]
     dim = bound["dim"] % out.dim()
     size = out.shape[dim]
     start, end = slice(bound.get("start"), bound.get("end")).indices(size)[:2]
@@ -38,20 +40,21 @@ def _slice_scatter(self: FunctionBuilder, node: fx.Node) -> View:
 @ATEN.handles("aten.select_scatter.default", accepts=_nonempty())
 def _select_scatter(self: FunctionBuilder, node: fx.Node) -> View:
     """The input with one index along dim replaced by src (without that dim)."""
-    view, out = self.view(self.values[node.args[0]]), node.meta["val"]
+    view, out = self.view_of(node.args[0]), node.meta["val"]
     dim = node.args[2] % out.dim()
     index = node.args[3] % out.shape[dim]
-    src = self.view(self.values[node.args[1]])
+    src = self.view_of(node.args[1])
     src = View(src.base, src.meta.unsqueeze(dim))
     return self.result(_spliced(self, view, dim, index, index + 1, src), out)
 
 
 def _spliced(
-    self: FunctionBuilder, view: View, dim: int, start: int, end: int, src: fx.Node | View
-) -> SSAValue:
-    """`view` with its elements [start, end) along dim replaced by `src`'s."""
+    self: FunctionBuilder, view: View, dim: int, start: int, end: int, src: object
+) -> SSAValue[TensorType]:
+    """`view` with its elements [start, end) along dim replaced by `src`'s (a View, or a
+    tensor argument)."""
     size = view.meta.shape[dim]
-    inserted = src if isinstance(src, View) else self.view(self.values[src])
+    inserted = src if isinstance(src, View) else self.view_of(src)
     parts = [] if start == 0 else [View(view.base, view.meta.narrow(dim, 0, start))]
     parts.append(inserted)
     if end < size:
@@ -61,14 +64,16 @@ def _spliced(
 
 def _cat_refusal(node: fx.Node) -> str | None:
     out = node.meta["val"]
-    mixed = {arg.meta["val"].dtype for arg in node.args[0]} - {out.dtype}
+    mixed = {arg.meta["val"].dtype for arg in arg_nodes(node, 0)} - {out.dtype}
     if not mixed:
         return None
     names = ", ".join(sorted(map(str, mixed)))
     return f"cat of {names} into {out.dtype} needs a conversion, which is not supported"
 
 
-def _cat_of(self: FunctionBuilder, values: list[SSAValue], dim: int) -> SSAValue:
+def _cat_of(
+    self: FunctionBuilder, values: list[SSAValue[TensorType]], dim: int
+) -> SSAValue[TensorType]:
     """graph.cat of `values` along dim, in steps of at most PARTS inputs."""
     if len(values) == 1:
         return values[0]
@@ -91,9 +96,9 @@ def _cat_of(self: FunctionBuilder, values: list[SSAValue], dim: int) -> SSAValue
 )
 def _cat(self: FunctionBuilder, node: fx.Node) -> View:
     out = node.meta["val"]
-    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    dim = arg_int(node, 1, "dim", 0) % out.dim()
     # torch lets an empty 1-d tensor stand in any cat: it adds nothing
-    parts = [arg for arg in node.args[0] if arg.meta["val"].numel()]
+    parts = [arg for arg in arg_nodes(node, 0) if arg.meta["val"].numel()]
     return self.result(_cat_of(self, [self.operand(arg) for arg in parts], dim), out)
 
 
@@ -101,29 +106,30 @@ def _cat(self: FunctionBuilder, node: fx.Node) -> View:
 def _stack(self: FunctionBuilder, node: fx.Node) -> View:
     """A cat of the inputs, each with a new dim of size 1 at `dim`."""
     out = node.meta["val"]
-    dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % out.dim()
+    dim = arg_int(node, 1, "dim", 0) % out.dim()
     parts = []
-    for arg in node.args[0]:
-        view = self.view(self.values[arg])
+    for arg in arg_nodes(node, 0):
+        view = self.view_of(arg)
         parts.append(self.contiguous(View(view.base, view.meta.unsqueeze(dim))))
     return self.result(_cat_of(self, parts, dim), out)
 
 
-def _pad_arguments(node: fx.Node) -> tuple[list[int], str, float]:
-    """(pad, mode, fill) of aten.constant_pad_nd (input, pad, value) or aten.pad (input,
-    pad, mode, value)."""
-    names = (
-        ["pad", "value"]
-        if op_name(node) == "aten.constant_pad_nd.default"
-        else ["pad", "mode", "value"]
-    )
-    bound = dict(zip(names, node.args[1:], strict=False)) | dict(node.kwargs)
-    fill = bound.get("value")
-    return list(bound["pad"]), bound.get("mode", "constant"), 0 if fill is None else fill
+def _constant_pad_nd(node: fx.Node) -> bool:
+    """Whether a pad is aten.constant_pad_nd (input, pad, value), not aten.pad (input, pad,
+    mode, value)."""
+    return op_name(node) == "aten.constant_pad_nd.default"
+
+
+def _pad_fill(node: fx.Node) -> int | float:
+    """The value a pad fills with (0 unless given)."""
+    fill = arg_given(node, 2 if _constant_pad_nd(node) else 3, "value", None)
+    if not isinstance(fill, (int, float, type(None))):
+        raise ConversionError(f"{op_name(node)} by a value of {fill!r}")
+    return 0 if fill is None else fill
 
 
 def _pad_refusal(node: fx.Node) -> str | None:
-    mode = _pad_arguments(node)[1]
+    mode = "constant" if _constant_pad_nd(node) else arg_str(node, 2, "mode", "constant")
     if mode != "constant":
         return f"a pad of mode {mode!r} is not supported"
     return None
@@ -133,8 +139,8 @@ def _pad_refusal(node: fx.Node) -> str | None:
 def _constant_pad(self: FunctionBuilder, node: fx.Node) -> View:
     """Pads (pairs from the last dim back) as cats of constant fills; a negative pad is a
     slice."""
-    view = self.view(self.values[node.args[0]])
-    pad, _, fill = _pad_arguments(node)
+    view = self.view_of(node.args[0])
+    pad, fill = arg_ints(node, 1, "pad"), _pad_fill(node)
     out = node.meta["val"]
     meta = view.meta
     for pair in range(len(pad) // 2):

@@ -11,6 +11,8 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from emmy.dialects import graph
+from emmy.errors import ConversionError
+from emmy.frontend.aten.arguments import arg_example, arg_float, arg_node
 from emmy.frontend.aten.common import ATEN, _shaped_as, _value
 from emmy.frontend.aten.norms import BATCH_NORMS, _batch_norm_refusal
 from emmy.frontend.aten.products import _operands_refusal
@@ -38,10 +40,20 @@ def _conv_argument(node: fx.Node, name: str) -> object:
     return node.kwargs.get(name, _CONV_DEFAULTS[name])
 
 
-def _per_spatial_dim(value: object, spatial: int) -> list[int]:
-    """A convolution's stride, padding or dilation (an int, or one per spatial dim) as one
-    value per spatial dim."""
-    values = [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+def _conv_ints(node: fx.Node, name: str) -> list[int]:
+    """A convolution's stride, padding, dilation (an int, or one per spatial dim) or groups
+    (an int), as a list."""
+    value = _conv_argument(node, name)
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    ints = [int(item) for item in items if isinstance(item, (int, torch.SymInt))]
+    if len(ints) != len(items):
+        raise ConversionError(f"{op_name(node)} takes ints as {name}, not {value!r}")
+    return ints
+
+
+def _per_spatial_dim(node: fx.Node, name: str, spatial: int) -> list[int]:
+    """A convolution's stride, padding or dilation as one value per spatial dim."""
+    values = _conv_ints(node, name)
     values = values * spatial if len(values) == 1 else values
     return values
 
@@ -54,8 +66,8 @@ def _conv_padding(node: fx.Node, weight: torch.Tensor) -> list[int] | None:
     if padding == "valid":
         return [0] * spatial
     if padding != "same":
-        return _per_spatial_dim(padding, spatial)
-    dilation = _per_spatial_dim(_conv_argument(node, "dilation"), spatial)
+        return _per_spatial_dim(node, "padding", spatial)
+    dilation = _per_spatial_dim(node, "dilation", spatial)
     total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:], strict=True)]
     if any(t % 2 for t in total):
         return None
@@ -63,7 +75,7 @@ def _conv_padding(node: fx.Node, weight: torch.Tensor) -> list[int] | None:
 
 
 def _conv_refusal(node: fx.Node) -> str | None:
-    x, weight = node.args[0].meta["val"], node.args[1].meta["val"]
+    x, weight = arg_example(node, 0), arg_example(node, 1)
     transposed = op_name(node) == "aten.convolution.default" and _conv_argument(node, "transposed")
     if transposed:
         return "a transposed convolution is not supported"
@@ -76,7 +88,9 @@ def _conv_refusal(node: fx.Node) -> str | None:
     return _operands_refusal(x, weight)
 
 
-def _as_2d(self: FunctionBuilder, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+def _as_2d(
+    self: FunctionBuilder, value: SSAValue[TensorType], shape: Sequence[int]
+) -> SSAValue[TensorType]:
     """A 1-D convolution's operand [..., length] as a 2-D one [..., 1, length]."""
     typ = TensorType(value.type.element_type, list(shape))
     return value if value.type == typ else self.insert(graph.ReshapeOp(value, typ))
@@ -87,16 +101,18 @@ def _convolution(self: FunctionBuilder, node: fx.Node) -> View:
     """A convolution (1-D as 2-D of height 1; an unbatched input as a batch of one); an
     inference batch norm that alone reads it, of constant statistics, is folded into its
     constant weights and bias."""
-    x_arg, w_arg = node.args[0], node.args[1]
+    x_arg, w_arg = arg_node(node, 0), arg_node(node, 1)
     bias_arg = _conv_argument(node, "bias")
     weight = w_arg.meta["val"]
     spatial = weight.dim() - 2
     example = _value(node)
     unit = [1] if spatial == 1 else []
-    stride = unit + _per_spatial_dim(_conv_argument(node, "stride"), spatial)
-    padding = [0] * len(unit) + _conv_padding(node, weight)
-    dilation = unit + _per_spatial_dim(_conv_argument(node, "dilation"), spatial)
-    groups = int(_conv_argument(node, "groups"))
+    stride = unit + _per_spatial_dim(node, "stride", spatial)
+    same_padding = _conv_padding(node, weight)
+    assert same_padding is not None, "_conv_refusal refuses a padding of one side more"
+    padding = [0] * len(unit) + same_padding
+    dilation = unit + _per_spatial_dim(node, "dilation", spatial)
+    (groups,) = _conv_ints(node, "groups")
     x_shape = list(x_arg.meta["val"].shape)
     batched = x_shape if len(x_shape) == weight.dim() else [1, *x_shape]
     x = _as_2d(self, self.operand(x_arg), [*batched[:2], *unit, *batched[2:]])
@@ -129,10 +145,14 @@ def _folded_batch_norm(self: FunctionBuilder, conv: fx.Node) -> tuple[torch.Tens
     if op_name(norm) not in BATCH_NORMS or _batch_norm_refusal(norm) or norm.args[0] is not conv:
         return None
     bias = _conv_argument(conv, "bias")
-    known = [
-        self.known(self.values.get(arg, UNKNOWN)) if arg is not None else None
-        for arg in (conv.args[1], bias, *norm.args[1:5])
-    ]
+
+    def constant(arg: object) -> object:
+        """The tensor `arg` is at compile time (None for None), or UNKNOWN."""
+        if arg is None:
+            return None
+        return self.known(self.values.get(arg, UNKNOWN)) if isinstance(arg, fx.Node) else UNKNOWN
+
+    known = [constant(arg) for arg in (conv.args[1], bias, *norm.args[1:5])]
     if any(value is UNKNOWN or isinstance(value, list) for value in known):
         return None
     weight, bias, gamma, beta, mean, var = (
@@ -141,10 +161,10 @@ def _folded_batch_norm(self: FunctionBuilder, conv: fx.Node) -> tuple[torch.Tens
     if weight is None or mean is None or var is None:
         return None
     _, eps_index = BATCH_NORMS[op_name(norm)]
-    scale = torch.rsqrt(var + float(norm.args[eps_index]))
+    scale = torch.rsqrt(var + arg_float(norm, eps_index))
     scale = scale * gamma if gamma is not None else scale
     shift = beta if beta is not None else torch.zeros_like(scale)
     bias = bias if bias is not None else torch.zeros_like(scale)
-    dtype = conv.args[1].meta["val"].dtype
+    dtype = arg_example(conv, 1).dtype
     folded_weight = weight * scale.reshape(-1, *[1] * (weight.dim() - 1))
     return folded_weight.to(dtype), ((bias - mean) * scale + shift).to(dtype)

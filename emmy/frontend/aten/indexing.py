@@ -15,10 +15,19 @@ from xdsl.ir import SSAValue
 
 from emmy.dialects import graph
 from emmy.families.gather import INDICES
+from emmy.frontend.aten.arguments import (
+    arg_example,
+    arg_given,
+    arg_int,
+    arg_ints,
+    arg_list,
+    arg_node,
+    arg_optional_int,
+    arg_optional_nodes,
+)
 from emmy.frontend.aten.common import ATEN, _nonempty, _shaped_as, _value
 from emmy.frontend.function_builder import (
     INTEGER_DTYPES,
-    UNKNOWN,
     FunctionBuilder,
     View,
     contiguous_meta,
@@ -57,12 +66,12 @@ def _gather(
     source: View,
     out: torch.Tensor,
     strides: list[int],
-    offset: int,
-    picks=(),
+    offset: int | torch.SymInt,
+    picks: Sequence[Pick] = (),
 ) -> View:
     """A gather of `out`'s shape from `source`'s base: strides and offset over its elements."""
     indices = [(p.base, p.strides, p.size, p.step) for p in picks]
-    op = graph.GatherOp(source.base, self.type_of(out), strides, offset, indices)
+    op = graph.GatherOp(source.base, self.type_of(out), strides, int(offset), indices)
     return self.result(self.insert(op), out)
 
 
@@ -88,17 +97,17 @@ def _index_dtype_refusal(node: fx.Node, index: fx.Node) -> str | None:
 
 
 def _index_select_refusal(node: fx.Node) -> str | None:
-    if node.args[0].meta["val"].dim() == 0:
+    if arg_example(node, 0).dim() == 0:
         return "index_select of a 0-dim tensor is not supported"
-    return _index_dtype_refusal(node, node.args[2])
+    return _index_dtype_refusal(node, arg_node(node, 2))
 
 
 @ATEN.handles("aten.index_select.default", accepts=_nonempty(_index_select_refusal))
 def _index_select(self: FunctionBuilder, node: fx.Node) -> View:
-    source = self.view(self.values[node.args[0]])
-    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    source = self.view_of(node.args[0])
+    meta, dim = source.meta, arg_int(node, 1) % source.meta.dim()
     out = node.meta["val"]
-    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), [-1])
+    index, index_strides = _index_base(self, self.view_of(node.args[2]), [-1])
     strides = list(meta.stride())
     strides[dim] = 0
     along = [0] * meta.dim()
@@ -108,7 +117,7 @@ def _index_select(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _index_copy_refusal(node: fx.Node) -> str | None:
-    x, index, source = (_value(node.args[k]) for k in (0, 2, 3))
+    x, index, source = (arg_example(node, k) for k in (0, 2, 3))
     if index.dim() > 1 or index.dtype not in (torch.int32, torch.int64):
         return "index_copy by an index that is not a 0-d or 1-d tensor of int32/int64"
     if source.dim() != x.dim():
@@ -121,23 +130,23 @@ def _index_copy(self: FunctionBuilder, node: fx.Node) -> View:
     """A static KV cache's update: the input with the rows at the positions replaced."""
     out = node.meta["val"]
     x, index, source = (self.operand(node.args[k]) for k in (0, 2, 3))
-    op = graph.IndexCopyOp(x, node.args[1] % out.dim(), index, source)
+    op = graph.IndexCopyOp(x, arg_int(node, 1) % out.dim(), index, source)
     return self.result(self.insert(op), out)
 
 
 def _gather_refusal(node: fx.Node) -> str | None:
-    if node.args[0].meta["val"].dim() == 0:
+    if arg_example(node, 0).dim() == 0:
         return "gather of a 0-dim tensor is not supported"
-    return _index_dtype_refusal(node, node.args[2])
+    return _index_dtype_refusal(node, arg_node(node, 2))
 
 
 @ATEN.handles("aten.gather.default", accepts=_nonempty(_gather_refusal))
 def _gather_along(self: FunctionBuilder, node: fx.Node) -> View:
     """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim."""
-    source = self.view(self.values[node.args[0]])
-    meta, dim = source.meta, int(node.args[1]) % source.meta.dim()
+    source = self.view_of(node.args[0])
+    meta, dim = source.meta, arg_int(node, 1) % source.meta.dim()
     out = node.meta["val"]
-    index, index_strides = _index_base(self, self.view(self.values[node.args[2]]), out.shape)
+    index, index_strides = _index_base(self, self.view_of(node.args[2]), out.shape)
     strides = list(meta.stride())
     strides[dim] = 0
     pick = Pick(index, index_strides, meta.shape[dim], meta.stride(dim))
@@ -145,7 +154,7 @@ def _gather_along(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _advanced_index_refusal(node: fx.Node) -> str | None:
-    indices = [i for i in node.args[1] if i is not None]
+    indices = [i for i in arg_optional_nodes(node, 1) if i is not None]
     for index in indices:
         refusal = _index_dtype_refusal(node, index)
         if refusal is not None:
@@ -160,11 +169,12 @@ def _advanced_index(self: FunctionBuilder, node: fx.Node) -> View:
     """x[..., a, b, ...] by integer index tensors (None entries take a whole dim): the
     indexed dims become the broadcast shape of the indices, in their place when they are
     adjacent and first otherwise, as torch does it."""
-    source = self.view(self.values[node.args[0]])
+    source = self.view_of(node.args[0])
     meta, out = source.meta, node.meta["val"]
-    entries = list(node.args[1]) + [None] * (meta.dim() - len(node.args[1]))
+    given = arg_optional_nodes(node, 1)
+    entries = given + [None] * (meta.dim() - len(given))
     indexed = [d for d, entry in enumerate(entries) if entry is not None]
-    views = [self.view(self.values[entries[d]]) for d in indexed]
+    views = [self.view_of(entries[d]) for d in indexed]
     broadcast = list(torch.broadcast_shapes(*(v.meta.shape for v in views)))
     kept = [d for d in range(meta.dim()) if d not in indexed]
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
@@ -185,8 +195,8 @@ def _advanced_index(self: FunctionBuilder, node: fx.Node) -> View:
 def _rows(self: FunctionBuilder, node: fx.Node) -> View:
     """Rows of a table (args[0]) by ids of any shape (args[1]): an embedding of a table
     the embedding family does not take."""
-    source = self.view(self.values[node.args[0]])
-    ids = self.view(self.values[node.args[1]])
+    source = self.view_of(node.args[0])
+    ids = self.view_of(node.args[1])
     meta, out = source.meta, node.meta["val"]
     index, index_strides = _index_base(self, ids, ids.meta.shape)
     strides = [0] * ids.meta.dim() + [meta.stride(1)]
@@ -197,17 +207,17 @@ def _rows(self: FunctionBuilder, node: fx.Node) -> View:
 @ATEN.handles("aten.flip.default", accepts=_nonempty())
 def _flip(self: FunctionBuilder, node: fx.Node) -> View:
     """Reads each flipped dim backwards: a negative stride from its last element."""
-    source = self.view(self.values[node.args[0]])
+    source = self.view_of(node.args[0])
     meta = source.meta
     strides, offset = list(meta.stride()), meta.storage_offset()
-    for dim in {int(d) % max(1, meta.dim()) for d in node.args[1]}:
+    for dim in {d % max(1, meta.dim()) for d in arg_ints(node, 1)}:
         offset += (meta.shape[dim] - 1) * strides[dim]
         strides[dim] = -strides[dim]
     return _gather(self, source, node.meta["val"], strides, offset)
 
 
 def _roll_refusal(node: fx.Node) -> str | None:
-    shifts = node.args[1]
+    shifts = arg_list(node, 1)
     if len(shifts) > INDEX_TENSORS:
         return f"roll over {len(shifts)} dims: at most {INDEX_TENSORS} are supported"
     return None
@@ -217,9 +227,8 @@ def _roll_refusal(node: fx.Node) -> str | None:
 def _roll(self: FunctionBuilder, node: fx.Node) -> View:
     """Each rolled dim read through a constant index, (j - shift) mod its size: a roll of
     no dims rolls the flattened tensor."""
-    source = self.view(self.values[node.args[0]])
-    shifts = list(node.args[1])
-    dims = list(node.args[2]) if len(node.args) > 2 else list(node.kwargs.get("dims", []))
+    source = self.view_of(node.args[0])
+    shifts, dims = arg_ints(node, 1), arg_ints(node, 2, "dims", [])
     out = node.meta["val"]
     if not dims:
         flat = self.contiguous(source)
@@ -246,8 +255,8 @@ def _roll(self: FunctionBuilder, node: fx.Node) -> View:
 def _repeat(self: FunctionBuilder, node: fx.Node) -> View:
     """A copy of the input broadcast along a new dim before each of its own, one per
     repeat: [r0, n0, r1, n1, ...] read with strides [0, s0, 0, s1, ...]."""
-    source = self.view(self.values[node.args[0]])
-    repeats = list(node.args[1])
+    source = self.view_of(node.args[0])
+    repeats = arg_ints(node, 1)
     meta, out = source.meta, node.meta["val"]
     lead = len(repeats) - meta.dim()
     sizes = [1] * lead + list(meta.shape)
@@ -277,9 +286,9 @@ def _repeat_interleave(self: FunctionBuilder, node: fx.Node) -> View:
     """Each element (along `dim`, or of the flattened input without one) `repeats` times:
     for one count, the input read with a broadcast dim after `dim` and reshaped; for counts
     of each element known at compile time, a gather of the elements they pick."""
-    source = self.view(self.values[node.args[0]])
+    source = self.view_of(node.args[0])
     out = node.meta["val"]
-    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    dim = arg_optional_int(node, 2, "dim")
     repeats = node.args[1]
     count = self.values[repeats] if isinstance(repeats, fx.Node) else repeats
     meta = source.meta if dim is not None else source.meta.reshape(-1)
@@ -291,10 +300,10 @@ def _repeat_interleave(self: FunctionBuilder, node: fx.Node) -> View:
     dim = 0 if dim is None else dim % meta.dim()
     if not isinstance(count, int):
         counts = self.known(count)
-        if counts is UNKNOWN:
+        if not isinstance(counts, torch.Tensor):
             raise self.error("repeat_interleave by counts known only when the model runs")
         if counts.numel() != 1:
-            return _picked_repeats(self, View(source.base, meta), dim, counts, out)
+            return _picked_repeats(self, node, View(source.base, meta), dim, counts, out)
         count = int(counts.reshape(()))
     shape = list(meta.shape)
     strides = list(meta.stride())
@@ -307,13 +316,18 @@ def _repeat_interleave(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _picked_repeats(
-    self: FunctionBuilder, source: View, dim: int, counts: torch.Tensor, out: torch.Tensor
+    self: FunctionBuilder,
+    node: fx.Node,
+    source: View,
+    dim: int,
+    counts: torch.Tensor,
+    out: torch.Tensor,
 ) -> View:
     """repeat_interleave by a count per element: a gather along `dim` of the elements
     torch.repeat_interleave(arange(n), counts) picks, a constant index."""
     meta = source.meta
     picked = torch.repeat_interleave(torch.arange(meta.shape[dim]), counts.long())
-    index = self.constant_arg(f"{self.node.name}.index", picked)
+    index = self.constant_arg(f"{node.name}.index", picked)
     strides = list(meta.stride())
     strides[dim] = 0
     along = [0] * meta.dim()
@@ -330,9 +344,9 @@ def _unsafe_index(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _index_put_refusal(node: fx.Node) -> str | None:
-    x, values = _value(node.args[0]), _value(node.args[2])
-    indices = list(node.args[1])
-    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    x, values = arg_example(node, 0), arg_example(node, 2)
+    indices = arg_optional_nodes(node, 1)
+    accumulate = arg_given(node, 3, "accumulate", False)
     if accumulate:
         return f"{op_name(node)} with accumulate=True is not supported"
     if len(indices) != 1 or indices[0] is None or x.dim() == 0:
@@ -350,5 +364,6 @@ def _index_put(self: FunctionBuilder, node: fx.Node) -> View:
     """x[index] = values by one index tensor on the first dim: an index_copy along it (a
     mixture of experts' inverse permutation)."""
     out = _value(node)
-    x, index, values = (self.operand(a) for a in (node.args[0], node.args[1][0], node.args[2]))
+    index_arg = arg_optional_nodes(node, 1)[0]
+    x, index, values = (self.operand(a) for a in (node.args[0], index_arg, node.args[2]))
     return self.result(self.insert(graph.IndexCopyOp(x, 0, index, values)), out)

@@ -9,6 +9,14 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import (
+    arg_example,
+    arg_float,
+    arg_int,
+    arg_list,
+    arg_optional_float,
+    arg_optional_node,
+)
 from emmy.frontend.aten.common import ATEN, _shaped_as, _value
 from emmy.frontend.function_builder import Constant, FunctionBuilder, View, _numel
 from emmy.frontend.op_registry import Refusal, op_name
@@ -18,15 +26,15 @@ def _norm_refusal(norm: str) -> Refusal:
     """Refuses a norm over no dims (its normalized_shape, args[1]) or of an empty tensor."""
 
     def refusal(node: fx.Node) -> str | None:
-        x = node.args[0].meta["val"]
-        if not node.args[1] or x.numel() == 0:
-            return f"{norm} of {list(x.shape)} over {list(node.args[1])} is not supported"
+        x, dims = arg_example(node, 0), arg_list(node, 1)
+        if not dims or x.numel() == 0:
+            return f"{norm} of {list(x.shape)} over {dims} is not supported"
         return None
 
     return refusal
 
 
-def _norm_rows(self: FunctionBuilder, x_arg: fx.Node, dims: int) -> SSAValue:
+def _norm_rows(self: FunctionBuilder, x_arg: object, dims: int) -> SSAValue[TensorType]:
     """x with its `dims` normalised trailing dims merged into one (no element moves)."""
     x = self.operand(x_arg)
     shape = list(x.type.get_shape())
@@ -36,7 +44,7 @@ def _norm_rows(self: FunctionBuilder, x_arg: fx.Node, dims: int) -> SSAValue:
 
 def _norm_param(
     self: FunctionBuilder, node: fx.Node, arg: object, size: int, like: torch.Tensor, fill: float
-) -> SSAValue:
+) -> SSAValue[TensorType]:
     """A norm's weight or bias flattened to [size]; an absent one is ones or zeros."""
     if arg is None:
         return _filled(self, node, size, like, fill)
@@ -47,16 +55,15 @@ def _norm_param(
 
 @ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
-    x_arg, shape = node.args[0], node.args[1]
-    weight = node.args[2] if len(node.args) > 2 else None
-    bias = node.args[3] if len(node.args) > 3 else None
-    eps = node.args[4] if len(node.args) > 4 else 1e-5
+    x_arg, shape = node.args[0], arg_list(node, 1)
+    weight, bias = arg_optional_node(node, 2), arg_optional_node(node, 3)
+    eps = arg_float(node, 4, default=1e-5)
     x = _norm_rows(self, x_arg, len(shape))
     example = _value(node)
     size = x.type.get_shape()[-1]
     w = _norm_param(self, node, weight, size, example, 1.0)
     b = _norm_param(self, node, bias, size, example, 0.0)
-    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, float(eps))), example)
+    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, eps)), example)
 
 
 @ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
@@ -67,15 +74,14 @@ def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
 
 @ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
 def _rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
-    x_arg, shape = node.args[0], node.args[1]
-    weight = node.args[2] if len(node.args) > 2 else None
-    eps = node.args[3] if len(node.args) > 3 else None
+    x_arg, shape = node.args[0], arg_list(node, 1)
+    weight, eps = arg_optional_node(node, 2), arg_optional_float(node, 3)
     example = _value(node)
     if eps is None:
         eps = torch.finfo(example.dtype).eps
     x = _norm_rows(self, x_arg, len(shape))
     w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
-    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, float(eps))), example)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, eps)), example)
 
 
 @ATEN.handles("aten._fused_rms_norm.default", accepts=_norm_refusal("rms_norm"))
@@ -86,7 +92,7 @@ def _fused_rms_norm(self: FunctionBuilder, node: fx.Node) -> list:
 
 def _filled(
     self: FunctionBuilder, node: fx.Node, size: int, like: torch.Tensor, fill: float
-) -> SSAValue:
+) -> SSAValue[TensorType]:
     """A norm's absent weight (ones) or bias (zeros), as a constant."""
     tensor = torch.full((size,), fill, dtype=like.dtype)
     return self.constant_arg(f"{node.name}.{'weight' if fill else 'bias'}", tensor)
@@ -102,13 +108,15 @@ BATCH_NORMS = {
 
 def _batch_norm_refusal(node: fx.Node) -> str | None:
     training, _ = BATCH_NORMS[op_name(node)]
-    x = node.args[0].meta["val"]
+    x = arg_example(node, 0)
     if training is not None and node.args[training]:
         return "batch_norm in training mode (batch statistics) is not supported"
     if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
         return f"batch_norm of {x.dtype}{list(x.shape)} is not supported"
     for arg in node.args[1:5]:
-        if arg is not None and not isinstance(arg.meta.get("val"), torch.Tensor):
+        if arg is not None and not (
+            isinstance(arg, fx.Node) and isinstance(arg.meta.get("val"), torch.Tensor)
+        ):
             return "batch_norm with a parameter that is not a tensor is not supported"
     return None
 
@@ -123,12 +131,13 @@ def _batch_norm(self: FunctionBuilder, node: fx.Node) -> object:
         return [folded, None, None] if isinstance(node.meta["val"], (list, tuple)) else folded
     _, eps_index = BATCH_NORMS[op_name(node)]
     x_arg, weight, bias, mean, var = node.args[:5]
-    eps = float(node.args[eps_index])
-    stats = [self.values[a] if a is not None else None for a in (weight, bias, mean, var)]
-    if any(s is not None and not isinstance(s, Constant) for s in stats):
+    eps = arg_float(node, eps_index)
+    stats = [self.value_of(a) if a is not None else None for a in (weight, bias, mean, var)]
+    constants = [s for s in stats if s is None or isinstance(s, Constant)]
+    if len(constants) != len(stats):
         raise self.error("batch_norm with statistics or parameters that are not weights")
-    w, b, m, v = (s.tensor.double() if s is not None else None for s in stats)
-    channels = int(node.args[0].meta["val"].shape[1])
+    w, b, m, v = (s.tensor.double() if s is not None else None for s in constants)
+    channels = int(arg_example(node, 0).shape[1])
     scale = torch.rsqrt(v + eps) if v is not None else torch.ones(channels, dtype=torch.float64)
     scale = scale * w if w is not None else scale
     shift = -m * scale if m is not None else torch.zeros(channels, dtype=torch.float64)
@@ -144,8 +153,8 @@ def _batch_norm(self: FunctionBuilder, node: fx.Node) -> object:
         )
         for name, t in (("scale", scale), ("shift", shift))
     ]
-    y = self.insert(graph.MulOp(x, columns[0], rows))
-    y = _shaped_as(self, self.insert(graph.AddOp(y, columns[1], rows)), example)
+    y = self.insert(graph.elementwise("mul", [x, columns[0]], rows))
+    y = _shaped_as(self, self.insert(graph.elementwise("add", [y, columns[1]], rows)), example)
     return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
 
 
@@ -157,8 +166,8 @@ GROUP_NORMS = {
 
 
 def _group_norm_refusal(node: fx.Node) -> str | None:
-    x = node.args[0].meta["val"]
-    groups = node.args[GROUP_NORMS[op_name(node)][2]]
+    x = arg_example(node, 0)
+    groups = arg_int(node, GROUP_NORMS[op_name(node)][2])
     if x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point:
         return f"group_norm of {x.dtype}{list(x.shape)} is not supported"
     if x.shape[1] % groups:
@@ -166,7 +175,9 @@ def _group_norm_refusal(node: fx.Node) -> str | None:
     return None
 
 
-def _channel_column(self: FunctionBuilder, node: fx.Node, arg: fx.Node, batch: int, name: str):
+def _channel_column(
+    self: FunctionBuilder, node: fx.Node, arg: fx.Node, batch: int, name: str
+) -> SSAValue[TensorType]:
     """A per-channel parameter [C] as a column of one value per row [batch · C, 1] (a
     weight's folded at compile time, another's broadcast by a copy)."""
     value = self.values[arg]
@@ -188,9 +199,9 @@ def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
     without affine), then the per-channel weight and bias over the rows [N · C, the rest]
     as columns, as batch_norm's."""
     weight_at, bias_at, groups_at, eps_at = GROUP_NORMS[op_name(node)]
-    args = [*node.args, *[None] * 8]
-    weight, bias, groups = args[weight_at], args[bias_at], int(args[groups_at])
-    eps = float(args[eps_at] if args[eps_at] is not None else 1e-5)
+    weight, bias = arg_optional_node(node, weight_at), arg_optional_node(node, bias_at)
+    groups, eps = arg_int(node, groups_at), arg_optional_float(node, eps_at)
+    eps = 1e-5 if eps is None else eps
     example = _value(node)
     x = self.operand(node.args[0])
     shape = list(x.type.get_shape())
@@ -206,10 +217,12 @@ def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
         y = self.insert(graph.ReshapeOp(y, planes))
         if weight is not None:
             column = _channel_column(self, node, weight, batch, "scale")
-            y = self.insert(graph.MulOp(y, column, planes))
+            y = self.insert(graph.elementwise("mul", [y, column], planes))
         if bias is not None:
             y = self.insert(
-                graph.AddOp(y, _channel_column(self, node, bias, batch, "shift"), planes)
+                graph.elementwise(
+                    "add", [y, _channel_column(self, node, bias, batch, "shift")], planes
+                )
             )
     y = _shaped_as(self, y, example)
     return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y

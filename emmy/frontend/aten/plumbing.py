@@ -10,9 +10,10 @@ import operator
 import torch
 from torch import fx
 
+from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import ATEN
-from emmy.frontend.function_builder import Constant, FunctionBuilder
-from emmy.frontend.op_registry import op_name
+from emmy.frontend.function_builder import Constant, FunctionBuilder, map_nodes
+from emmy.frontend.op_registry import op_name, op_overload
 
 _NUMBERS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -30,7 +31,10 @@ def _size(self: FunctionBuilder, node: fx.Node) -> int | float:
 @ATEN.handles_class(lambda node: node.target is operator.getitem)
 def _item(self: FunctionBuilder, node: fx.Node) -> object:
     """One result of an op that gives several."""
-    return self.values[node.args[0]][node.args[1]]
+    results, index = self.value_of(node.args[0]), node.args[1]
+    if not isinstance(results, (list, tuple)) or not isinstance(index, int):
+        raise self.error(f"getitem {index!r} of {type(results).__name__} is not supported")
+    return results[index]
 
 
 #: ops that read only the shape and dtype of their first argument
@@ -60,13 +64,12 @@ def _is_size(node: fx.Node) -> bool:
 def _shape_only(self: FunctionBuilder, node: fx.Node) -> Constant:
     """zeros_like(x), x.new_full(size, v), ...: of x's shape and dtype alone, so computed
     at compile time, on the CPU (any contents are right for an empty one: zeros)."""
-    example = node.args[0].meta["val"]
-    rest = fx.node.map_arg((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
-    args, kwargs = rest
+    example = arg_example(node, 0)
+    args, kwargs = map_nodes((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
     if "device" in kwargs:
         kwargs["device"] = "cpu"
     with torch.no_grad():
-        value = node.target(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
+        value = op_overload(node)(torch.zeros(example.shape, dtype=example.dtype), *args, **kwargs)
     if "empty" in op_name(node):
         value = value.zero_()
     return Constant(f"{node.name}.value", value)
@@ -74,7 +77,7 @@ def _shape_only(self: FunctionBuilder, node: fx.Node) -> Constant:
 
 @ATEN.handles("aten.dropout.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default")
 def _identity(self: FunctionBuilder, node: fx.Node) -> object:
-    return self.values[node.args[0]]
+    return self.value_of(node.args[0])
 
 
 # checks torch.export inserts (before each `.to(...)`) of what shapes already fix

@@ -10,9 +10,10 @@ from xdsl.dialects.builtin import i8
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example, arg_int, arg_str, kwarg_number
 from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
 from emmy.frontend.function_builder import FunctionBuilder, View
-from emmy.frontend.op_registry import op_name
+from emmy.frontend.op_registry import op_name, op_overload
 from emmy.pointwise_ops import (
     BY_ATEN,
     CONDITION,
@@ -28,11 +29,11 @@ def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:
     """The pointwise op of a node and its operands (fx nodes or numbers), bound by torch's
     schema; an optional operand left None picks the op without it (clamp → clamp_min)."""
     entry, form = BY_ATEN[op_name(node)]
-    schema = node.target._schema
+    schema = op_overload(node)._schema
     given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
     given |= node.kwargs
     defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
-    operands = [given.get(name, defaults.get(name)) for name in form.args]
+    operands: list[object] = [given.get(name, defaults.get(name)) for name in form.args]
     for index, name in entry.partial:
         if operands[index] is None:
             entry = POINTWISE[name]
@@ -97,11 +98,13 @@ def _pointwise(self: FunctionBuilder, node: fx.Node) -> View:
         for role, arg in zip(entry.roles, operands, strict=True)
     ]
     _, form = BY_ATEN[op_name(node)]
-    alpha = node.kwargs.get("alpha", 1)
+    alpha = kwarg_number(node, "alpha", 1)
     if form.alpha is not None and alpha != 1:
         scaled = form.args.index(form.alpha)
         factor = self.insert(graph.ConstantOp(alpha, common))
-        args[scaled] = self.insert(graph.MulOp(args[scaled], factor, args[scaled].type))
+        args[scaled] = self.insert(
+            graph.elementwise("mul", [args[scaled], factor], args[scaled].type)
+        )
     return self.result(self.insert(graph.elementwise(entry.name, args, self.type_of(out))), out)
 
 
@@ -114,13 +117,13 @@ def _glu_refusal(node: fx.Node) -> str | None:
 @ATEN.handles("aten.glu.default", accepts=_glu_refusal)
 def _glu(self: FunctionBuilder, node: fx.Node) -> View:
     """glu(x, dim): the first half of x along dim times the sigmoid of the second."""
-    x = self.view(self.values[node.args[0]])
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    x = self.view_of(node.args[0])
+    dim = arg_int(node, 1, "dim", -1)
     half = x.meta.shape[dim] // 2
     a = self.contiguous(View(x.base, x.meta.narrow(dim, 0, half)))
     b = self.contiguous(View(x.base, x.meta.narrow(dim, half, half)))
-    gate = self.insert(graph.SigmoidOp(b))
-    return self.result(self.insert(graph.MulOp(a, gate, a.type)), node.meta["val"])
+    gate = self.insert(graph.elementwise("sigmoid", [b], b.type))
+    return self.result(self.insert(graph.elementwise("mul", [a, gate], a.type)), node.meta["val"])
 
 
 def _gelu_refusal(node: fx.Node) -> str | None:
@@ -131,13 +134,13 @@ def _gelu_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles("aten.gelu.default", accepts=_gelu_refusal)
 def _gelu(self: FunctionBuilder, node: fx.Node) -> View:
-    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    approximate = arg_str(node, 1, "approximate", "none")
     x = self.operand(node.args[0])
     return self.result(self.insert(graph.GeluOp(x, approximate)), node.meta["val"])
 
 
 def _triangle_refusal(node: fx.Node) -> str | None:
-    value = node.args[0].meta["val"]
+    value = arg_example(node, 0)
     if not dtypes.is_float(dtypes.torch_dtype_name(value.dtype)):
         return f"{op_name(node)} of {value.dtype} values is not supported"
     return None
@@ -149,6 +152,6 @@ TRIANGLES = {"aten.triu.default": graph.Triangle.UPPER, "aten.tril.default": gra
 @ATEN.handles(*TRIANGLES, accepts=_nonempty(_triangle_refusal))
 def _triangle(self: FunctionBuilder, node: fx.Node) -> View:
     x = self.operand(node.args[0])
-    diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
-    op = graph.TriangleOp(x, TRIANGLES[op_name(node)], int(diagonal))
+    diagonal = arg_int(node, 1, "diagonal", 0)
+    op = graph.TriangleOp(x, TRIANGLES[op_name(node)], diagonal)
     return self.result(self.insert(op), node.meta["val"])

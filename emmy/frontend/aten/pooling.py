@@ -4,12 +4,14 @@ adaptive) and upsampling (nearest and bilinear) of the last two."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import torch
 from torch import fx
 from xdsl.dialects.builtin import TensorType
 
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import ATEN, _arguments, _shaped_as, _value
 from emmy.frontend.function_builder import FunctionBuilder, View, _numel
 from emmy.frontend.op_registry import op_name
@@ -45,7 +47,7 @@ def _spatial_refusal(node: fx.Node) -> str | None:
     than its spatial ones and one more."""
     name = op_name(node)
     dims = (POOLS | ADAPTIVE_POOLS)[name][1] if name not in RESIZES else 2
-    x = node.args[0].meta["val"]
+    x = arg_example(node, 0)
     if x.dim() < dims + 1 or x.numel() == 0 or _value(node).numel() == 0:
         return f"{name} of {list(x.shape)} is not supported"
     if not x.dtype.is_floating_point:
@@ -53,7 +55,7 @@ def _spatial_refusal(node: fx.Node) -> str | None:
     return None
 
 
-def _pair(value: object, dims: int, height: int = 1) -> tuple[int, int]:
+def _pair(value: int | Sequence[int], dims: int, height: int = 1) -> tuple[int, int]:
     """A pooling argument (an int, or a list of one per pooled dim) along (h, w); a 1-D
     pooling's h is `height` (its planes' height is 1: a window, stride or dilation of 1, a
     padding of 0)."""
@@ -142,10 +144,11 @@ def _resize_scales(node: fx.Node, example: torch.Tensor) -> tuple[float, float]:
         factors = bound["scale_factors"] or [None, None]
     else:
         factors = [bound.get("scales_h"), bound.get("scales_w")]
-    sizes = zip(node.args[0].meta["val"].shape[-2:], example.shape[-2:], strict=True)
-    return tuple(
+    sizes = zip(arg_example(node, 0).shape[-2:], example.shape[-2:], strict=True)
+    height, width = (
         1.0 / factor if factor else n / o for factor, (n, o) in zip(factors, sizes, strict=True)
     )
+    return height, width
 
 
 @ATEN.handles(*RESIZES, accepts=_spatial_refusal)

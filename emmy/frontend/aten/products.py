@@ -12,7 +12,8 @@ from xdsl.ir import SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
-from emmy.errors import EmmyError
+from emmy.errors import ConversionError, EmmyError
+from emmy.frontend.aten.arguments import arg_example, arg_node, arg_nodes, kwarg_number
 from emmy.frontend.aten.common import ATEN, _nonempty, _storage_name, _value
 from emmy.frontend.function_builder import (
     INTEGER_DTYPES,
@@ -22,11 +23,11 @@ from emmy.frontend.function_builder import (
     _numel,
     contiguous_meta,
 )
-from emmy.frontend.op_registry import op_name
+from emmy.frontend.op_registry import op_name, op_overload
 
 
 def _linear_refusal(node: fx.Node) -> str | None:
-    x, w = node.args[0].meta["val"], node.args[1].meta["val"]
+    x, w = arg_example(node, 0), arg_example(node, 1)
     if w.dim() != 2:
         return f"linear with a weight of shape {list(w.shape)} is not supported"
     return _operands_refusal(x, w)
@@ -35,7 +36,7 @@ def _linear_refusal(node: fx.Node) -> str | None:
 @ATEN.handles("aten.linear.default", accepts=_linear_refusal)
 def _linear(self: FunctionBuilder, node: fx.Node) -> View:
     """x · wᵀ (+ bias); a vector x is a matrix of one row."""
-    x_arg, w_arg = node.args[0], node.args[1]
+    x_arg, w_arg = node.args[0], arg_node(node, 1)
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     out = node.meta["val"]
     x = self.operand(x_arg)
@@ -43,7 +44,7 @@ def _linear(self: FunctionBuilder, node: fx.Node) -> View:
         x = self.insert(
             graph.ReshapeOp(x, TensorType(x.type.element_type, [1, *x.type.get_shape()]))
         )
-    n = int(node.args[1].meta["val"].shape[0])
+    n = int(w_arg.meta["val"].shape[0])
     typ = TensorType(x.type.element_type, [*x.type.get_shape()[:-1], n])
     weight = self.values[w_arg]
     # a weight of its own is stored transposed, B [k, n]; a tied one (GPT-2's embedding as
@@ -55,7 +56,7 @@ def _linear(self: FunctionBuilder, node: fx.Node) -> View:
         product = graph.MatmulOp(x, self.operand(w_arg), typ, transpose_b=True)
     value = self.insert(product)
     if bias is not None:
-        value = self.insert(graph.AddOp(value, self.operand(bias), value.type))
+        value = self.insert(graph.elementwise("add", [value, self.operand(bias)], value.type))
     if value.type != self.type_of(out):
         value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return self.result(value, out)
@@ -71,7 +72,7 @@ def _operands_refusal(*operands: torch.Tensor) -> str | None:
 
 
 def _matmul_refusal(node: fx.Node) -> str | None:
-    return _operands_refusal(node.args[0].meta["val"], node.args[1].meta["val"])
+    return _operands_refusal(arg_example(node, 0), arg_example(node, 1))
 
 
 @ATEN.handles(
@@ -88,13 +89,13 @@ def _matmul(self: FunctionBuilder, node: fx.Node) -> View:
 
 
 def _matmul_of(
-    self: FunctionBuilder, lhs_arg: fx.Node, rhs_arg: fx.Node, out: torch.Tensor
-) -> SSAValue:
+    self: FunctionBuilder, lhs_arg: object, rhs_arg: object, out: torch.Tensor
+) -> SSAValue[TensorType]:
     """lhs · rhs as torch.matmul takes them: a vector lhs is a matrix of one row and a
     vector rhs one of one column, dropped from the result; the batch dims broadcast (a
     broadcast lhs is expanded by a copy, an rhs whose batch dims are all 1 is one matrix
     shared by the batch)."""
-    lhs_view, rhs_view = self.view(self.values[lhs_arg]), self.view(self.values[rhs_arg])
+    lhs_view, rhs_view = self.view_of(lhs_arg), self.view_of(rhs_arg)
     a, b = lhs_view.meta, rhs_view.meta
     a = a.unsqueeze(0) if a.dim() == 1 else a
     b = b.unsqueeze(-1) if b.dim() == 1 else b
@@ -143,11 +144,19 @@ def _einsum_labels(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]
     return spelled, ellipsis + "".join(once)
 
 
+def _equation(node: fx.Node) -> str:
+    """An einsum's equation, its first argument."""
+    equation = node.args[0]
+    if not isinstance(equation, str):
+        raise ConversionError(f"einsum takes an equation as argument 0, not {equation!r}")
+    return equation
+
+
 def _einsum_refusal(node: fx.Node) -> str | None:
-    operands = [arg.meta["val"] for arg in node.args[1]]
+    operands = [arg.meta["val"] for arg in arg_nodes(node, 1)]
     if len(operands) not in (1, 2):
         return f"einsum of {len(operands)} operands is not supported"
-    terms, output = _einsum_labels(node.args[0], [t.dim() for t in operands])
+    terms, output = _einsum_labels(_equation(node), [t.dim() for t in operands])
     if len(operands) == 1:
         if sorted(terms[0]) != sorted(output) or len(set(output)) != len(output):
             return f"einsum '{node.args[0]}' of one operand (a sum or a diagonal) is not supported"
@@ -173,9 +182,8 @@ def _einsum(self: FunctionBuilder, node: fx.Node) -> View:
     viewed as the output's dims. A label only one operand has and the output lacks is
     summed as a contracted dim that the other operand reads broadcast. One operand whose
     output permutes its dims is a view."""
-    args = list(node.args[1])
-    views = [self.view(self.values[arg]) for arg in args]
-    terms, output = _einsum_labels(node.args[0], [v.meta.dim() for v in views])
+    views = [self.view_of(arg) for arg in arg_nodes(node, 1)]
+    terms, output = _einsum_labels(_equation(node), [v.meta.dim() for v in views])
     if len(views) == 1:
         meta = views[0].meta.permute([terms[0].index(label) for label in output])
         return View(views[0].base, meta)
@@ -195,7 +203,7 @@ def _einsum(self: FunctionBuilder, node: fx.Node) -> View:
         shape = [sizes[x] for x in labels]
         return View(view.base, view.meta.as_strided(shape, strides, view.meta.storage_offset()))
 
-    def matrices(index: int, rows: list[str], cols: list[str]) -> SSAValue:
+    def matrices(index: int, rows: list[str], cols: list[str]) -> SSAValue[TensorType]:
         """Operand `index` as [batch, rows, cols], each group of labels one dim."""
         value = self.contiguous(read(index, batch + rows + cols))
         groups = [batch, rows, cols] if batch else [rows, cols]
@@ -221,7 +229,7 @@ def _einsum(self: FunctionBuilder, node: fx.Node) -> View:
 
 def _scaled_sum_refusal(node: fx.Node) -> str | None:
     """addmm, addmv, baddbmm: beta · self + alpha · (a · b), of float operands."""
-    return _operands_refusal(*(arg.meta["val"] for arg in node.args[:3]))
+    return _operands_refusal(*(arg_example(node, k) for k in range(3)))
 
 
 @ATEN.handles(
@@ -235,39 +243,40 @@ def _addmm(self: FunctionBuilder, node: fx.Node) -> View:
     scales are elementwise ops the product's epilogue takes, and beta = 0 ignores self (NaN
     included) as torch does."""
     bias, x_arg, w_arg = node.args[:3]
-    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+    beta, alpha = kwarg_number(node, "beta", 1), kwarg_number(node, "alpha", 1)
     out = node.meta["val"]
     product = _matmul_of(self, x_arg, w_arg, out)
     if alpha != 1:
-        product = self.insert(graph.MulOp(product, self.scalar(alpha, product), product.type))
+        product = self.insert(
+            graph.elementwise("mul", [product, self.scalar(alpha, product)], product.type)
+        )
     if beta == 0:
         return self.result(product, out)
     addend = self.tensor_or_scalar(bias, product.type.element_type, product.type.get_shape())
     if beta != 1:
-        addend = self.insert(graph.MulOp(addend, self.scalar(beta, addend), addend.type))
-    return self.result(self.insert(graph.AddOp(product, addend, product.type)), out)
+        addend = self.insert(
+            graph.elementwise("mul", [addend, self.scalar(beta, addend)], addend.type)
+        )
+    return self.result(self.insert(graph.elementwise("add", [product, addend], product.type)), out)
 
 
 def _grouped_operands(node: fx.Node) -> tuple[fx.Node, fx.Node, object, object, object]:
     """input, weight, offsets, bias, out_dtype of a grouped matmul: transformers'
     `grouped_mm_fallback(input, weight, offs)` or torch's `_grouped_mm(self, mat2, offs,
     bias, out_dtype)`."""
-    schema = node.target._schema
+    schema = op_overload(node)._schema
     given = {arg.name: value for arg, value in zip(schema.arguments, node.args, strict=False)}
     given |= node.kwargs
     names = [arg.name for arg in schema.arguments]
-    return (
-        given[names[0]],
-        given[names[1]],
-        given.get("offs"),
-        given.get("bias"),
-        given.get("out_dtype"),
-    )
+    x, weight = given[names[0]], given[names[1]]
+    if not isinstance(x, fx.Node) or not isinstance(weight, fx.Node):
+        raise ConversionError(f"{op_name(node)} takes tensors as {names[0]} and {names[1]}")
+    return x, weight, given.get("offs"), given.get("bias"), given.get("out_dtype")
 
 
 def _grouped_mm_refusal(node: fx.Node) -> str | None:
     x, weight, offsets, bias, out_dtype = _grouped_operands(node)
-    if offsets is None or bias is not None:
+    if not isinstance(offsets, fx.Node) or bias is not None:
         return f"{op_name(node)} without offsets or with a bias is not supported"
     a, w, offs = _value(x), _value(weight), _value(offsets)
     if a.dim() != 2 or w.dim() != 3:
@@ -295,7 +304,7 @@ def _grouped_mm(self: FunctionBuilder, node: fx.Node) -> View:
     `gate_up_proj`) is read in place."""
     x, weight, offsets, _, _ = _grouped_operands(node)
     out = _value(node)
-    w = self.view(self.values[weight])
+    w = self.view_of(weight)
     stored = w.meta.transpose(-2, -1)
     transpose_b = stored.is_contiguous() and not w.meta.is_contiguous()
     rhs = self.contiguous(View(w.base, stored) if transpose_b else w)

@@ -3,6 +3,8 @@ var_mean, ...), cumsum, softmax and log_softmax."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import fx
 from xdsl.dialects.builtin import TensorType, i8
@@ -10,6 +12,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example, arg_int
 from emmy.frontend.aten.common import ATEN, _arguments, _shaped_as
 from emmy.frontend.function_builder import FunctionBuilder, View, _numel
 from emmy.frontend.op_registry import op_name
@@ -47,7 +50,7 @@ def _reduction_kinds(node: fx.Node) -> tuple[str, ...]:
     return PAIRED_REDUCTIONS.get(op_name(node)) or (REDUCTIONS[op_name(node)],)
 
 
-def _reduced(bound: dict, rank: int) -> list[int]:
+def _reduced(bound: dict[str, Any], rank: int) -> list[int]:
     """The dims a reduction reduces, ascending: all of them where it names none."""
     dims = bound.get("dim")
     dims = [dims] if isinstance(dims, int) else list(dims or [])
@@ -56,7 +59,7 @@ def _reduced(bound: dict, rank: int) -> list[int]:
     return sorted({int(d) % rank for d in dims})
 
 
-def _correction(bound: dict) -> object:
+def _correction(bound: dict[str, Any]) -> int | float:
     """var's and std's divisor is the count less this (unbiased: 1)."""
     if "correction" in bound:
         return 1 if bound["correction"] is None else bound["correction"]
@@ -65,13 +68,13 @@ def _correction(bound: dict) -> object:
 
 def _reduction_refusal(node: fx.Node) -> str | None:
     bound = _arguments(node)
-    x = node.args[0].meta["val"]
+    x = arg_example(node, 0)
     floating = x.dtype.is_floating_point
     if x.numel() == 0:
         return "a reduction of an empty tensor is not supported"
     cols = _numel([int(x.shape[d]) for d in _reduced(bound, x.dim())])
     for kind in _reduction_kinds(node):
-        if graph.REDUCE_KINDS[kind][0] == "float" and not floating:
+        if graph.REDUCE_KINDS[graph.Reduction(kind)][0] == "float" and not floating:
             return f"{kind} of {x.dtype} is not supported"
         if kind in ("any", "all") and floating:
             return f"{kind} of {x.dtype} is not supported: compare it with 0 first"
@@ -98,7 +101,7 @@ def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
     one last dim (a copy where they are not last already), reduced as rows; the result is
     reshaped to torch's (keepdim's dims of size 1 move no element)."""
     bound = _arguments(node)
-    source = self.view(self.values[node.args[0]])
+    source = self.view_of(node.args[0])
     rank = source.meta.dim()
     reduced = _reduced(bound, rank)
     examples = node.meta["val"]
@@ -161,7 +164,7 @@ def _reduce_integers(
 
 
 def _cumsum_refusal(node: fx.Node) -> str | None:
-    x, out = node.args[0].meta["val"], node.meta["val"]
+    x, out = arg_example(node, 0), node.meta["val"]
     element = _element_type(x.dtype)
     if element is None:
         return f"cumsum of {x.dtype} is not supported"
@@ -183,15 +186,18 @@ def _cumsum(self: FunctionBuilder, node: fx.Node) -> View:
     if not x.type.get_shape():
         x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
     wanted = _element_type(example.dtype)
+    assert wanted is not None, "_cumsum_refusal refuses a sum to a dtype emmy lacks"
     if node.kwargs.get("dtype") is not None and x.type.element_type != wanted:
-        x = self.insert(graph.ConvertOp(x, TensorType(wanted, x.type.get_shape())))
+        x = self.insert(graph.elementwise("convert", [x], TensorType(wanted, x.type.get_shape())))
     rank = len(x.type.get_shape())
-    dim = int(node.args[1]) % rank
+    dim = arg_int(node, 1) % rank
     element = graph.reduce_result_dtype("sum", x.type.element_type)
     typ = TensorType(element, x.type.get_shape())
     scan = self.insert(graph.CumsumOp(x, typ, None if dim == rank - 1 else dim))
     if element != wanted:
-        scan = self.insert(graph.ConvertOp(scan, TensorType(wanted, typ.get_shape())))
+        scan = self.insert(
+            graph.elementwise("convert", [scan], TensorType(wanted, typ.get_shape()))
+        )
     return _shaped_as(self, scan, example)
 
 
@@ -204,7 +210,7 @@ def _element_type(dtype: torch.dtype) -> Attribute | None:
 
 
 def _softmax_refusal(node: fx.Node) -> str | None:
-    x = node.args[0].meta["val"]
+    x = arg_example(node, 0)
     if x.dim() == 0 or x.numel() == 0:
         return f"{op_name(node)} of a tensor of shape {list(x.shape)} is not supported"
     if node.meta["val"].dtype == x.dtype:
@@ -214,20 +220,20 @@ def _softmax_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles("aten.softmax.int", "aten._softmax.default", accepts=_softmax_refusal)
 def _softmax(self: FunctionBuilder, node: fx.Node) -> View:
-    def build(x: SSAValue) -> SSAValue:
+    def build(x: SSAValue[TensorType]) -> SSAValue[TensorType]:
         return self.insert(graph.SoftmaxOp(x, -1))
 
-    return self.over_last_dim(node, int(node.args[1]), build)
+    return self.over_last_dim(node, arg_int(node, 1), build)
 
 
 @ATEN.handles("aten._log_softmax.default", "aten.log_softmax.int", accepts=_softmax_refusal)
 def _log_softmax(self: FunctionBuilder, node: fx.Node) -> View:
     """x - logsumexp(x) over a dim: a row reduction, then a subtraction of its column."""
 
-    def build(x: SSAValue) -> SSAValue:
+    def build(x: SSAValue[TensorType]) -> SSAValue[TensorType]:
         shape = list(x.type.get_shape())
         lse_type = TensorType(x.type.element_type, [*shape[:-1], 1])
         lse = self.insert(graph.ReduceOp(x, "logsumexp", lse_type))
-        return self.insert(graph.SubOp(x, lse, x.type))
+        return self.insert(graph.elementwise("sub", [x, lse], x.type))
 
-    return self.over_last_dim(node, int(node.args[1]), build)
+    return self.over_last_dim(node, arg_int(node, 1), build)

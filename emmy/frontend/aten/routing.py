@@ -3,14 +3,17 @@ and row-reduction kernels) and histc (its picks counted per expert)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import fx
 from xdsl.dialects.builtin import TensorType, i8, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families.chains import broadcast_kind
+from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import (
     ATEN,
     _arguments,
@@ -30,7 +33,13 @@ from emmy.frontend.function_builder import (
 from emmy.frontend.op_registry import op_name
 
 
-def _broadcast(self: FunctionBuilder, value: SSAValue, dtype: torch.dtype, dims, shape) -> SSAValue:
+def _broadcast(
+    self: FunctionBuilder,
+    value: SSAValue[TensorType],
+    dtype: torch.dtype,
+    dims: Sequence[int],
+    shape: Sequence[int],
+) -> SSAValue[TensorType]:
     """`value` with its elements laid out as `dims` (its shape with dims of 1 put in),
     as an operand of an elementwise op of `shape`: read in place where a kernel reads
     that broadcast, else expanded by a copy."""
@@ -40,18 +49,24 @@ def _broadcast(self: FunctionBuilder, value: SSAValue, dtype: torch.dtype, dims,
     return self.contiguous(View(value, meta))
 
 
-def _pointwise_of(self: FunctionBuilder, name: str, operands: list[SSAValue], element, shape):
+def _pointwise_of(
+    self: FunctionBuilder,
+    name: str,
+    operands: list[SSAValue[TensorType]],
+    element: Attribute,
+    shape: Sequence[int],
+) -> SSAValue[TensorType]:
     return self.insert(graph.elementwise(name, operands, TensorType(element, list(shape))))
 
 
-def _iota(self: FunctionBuilder, count: int) -> SSAValue:
+def _iota(self: FunctionBuilder, count: int) -> SSAValue[TensorType]:
     """0, 1, ..., count - 1 (int64): a constant of the program."""
     return self.constant_arg(f"emmy.iota{count}", torch.arange(count))
 
 
 def _ranked(
-    self: FunctionBuilder, x: SSAValue, dtype: torch.dtype, k: int, descending: bool
-) -> tuple[SSAValue, SSAValue]:
+    self: FunctionBuilder, x: SSAValue[TensorType], dtype: torch.dtype, k: int, descending: bool
+) -> tuple[SSAValue[TensorType], SSAValue[TensorType]]:
     """The first k of each row of x [rows, n] in order (largest first where `descending`)
     and their places, ties in the order of their places: the values [rows, k] and int64
     places [rows, k]. By ranks, in the elementwise and row-reduction kernels: element i's
@@ -77,7 +92,7 @@ def _ranked(
     )
     tie = _pointwise_of(self, "logical_and", [equal, before], i8, pairs)
     first = _pointwise_of(self, "logical_or", [beyond, tie], i8, pairs)
-    count = self.insert(graph.ConvertOp(first, TensorType(i64, list(pairs))))
+    count = self.insert(graph.elementwise("convert", [first], TensorType(i64, list(pairs))))
     rank = self.insert(graph.ReduceOp(count, "sum", TensorType(i64, [rows, n])))
     picks = (rows, k, n)  # [row, p, i]
     chosen = _pointwise_of(
@@ -91,7 +106,9 @@ def _ranked(
         picks,
     )
 
-    def pick(value: SSAValue, value_dtype: torch.dtype, dims: tuple[int, ...]) -> SSAValue:
+    def pick(
+        value: SSAValue[TensorType], value_dtype: torch.dtype, dims: tuple[int, ...]
+    ) -> SSAValue[TensorType]:
         value_element = value.type.element_type
         zero = self.insert(graph.ConstantOp(0, value_element))
         spread = _broadcast(self, value, value_dtype, dims, picks)
@@ -99,7 +116,9 @@ def _ranked(
         summed = graph.reduce_result_dtype("sum", value_element)
         total = self.insert(graph.ReduceOp(kept, "sum", TensorType(summed, [rows, k])))
         if summed != value_element:
-            total = self.insert(graph.ConvertOp(total, TensorType(value_element, [rows, k])))
+            total = self.insert(
+                graph.elementwise("convert", [total], TensorType(value_element, [rows, k]))
+            )
         return total
 
     values = pick(x, dtype, (rows, 1, n))
@@ -113,7 +132,7 @@ RANKED_PAIRS_MAX = 1 << 24
 
 def _ranking_refusal(node: fx.Node) -> str | None:
     bound = _arguments(node)
-    x = _value(node.args[0])
+    x = arg_example(node, 0)
     if x.dim() == 0 or x.numel() == 0:
         return f"{op_name(node)} of a tensor of shape {list(x.shape)} is not supported"
     if int(bound.get("dim", -1)) % x.dim() != x.dim() - 1:
@@ -130,7 +149,7 @@ def _ranking_refusal(node: fx.Node) -> str | None:
 
 
 def _ranked_node(self: FunctionBuilder, node: fx.Node, k: int, descending: bool) -> list[View]:
-    x = _value(node.args[0])
+    x = arg_example(node, 0)
     n = x.shape[-1]
     rows = self.operand(node.args[0])
     flat = TensorType(rows.type.element_type, [x.numel() // n, n])
@@ -154,13 +173,13 @@ def _sort(self: FunctionBuilder, node: fx.Node) -> list[View]:
     picks ordered by expert. Ties keep their order (a stable sort; torch's default sort
     leaves their order unspecified)."""
     bound = _arguments(node)
-    n = _value(node.args[0]).shape[-1]
+    n = arg_example(node, 0).shape[-1]
     return _ranked_node(self, node, n, bool(bound.get("descending", False)))
 
 
 def _histc_refusal(node: fx.Node) -> str | None:
     bound = _arguments(node)
-    x = _value(node.args[0])
+    x = arg_example(node, 0)
     if not dtypes.is_float(_storage_name(x.dtype)) or x.numel() == 0:
         return f"histc of {x.dtype} {list(x.shape)} is not supported"
     low, high = float(bound.get("min", 0)), float(bound.get("max", 0))
@@ -184,10 +203,10 @@ def _histc(self: FunctionBuilder, node: fx.Node) -> View:
     n = _numel(x.type.get_shape())
     x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [n])))
     if x.type.element_type != dtypes.xdsl_type("f32"):
-        x = self.insert(graph.ConvertOp(x, TensorType(dtypes.xdsl_type("f32"), [n])))
+        x = self.insert(graph.elementwise("convert", [x], TensorType(dtypes.xdsl_type("f32"), [n])))
     f32 = x.type.element_type
 
-    def number(value: float, element) -> SSAValue:
+    def number(value: float, element: Attribute) -> SSAValue[TensorType]:
         return self.insert(graph.ConstantOp(value, element))
 
     # torch's bin: (x - min) * bins / (max - min), truncated; max itself in the last bin
@@ -195,7 +214,9 @@ def _histc(self: FunctionBuilder, node: fx.Node) -> View:
     scaled = _pointwise_of(self, "mul", [scaled, number(bins, f32)], f32, [n])
     scaled = _pointwise_of(self, "div", [scaled, number(high - low, f32)], f32, [n])
     place = self.insert(
-        graph.ConvertOp(_pointwise_of(self, "trunc", [scaled], f32, [n]), TensorType(i64, [n]))
+        graph.elementwise(
+            "convert", [_pointwise_of(self, "trunc", [scaled], f32, [n])], TensorType(i64, [n])
+        )
     )
     place = _pointwise_of(self, "minimum", [place, number(bins - 1, i64)], i64, [n])
     above = _pointwise_of(self, "ge", [x, number(low, f32)], i8, [n])
@@ -215,9 +236,9 @@ def _histc(self: FunctionBuilder, node: fx.Node) -> View:
     hit = _pointwise_of(
         self, "logical_and", [hit, _broadcast(self, inside, torch.bool, (1, n), pairs)], i8, pairs
     )
-    ones = self.insert(graph.ConvertOp(hit, TensorType(f32, list(pairs))))
+    ones = self.insert(graph.elementwise("convert", [hit], TensorType(f32, list(pairs))))
     counts = self.insert(graph.ReduceOp(ones, "sum", TensorType(f32, [bins])))
     element = _element(out.dtype)
     if element != f32:
-        counts = self.insert(graph.ConvertOp(counts, TensorType(element, [bins])))
+        counts = self.insert(graph.elementwise("convert", [counts], TensorType(element, [bins])))
     return self.result(counts, out)

@@ -9,8 +9,16 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 
 from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example, arg_given, arg_list
 from emmy.frontend.aten.common import ATEN, _storage_name
-from emmy.frontend.function_builder import FunctionBuilder, View, _numel, contiguous_meta
+from emmy.frontend.function_builder import (
+    FunctionBuilder,
+    View,
+    _numel,
+    contiguous_meta,
+    map_nodes,
+)
+from emmy.frontend.op_registry import op_overload
 
 
 @ATEN.handles(
@@ -38,22 +46,22 @@ from emmy.frontend.function_builder import FunctionBuilder, View, _numel, contig
     "aten.unbind.int",
 )
 def _view(self: FunctionBuilder, node: fx.Node) -> object:
-    source = self.view(self.values[node.args[0]])
-    rest = fx.node.map_arg(node.args[1:], lambda size: self.values[size])
+    source, target = self.view_of(node.args[0]), op_overload(node)
+    rest = map_nodes(node.args[1:], lambda size: self.values[size])
     try:
-        meta = node.target(source.meta, *rest, **node.kwargs)
+        meta = target(source.meta, *rest, **node.kwargs)
     except (RuntimeError, ValueError):
         # not expressible as a view of these strides (a reshape of a permuted tensor):
         # copy to contiguous, then view that
         base = self.contiguous(source)
-        meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+        meta = target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
         source = View(base, meta)
     if isinstance(meta, (list, tuple)):
         return [View(source.base, m) for m in meta]
     if not meta._is_view() and meta is not source.meta:
         # torch copied (reshape of a non-viewable tensor): so does emmy
         base = self.contiguous(source)
-        meta = node.target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
+        meta = target(contiguous_meta(base.type, source.meta.dtype), *rest, **node.kwargs)
         return View(base, meta)
     return View(source.base, meta)
 
@@ -68,7 +76,7 @@ def _whole_storage(example: torch.Tensor) -> bool:
 
 
 def _as_strided_refusal(node: fx.Node) -> str | None:
-    if any(not isinstance(arg, (int, fx.Node)) for arg in [*node.args[1], *node.args[2]]):
+    if any(not isinstance(arg, (int, fx.Node)) for arg in [*arg_list(node, 1), *arg_list(node, 2)]):
         return "as_strided of sizes that are not ints is not supported"
     return None
 
@@ -79,10 +87,10 @@ def _as_strided(self: FunctionBuilder, node: fx.Node) -> View:
     its start. Where emmy views the same storage the same way as eager (an input, a view of
     one), the view is taken over it; where eager's x is its whole storage, over x copied;
     else eager's storage is one emmy does not hold."""
-    source = self.view(self.values[node.args[0]])
-    example = node.args[0].meta["val"]
-    size, stride = (fx.node.map_arg(node.args[k], lambda n: self.values[n]) for k in (1, 2))
-    offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+    source = self.view_of(node.args[0])
+    example = arg_example(node, 0)
+    size, stride = (map_nodes(node.args[k], lambda n: self.values[n]) for k in (1, 2))
+    offset = arg_given(node, 3, "storage_offset", None)
     meta = source.meta
     same = (
         tuple(meta.shape) == tuple(example.shape)
@@ -97,12 +105,14 @@ def _as_strided(self: FunctionBuilder, node: fx.Node) -> View:
         source = View(self.contiguous(source), contiguous_meta(self.type_of(example), meta.dtype))
     if isinstance(offset, fx.Node):
         offset = self.values[offset]  # a size the graph computed, specialised
+    if offset is not None and not isinstance(offset, (int, torch.SymInt)):
+        raise self.error(f"as_strided at an offset of {offset!r} is not supported")
     start = source.meta.storage_offset() if offset is None else int(offset)
     return View(source.base, source.meta.as_strided(list(size), list(stride), start))
 
 
 def _copy_refusal(node: fx.Node) -> str | None:
-    source, out = node.args[0].meta["val"].dtype, node.meta["val"].dtype
+    source, out = arg_example(node, 0).dtype, node.meta["val"].dtype
     for dtype in (source, out):
         if _storage_name(dtype) is None:
             return f"{node.target}: dtype {dtype} is not supported"
@@ -124,17 +134,19 @@ def _copy(self: FunctionBuilder, node: fx.Node) -> View:
     return _copied(self, node.args[0], node.meta["val"])
 
 
-def _copied(self: FunctionBuilder, source: fx.Node, out: torch.Tensor) -> View:
+def _copied(self: FunctionBuilder, source: object, out: torch.Tensor) -> View:
     """`source`, contiguous, in the dtype of `out`."""
-    value = self.contiguous(self.view(self.values[source]))
+    value = self.contiguous(self.view_of(source))
     typ = self.type_of(out)
     if value.type.element_type != typ.element_type:
-        value = self.insert(graph.ConvertOp(value, TensorType(typ.element_type, typ.get_shape())))
+        value = self.insert(
+            graph.elementwise("convert", [value], TensorType(typ.element_type, typ.get_shape()))
+        )
     return self.result(value, out)
 
 
 def _copy_into_refusal(node: fx.Node) -> str | None:
-    into, source = node.args[0].meta["val"], node.args[1].meta["val"]
+    into, source = arg_example(node, 0), arg_example(node, 1)
     if tuple(into.shape) != tuple(source.shape):
         return f"{node.target}: a copy that broadcasts {list(source.shape)} to {list(into.shape)}"
     for dtype in (source.dtype, into.dtype):
