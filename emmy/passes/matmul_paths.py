@@ -49,9 +49,17 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import Chain, InputKind, KeyValue, ProblemKey
+from emmy.dsl.keys import (
+    Chain,
+    InputKind,
+    KeyValue,
+    ProblemKey,
+    parse_input_kinds,
+    plain_values,
+)
 from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.families import matmul_path, vendor_matmul
+from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 
 
@@ -101,9 +109,9 @@ class PathSites:
     def library_site(
         self, rewriter: PatternRewriter, family_name: str, key: Mapping[str, KeyValue]
     ) -> str:
-        decl = family(family_name)
+        decl, plain = family(family_name), plain_values(key)
         return self.site(
-            rewriter, family_name, canonical_key(decl, key), lambda n: instantiate(decl, key, n)
+            rewriter, family_name, canonical_key(decl, key), lambda n: instantiate(decl, plain, n)
         )
 
     def choice_site(
@@ -138,12 +146,18 @@ class PathSites:
         ops: list[Operation] = [call]
         value: SSAValue = call.outputs[0]
         if str(key["epilogue"]) != "acc":
+            epilogue, kinds = key["epilogue"], key["inputs"]
+            # a key completed with its declared defaults has its inputs' kinds as text
+            if isinstance(kinds, str):
+                kinds = parse_input_kinds(kinds)
+            if not isinstance(epilogue, Chain) or not isinstance(kinds, tuple):
+                raise TypeError(f"an untyped key: epilogue={epilogue}, inputs={kinds}")
             chain = {
                 "n": size,
                 "cols": cols,
                 "T": key["T"],
-                "inputs": (InputKind.FULL, *key["inputs"]),
-                "fn": epilogue_chain(key["epilogue"]),
+                "inputs": (InputKind.FULL, *kinds),
+                "fn": epilogue_chain(epilogue),
             }
             site = self.library_site(rewriter, "elementwise", chain)
             epilogue = kernel.CallOp(site, [value, *extra], [value.type])
@@ -203,7 +217,7 @@ class OfferMatmulPaths(RewritePattern):
         """The parts of the product by `split` blocks per tile, and their sum."""
         a, b, *extra = call.inputs
         (result,) = call.outputs
-        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
         parts_key = {**key, "epilogue": "acc", "inputs": (), "split": split}
         part_type = TensorType(Float32Type(), [split, size])
         parts_site = self.sites.library_site(rewriter, family_name, parts_key)
@@ -222,7 +236,7 @@ class OfferMatmulPaths(RewritePattern):
         a, b, *extra = call.inputs
         (result,) = call.outputs
         product = kernel.CallOp(self.sites.vendor_site(rewriter, key), [a, b], [result.type])
-        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
         return self.sites.with_epilogue(rewriter, product, extra, key, size, key["n"])
 
 
