@@ -14,8 +14,10 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import SupportsInt, cast
 
 import torch
+from torch._guards import TracingContext
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree
 
@@ -166,10 +168,11 @@ class CompiledModule:
         outputs = _run(chosen, inputs)
         if chosen.model.out_spec is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
-        return _pytree.tree_unflatten(outputs, chosen.model.out_spec)
+        # the export's spec of the module's return value (ModelGraph holds it untyped)
+        return _pytree.tree_unflatten(outputs, cast(_pytree.TreeSpec, chosen.model.out_spec))
 
 
-def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor | int]:
     """Runs a specialization's program; its outputs as the device's tensors of the model's
     dtypes, the views of inputs and weights among them as torch views (no kernel computes
     them)."""
@@ -188,7 +191,7 @@ def computed_dtypes(model: ModelGraph) -> list[torch.dtype]:
 
 def with_aliases(
     computed: list[torch.Tensor], model: ModelGraph, inputs: Sequence[torch.Tensor]
-) -> list[torch.Tensor]:
+) -> list[torch.Tensor | int]:
     """Every returned value in order: those kernels computed, and between them the views
     of inputs and weights, as torch views of them (no kernel, no copy)."""
     given = iter(computed)
@@ -304,7 +307,7 @@ class CompiledGraph:
         user = [i for i in tensors if i not in self.frozen]
         return {out: user.index(tensors[place]) for out, place in mutations.items()}
 
-    def __call__(self, *inputs: object) -> list[torch.Tensor]:
+    def __call__(self, *inputs: object) -> list[torch.Tensor | int]:
         if self.eager is not None:
             return self.graph_module(*inputs)
         chosen = self.specializations.get(_signature(inputs)) or self.guarded(inputs)
@@ -342,7 +345,11 @@ def convert_aot_graph(
     tensors where `frozen` names the parameters read as constants)."""
     graph, mutations = kept_input_mutations(specialised_fx_graph(graph_module, inputs))
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    constants = {placeholders[i].name: (placeholders[i].name, inputs[i]) for i in frozen}
+    constants: dict[str, tuple[str, torch.Tensor]] = {}
+    for i in frozen:
+        value = inputs[i]
+        assert isinstance(value, torch.Tensor), "a frozen input is a parameter: a real tensor"
+        constants[placeholders[i].name] = (placeholders[i].name, value)
     # the mutated inputs' places among the tensors, as places among those not frozen (the
     # program's inputs): a frozen input is never written
     tensors = [i for i, n in enumerate(placeholders) if isinstance(n.meta.get("val"), torch.Tensor)]
@@ -386,9 +393,16 @@ def strict_from_environment() -> bool:
 
 
 def _signature(inputs: Sequence[object]) -> tuple:
-    return tuple(
-        (tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else int(x) for x in inputs
-    )
+    return tuple(_signature_of(x) for x in inputs)
+
+
+def _signature_of(x: object) -> tuple | int:
+    if isinstance(x, torch.Tensor):
+        return tuple(x.shape), x.dtype
+    # the graph's other inputs are sizes: ints, or SymInts specialised
+    if not isinstance(x, SupportsInt):
+        raise TypeError(f"a graph's input is a tensor or a size, not {type(x).__name__}")
+    return int(x)
 
 
 def backend(
@@ -457,7 +471,7 @@ def frozen_parameters() -> frozenset[int]:
     freezing reads them: a batch norm's statistics fold, a convolution's weights are
     constants. None that the graph writes or returns a view of (a KV cache); the caller
     freezes none in a training step's graph (an optimizer moves the parameters)."""
-    context = torch._guards.TracingContext.try_get()
+    context = TracingContext.try_get()
     if context is None or context.fw_metadata is None:
         return frozenset()
     meta = context.fw_metadata

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from emmy import program_cache
 from emmy.compile_options import CompileOptions
@@ -53,7 +53,7 @@ def build_program(
     # xDSL and the passes take ~0.6 s to import, which a program-cache hit does not pay
     from emmy.compiler import compile_graph
 
-    module = parse_graph(text, where) if isinstance(graph, str) else graph
+    module = _parsed(text, where) if isinstance(graph, str) else graph
     program = compile_graph(module, options, constants=list(constants), verify_each=verify_each)
     if cacheable:
         # keyed by the stores as the compile left them (its golden step may import rows),
@@ -81,8 +81,14 @@ def recipe_program(
 
     options = CompileOptions(target=target, db=None, golden=(recipe_dir(recipe),))
     return compile_graph(
-        parse_graph(text, f"<recipe {recipe}>"),
+        _parsed(text, f"<recipe {recipe}>"),
         options,
         constants=constants,
         compile_kernels=compile_kernels,
     )
+
+
+def _parsed(text: str, where: str) -> ModuleOp:
+    # parse_graph hands out a module, parsed or the one the frontend built (its store of
+    # built modules holds them untyped)
+    return cast("ModuleOp", parse_graph(text, where))

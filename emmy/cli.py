@@ -642,7 +642,7 @@ def resource_lines(program) -> list[str]:
     title = f"resources (ptxas, {arch}); occupancy per SM on each {arch} device of the table"
     if not devices:
         title = f"resources (ptxas, {arch}); no {arch} device in emmy/backend/occupancy.py"
-    rows = [("kernel", "registers", "spills st/ld", "smem static+dynamic")]
+    rows: list[tuple[str, ...]] = [("kernel", "registers", "spills st/ld", "smem static+dynamic")]
     rows[0] += tuple(d.identity for d in devices)
     for name, info in program.kernels.items():
         used = program.resources.get(name)
@@ -905,7 +905,7 @@ def generate_model_dir(args: argparse.Namespace) -> int:
     """emmy generate of a Hugging Face model directory: its generate() with a static cache,
     the forward compiled by torch.compile with emmy's backend."""
     # torch and transformers run the model; the other commands need not load them
-    from emmy.decode import check_lengths, hf_greedy, hf_greedy_emmy, prompt
+    from emmy.decode import CausalLM, check_lengths, hf_greedy, hf_greedy_emmy, prompt
 
     if args.config:
         raise EmmyError("--config chooses a recipe's config; a model directory has its config.json")
@@ -915,7 +915,7 @@ def generate_model_dir(args: argparse.Namespace) -> int:
     print(f"model {case.describe()}", file=sys.stderr)
     wrapped, _ = hf.build(case)
     model = wrapped.model
-    if not hasattr(model, "generate"):
+    if not isinstance(model, CausalLM):
         raise EmmyError(f"{args.recipe} is not a causal language model: it has no generate()")
     positions = getattr(model.config, "max_position_embeddings", args.prompt_len + args.tokens)
     check_lengths(args.prompt_len, args.tokens, positions)

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -65,7 +66,9 @@ def _position(value: int, like: torch.Tensor) -> torch.Tensor:
     return torch.tensor([value], dtype=torch.int64, device=like.device)
 
 
-def _next(logits: torch.Tensor) -> torch.Tensor:
+def _next(logits: object) -> torch.Tensor:
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"a decoder step returns its logits, not {type(logits).__name__}")
     return logits.argmax(-1, keepdim=True)
 
 
@@ -103,7 +106,7 @@ def greedy(
 
 
 def greedy_eager(
-    step: Callable[..., torch.Tensor],
+    step: Callable[..., object],
     ids: torch.Tensor,
     caches: Sequence[torch.Tensor],
     count: int,
@@ -116,7 +119,7 @@ def greedy_eager(
 
 
 def _loop(
-    step: Callable[..., torch.Tensor],
+    step: Callable[..., object],
     ids: torch.Tensor,
     caches: Sequence[torch.Tensor],
     count: int,
@@ -144,6 +147,21 @@ def first_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, i
     return row, index
 
 
+class LMConfig(Protocol):
+    vocab_size: int
+
+
+@runtime_checkable
+class CausalLM(Protocol):
+    """A Hugging Face causal language model, as decoding runs it: its config, its forward
+    (compiled in place) and its `generate`."""
+
+    config: LMConfig
+    forward: Callable[..., Any]
+
+    def generate(self, *args: Any, **kwargs: Any) -> torch.Tensor: ...
+
+
 class _Clock:
     """A streamer for Hugging Face's generate: the time of each token it is handed (the
     prompt first, then each new token)."""
@@ -159,7 +177,7 @@ class _Clock:
         pass
 
 
-def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, count: int) -> Generation:
+def hf_greedy(model: CausalLM, ids: torch.Tensor, count: int) -> Generation:
     """`count` greedy tokens of a Hugging Face causal LM after `ids`, through its
     `generate` with a static cache (as its forward runs: eagerly, or compiled)."""
     clock = _Clock(ids)
@@ -179,7 +197,7 @@ def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, count: int) -> Generati
 
 
 def hf_greedy_emmy(
-    model: torch.nn.Module, ids: torch.Tensor, count: int, device: Device, strict: bool = False
+    model: CausalLM, ids: torch.Tensor, count: int, device: Device, strict: bool = False
 ) -> Generation:
     """hf_greedy with the model's forward compiled by torch.compile with emmy's backend on
     `device`: a first pass compiles (each graph once), a second is timed. `strict` raises

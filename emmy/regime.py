@@ -269,7 +269,8 @@ class Regime:
 
 def regime_for(device: str, flags: str | Sequence[str] = DEPLOYABLE_FLAGS) -> Regime:
     """The regime of a device identity ("emu" or a GPU slug) under the given flags."""
-    return Regime(flags, HOST_ARCH if device == EMU else arch_of(device))
+    arch = HOST_ARCH if device == EMU else arch_of(device)
+    return Regime(normalise_flags(flags), arch)
 
 
 def host_compiler_flags(regime: Regime) -> tuple[str, ...]:

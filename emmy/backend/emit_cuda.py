@@ -36,6 +36,12 @@ def storage_type(element: Attribute) -> str:
     return dtypes.lookup(dtypes.dtype_name(element)).c_type
 
 
+def pointee(value: SSAValue) -> Attribute:
+    """The element type of a pointer: a kernel's parameter, a load's or a store's operand."""
+    assert isinstance(value.type, kernel.PtrType), "a kernel's buffers are pointers"
+    return value.type.element
+
+
 #: binary ops printed as `a <operator> b`
 INFIX = {
     arith.AddiOp: "+",
@@ -132,7 +138,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             key=str(site.key.data),
             config=site.config.as_dict() if site.config is not None else {},
             arg_names=tuple(n.data for n in func.arg_names),
-            arg_dtypes=tuple(dtypes.dtype_name(a.type.element) for a in func.body.block.args),
+            arg_dtypes=tuple(dtypes.dtype_name(pointee(a)) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
             block=block,
             smem=fold_int(launch.smem, "the shared memory size"),
@@ -184,8 +190,9 @@ def _check_launch_fits(site: fork.SiteOp, launch: kernel.LaunchOp) -> None:
             )
 
 
-def _any_of(op_types: Iterable[type[Operation]]) -> UnionType:
-    """The union of `op_types`: one printer method registered for the ops of a table."""
+def _any_of(op_types: Iterable[type[Operation]]) -> UnionType | type[Operation]:
+    """The union of `op_types` (the type itself where there is one): one printer method
+    registered for the ops of a table."""
     return functools.reduce(operator.or_, op_types)
 
 
@@ -251,7 +258,7 @@ class KernelPrinter:
         aliased = self.func.aliased_names()
         args = zip(self.func.body.block.args, self.func.arg_names, strict=True)
         for i, (arg, arg_name) in enumerate(args):
-            element = storage_type(arg.type.element)
+            element = storage_type(pointee(arg))
             name = f"p_{arg_name.data}"
             self.names[arg] = name
             const = "" if i in written else "const "
@@ -347,7 +354,9 @@ class KernelPrinter:
         self.define(op.result, f"emmy::{op.callee.data}({args})")
 
     @emit.register(_any_of(COORDINATES))
-    def _coordinate(self, op: Operation) -> None:
+    def _coordinate(
+        self, op: kernel.ThreadIdOp | kernel.BlockIdOp | kernel.BlockDimOp | kernel.GridDimOp
+    ) -> None:
         self.define(op.results[0], f"(int){COORDINATES[type(op)]}.{op.dim.data}")
 
     @emit.register
@@ -472,9 +481,9 @@ class KernelPrinter:
             self.names[arg] = self.names[result] = name
             carried.append(name)
         start = self.fresh("j")
-        bounds = [fold(v) for v in (op.lower, op.upper, op.step)]
-        if width == 1 and None not in bounds and bounds[2] > 0:
-            trips = -(-(bounds[1] - bounds[0]) // bounds[2])
+        lower, upper, step = (fold(v) for v in (op.lower, op.upper, op.step))
+        if width == 1 and lower is not None and upper is not None and step is not None and step > 0:
+            trips = -(-(upper - lower) // step)
             # short constant loops unroll, so local arrays live in registers; a loop over
             # tiles (one with a barrier) stays a loop: unrolled, it multiplies the code and
             # the compile time for nothing
@@ -519,7 +528,7 @@ class KernelPrinter:
         for inner in op.body.block.ops:
             if not isinstance(inner, kernel.LoadOp | kernel.StoreOp):
                 continue
-            if not dtypes.is_float_type(inner.ptr.type.element):
+            if not dtypes.is_float_type(pointee(inner.ptr)):
                 continue  # index tensors are read element by element
             base = self.invariant_base(inner.index, index, op)
             if base is None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cuda.bindings import nvrtc
+import cuda.bindings.nvrtc as nvrtc
 
 from emmy.errors import KernelCompileError
 from emmy.paths import INCLUDE_DIR, cache_dir
@@ -138,13 +138,14 @@ def parse_resources(log: str) -> dict[str, KernelResources]:
     properties: str | None = None  # the function the next stack frame line belongs to
     for line in log.splitlines():
         if m := _ENTRY.search(line):
-            entry = properties = m.group(1)
-            found[entry] = {}
+            symbol: str = m.group(1)
+            entry = properties = symbol
+            found[symbol] = {}
         elif m := _PROPERTIES.search(line):
             properties = m.group(1)
         elif m := _FRAME.search(line):
             # non-inlined device functions get their own frame lines: keep only the kernel's
-            if properties is not None and properties == entry:
+            if entry is not None and properties == entry:
                 frame, stores, loads = (int(g) for g in m.groups())
                 found[entry].update(stack_frame=frame, spill_stores=stores, spill_loads=loads)
         elif (m := _REGISTERS.search(line)) and entry is not None:

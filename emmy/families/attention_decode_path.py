@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from emmy.families.family import Family, FamilyKind
+from emmy.families.family import Family, FamilyKind, key_int
 from emmy.problem_key import KeyValue
 
 NAME = "attention_decode_path"
@@ -23,7 +23,7 @@ LONG_CACHE = 1024
 
 
 def queries_of(key: Mapping[str, KeyValue]) -> int:
-    return int(key["batch"]) * int(key["heads"]) * int(key["new"])
+    return key_int(key, "batch") * key_int(key, "heads") * key_int(key, "new")
 
 
 def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
@@ -31,7 +31,7 @@ def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
     queries, or the cache too few positions)."""
     if queries_of(key) >= SM_COUNT:
         return []
-    return [s for s in SPLITS if math.ceil(int(key["max_len"]) / s) >= MIN_CHUNK]
+    return [s for s in SPLITS if math.ceil(key_int(key, "max_len") / s) >= MIN_CHUNK]
 
 
 def options_for(key: Mapping[str, KeyValue]) -> list[str]:
@@ -41,7 +41,7 @@ def options_for(key: Mapping[str, KeyValue]) -> list[str]:
 def default_for(key: Mapping[str, KeyValue]) -> str:
     """The declared default (see the module's docstring)."""
     queries, splits = queries_of(key), splits_for(key)
-    if not splits or queries * 4 > SM_COUNT or int(key["max_len"]) < LONG_CACHE:
+    if not splits or queries * 4 > SM_COUNT or key_int(key, "max_len") < LONG_CACHE:
         return ONE_PASS
     enough = [s for s in splits if queries * s >= 2 * SM_COUNT]
     return f"split{enough[0] if enough else splits[-1]}"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from emmy.dialects import graph
 from emmy.dtypes import dtype_name, is_float
@@ -54,7 +54,8 @@ def broadcast_kinds(
     inputs: Sequence[SSAValue], out_shape: tuple[int, ...]
 ) -> list[InputKind] | None:
     kinds = [broadcast_kind(shape_of(value), out_shape) for value in inputs]
-    return None if None in kinds else kinds
+    known = [kind for kind in kinds if kind is not None]
+    return known if len(known) == len(kinds) else None
 
 
 def required_broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> str:
@@ -91,7 +92,7 @@ def of_one_float_dtype(group: ElementwiseGroup, dtype: str) -> bool:
     return is_float(dtype) and all(dtype_of(value) == dtype for value in values)
 
 
-def is_elementwise(op: Operation | None) -> bool:
+def is_elementwise(op: Operation | Block | None) -> bool:
     return isinstance(op, ELEMENTWISE)
 
 

@@ -18,6 +18,8 @@ from emmy.problem_key import ProblemKey
 if TYPE_CHECKING:
     import torch
 
+    from emmy.dsl.keys import KeyValue
+
 #: storage types a family's checks run in unless it names its own
 FLOATS = dtypes.FLOAT_NAMES
 
@@ -96,6 +98,14 @@ def no_extra_atol(key: dict) -> float:
 
 def no_input_ranges(key: dict) -> dict[int, tuple[int, int]]:
     return {}
+
+
+def key_int(key: Mapping[str, KeyValue], name: str) -> int:
+    """The value of `name` in a typed key as an integer (a flag as 0 or 1)."""
+    value = key[name]
+    if not isinstance(value, int | str):
+        raise TypeError(f"the key's {name} is {value}, not an integer")
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ index_select, gather, advanced indexing, flip, roll (`graph.gather`) and triu/tr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from emmy import dtypes
 from emmy.dialects import graph
@@ -45,7 +46,7 @@ def gather_key(
     strides: list[int],
     offset: int,
     dtype: str,
-    indices: list[tuple[str, int, list[int], int, int]] = (),
+    indices: Sequence[tuple[str, int, list[int], int, int]] = (),
 ) -> dict[str, int | str]:
     """The key of a gather of `shape` from `size` elements; `indices` are, per index
     tensor, its dtype, its element count, its strides per output dim, the size of the dim

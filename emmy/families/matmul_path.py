@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from emmy.families.family import Family, FamilyKind
+from emmy.families.family import Family, FamilyKind, key_int
 from emmy.problem_key import KeyValue
 
 NAME = "matmul_path"
@@ -21,8 +21,12 @@ MIN_SLICE = 256
 
 def splits_for(key: Mapping[str, KeyValue]) -> list[int]:
     """The splits of k offered to a matmul key (none where split-K is not worth it)."""
-    tiles = int(key["batch"]) * math.ceil(int(key["m"]) / 64) * math.ceil(int(key["n"]) / 64)
-    k = int(key["k"])
+    tiles = (
+        key_int(key, "batch")
+        * math.ceil(key_int(key, "m") / 64)
+        * math.ceil(key_int(key, "n") / 64)
+    )
+    k = key_int(key, "k")
     if tiles >= SPLIT_TILES or k < MIN_K:
         return []
     return [s for s in SPLITS if k >= s * MIN_SLICE]

@@ -21,12 +21,13 @@ def resize_key(
 ) -> dict[str, int | str]:
     """The key of a resize of `rows` planes of `plane` to `out`: `scales` the caller's
     source steps (input over output where None; (h - 1) / (oh - 1) with align_corners)."""
+    (h, w), (oh, ow) = plane, out
     if align_corners:
-        scales = tuple((n - 1) / (o - 1) if o > 1 else 0.0 for n, o in zip(plane, out, strict=True))
+        scales = ((h - 1) / (oh - 1) if oh > 1 else 0.0, (w - 1) / (ow - 1) if ow > 1 else 0.0)
     elif scales is None:
-        scales = tuple(n / o for n, o in zip(plane, out, strict=True))
-    key: dict[str, int | str] = {"rows": rows, "h": plane[0], "w": plane[1]}
-    key |= {"oh": out[0], "ow": out[1], "T": dtype, "mode": mode}
+        scales = (h / oh, w / ow)
+    key: dict[str, int | str] = {"rows": rows, "h": h, "w": w}
+    key |= {"oh": oh, "ow": ow, "T": dtype, "mode": mode}
     if align_corners:
         key["corners"] = "yes"
     return key | {"sy": repr(float(scales[0])), "sx": repr(float(scales[1]))}
@@ -35,14 +36,15 @@ def resize_key(
 def site(op: graph.ResizeOp, fusion: Fusion) -> Site:
     *batch, h, w = shape_of(op.input)
     oh, ow = shape_of(op.result)[-2:]
-    scales = tuple(s.value.data for s in op.scales.data)
+    # graph.resize has two scales (its verifier)
+    sy, sx = (s.value.data for s in op.scales.data)
     key = resize_key(
         math.prod(batch),
         (h, w),
         (oh, ow),
         dtype_of(op.input),
         op.mode.data.value,
-        scales,
+        (sy, sx),
         op.align_corners is not None,
     )
     return Site("resize2d", key, [op.input])

@@ -30,13 +30,15 @@ _NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}
 
 
 def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
+    if isinstance(node, Token):
+        raise TypeError(f"a chain's {node!s} where an expression should be")
     kind = node.data
     if kind == "float_lit":
-        return float(node.children[0])
+        return float(_text(node))
     if kind == "int_lit":
-        return int(node.children[0])
+        return int(_text(node))
     if kind == "name":
-        name = str(node.children[0])
+        name = _text(node)
         return _NAMED_FLOATS[name] if name in _NAMED_FLOATS else inputs[name]
     if kind == "neg":
         return -_chain(node.children[0], inputs)
@@ -50,6 +52,11 @@ def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
     for op, rhs in zip(node.children[1::2], node.children[2::2], strict=True):
         value = _BINARY[str(op)](as_tensor(value), _chain(rhs, inputs))
     return value
+
+
+def _text(node: Tree) -> str:
+    """The text of a literal's or a name's token."""
+    return str(node.children[0])
 
 
 def _pointwise(name: str, args: list) -> torch.Tensor:

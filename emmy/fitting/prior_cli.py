@@ -63,7 +63,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.epochs < 1:
         raise EmmyError(f"--epochs {args.epochs}: must be at least 1")
     try:
-        import jax  # noqa: F401 - JAX is optional: without it `emmy fit` is one line, and no other command loads it
+        # JAX is optional (the fit extra, which the type checker's venv lacks): without it
+        # `emmy fit` is one line, and no other command loads it
+        import jax  # noqa: F401  # pyright: ignore[reportMissingImports]
     except ImportError:
         raise EmmyError(NEEDS_JAX) from None
     from emmy.fitting.prior_fit import fit  # fits with JAX (see above)

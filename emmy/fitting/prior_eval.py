@@ -341,7 +341,7 @@ def table_lines(reports: Sequence[PoolReport]) -> Iterator[str]:
             f"{len(pool.configs)} configs, {report.cells_measured * 100:.1f}% of cells measured; "
             f"golden entries for {report.golden_keys} of {len(pool.keys)} keys"
         )
-        rows = [header]
+        rows: list[tuple[str, ...]] = [header]
         for name, s in report.pickers.items():
             if name == "golden" and not s.keys:
                 continue
@@ -374,7 +374,7 @@ def mean_top1_per_pool(reports: Sequence[PoolReport]) -> dict[str, tuple[float, 
     pool of few keys weighs as a pool of many."""
     means = {}
     for name in PICKERS:
-        top1 = [r.pickers[name].top1 for r in reports if r.pickers[name].top1 is not None]
+        top1 = [t for r in reports if (t := r.pickers[name].top1) is not None]
         if top1:
             means[name] = (sum(top1) / len(top1), len(top1))
     return means
@@ -384,15 +384,13 @@ def prior_wins(reports: Sequence[PoolReport]) -> tuple[int, int]:
     """In how many of the pools that scored the prior its top-1 is strictly above both the
     declared default's and the nearest key's; and how many pools scored it."""
     scored = [r.pickers for r in reports if r.pickers["prior"].top1 is not None]
-    wins = sum(
-        all(
-            p["prior"].top1 > p[rival].top1
-            for rival in ("default", "nearest key")
-            if p[rival].top1 is not None
-        )
-        for p in scored
-    )
-    return wins, len(scored)
+    return sum(_prior_wins(p) for p in scored), len(scored)
+
+
+def _prior_wins(pickers: dict[str, Summary]) -> bool:
+    prior = pickers["prior"].top1
+    rivals = [pickers[rival].top1 for rival in ("default", "nearest key")]
+    return prior is not None and all(prior > top1 for top1 in rivals if top1 is not None)
 
 
 def _summary_row(name: str, summary: Summary) -> tuple[str, ...]:

@@ -42,8 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
+# JAX: the optional fit extra, which the type checker's venv lacks
+import jax  # pyright: ignore[reportMissingImports]
+import jax.numpy as jnp  # pyright: ignore[reportMissingImports]
 import numpy as np
 
 from emmy.errors import EmmyError
@@ -229,7 +230,8 @@ def fit_family(
 
 def _measured_rows_by_split(data: FamilyData, measured: np.ndarray) -> dict[str, list[int]]:
     """The rows of each split (train, validation, held_out) with a measured config."""
-    has = measured.any(axis=1)
+    # an array (numpy types `any` by an axis as a bool or an array: it cannot count the dims)
+    has = np.asarray(measured.any(axis=1))
     return {
         s: [i for i, (r, h) in enumerate(zip(data.splits, has, strict=True)) if r == s and h]
         for s in ("train", "validation", "held_out")

@@ -49,6 +49,7 @@ from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
 from emmy.families import attention_path
 from emmy.families.attention import attention_key
+from emmy.families.chains import shape_of
 from emmy.passes.host_choices import offer_choice
 from emmy.problem_key import ProblemKey
 
@@ -71,8 +72,9 @@ def library_path(op: graph.AttentionOp) -> list[Operation]:
 def unfused_path(op: graph.AttentionOp) -> list[Operation]:
     """The ops of softmax(q kᵀ · scale) v from matmuls and a softmax, the last one's result
     shaped like the attention's."""
-    batch, heads, q_len, d = op.q.type.get_shape()
-    _, kv_heads, kv_len, _ = op.k.type.get_shape()
+    batch, heads, q_len, d = shape_of(op.q)
+    _, kv_heads, kv_len, _ = shape_of(op.k)
+    assert isinstance(op.q.type, TensorType)
     element = op.q.type.element_type
     rows = (heads // kv_heads) * q_len
     ops: list[Operation] = []
@@ -94,7 +96,7 @@ def unfused_path(op: graph.AttentionOp) -> list[Operation]:
     scale = op.scale.value.data
     if scale != 1.0:
         factor = add(graph.ConstantOp(scale, element))
-        scores = add(graph.MulOp(scores, factor, scores.type))
+        scores = add(graph.elementwise("mul", [scores, factor], scores.type))
     probabilities = add(graph.SoftmaxOp(scores, -1, causal=op.causal is not None))
     probabilities = reshape(probabilities, batch * kv_heads, rows, kv_len)
     out_type = TensorType(element, [batch * kv_heads, rows, d])

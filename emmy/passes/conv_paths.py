@@ -40,6 +40,7 @@ from xdsl.pattern_rewriter import (
 from emmy.dialects import kernel
 from emmy.dsl.library import family
 from emmy.families import conv_path, vendor_conv
+from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
 from emmy.problem_key import KeyValue
@@ -70,12 +71,12 @@ class OfferConvPaths(RewritePattern):
     ) -> Region:
         """The convolution (and its bias) by the vendor library, then the epilogue (if any)
         as an elementwise chain over it and the epilogue's inputs."""
-        params = 3 if int(key["has_bias"]) else 2
+        params = 3 if key_int(key, "has_bias") else 2
         inputs, extra = call.inputs[:params], call.inputs[params:]
         (result,) = call.outputs
         site = self.sites.host_call_site(rewriter, vendor_conv.NAME, vendor_conv.vendor_key(key))
         convolution = kernel.CallOp(site, list(inputs), [result.type])
-        size = int(key["batch"]) * int(key["cout"]) * int(key["spatial"])
+        size = key_int(key, "batch") * key_int(key, "cout") * key_int(key, "spatial")
         return self.sites.with_epilogue(rewriter, convolution, extra, key, size, key["ow"])
 
 

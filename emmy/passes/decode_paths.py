@@ -49,6 +49,7 @@ from xdsl.pattern_rewriter import (
 
 from emmy.dialects import fork, kernel
 from emmy.families import attention_decode_path
+from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
 from emmy.problem_key import ProblemKey
@@ -93,7 +94,7 @@ class OfferSplitKV(RewritePattern):
     ) -> Region:
         """The chunks' parts by `splits` blocks per query, and their combination."""
         (result,) = call.outputs
-        batch, heads, new, dim = (int(key[n]) for n in ("batch", "heads", "new", "dim"))
+        batch, heads, new, dim = (key_int(key, n) for n in ("batch", "heads", "new", "dim"))
         part_type = TensorType(Float32Type(), [splits, batch, heads, new, dim])
         lse_type = TensorType(Float32Type(), [splits, batch, heads, new])
         parts_site = self.sites.library_site(

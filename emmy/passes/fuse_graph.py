@@ -59,12 +59,11 @@ from emmy.families.family import Fuses
 from emmy.families.registry import fusing
 
 
-def is_group_root(op: Operation | None) -> bool:
+def is_group_root(op: Operation | Block | None) -> bool:
     """An elementwise op whose value leaves the chain: not a constant (inlined) and not
     the single use of another elementwise op."""
-    if not is_elementwise(op) or isinstance(op, graph.ConstantOp):
+    if not isinstance(op, Operation) or not is_elementwise(op) or isinstance(op, graph.ConstantOp):
         return False
-    assert op is not None
     return not is_elementwise(op.results[0].get_user_of_unique_use())
 
 

@@ -16,12 +16,13 @@ configs specialize-forks records, so it runs after that pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -44,12 +45,15 @@ def path_call(call: kernel.CallOp, sites: Sites) -> fork.PathCallAttr:
     """A kernel call as a path records it: its site's family, key and config (a host call
     has no forks, so no config), and its tensors' types."""
     site = sites[call.site.root_reference.data]
+    # kernel.call's operands and results are tensors (its constraints, verified)
+    inputs = cast(Sequence[TensorType], call.inputs.types)
+    outputs = cast(Sequence[TensorType], call.outputs.types)
     return fork.PathCallAttr(
         site.family,
         StringAttr(str(site.key.data)),
         site.config or fork.ConfigAttr({}),
-        ArrayAttr(call.inputs.types),
-        ArrayAttr(call.outputs.types),
+        ArrayAttr(inputs),
+        ArrayAttr(outputs),
     )
 
 

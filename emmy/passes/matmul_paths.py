@@ -52,6 +52,7 @@ from emmy.dialects import fork, kernel
 from emmy.dsl.keys import problem_key, rename_chain, shift_chain
 from emmy.dsl.library import family, instantiate
 from emmy.families import matmul_path, vendor_matmul
+from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.problem_key import Chain, InputKind, KeyValue, ProblemKey
 
@@ -204,7 +205,7 @@ class OfferMatmulPaths(RewritePattern):
         """The parts of the product by `split` blocks per tile, and their sum."""
         a, b, *extra = call.inputs
         (result,) = call.outputs
-        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
         parts_key = {**key, "epilogue": "acc", "inputs": (), "split": split}
         part_type = TensorType(Float32Type(), [split, size])
         parts_site = self.sites.library_site(rewriter, family_name, parts_key)
@@ -223,7 +224,7 @@ class OfferMatmulPaths(RewritePattern):
         a, b, *extra = call.inputs
         (result,) = call.outputs
         product = kernel.CallOp(self.sites.vendor_site(rewriter, key), [a, b], [result.type])
-        size = int(key["batch"]) * int(key["m"]) * int(key["n"])
+        size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
         return self.sites.with_epilogue(rewriter, product, extra, key, size, key["n"])
 
 

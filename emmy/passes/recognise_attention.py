@@ -15,6 +15,7 @@ Only where the scores and probabilities have no other use (nothing else reads th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -28,9 +29,12 @@ from xdsl.pattern_rewriter import (
 )
 
 from emmy.dialects import graph
+from emmy.families.chains import shape_of
+
+OpT = TypeVar("OpT", bound=Operation)
 
 
-def _only_use(value: SSAValue, kind: type[Operation]) -> Operation | None:
+def _only_use(value: SSAValue, kind: type[OpT]) -> OpT | None:
     """The producer of `value` if it is a `kind` whose result nothing else reads."""
     producer = value.owner
     if isinstance(producer, kind) and value.has_one_use():
@@ -38,17 +42,21 @@ def _only_use(value: SSAValue, kind: type[Operation]) -> Operation | None:
     return None
 
 
-def _scale_of(op: Operation) -> float | None:
-    """The constant factor a graph.mul or graph.div by a scalar constant applies."""
+def _scaling_of(value: SSAValue) -> tuple[graph.BinaryOp, float] | None:
+    """The graph.mul or graph.div by a scalar constant that computes `value`, read nowhere
+    else, and the constant factor it applies."""
+    op = value.owner
+    if not value.has_one_use() or not isinstance(op, graph.BinaryOp):
+        return None
     if not isinstance(op, (graph.MulOp, graph.DivOp)):
         return None
     constant = op.rhs.owner
     if not isinstance(constant, graph.ConstantOp):
         return None
-    value = float(constant.value.value.data)
+    factor = float(constant.value.value.data)
     if isinstance(op, graph.DivOp):
-        return None if value == 0 else 1.0 / value
-    return value
+        return None if factor == 0 else (op, 1.0 / factor)
+    return op, factor
 
 
 class AttentionFromMatmuls(RewritePattern):
@@ -57,18 +65,17 @@ class AttentionFromMatmuls(RewritePattern):
         if op.transpose_b is not None:
             return
         softmax = _only_use(op.lhs, graph.SoftmaxOp)
-        if softmax is None or softmax.dim.value.data not in (-1, len(op.lhs.type.get_shape()) - 1):
+        if softmax is None or softmax.dim.value.data not in (-1, len(shape_of(op.lhs)) - 1):
             return
         scores, scale = softmax.input, 1.0
-        scaling = scores.owner if scores.has_one_use() else None
-        factor = _scale_of(scaling) if scaling is not None else None
-        if factor is not None:
-            scores, scale = scaling.lhs, factor
+        scaling = _scaling_of(scores)
+        if scaling is not None:
+            scores, scale = scaling[0].lhs, scaling[1]
         product = _only_use(scores, graph.MatmulOp)
         if product is None or product.transpose_b is None:
             return
         q, k, v = product.lhs, product.rhs, op.rhs
-        shapes = [tuple(x.type.get_shape()) for x in (q, k, v)]
+        shapes = [shape_of(x) for x in (q, k, v)]
         if (
             any(len(s) != 4 for s in shapes)
             or shapes[1] != shapes[2]
@@ -80,7 +87,7 @@ class AttentionFromMatmuls(RewritePattern):
         # where j > i, top-left aligned at any q_len and kv_len) is the same mask
         causal = softmax.causal is not None
         attention = graph.AttentionOp(q, k, v, scale, causal)
-        dead = [softmax, *([scaling] if factor is not None else []), product]
+        dead = [softmax, *([scaling[0]] if scaling is not None else []), product]
         rewriter.replace(op, attention)
         for victim in dead:
             rewriter.erase(victim)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from io import StringIO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.irdl.dominance import DominanceInfo
 from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove
@@ -139,10 +139,13 @@ def _undominated(module: ModuleOp, value: SSAValue, user: Operation) -> str:
     used = f"{shown} is used by {_describe(user)}"
     owner = value.owner
     if not isinstance(owner, Operation):
+        assert isinstance(value, BlockArgument), "a value a block owns is its argument"
         return f"{used} outside the block whose argument {value.index} it is"
     block = owner.parent_block()
     if block is None:
         return f"{used}, but the op that defined it ({owner.name}) is no longer in the IR"
+    # an erased value's op is out of the IR: a value of an op in a block is its result
+    assert isinstance(value, OpResult)
     defined = f"result {value.index} of {_describe(owner)}"
     ancestor = block.find_ancestor_op_in_block(user)
     if ancestor is owner:

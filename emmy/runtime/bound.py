@@ -8,6 +8,7 @@ nothing is synchronised unless the caller asks."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Unpack
 
 import torch
 
@@ -15,6 +16,7 @@ from emmy import dtypes
 from emmy.errors import EmmyError, KernelLaunchError
 from emmy.program import ARENA, Program, TensorSpec
 from emmy.runtime.device import Device
+from emmy.runtime.executable import RunOptions
 
 #: every byte of a fresh arena: all-ones bits, NaN in every float type, so that a kernel
 #: reading a temporary nobody wrote shows it
@@ -75,7 +77,9 @@ class BoundProgram:
             tensor.view(torch.uint8).fill_(POISON)
         return tensor
 
-    def __call__(self, inputs: Sequence[torch.Tensor], **options: object) -> list[torch.Tensor]:
+    def __call__(
+        self, inputs: Sequence[torch.Tensor], **options: Unpack[RunOptions]
+    ) -> list[torch.Tensor]:
         """The program's outputs (tensors of their storage types on the device) for
         `inputs`; an input the program writes is updated in the caller's tensor."""
         program = self.program

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from cuda.bindings import driver as cu
+import cuda.bindings.driver as cu
 
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
 from emmy.device_records import DeviceCounters, Launch
@@ -236,7 +236,7 @@ class CudaDriver(Driver):
         self._note(message)
         raise KernelLaunchError(message)
 
-    def host_call(self, call: Callable[[], None]) -> None:
+    def host_call(self, call: Callable[[], object]) -> None:
         torch = _torch()
         try:
             with torch.cuda.device(self.ordinal):

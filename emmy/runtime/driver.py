@@ -129,7 +129,7 @@ class Driver(ABC):
         """Queues one packed launch on the current stream."""
 
     @abstractmethod
-    def host_call(self, call: Callable[[], None]) -> None:
+    def host_call(self, call: Callable[[], object]) -> None:
         """Runs torch work (a vendor call, a fallback) in stream order between launches."""
 
     @abstractmethod

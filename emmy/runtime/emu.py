@@ -207,6 +207,11 @@ class EmuGraph:
         self.items = items
 
 
+#: an item of the queue as it runs: a runner program and its binding, a replayed graph, or
+#: a host call
+_Resolved = tuple[Program, list[tuple[int, int]]] | EmuGraph | Callable[[], object]
+
+
 class EmuDriver(Driver):
     """The emulator below the runtime: device memory is shared memory (emu_memory.EmuMemory),
     CPU torch tensors that the runner reads and writes in place; launches are queued and run
@@ -237,7 +242,7 @@ class EmuDriver(Driver):
         self._runner: Runner | None = None
         self._programs: OrderedDict[tuple, Program] = OrderedDict()
         self._queue: list[_Queued | EmuGraph] = []
-        self._captured: list[_Queued | EmuGraph | Callable[[], None]] | None = None
+        self._captured: list[_Queued | EmuGraph | Callable[[], object]] | None = None
         self._clock = 0.0
         self._schedule = "forward"
         self._run_workers: int | None = None
@@ -309,14 +314,14 @@ class EmuDriver(Driver):
         queued = _Queued(packed.function, packed.launch, tuple(pointers))
         (self._captured if self._captured is not None else self._queue).append(queued)
 
-    def host_call(self, call: Callable[[], None]) -> None:
+    def host_call(self, call: Callable[[], object]) -> None:
         if self._captured is not None:
             self._captured.append(call)
             return
         self._flush(QUEUE_TIMEOUT)
         self._timed_host_call(call)
 
-    def _timed_host_call(self, call: Callable[[], None]) -> None:
+    def _timed_host_call(self, call: Callable[[], object]) -> None:
         # the emulator's events time host calls as the wall time they take
         start = time.perf_counter()
         call()
@@ -360,9 +365,10 @@ class EmuDriver(Driver):
                 resolved.append(item)
         return resolved
 
-    def _run_item(self, item: object, timeout: float) -> None:
+    def _run_item(self, item: _Resolved, timeout: float) -> None:
         if isinstance(item, tuple):
-            self._run(*item, timeout)
+            program, binding = item
+            self._run(program, binding, timeout)
         elif isinstance(item, EmuGraph):
             for each in item.items:
                 self._run_item(each, timeout)

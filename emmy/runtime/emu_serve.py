@@ -23,6 +23,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from emmy.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, DeviceCounters, Launch, ScalarArg
@@ -176,7 +177,7 @@ class Runner:
         with self._lock:
             if self._proc is None:
                 return
-            self._proc.stdin.close()
+            _pipe(self._proc.stdin).close()
             try:
                 self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -251,7 +252,7 @@ class Runner:
         mark = os.fstat(self._stderr.fileno()).st_size
         deadline = time.monotonic() + timeout
         try:
-            _write_all(proc.stdin.fileno(), pending + line.encode() + b"\n")
+            _write_all(_pipe(proc.stdin).fileno(), pending + line.encode() + b"\n")
             answers = [self._answer(proc, deadline) for _ in range(count)]
         except (BrokenPipeError, _Died):
             raise KernelLaunchError(self._death(proc, kernels, mark)) from None
@@ -268,7 +269,7 @@ class Runner:
         return answers[-1][len("ok ") :]
 
     def _answer(self, proc: subprocess.Popen, deadline: float) -> str:
-        fd = proc.stdout.fileno()
+        fd = _pipe(proc.stdout).fileno()
         while b"\n" not in self._answers:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -291,10 +292,16 @@ class Runner:
         return failure(returncode, stderr, kernels)
 
 
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A runner's stdin or stdout: the pipes `_start` opens."""
+    assert stream is not None, "a runner's stdin and stdout are pipes"
+    return stream
+
+
 def _stop(live: list[subprocess.Popen]) -> None:
     """Ends a runner whose client is gone: EOF on its stdin ends it."""
     for proc in live:
-        proc.stdin.close()
+        _pipe(proc.stdin).close()
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

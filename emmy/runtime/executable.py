@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from emmy.device_records import BufferArg, HostCall, Launch, Step
 from emmy.errors import KernelLaunchError
@@ -51,6 +51,14 @@ class Roles:
     @property
     def written(self) -> frozenset[str]:
         return self.fixed | self.mutated | self.outputs
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of a call of an executable (see `Executable.__call__`)."""
+
+    sync_each_launch: bool
+    timeout: float
+    schedule: str
 
 
 class Executable:

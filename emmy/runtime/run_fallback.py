@@ -63,7 +63,7 @@ def run_fallback(call: TorchFallback, view: View, device: str) -> None:
     op = torch_op(call.target)
     with torch.no_grad():
         kwargs = {name: decode(value) for name, value in call.kwargs}
-        result = op(*decode(call.arguments), **kwargs)
+        result = op(*[decode(value) for value in call.arguments], **kwargs)
     results = _tensors(result)
     if len(results) != len(outputs):
         raise KernelLaunchError(
