@@ -32,8 +32,8 @@ from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import plan
 from emmy.cli import main
-from emmy.frontend.cache import traced_graph_text
 from emmy.dataset.dataset_store import frozen_line, row_cell
+from emmy.frontend.cache import traced_graph_text
 from emmy.recall.tuning_db import ReadOnlyDB
 
 pytest.importorskip("ray", reason="Ray is the campaign extra, which the test extra pulls in")
