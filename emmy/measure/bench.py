@@ -254,7 +254,7 @@ class Bench:
         (fork_name,) = choice["config"]
         work = SiteWork(name, choice["family"], choice["key"], choice["config"], [], [])
         for option in self.choice_options(choice) if options is None else options:
-            config = {fork_name: option}
+            config: dict[str, int | str] = {fork_name: option}
             origin = "pick" if config == choice["config"] else "forced"
             if self.recall(work, config):
                 continue
@@ -272,14 +272,14 @@ class Bench:
         known = self.known(call["family"], call["key"], config)
         if known is not None:
             return known
-        specs = [
+        inputs, outputs = (
             [
                 TensorSpec(f"{kind}{i}", tuple(shape), dtype)
                 for i, (shape, dtype) in enumerate(call[kind])
             ]
             for kind in ("inputs", "outputs")
-        ]
-        work = SiteWork(site, call["family"], call["key"], config, *specs)
+        )
+        work = SiteWork(site, call["family"], call["key"], config, inputs, outputs)
         if work.family in of_kind(FamilyKind.HOST_CALL):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", ("", None))
         return self.record(
@@ -427,7 +427,7 @@ class Bench:
         limit = UNSTABLE_SPREAD.get(self.device.identity, UNSTABLE_SPREAD_GPU)
         host = statistics.median(timing.host_seconds) if timing.host_seconds else None
         status, message = "ok", None
-        if timing.host_bound:
+        if timing.host_bound and host is not None:  # a bound host has its times
             status = "host_bound"
             message = (
                 f"the host took {host * 1e6:.3g} µs to enqueue a pass the device ran in"
