@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
@@ -74,7 +74,7 @@ def lookup(name: object) -> DType:
     return DTYPES[str(name)]
 
 
-def is_storage(name: object) -> bool:
+def is_storage(name: object) -> TypeGuard[str]:
     """Whether `name` (a key's value, say) names a storage type."""
     return isinstance(name, str) and name in DTYPES
 

@@ -131,7 +131,7 @@ def _add_plan(
 
 def cmd_plan(args: argparse.Namespace) -> int:
     # the planner compiles (torch, xDSL): only this command loads it
-    from emmy.campaign.planner import grid_sources, parse_configs, plan
+    from emmy.campaign.planner import Source, grid_sources, parse_configs, plan
 
     if args.max_rows < 0:
         raise EmmyError("--max-rows must be 0 or more")
@@ -141,7 +141,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.recipe is not None or args.expression is not None:
             raise EmmyError("--grid plans the key grid: give no RECIPE, DIR or -c EXPR with it")
 
-        def sources():
+        def sources() -> list[Source]:
             return [
                 (text, constants, where, ",".join(filter(None, [grid_pins, pins])), label)
                 for text, constants, where, grid_pins, label in grid_sources(
@@ -154,7 +154,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         text, constants, where = args.source_text(args)
         label = args.expression or args.recipe
 
-        def sources():
+        def sources() -> list[Source]:
             return [(text, constants, where, pins, label)]
 
     campaign = plan(

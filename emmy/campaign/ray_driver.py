@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
+import ray.exceptions
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -188,7 +189,13 @@ def _work(
 def _start_ray(address: str | None, emu_workers: int | None) -> None:
     if address is not None:
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            # Ray annotates logging_level as an int, yet takes a level's name (its default
+            # is "info"), as logging does
+            ray.init(
+                address=address,
+                logging_level="ERROR",  # pyright: ignore[reportArgumentType]
+                log_to_driver=False,
+            )
         except (ConnectionError, ValueError, RuntimeError) as error:
             hint = (
                 "; a cluster with token authentication (Ray's default since 2.59) needs "
@@ -210,7 +217,7 @@ def _start_ray(address: str | None, emu_workers: int | None) -> None:
             resources=resources,
             include_dashboard=False,
             object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-            logging_level="ERROR",
+            logging_level="ERROR",  # pyright: ignore[reportArgumentType] - a name, as above
             log_to_driver=False,
             _temp_dir=_ray_temp_dir(),
         )

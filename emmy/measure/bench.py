@@ -425,7 +425,7 @@ class Bench:
         limit = UNSTABLE_SPREAD.get(self.device.identity, UNSTABLE_SPREAD_GPU)
         host = statistics.median(timing.host_seconds) if timing.host_seconds else None
         status, message = "ok", None
-        if timing.host_bound:
+        if timing.host_bound and host is not None:  # a bound host has its times
             status = "host_bound"
             message = (
                 f"the host took {host * 1e6:.3g} µs to enqueue a pass the device ran in"

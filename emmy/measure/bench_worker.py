@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
@@ -103,7 +103,7 @@ def isolated(device: Device) -> Device:
 _LENGTH = struct.Struct("<Q")
 
 
-def _write_frame(stream: BinaryIO, message: object) -> None:
+def _write_frame(stream: IO[bytes], message: object) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)) + data)
     stream.flush()

@@ -91,15 +91,19 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _text(path: Path, i: int, raw: dict, name: str) -> str:
+    value = raw.get(name)
+    if value is None:
+        raise EmmyError(f"{path}: entry {i}: missing {name!r}")
+    if not isinstance(value, str) or not value:
+        raise EmmyError(f"{path}: entry {i}: {name} {value!r} is not a non-empty string")
+    return value
+
+
 def _entry(path: Path, i: int, raw: object) -> GoldenEntry:
     if not isinstance(raw, dict):
         raise EmmyError(f"{path}: entry {i}: not an object")
-    family, key = raw.get("family"), raw.get("key")
-    for name, value in (("family", family), ("key", key)):
-        if value is None:
-            raise EmmyError(f"{path}: entry {i}: missing {name!r}")
-        if not isinstance(value, str) or not value:
-            raise EmmyError(f"{path}: entry {i}: {name} {value!r} is not a non-empty string")
+    family, key = (_text(path, i, raw, name) for name in ("family", "key"))
     where = f"{path}: entry {i} ({family}, {key})"
     unknown = sorted(set(raw) - _ENTRY_FIELDS)
     if unknown:
