@@ -2,10 +2,9 @@
 
 torch.fx types each argument as any of what one may be (a node, a number, a list, a dtype,
 ...), while the op's schema fixes which it is. These read one as its schema makes it: by
-place (`index`), else by keyword (`name`, where the op's handler takes one), else its
-`default` (an argument without one is read by place alone, as the handlers always read
-it). One that is of another kind raises a ConversionError: converting the node falls
-back to torch; refusing it is an error.
+place (`index`), else by keyword (`name`, where the handler reads one), else its `default`
+(absent with no default, an IndexError). One of another kind raises a ConversionError:
+converting the node falls back to torch; refusing it is an error.
 """
 
 from __future__ import annotations
@@ -70,7 +69,9 @@ def arg_example(node: fx.Node, index: int) -> torch.Tensor:
     return arg_node(node, index).meta["val"]
 
 
-def _items(node: fx.Node, index: int, name: str | None, default: object, what: str) -> list:
+def _items(
+    node: fx.Node, index: int, name: str | None, default: object, what: str
+) -> list[Argument]:
     arg = arg_given(node, index, name, default)
     if not isinstance(arg, (list, tuple)):
         raise _wrong(node, index, name, what)
@@ -93,8 +94,9 @@ def arg_optional_nodes(node: fx.Node, index: int) -> list[fx.Node | None]:
 
 def arg_nodes(node: fx.Node, index: int) -> list[fx.Node]:
     """Argument `index`, a list of tensors."""
-    nodes = [item for item in arg_optional_nodes(node, index) if item is not None]
-    if len(nodes) != len(arg_list(node, index)):
+    items = arg_optional_nodes(node, index)
+    nodes = [item for item in items if item is not None]
+    if len(nodes) != len(items):
         raise _wrong(node, index, None, "a list of tensors")
     return nodes
 
