@@ -9,10 +9,11 @@ table (`pointwise`), so that a node whose value is a number is a size whatever i
 
 # isort: off
 # class entries claim in this order
-from emmy.frontend.aten import plumbing, pointwise
+from emmy.frontend.aten import plumbing, pointwise  # noqa: F401
 
 # isort: on
-from emmy.frontend.aten import (
+# imported for the entries they register in ATEN
+from emmy.frontend.aten import (  # noqa: F401
     attention_ops,
     concatenation,
     convolutions,
@@ -26,20 +27,4 @@ from emmy.frontend.aten import (
 )
 from emmy.frontend.aten.common import ATEN
 
-#: the modules whose handlers `ATEN` holds, those with class entries first in their order
-HANDLER_MODULES = (
-    plumbing,
-    pointwise,
-    attention_ops,
-    concatenation,
-    convolutions,
-    indexing,
-    norms,
-    pooling,
-    products,
-    reductions,
-    routing,
-    views,
-)
-
-__all__ = ["ATEN", "HANDLER_MODULES"]
+__all__ = ["ATEN"]
