@@ -15,6 +15,7 @@ from lark import Token, Tree
 
 from emmy import dtypes
 from emmy.dsl.interpret import Condition
+from emmy.dsl.nodes import token
 from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
 from emmy.dsl.unparse import unparse
 from emmy.problem_key import (
@@ -85,8 +86,9 @@ def _renamed(node: Tree | Token, names: Mapping[str, str]) -> Tree | Token:
     if isinstance(node, Token):
         return node
     if node.data == "name":
-        (token,) = node.children
-        return Tree("name", [token.update(value=names.get(str(token), str(token)))])
+        (child,) = node.children
+        name = token(child)
+        return Tree("name", [name.update(value=names.get(str(name), str(name)))])
     children = [c if c is None else _renamed(c, names) for c in node.children]
     return Tree(node.data, children)
 

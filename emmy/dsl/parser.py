@@ -10,6 +10,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from emmy.dsl.interpret import Condition
+from emmy.dsl.nodes import subtree, token
 from emmy.dsl.unparse import unparse
 from emmy.errors import DslError
 
@@ -114,7 +115,7 @@ def parse_source(text: str, path: str = "<string>") -> list[KernelDecl]:
         tree = _parser("start").parse(text)
     except UnexpectedInput as error:
         raise _syntax_error(path, error) from None
-    return [_kernel(path, node) for node in tree.children]
+    return [_kernel(path, subtree(node)) for node in tree.children]
 
 
 def parse_file(path: str | Path) -> list[KernelDecl]:
@@ -130,12 +131,12 @@ def parse_expression(text: str, path: str = "<expression>") -> Tree:
 
 
 def _option(node: Tree) -> int | str:
-    token = node.children[0]
-    return int(token) if node.data == "int_option" else str(token)
+    value = token(node.children[0])
+    return int(value) if node.data == "int_option" else str(value)
 
 
-def _literal(token: Token) -> int | str:
-    return int(token) if token.type == "SIGNED_INT" else str(token).strip('"')
+def _literal(value: Token) -> int | str:
+    return int(value) if value.type == "SIGNED_INT" else str(value).strip('"')
 
 
 def _kernel(path: str, node: Tree) -> KernelDecl:
@@ -163,13 +164,14 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
                     kname, *default = key_name.children
                     decl.key.append(str(kname))
                     if default:
-                        decl.key_defaults[str(kname)] = _literal(default[0])
+                        decl.key_defaults[str(kname)] = _literal(token(default[0]))
             case "example_clause":
                 for binding in item.children:
                     bname, value = binding.children
-                    decl.example[str(bname)] = _literal(value)
+                    decl.example[str(bname)] = _literal(token(value))
             case "fork_clause":
                 fname, default, *options = item.children
+                line, column = position(token(fname))
                 where = (
                     Condition(options.pop())
                     if options
@@ -183,8 +185,8 @@ def _kernel(path: str, node: Tree) -> KernelDecl:
                         _option(default),
                         tuple(_option(o) for o in options),
                         where,
-                        fname.line or 0,
-                        fname.column or 0,
+                        line,
+                        column,
                     )
                 )
             case "launch_clause":
