@@ -94,7 +94,7 @@ class ForkSpace:
         defaults = decl.key_defaults if decl is not None else {}
         return cls(forks, defaults, site=site.sym_name.data)
 
-    def environment(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+    def environment(self, key: Mapping[str, KeyValue]) -> dict[str, int | str]:
         """The names a constraint may read at a key: the key's (with the names its text
         leaves out at their declared defaults), as the kernel language reads them."""
         return {**self.key_defaults, **plain_values(key)}
@@ -158,7 +158,7 @@ class ForkSpace:
                     gain[i] -= 1
         return chosen
 
-    def _holds(self, env: Mapping[str, KeyValue]) -> bool:
+    def _holds(self, env: Mapping[str, int | str]) -> bool:
         for each in self.forks:
             if each.constraint is None:
                 continue

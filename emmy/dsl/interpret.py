@@ -8,10 +8,12 @@ tree, never from text.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from lark import Token, Tree
 
 from emmy import dtypes
+from emmy.dsl.nodes import token
 from emmy.errors import EvaluationError
 
 Value = int | float | str | bool
@@ -34,7 +36,9 @@ FUNCTIONS: dict[str, Callable[..., Value]] = {
     "sizeof": _sizeof,
 }
 
-BINARY: dict[str, Callable[[Value, Value], Value]] = {
+#: Python's operators, on values of any type: where one does not apply (a symbol plus a
+#: number) it raises TypeError, which `evaluate` reports
+BINARY: dict[str, Callable[[Any, Any], Value]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
@@ -49,6 +53,11 @@ BINARY: dict[str, Callable[[Value, Value], Value]] = {
 }
 
 
+def _negative(value: Any) -> Value:
+    """-value, as Python computes it: a TypeError for a symbol."""
+    return -value
+
+
 def evaluate(
     node: Tree | Token, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()
 ) -> Value:
@@ -58,9 +67,9 @@ def evaluate(
     kind = node.data
     children = node.children
     if kind == "int_lit":
-        return int(children[0])
+        return int(token(children[0]))
     if kind == "float_lit":
-        return float(children[0])
+        return float(token(children[0]))
     if kind == "name":
         name = str(children[0])
         if name in env:
@@ -69,7 +78,7 @@ def evaluate(
             return name
         raise EvaluationError(node, f"unknown name {name!r}")
     if kind == "neg":
-        return -evaluate(children[0], env, symbols)
+        return _negative(evaluate(children[0], env, symbols))
     if kind == "not_":
         return not evaluate(children[0], env, symbols)
     if kind == "and_expr":
@@ -125,7 +134,7 @@ class Condition:
         known = self._known.get(values)
         if known is not None:
             return known
-        given = {n: v for n, v in zip(self.names, values, strict=True) if v is not _MISSING}
+        given = {n: env[n] for n in self.names if n in env}
         symbols = frozenset(self.names).difference(given)
         if len(self._known) >= self.REMEMBERED:
             self._known.clear()
