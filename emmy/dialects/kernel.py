@@ -790,8 +790,8 @@ class GroupReductionAttr(EnumAttribute[GroupReduction], SpacedOpaqueSyntaxAttrib
     name = "kernel.reduction"
 
 
-#: the values per thread each kind of kernel.group_reduce combines
-REDUCE_KINDS = {
+#: the values per thread each kind of kernel.group_reduce combines, by the kind's name
+REDUCE_KINDS: dict[str, int] = {
     GroupReduction.SUM: 1,
     GroupReduction.MAX: 1,
     GroupReduction.MIN: 1,

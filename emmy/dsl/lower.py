@@ -25,14 +25,13 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
-    Region,
     f32,
     i1,
     i8,
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fork, kernel
@@ -45,6 +44,7 @@ from emmy.dsl.keys import (
     problem_key,
 )
 from emmy.dsl.lower_chain import ChainLowering
+from emmy.dsl.nodes import token
 from emmy.dsl.parser import DslError, KernelDecl, Param
 from emmy.errors import EmmyError
 from emmy.problem_key import (
@@ -121,9 +121,15 @@ class Lowering:
         self.in_if = 0
 
     # -- building blocks -------------------------------------------------------------
-    def add(self, op: Operation) -> SSAValue | None:
+    def emit(self, op: Operation) -> None:
+        """Appends an op whose results, if it has any, are read from the op itself."""
         self.block.add_op(op)
-        return op.results[0] if op.results else None
+
+    def add(self, op: Operation) -> SSAValue:
+        """Appends an op of one result, and gives that result."""
+        self.emit(op)
+        assert len(op.results) == 1, f"{op.name} has {len(op.results)} results, not one"
+        return op.results[0]
 
     def const_int(self, value: int) -> SSAValue:
         return self.add(arith.ConstantOp(IntegerAttr(value, self.index)))
@@ -144,6 +150,12 @@ class Lowering:
     def const_float(self, value: float) -> SSAValue:
         return self.add(arith.ConstantOp(FloatAttr(value, f32)))
 
+    def bound(self, name: str) -> SSAValue:
+        """The SSA value of a name bound to one: a parameter, an array, a var, a fork."""
+        ssa = self.scope.names[name].ssa
+        assert ssa is not None, f"{name!r} is bound to a constant of the key, not a value"
+        return ssa
+
     def error(self, node: Tree | Token, message: str) -> DslError:
         return self.decl.error(node, message)
 
@@ -159,7 +171,7 @@ class Lowering:
                 decl_fork.name, list(decl_fork.options), decl_fork.default, decl_fork.where_text
             )
             self.knobs[decl_fork.name] = knob
-            self.add(knob)
+            self.emit(knob)
             self.scope.names[decl_fork.name] = Value(ssa=self.widened(knob.result))
         params, arg_names, arg_types = self.signature()
         site_block = self.block
@@ -170,7 +182,7 @@ class Lowering:
         self.block = func.body.block
         for stmt in decl.body:
             self.statement(stmt)
-        self.add(kernel.ReturnOp())
+        self.emit(kernel.ReturnOp())
         self.block = site_block
         grid = self.narrow_expr(decl.launch["grid"])
         block = self.narrow_expr(decl.launch["block"])
@@ -183,8 +195,8 @@ class Lowering:
             )
         else:
             smem = self.narrow(self.const_int(0))
-        self.add(func)
-        self.add(kernel.LaunchOp(self.site_name, grid, block, smem))
+        self.emit(func)
+        self.emit(kernel.LaunchOp(self.site_name, grid, block, smem))
         return fork.SiteOp(
             self.site_name,
             decl.name,
@@ -254,29 +266,30 @@ class Lowering:
     def stmt_let_stmt(self, node: Tree) -> None:
         target, expr = node.children
         if target.data == "single_target":
-            self.bind(target.children[0], Value(ssa=self.expr(expr)))
+            self.bind(token(target.children[0]), Value(ssa=self.expr(expr)))
             return
         values = self.multi_expr(expr)
         if len(values) != len(target.children):
             raise self.error(node, f"expected {len(values)} names, got {len(target.children)}")
         for name, value in zip(target.children, values, strict=True):
-            self.bind(name, Value(ssa=value))
+            self.bind(token(name), Value(ssa=value))
 
     def stmt_var_stmt(self, node: Tree) -> None:
         name, expr = node.children
-        self.bind(name, Value(ssa=self.expr(expr), mutable=True))
+        self.bind(token(name), Value(ssa=self.expr(expr), mutable=True))
 
     def stmt_assign_stmt(self, node: Tree) -> None:
         name, expr = node.children
         current = self.scope.names.get(str(name))
         if current is None or not current.mutable:
             raise self.error(name, f"{name!s} is not a var (declare it with `var`)")
+        current_type = self.bound(str(name)).type
         value = self.expr(expr)
-        if value.type == i32 and current.ssa.type == self.index:
+        if value.type == i32 and current_type == self.index:
             value = self.widened(value)
-        if value.type != current.ssa.type:
+        if value.type != current_type:
             raise self.error(
-                expr, f"{name!s} is {_type_name(current.ssa.type)}, not {_type_name(value.type)}"
+                expr, f"{name!s} is {_type_name(current_type)}, not {_type_name(value.type)}"
             )
         self.scope.names[str(name)] = Value(ssa=value, mutable=True)
         for _, _, defined in self.hoist_stack:
@@ -286,18 +299,18 @@ class Lowering:
         name, args, expr = node.children
         ptr, offset = self.address(node, str(name), args.children)
         value = self.expr(expr)
-        target = kernel.loaded_type(ptr.type.element)
+        target = kernel.loaded_type(_element(ptr))
         if value.type != target:
             value = self.stored_integer(expr, value, target)
-        self.add(kernel.StoreOp(value, ptr, offset))
+        self.emit(kernel.StoreOp(value, ptr, offset))
 
     def stored_integer(self, node: Tree, value: SSAValue, target: Attribute) -> SSAValue:
         """An integer converted to an integer tensor's element type (a sum accumulated in
         i64 stored to i32, a flag to i8); floats go to float tensors only."""
-        width, target_width = _integer_width(value.type), _integer_width(target)
-        if width in (0, 1) or target_width == 0:
+        width = _integer_width(value.type)
+        if width in (0, 1) or not isinstance(target, IntegerType):
             raise self.error(node, f"cannot store {_type_name(value.type)} to a tensor of {target}")
-        if width > target_width:
+        if width > target.width.data:
             return self.add(arith.TruncIOp(value, target))
         return self.add(arith.ExtSIOp(value, target))
 
@@ -318,7 +331,7 @@ class Lowering:
             for n in _assigned_names(body)
             if n in self.scope.names and self.scope.names[n].mutable
         )
-        inits = [self.scope.names[n].ssa for n in carried]
+        inits = [self.bound(n) for n in carried]
         body_block = Block(arg_types=[self.index, *(v.type for v in inits)])
         outer_block, outer_names = self.block, dict(self.scope.names)
         self.scope.names[str(index_name)] = Value(ssa=body_block.args[0])
@@ -328,11 +341,11 @@ class Lowering:
         self.block = body_block
         for stmt in body:
             self.statement(stmt)
-        self.add(kernel.YieldOp(*(self.scope.names[n].ssa for n in carried)))
+        self.emit(kernel.YieldOp(*(self.bound(n) for n in carried)))
         self.hoist_stack.pop()
         self.block, self.scope.names = outer_block, outer_names
         loop = kernel.ForOp(lower, upper, step, width, inits, Region(body_block))
-        self.add(loop)
+        self.emit(loop)
         for name, result in zip(carried, loop.res, strict=True):
             self.scope.names[name] = Value(ssa=result, mutable=True)
 
@@ -366,7 +379,7 @@ class Lowering:
             regions.append(Region(self.block))
             self.scope.names = dict(outer_names)
         self.block = outer_block
-        self.add(
+        self.emit(
             fork.AlternativesOp(
                 self.knobs[str(name)].result, list(map(str, decl_fork.options)), regions
             )
@@ -399,12 +412,12 @@ class Lowering:
         self.in_if -= 1
         region = Region(self.block)
         self.block, self.scope.names = outer_block, outer_names
-        self.add(kernel.IfOp(condition, region))
+        self.emit(kernel.IfOp(condition, region))
 
     def stmt_sync_stmt(self, node: Tree) -> None:
         if self.in_if:
             raise self.error(node, "sync() inside an if: threads that skip it would never arrive")
-        self.add(kernel.BarrierOp())
+        self.emit(kernel.BarrierOp())
 
     def stmt_shared_stmt(self, node: Tree) -> None:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
@@ -426,7 +439,7 @@ class Lowering:
         )
         self.shared_bytes = self.add(arith.AddiOp(offset, padded))
         self.params[str(name)] = ("",)
-        self.bind(name, Value(ssa=array))
+        self.bind(token(name), Value(ssa=array))
 
     def stmt_local_stmt(self, node: Tree) -> None:
         """`local acc: f32[n];` a thread's own array (its size a constant once forks are)."""
@@ -439,7 +452,7 @@ class Lowering:
         element = f32 if str(dtype) == "f32" else i32
         array = self.add(kernel.LocalArrayOp(count, element))
         self.params[str(name)] = ("",)
-        self.bind(name, Value(ssa=array))
+        self.bind(token(name), Value(ssa=array))
 
     def stmt_call_stmt(self, node: Tree) -> None:
         """Tensor-core and asynchronous-copy intrinsics, as statements:
@@ -466,18 +479,18 @@ class Lowering:
     def array(self, node: Tree) -> SSAValue:
         if node.data != "name" or str(node.children[0]) not in self.params:
             raise self.error(node, "expected the name of an array")
-        return self.scope.names[str(node.children[0])].ssa
+        return self.bound(str(node.children[0]))
 
     def literal(self, node: Tree, what: str) -> int:
         if node.data != "int_lit":
             raise self.error(node, f"{what} must be an integer literal")
-        return int(node.children[0])
+        return int(token(node.children[0]))
 
     def call_ldmatrix(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 5:
             raise self.error(node, f"{name}(frag, frag_offset, tile, offset, count)")
         count = self.literal(args[4], "the number of matrices")
-        self.add(
+        self.emit(
             kernel.LdmatrixOp(
                 self.array(args[0]),
                 self.narrow_expr(args[1]),
@@ -501,14 +514,14 @@ class Lowering:
         dtype = self.half_dtype(node, "mma multiplies")
         acc, a, b = (self.array(args[i]) for i in (0, 2, 4))
         offsets = [self.narrow_expr(args[i]) for i in (1, 3, 5)]
-        self.add(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
+        self.emit(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
 
     def call_pack_half2(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 4:
             raise self.error(node, "pack_half2(frag, offset, lo, hi)")
         dtype = self.half_dtype(node, "pack_half2 packs")
         lo, hi = (self.float_expr(args[i]) for i in (2, 3))
-        self.add(kernel.PackHalf2Op(self.array(args[0]), self.narrow_expr(args[1]), lo, hi, dtype))
+        self.emit(kernel.PackHalf2Op(self.array(args[0]), self.narrow_expr(args[1]), lo, hi, dtype))
 
     def call_cp_async(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) < 5:
@@ -525,14 +538,14 @@ class Lowering:
         if len(indices) != len(dims):
             raise self.error(node, f"{tensor_name} has {len(dims)} dimension(s)")
         source = self.linear_offset(node, dims, indices)
-        element_bytes = dtypes.lookup(dtypes.dtype_name(tensor.type.element)).bytes
+        element_bytes = dtypes.lookup(dtypes.dtype_name(_element(tensor))).bytes
         valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
-        self.add(kernel.CopyAsyncOp(tile, self.narrow_expr(args[1]), tensor, source, valid))
+        self.emit(kernel.CopyAsyncOp(tile, self.narrow_expr(args[1]), tensor, source, valid))
 
     def call_cp_async_wait(self, node: Tree, name: str, args: list[Tree]) -> None:
         if len(args) != 1:
             raise self.error(node, "cp_async_wait(pending)")
-        self.add(kernel.CopyAsyncWaitOp(self.int_expr(args[0])))
+        self.emit(kernel.CopyAsyncWaitOp(self.int_expr(args[0])))
 
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: Tree) -> SSAValue:
@@ -563,10 +576,10 @@ class Lowering:
         return handler(node)
 
     def expr_int_lit(self, node: Tree) -> SSAValue:
-        return self.const_int(int(node.children[0]))
+        return self.const_int(int(token(node.children[0])))
 
     def expr_float_lit(self, node: Tree) -> SSAValue:
-        return self.const_float(float(node.children[0]))
+        return self.const_float(float(token(node.children[0])))
 
     def expr_name(self, node: Tree) -> SSAValue:
         name = str(node.children[0])
@@ -579,6 +592,7 @@ class Lowering:
             return binding.ssa
         if isinstance(binding.constant, int):
             return self.const_int(binding.constant)
+        assert binding.constant is not None, f"{name!r} is bound to nothing"
         try:  # a float of the key, e.g. a norm's eps
             return self.const_float(float(binding.constant))
         except (TypeError, ValueError):
@@ -669,7 +683,7 @@ class Lowering:
         option = str(rhs.children[0])
         if option not in decl_fork.options:
             raise self.error(rhs, f"{option!r} is not an option of fork {decl_fork.name}")
-        knob = self.scope.names[decl_fork.name].ssa
+        knob = self.bound(decl_fork.name)
         return knob, self.const_int(decl_fork.options.index(option))
 
     def expr_index(self, node: Tree) -> SSAValue:
@@ -685,7 +699,7 @@ class Lowering:
             raise self.error(
                 node, f"{name} has {len(dims)} dimension(s), indexed with {len(indices)}"
             )
-        ptr = self.scope.names[name].ssa
+        ptr = self.bound(name)
         hoist = self.hoist_target(indices)
         if hoist is None:
             return ptr, self.linear_offset(node, dims, indices)
@@ -725,9 +739,9 @@ class Lowering:
                 offset = self.add(
                     arith.AddiOp(self.add(arith.MuliOp(offset, self.dim_value(node, dim))), value)
                 )
+        assert offset is not None
         if trailing is not None:
             offset = self.add(arith.MuliOp(offset, self.dim_value(node, trailing)))
-        assert offset is not None
         return offset
 
     def dim_value(self, node: Tree, dim: str) -> SSAValue:
@@ -776,14 +790,16 @@ class Lowering:
             return ACTIVATIONS[fname](self, args[0])
         if fname in ("min", "max"):
             arity(2)
-            args = list(self.promoted(*args))
-            if args[0].type != args[1].type:
+            lhs, rhs = self.promoted(*args)
+            if lhs.type != rhs.type:
                 raise self.error(
-                    node, f"{fname}() of {_type_name(args[0].type)} and {_type_name(args[1].type)}"
+                    node, f"{fname}() of {_type_name(lhs.type)} and {_type_name(rhs.type)}"
                 )
-            if args[0].type == f32:
-                return self.add((arith.MinimumfOp if fname == "min" else arith.MaximumfOp)(*args))
-            return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(*args))
+            if lhs.type == f32:
+                return self.add(
+                    (arith.MinimumfOp if fname == "min" else arith.MaximumfOp)(lhs, rhs)
+                )
+            return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(lhs, rhs))
         if fname == "ceil_div":
             arity(2)
             a, b = (self.widened(v) if v.type == i32 else v for v in args)
@@ -869,7 +885,7 @@ class Lowering:
             self.knobs[strategy_fork.name].result,
             list(map(str, strategy_fork.options)),
         )
-        self.add(op)
+        self.emit(op)
         return list(op.results)
 
     def elementwise_chain(self, node: Tree, arg_nodes: list[Tree]) -> SSAValue:
@@ -893,7 +909,7 @@ class Lowering:
             cols = self.const_int(int(self.key.get("cols", 1)))
         names: dict[str, SSAValue] = {}
         for i, kind in enumerate(self.input_kinds()):
-            ptr = self.scope.names[f"in{i}"].ssa
+            ptr = self.bound(f"in{i}")
             if kind == InputKind.FULL:
                 offset = index
             elif kind == InputKind.ROW:
@@ -912,7 +928,7 @@ class Lowering:
     def chain_input(self, ptr: SSAValue, offset: SSAValue) -> SSAValue:
         """An input of a chain at `offset`: a bool (stored as a byte) is read as i1."""
         value = self.add(kernel.LoadOp(ptr, offset))
-        if ptr.type.element != i8:
+        if _element(ptr) != i8:
             return value
         zero = self.add(arith.ConstantOp(IntegerAttr(0, i8)))
         return self.add(arith.CmpiOp(value, zero, "ne"))
@@ -1003,6 +1019,12 @@ def _names_in(node: Tree | Token) -> set[str]:
         if node.children
         else set()
     )
+
+
+def _element(ptr: SSAValue) -> Attribute:
+    """The storage type of a tensor parameter's or an array's elements."""
+    assert isinstance(ptr.type, kernel.PtrType), f"{ptr.type} is not a pointer"
+    return ptr.type.element
 
 
 def _integer_width(typ: Attribute) -> int:

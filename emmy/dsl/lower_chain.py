@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import kernel
+from emmy.dsl.nodes import token
 from emmy.dsl.parser import DslError
 from emmy.pointwise_ops import (
     BY_CALL,
@@ -43,7 +44,7 @@ _FLOAT_NAMES = {"inf": math.inf, "nan": math.nan}
 class _Lowering(Protocol):
     """What a chain needs of the kernel's lowering (emmy.dsl.lower.Lowering)."""
 
-    def add(self, op: Operation) -> SSAValue | None: ...
+    def add(self, op: Operation) -> SSAValue: ...
 
     def const_float(self, value: float) -> SSAValue: ...
 
@@ -81,9 +82,7 @@ class ChainLowering:
         self.names = names
 
     def add(self, op: Operation) -> SSAValue:
-        result = self.lowering.add(op)
-        assert result is not None
-        return result
+        return self.lowering.add(op)
 
     # -- values -------------------------------------------------------------------------
     def value(self, node: Tree, want: Attribute | None = None) -> SSAValue:
@@ -98,9 +97,9 @@ class ChainLowering:
     def operand(self, node: Tree) -> SSAValue | Literal:
         kind = node.data
         if kind == "float_lit":
-            return Literal(float(node.children[0]))
+            return Literal(float(token(node.children[0])))
         if kind == "int_lit":
-            return Literal(int(node.children[0]))
+            return Literal(int(token(node.children[0])))
         if kind == "name":
             return self.name(node)
         if kind == "neg":
@@ -127,6 +126,7 @@ class ChainLowering:
         value = int(literal.value)
         if typ == i1:
             value = int(bool(value))
+        assert isinstance(typ, IntegerType), f"{typ} is not a type of a chain's values"
         return self.add(arith.ConstantOp(IntegerAttr(value, typ)))
 
     def cast(self, value: SSAValue, typ: Attribute) -> SSAValue:
