@@ -13,7 +13,6 @@ never merges two of them and DCE never deletes an unresolved one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from enum import StrEnum
 from typing import TypeVar
 
 from xdsl.dialects.builtin import (
@@ -70,6 +69,7 @@ from xdsl.traits import (
     SymbolUserOpInterface,
 )
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy.errors import EmmyError
 from emmy.problem_key import ProblemKey

@@ -13,7 +13,6 @@ operands broadcast like torch (trailing dimensions, size-1 expands).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -48,6 +47,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy import dtypes
 from emmy.pointwise_ops import (

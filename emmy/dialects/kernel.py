@@ -12,8 +12,7 @@ kernel to tensors on the host.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -69,6 +68,7 @@ from xdsl.traits import (
     SymbolUserOpInterface,
 )
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy import dtypes
 from emmy.dialects import fork
@@ -90,8 +90,11 @@ class DimensionAttr(EnumAttribute[Dimension], SpacedOpaqueSyntaxAttribute):
     name = "kernel.dimension"
 
 
-#: emmy's storage types (emmy.dtypes: f32, f16, bf16, i8, i32, i64, c64, c128) by name
-StorageType = StrEnum("StorageType", {name.upper(): name for name in dtypes.DTYPES})
+#: emmy's storage types (emmy.dtypes: f32, f16, bf16, i8, i32, i64, c64, c128) by name; the
+#: cast says what the functional call makes, a StrEnum class, which the checker cannot infer
+StorageType = cast(
+    type[StrEnum], StrEnum("StorageType", {name.upper(): name for name in dtypes.DTYPES})
+)
 
 
 @irdl_attr_definition
@@ -652,7 +655,7 @@ class MmaOp(IRDLOperation):
         "type($acc) `,` type($a) `,` type($b)"
     )
 
-    def __init__(self, acc, offset, a, a_offset, b, b_offset, dtype: StorageType | str):
+    def __init__(self, acc, offset, a, a_offset, b, b_offset, dtype: str):
         super().__init__(
             operands=[acc, offset, a, a_offset, b, b_offset],
             properties={"dtype": StorageTypeAttr(StorageType(dtype))},
@@ -681,7 +684,7 @@ class PackHalf2Op(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$fragment `[` $offset `]` `,` $lo `,` $hi attr-dict `:` type($fragment)"
 
-    def __init__(self, fragment, offset, lo, hi, dtype: StorageType | str):
+    def __init__(self, fragment, offset, lo, hi, dtype: str):
         super().__init__(
             operands=[fragment, offset, lo, hi],
             properties={"dtype": StorageTypeAttr(StorageType(dtype))},
