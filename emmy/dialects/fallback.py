@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -221,7 +222,8 @@ class CallOp(IRDLOperation):
                 f"{where}: the target must be namespace.op.overload, as torch.ops names it"
             )
         for value in [*self.arguments.data, *self.kwargs.data.values()]:
-            _check_argument(value, [v.type for v in self.inputs], where)
+            # tensors: the operands' constraint is verified before verify_
+            _check_argument(value, [cast(TensorType, v.type) for v in self.inputs], where)
         for result in self.outputs:
             assert isinstance(result.type, TensorType)
             if not dtypes.is_storage_type(result.type.element_type):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 
 def _c_div(a: int, b: int) -> int:
@@ -49,6 +49,8 @@ _CMPI = {
 def fold(value: SSAValue) -> int | float | None:
     """The value of an SSA value computed from constants alone, else None."""
     op = value.owner
+    if not isinstance(op, Operation):  # a block's argument
+        return None
     if isinstance(op, arith.ConstantOp):
         attr = op.value
         if isinstance(attr, IntegerAttr):

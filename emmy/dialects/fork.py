@@ -131,7 +131,7 @@ def _print_option(printer: Printer, value: Option) -> None:
     printer.print_string(f'"{value}"' if isinstance(value, str) else str(value))
 
 
-def _parse_option(parser: Parser) -> Option:
+def _parse_option(parser: AttrParser) -> Option:
     text = parser.parse_optional_str_literal()
     return text if text is not None else parser.parse_integer()
 
@@ -167,9 +167,11 @@ def _parse_entries(parser: AttrParser, parse_value: Callable[[], T]) -> list[tup
 
 
 def _print_entries(
-    printer: Printer, entries: Iterable[tuple[str, T]], print_value: Callable[[T], None]
+    printer: Printer,
+    entries: Iterable[tuple[str | StringAttr, T]],
+    print_value: Callable[[T], None],
 ) -> None:
-    def entry(item: tuple[str, T]) -> None:
+    def entry(item: tuple[str | StringAttr, T]) -> None:
         printer.print_identifier_or_string_literal(item[0])
         printer.print_string(" = ")
         print_value(item[1])

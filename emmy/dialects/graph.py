@@ -92,11 +92,11 @@ class ElementwiseOp(IRDLOperation):
     def verify_(self) -> None:
         entry = self.OP
         out = _storage_tensor(self.result, f"{self.name} result")
-        shapes = [_storage_tensor(o, f"{self.name} operand").get_shape() for o in self.operands]
-        _check_broadcast(self.name, shapes, out.get_shape())
-        by_role = list(zip(entry.roles, self.operands, strict=True))
-        values = [o.type.element_type for role, o in by_role if role == VALUE]
-        if any(o.type.element_type != i8 for role, o in by_role if role == CONDITION):
+        tensors = [_storage_tensor(o, f"{self.name} operand") for o in self.operands]
+        _check_broadcast(self.name, [t.get_shape() for t in tensors], out.get_shape())
+        by_role = list(zip(entry.roles, tensors, strict=True))
+        values = [t.element_type for role, t in by_role if role == VALUE]
+        if any(t.element_type != i8 for role, t in by_role if role == CONDITION):
             raise VerifyException(f"{self.name} conditions must be tensors of i8 (bool)")
         common = values[0] if values else i8
         gives = {Gives.SAME: common, Gives.BOOL: i8, Gives.CONVERTED: out.element_type}
@@ -470,7 +470,7 @@ class NormOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def verify_(self) -> None:
-        x = _float_tensor(self.x, f"{self.name} input")
+        x = _float_tensor(self.operands[0], f"{self.name} input")  # each op's `x`
         if not x.get_shape():
             raise VerifyException(f"{self.name} needs a tensor of rank 1 or more")
         for operand in self.operands[1:]:
@@ -997,8 +997,14 @@ class AsStridedOp(IRDLOperation):
             raise VerifyException(f"graph.as_strided reads element {last} of {x}")
 
 
-def _ints(attr: ArrayAttr) -> list[int]:
+def _ints(attr: ArrayAttr[IntegerAttr]) -> list[int]:
     return [a.value.data for a in attr.data]
+
+
+def _pair(attr: ArrayAttr[IntegerAttr]) -> tuple[int, int]:
+    """The (along h, along w) of a 2-d field, such as a pool's window."""
+    h, w = _ints(attr)
+    return h, w
 
 
 def _int_array(values: Sequence[int]) -> ArrayAttr:
@@ -1218,7 +1224,7 @@ class PoolOp(IRDLOperation):
     def fixed(self) -> dict[str, tuple[int, int]]:
         """A fixed window's fields by name, each (along h, along w)."""
         fields = ("window", "stride", "padding", "dilation")
-        return {name: tuple(_ints(getattr(self, name))) for name in fields}
+        return {name: _pair(getattr(self, name)) for name in fields}
 
     def verify_(self) -> None:
         x = _float_tensor(self.input, "graph.pool input")
@@ -1549,7 +1555,12 @@ def elementwise(name: str, operands: Sequence[SSAValue], result_type: Attribute)
     op_class = ELEMENTWISE[name]
     if issubclass(op_class, NaryOp):
         return op_class(operands, result_type)
-    return op_class(*operands, result_type)
+    if issubclass(op_class, BinaryOp):
+        lhs, rhs = operands
+        return op_class(lhs, rhs, result_type)
+    assert issubclass(op_class, UnaryOp), f"{op_class.__name__} is not an op of the table"
+    (operand,) = operands
+    return op_class(operand, result_type)
 
 
 Graph = Dialect(
