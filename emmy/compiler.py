@@ -36,6 +36,7 @@ from xdsl.passes import ModulePass
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
 from emmy.compile_options import CompileOptions
+from emmy.device_records import FallbackEntry
 from emmy.dialects import fallback, fork, graph, kernel
 from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
@@ -53,7 +54,6 @@ from emmy.program import (
     ARENA_ALIGNMENT,
     Call,
     Choice,
-    FallbackEntry,
     HostCallSite,
     PathCall,
     PathTensor,

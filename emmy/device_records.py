@@ -4,7 +4,7 @@ calls, timings, and the device's own counts. Plain data, below every driver and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,19 @@ class FallbackEnum:
 FallbackValue = (
     None | bool | int | float | str | FallbackTensor | FallbackEnum | tuple["FallbackValue", ...]
 )
+
+
+class FallbackEntry(TypedDict):
+    """An op torch runs (emmy.dialects.fallback.call_entry): its target, its arguments as
+    emmy.dialects.fallback.to_json writes them, how many of its buffers are inputs, why
+    it fell back and where the model calls it."""
+
+    target: str
+    arguments: list[object]
+    kwargs: dict[str, object]
+    inputs: int
+    reason: str
+    source: str
 
 
 @dataclass(frozen=True)

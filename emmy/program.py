@@ -20,6 +20,7 @@ import numpy as np
 from emmy import dtypes
 from emmy.device_records import (
     BufferArg,
+    FallbackEntry,
     FallbackEnum,
     FallbackTensor,
     FallbackValue,
@@ -168,19 +169,6 @@ class HostCallSite(TypedDict):
 
     family: str
     key: str
-
-
-class FallbackEntry(TypedDict):
-    """An op torch runs (emmy.dialects.fallback.call_entry): its target, its arguments as
-    emmy.dialects.fallback.to_json writes them, how many of its buffers are inputs, why
-    it fell back and where the model calls it."""
-
-    target: str
-    arguments: list[object]
-    kwargs: dict[str, object]
-    inputs: int
-    reason: str
-    source: str
 
 
 @dataclass

@@ -49,6 +49,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from emmy import dtypes
+from emmy.device_records import FallbackEntry
 
 
 @irdl_attr_definition
@@ -256,19 +257,19 @@ def to_json(value: Attribute) -> object:
     return value.data
 
 
-def call_entry(op: CallOp) -> dict:
+def call_entry(op: CallOp) -> FallbackEntry:
     """What the launch plan keeps of a fallback: the op, its arguments, why and where."""
     return {
         "target": op.target.data,
-        "arguments": to_json(op.arguments),
-        "kwargs": to_json(op.kwargs),
+        "arguments": [to_json(item) for item in op.arguments.data],
+        "kwargs": {name: to_json(item) for name, item in op.kwargs.data.items()},
         "inputs": len(op.inputs),
         "reason": op.reason.data,
         "source": op.source.data,
     }
 
 
-def copy_entry(shape: Sequence[int], dtype: str) -> dict:
+def copy_entry(shape: Sequence[int], dtype: str) -> FallbackEntry:
     """The plan entry of a copy torch runs from one buffer of `shape` into another (a
     mutated input's new value into the input's buffer); `dtype` a storage type's name, as
     the buffers are viewed in it (a tensor argument's own dtype only marks a mask)."""
