@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 
@@ -69,7 +69,8 @@ from emmy.runtime.emu import compile_emu
 __all__ = ["Program", "TensorSpec", "poisoned", "compile_graph", "compile_variants"]
 
 
-def _spec(name: str, typ: TensorType) -> TensorSpec:
+def _spec(name: str, typ: Attribute) -> TensorSpec:
+    assert isinstance(typ, TensorType), f"{name} is {typ}, not a tensor"
     return TensorSpec(name, tuple(typ.get_shape()), dtype_name(typ.element_type))
 
 
@@ -332,8 +333,14 @@ def _coverage(module: ModuleOp) -> dict[str, int | dict[str, int]]:
 
 
 def _count(value: Attribute) -> int | dict[str, int]:
+    """A count, or counts by name (`per_element_ops`)."""
     if isinstance(value, DictionaryAttr):
-        return {name: _count(item) for name, item in value.data.items()}
+        return {name: _integer(item) for name, item in value.data.items()}
+    return _integer(value)
+
+
+def _integer(value: Attribute) -> int:
+    assert isinstance(value, IntegerAttr), f"a count is an integer, not {value}"
     return value.value.data
 
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -77,8 +77,9 @@ class Call:
     buffers: tuple[str, ...]  # one per kernel parameter, in order
 
 
-#: what an oracle recorded of a decision, as it recorded it: JSON-like values by name
-Evidence = dict[str, object]
+#: what an oracle recorded of a decision, as it recorded it: JSON-like values by name, of
+#: the fields each oracle has its own (emmy.recall.oracles), so of no one type
+Evidence = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -380,6 +381,7 @@ def coverage_line(program: Program) -> str:
     if not counts:
         return f"{len(program.kernels)} kernels, {len(program.fallbacks)} ops through torch"
     flops, native = counts["flops"], counts["native_flops"]
+    assert isinstance(flops, int) and isinstance(native, int)
     share = 100.0 * native / flops if flops else 100.0
     line = (
         f"{counts['native_ops']} of {counts['ops']} ops in emmy kernels ({share:.1f}% of "
@@ -400,6 +402,7 @@ def per_element_line(program: Program) -> str:
     if not program.coverage:
         return "FLOPs not counted (the graph came as text)"
     counts = program.coverage.get("per_element_ops") or {}
+    assert isinstance(counts, dict)
     if not counts:
         return "FLOPs by formula for every op"
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda c: -c[1]))
