@@ -242,10 +242,13 @@ class Bench:
         option where swept, and the pinned ones."""
         (fork_name,) = choice.config
         options = list(choice.paths)
-        wanted = [choice.config[fork_name]]
+        pick = choice.config[fork_name]
+        assert isinstance(pick, str), f"a choice picks an option by name, not {pick!r}"
+        wanted = [pick]
         if "all" in self.options.sweep or fork_name in self.options.sweep:
             wanted += options
-        wanted += [o for o in self.options.pins.get(fork_name, []) if o in options]
+        pins = self.options.pins.get(fork_name, [])
+        wanted += [o for o in pins if isinstance(o, str) and o in options]
         return list(dict.fromkeys(wanted))
 
     def bench_choice(self, name: str, choice: Choice, options: Sequence[str] | None = None) -> None:
@@ -255,7 +258,7 @@ class Bench:
         (fork_name,) = choice.config
         work = SiteWork(name, choice.family, choice.key, choice.config, [], [])
         for option in self.choice_options(choice) if options is None else options:
-            config = {fork_name: option}
+            config: dict[str, int | str] = {fork_name: option}
             origin = "pick" if config == choice.config else "forced"
             if self.recall(work, config):
                 continue
@@ -273,11 +276,11 @@ class Bench:
         known = self.known(call.family, call.key, config)
         if known is not None:
             return known
-        specs = [
+        inputs, outputs = (
             [TensorSpec(f"{kind}{i}", shape, dtype) for i, (shape, dtype) in enumerate(tensors)]
             for kind, tensors in (("inputs", call.inputs), ("outputs", call.outputs))
-        ]
-        work = SiteWork(site, call.family, call.key, config, *specs)
+        )
+        work = SiteWork(site, call.family, call.key, config, inputs, outputs)
         if work.family in of_kind(FamilyKind.HOST_CALL):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", ("", None))
         return self.record(
