@@ -12,6 +12,7 @@ from emmy.dsl.lower import Lowering
 from emmy.dsl.parser import KernelDecl, parse_file
 from emmy.errors import EmmyError
 from emmy.paths import library_dirs
+from emmy.problem_key import KeyValue
 
 
 def families() -> dict[str, KernelDecl]:
@@ -50,7 +51,7 @@ def family(name: str) -> KernelDecl:
     return decl
 
 
-def instantiate(decl: KernelDecl, key: Mapping[str, int | str], site_name: str) -> fork.SiteOp:
+def instantiate(decl: KernelDecl, key: Mapping[str, KeyValue], site_name: str) -> fork.SiteOp:
     """The site of `decl` for one problem key, with all its forks unresolved."""
     return Lowering(decl, key, site_name).site()
 

@@ -52,6 +52,7 @@ from emmy.problem_key import (
     INDEX_NAME,
     WIDE_INDEX,
     InputKind,
+    KeyValue,
     parse_input_kinds,
 )
 
@@ -107,7 +108,7 @@ class Scope:
 class Lowering:
     """Builds the IR of one site; `block` is where ops are appended."""
 
-    def __init__(self, decl: KernelDecl, key: Mapping[str, int | str], site_name: str):
+    def __init__(self, decl: KernelDecl, key: Mapping[str, KeyValue], site_name: str):
         self.decl, self.key, self.site_name = decl, complete_key(decl, key), site_name
         #: the integer type of the kernel's arithmetic (see the module's docstring)
         self.index = i64 if self.key.get(INDEX_NAME) == WIDE_INDEX else i32

@@ -140,12 +140,14 @@ class PathSites:
         ops: list[Operation] = [call]
         value: SSAValue = call.outputs[0]
         if str(key["epilogue"]) != "acc":
+            epilogue, inputs = key["epilogue"], key["inputs"]
+            assert isinstance(epilogue, Chain) and isinstance(inputs, tuple), "a typed key"
             chain = {
                 "n": size,
                 "cols": cols,
                 "T": key["T"],
-                "inputs": (InputKind.FULL, *key["inputs"]),
-                "fn": epilogue_chain(key["epilogue"]),
+                "inputs": (InputKind.FULL, *inputs),
+                "fn": epilogue_chain(epilogue),
             }
             site = self.library_site(rewriter, "elementwise", chain)
             epilogue = kernel.CallOp(site, [value, *extra], [value.type])
