@@ -345,7 +345,8 @@ def _integer(value: Attribute) -> int:
 
 
 #: how a compile verifies the module (compile_graph's `verify_each`, EMMY_VERIFY_EACH):
-#: "full" after every pass (op verifiers and dominance; the test suite's default),
+#: "full" after every pass (op verifiers and dominance; tests/test_verify_each_pass.py
+#: compiles the recipes and the tiny vision models so),
 #: "dominance" after every pass and in full after the last (a compile's default: the op
 #: verifiers cost as the passes), "last" in full after the last pass alone
 VERIFY_MODES = ("full", "dominance", "last")

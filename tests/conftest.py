@@ -39,10 +39,3 @@ def _strict():
     running eagerly (the safety net would hide the bug)."""
     os.environ.setdefault("EMMY_STRICT", "1")
     yield
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _verify_each_pass():
-    """Every compile of the test suite verifies the module after each pass."""
-    os.environ.setdefault("EMMY_VERIFY_EACH", "1")
-    yield

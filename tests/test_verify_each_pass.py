@@ -17,9 +17,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 import emmy
 import emmy.api
 from emmy import compiler
+from emmy.build import recipe_program
 from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
+from emmy.frontend import tiny_models
 from emmy.frontend.cache import parse_graph
+from emmy.frontend.export import export
+from emmy.frontend.recipes import config_names, recipe_names
+from emmy.identity import EMU
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.verify import InvalidIR, first_undominated_use, verify_dominance
 from emmy.runtime.convert import MODEL_TOLERANCES
@@ -59,7 +64,7 @@ def with_pass_after(monkeypatch, before: type[ModulePass], planted: type[ModuleP
 
 @pytest.mark.parametrize("env", ["1", ""])
 def test_a_pass_that_breaks_dominance_is_named(monkeypatch, env: str) -> None:
-    """In full (the suite's EMMY_VERIFY_EACH=1) and by default (dominance after each pass),
+    """In full (EMMY_VERIFY_EACH=1) and by default (dominance after each pass),
     the compile stops at the pass that moved an op after its user, in one line."""
     monkeypatch.setenv("EMMY_VERIFY_EACH", env)
     with_pass_after(monkeypatch, FuseGraph, MoveAfterUser)
@@ -189,3 +194,38 @@ def test_a_tiny_gpt_neox_matches_eager_with_no_fallback() -> None:
     with torch.no_grad():
         error = relative_error(compiled(ids), model(ids))
     assert error <= MODEL_TOLERANCES[torch.float32][0], f"relative error {error:.3g}"
+
+
+# the GPU targets share their passes' paths (vendor calls, tensor cores): one stands for both
+@pytest.mark.parametrize("target", ["nvidia-h200-sm90", EMU])
+def test_every_recipe_config_verifies_in_full_after_every_pass(monkeypatch, target: str) -> None:
+    """The suite compiles as users do (dominance after each pass, the op verifiers after
+    the last); here every recipe config, on each target, is verified in full after each
+    pass, so that a pass leaving an op invalid for a later one to remove is named."""
+    monkeypatch.setenv("EMMY_VERIFY_EACH", "1")
+    for recipe in recipe_names():
+        for config in config_names(recipe):
+            assert recipe_program(recipe, config, 0, target).kernels
+
+
+# resnet18's ops are a subset of mobilenet's and efficientnet's; vit_b_16 is a transformer
+@pytest.mark.parametrize("name", ["mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "unet"])
+def test_every_tiny_vision_model_verifies_in_full_after_every_pass(name: str) -> None:
+    """Convolutions, batch, layer and group norms, pooling, upsampling and cross-attention,
+    verified in full after each pass (the recipes are transformers), compiled, not run:
+    tests/test_vision_models.py checks their results."""
+    if name == "unet":
+        latents, timesteps, states = tiny_models.unet_inputs()
+        model = export(
+            tiny_models.tiny_unet(), (latents, timesteps), True, {"encoder_hidden_states": states}
+        )
+    else:
+        model = export(*tiny_models.build(name))
+    program = compiler.compile_graph(
+        model.module,
+        CompileOptions(db=None),
+        constants=list(model.constants),
+        compile_kernels=False,
+        verify_each=True,
+    )
+    assert program.kernels

@@ -37,9 +37,20 @@ def recipe_dir(name: str) -> Path:
     if not (path / "recipe.py").exists():
         path = RECIPES_DIR / name
     if not (path / "recipe.py").exists():
-        known = sorted(p.parent.name for p in RECIPES_DIR.glob("*/recipe.py"))
-        raise EmmyError(f"no recipe {name!r}; known: {', '.join(known) or 'none'}")
+        raise EmmyError(f"no recipe {name!r}; known: {', '.join(recipe_names()) or 'none'}")
     return path
+
+
+def recipe_names() -> list[str]:
+    """The recipes of recipes/, by name, sorted."""
+    return sorted(p.parent.name for p in RECIPES_DIR.glob("*/recipe.py"))
+
+
+def config_names(name: str) -> list[str]:
+    """A recipe's configs that have example sizes (a config without is built at a size
+    its user gives), by name, in its CONFIGS order."""
+    constants = _constants_of_source(recipe_dir(name))
+    return [config for config in constants["CONFIGS"] if constants["SIZES"].get(config)]
 
 
 @dataclass(frozen=True)
