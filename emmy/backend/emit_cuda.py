@@ -25,7 +25,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import fork, kernel
-from emmy.dialects.fold import float_literal, fold, fold_int
+from emmy.dialects.fold import Folded, float_literal, fold, fold_int
 from emmy.errors import EmitError
 from emmy.program import KernelInfo
 
@@ -204,6 +204,8 @@ class KernelPrinter:
         #: the threads of every launch of the kernel: its `__launch_bounds__`
         self.launch_block = block
         self.names: dict[SSAValue, str] = {}
+        #: the values known once forks are fixed: the kernel does not change while printed
+        self.known: Folded = {}
         self.lines: list[str] = []
         self.indent = 1
         self.counter = 0
@@ -221,7 +223,7 @@ class KernelPrinter:
     def value(self, ssa: SSAValue) -> str:
         if ssa in self.names:
             return self.names[ssa]
-        known = fold(ssa)
+        known = fold(ssa, self.known)
         if known is not None:
             return self.literal(known, ssa.type)
         raise EmitError(f"value {ssa} is used before it is defined")
@@ -283,7 +285,9 @@ class KernelPrinter:
     def operation(self, op: Operation) -> None:
         if isinstance(op, arith.ConstantOp):
             return  # printed inline where used
-        if op.dialect_name() == "arith" and all(fold(r) is not None for r in op.results):
+        if op.dialect_name() == "arith" and all(
+            fold(r, self.known) is not None for r in op.results
+        ):
             return  # known once forks are fixed: printed as a literal where used
         self.emit(op)
 
@@ -481,7 +485,7 @@ class KernelPrinter:
             self.names[arg] = self.names[result] = name
             carried.append(name)
         start = self.fresh("j")
-        lower, upper, step = (fold(v) for v in (op.lower, op.upper, op.step))
+        lower, upper, step = (fold(v, self.known) for v in (op.lower, op.upper, op.step))
         if width == 1 and lower is not None and upper is not None and step is not None and step > 0:
             trips = -(-(upper - lower) // step)
             # short constant loops unroll, so local arrays live in registers; a loop over

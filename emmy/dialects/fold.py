@@ -46,8 +46,22 @@ _CMPI = {
 }
 
 
-def fold(value: SSAValue) -> int | float | None:
-    """The value of an SSA value computed from constants alone, else None."""
+#: values already folded, for a reader of a module that does not change meanwhile (the
+#: emitter): an expression's operands are shared by many uses
+Folded = dict[SSAValue, "int | float | None"]
+
+
+def fold(value: SSAValue, memo: Folded | None = None) -> int | float | None:
+    """The value of an SSA value computed from constants alone, else None; with `memo`,
+    each value is folded once (the module must not change while `memo` is in use)."""
+    if memo is None:
+        return _fold(value, None)
+    if value not in memo:
+        memo[value] = _fold(value, memo)
+    return memo[value]
+
+
+def _fold(value: SSAValue, memo: Folded | None) -> int | float | None:
     op = value.owner
     if not isinstance(op, Operation):  # a block's argument
         return None
@@ -59,33 +73,33 @@ def fold(value: SSAValue) -> int | float | None:
             return attr.value.data
         return None
     if type(op) in _INT_BINARY:
-        lhs, rhs = fold(op.operands[0]), fold(op.operands[1])
+        lhs, rhs = fold(op.operands[0], memo), fold(op.operands[1], memo)
         if not isinstance(lhs, int) or not isinstance(rhs, int):
             return None
         if type(op) in (arith.DivSIOp, arith.RemSIOp) and rhs == 0:
             return None
         return _INT_BINARY[type(op)](lhs, rhs)
     if isinstance(op, arith.CmpiOp):
-        lhs, rhs = fold(op.lhs), fold(op.rhs)
+        lhs, rhs = fold(op.lhs, memo), fold(op.rhs, memo)
         if lhs is None or rhs is None:
             return None
         return int(_CMPI[op.predicate.value.data](lhs, rhs))
     if isinstance(op, arith.SelectOp):
-        cond = fold(op.cond)
+        cond = fold(op.cond, memo)
         if cond is None:
             return None
-        return fold(op.lhs if cond else op.rhs)
+        return fold(op.lhs if cond else op.rhs, memo)
     if isinstance(op, arith.ExtSIOp):  # a fork's i32 value in a 64-bit kernel
-        return fold(op.input)
+        return fold(op.input, memo)
     if isinstance(op, arith.TruncIOp):  # a 64-bit kernel's size, narrowed for its op
-        inner = fold(op.input)
+        inner = fold(op.input, memo)
         if not isinstance(inner, int):
             return None
         bits = op.result.type.width.data
         wrapped = inner % (1 << bits)
         return wrapped - (1 << bits) if wrapped >= 1 << (bits - 1) else wrapped
     if isinstance(op, arith.NegfOp):
-        inner = fold(op.operands[0])
+        inner = fold(op.operands[0], memo)
         return None if inner is None else -inner
     return None
 
