@@ -176,7 +176,8 @@ def _wait_for_rows(db: Path, count: int, process: subprocess.Popen, limit: float
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
 def test_an_interrupted_bench_leaves_a_consistent_database(tmp_path, how) -> None:
     db = tmp_path / "autotune.db"
-    process = _bench_process(db, EXPRESSION, "--sweep", "all", "--max-rows", "200")
+    # 40 configs a site: far more than the 3 rows it waits for, one g++ call of 40 kernels
+    process = _bench_process(db, EXPRESSION, "--sweep", "all", "--max-rows", "40")
     _wait_for_rows(db, 3, process)
     process.send_signal(how)
     out, err = process.communicate(timeout=60)

@@ -38,8 +38,8 @@ EMU_QUICK = {
 
 def gpu_day(*argv: str, status: int = 0, path: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    # the IR verified after every pass (the suite's default) checks the compiler, which
-    # is not what is tested here: the script's steps, at the emulator's speed
+    # EMMY_VERIFY_EACH=1 in a developer's shell would check the compiler, which is not what
+    # is tested here: the script's steps, at the emulator's speed
     env.pop("EMMY_VERIFY_EACH", None)
     if path is not None:
         env["PATH"] = path
