@@ -39,3 +39,26 @@ def _strict():
     running eagerly (the safety net would hide the bug)."""
     os.environ.setdefault("EMMY_STRICT", "1")
     yield
+
+
+#: the modules with the longest tests (20-30 s each on 2 cores), longest first. They run
+#: before the many short ones, so that pytest-xdist's two workers end together rather than
+#: one finishing a long test alone; each module's tests stay together (module fixtures
+#: such as a Ray cluster are set up once)
+LONGEST_FIRST = (
+    "test_types.py",
+    "test_scripts_smoke.py",
+    "test_gpu_day.py",
+    "test_recipe_resources.py",
+    "test_gpu_check.py",
+    "test_vision_models.py",
+    "test_campaign_ray.py",
+    "test_library_families.py",
+    "test_docs.py",
+    "test_hf_generate.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
