@@ -43,7 +43,7 @@ from emmy.families import conv_path, vendor_conv
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-from emmy.problem_key import KeyValue
+from emmy.problem_key import KeyValue, ProblemKey
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,10 @@ class OfferConvPaths(RewritePattern):
         conv = self.sites.by_name.get(op.site.root_reference.data)
         if conv is None or conv.family.data not in conv_path.CONV_FAMILIES or inside_choice(op):
             return
-        # the key's text leaves out the names at their declared defaults (a stride of 1)
-        key = {**family(conv.family.data).key_defaults, **conv.key.data}
+        # the key's text leaves out the names at their declared defaults (a stride of 1),
+        # typed here as the key's own values are
+        defaults = ProblemKey.of(family(conv.family.data).key_defaults.items())
+        key = {**defaults, **conv.key.data}
         vendor = self.vendor_option(rewriter, op, key)
         site = self.sites.choice_site(
             rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB

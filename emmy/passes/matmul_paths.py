@@ -140,8 +140,7 @@ class PathSites:
         ops: list[Operation] = [call]
         value: SSAValue = call.outputs[0]
         if str(key["epilogue"]) != "acc":
-            # a conv key's declared default for `inputs` is "", no epilogue input
-            epilogue, inputs = key["epilogue"], key["inputs"] or ()
+            epilogue, inputs = key["epilogue"], key["inputs"]
             assert isinstance(epilogue, Chain) and isinstance(inputs, tuple), "a typed key"
             chain = {
                 "n": size,
