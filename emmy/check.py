@@ -12,6 +12,7 @@ emulator; scripts/gpu-check runs the same cases on a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 
 from emmy import dtypes
-from emmy.compiler import TensorSpec, compile_variants, poisoned
+from emmy.backend.emit_cuda import CudaProgram
+from emmy.compiler import TensorSpec, Variant, compile_sites, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, family
@@ -72,6 +74,29 @@ def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]
     space = ForkSpace.of(family(family_name))
     chosen = space.pairwise(keys, 2 if index == "i32" else 1, keys_paired=True)
     return [{"shape": shape, **config} for shape, config in chosen]
+
+
+def pairwise_cover(
+    family_name: str, keys: Sequence[Mapping[str, int | str]], prefix: str
+) -> list[Variant]:
+    """The family's pairwise cover over `keys` as kernels `<prefix><key index>_<n>`: every
+    option, and every pair of options of two forks, at some key; each key that has a valid
+    config at least once."""
+    chosen = ForkSpace.of(family(family_name)).pairwise(keys)
+    return [
+        Variant(f"{prefix}{index}_{n}", family_name, keys[index], config)
+        for n, (index, config) in enumerate(chosen)
+    ]
+
+
+@cache
+def register_program(family_name: str, dtype: str) -> CudaProgram:
+    """What the register checks compile (no spills; rows kept in registers): a kernel per
+    config of the family's pairwise cover over its check keys in `dtype`. A config's
+    registers come from its tiles and from the sizes its key makes constants, so each
+    option and each pair of options compiles at some key, and each key at least once; the
+    emulator's check (`case`) runs each option at each key besides."""
+    return compile_sites(pairwise_cover(family_name, check_keys(family_name, dtype), "s"))
 
 
 @cache

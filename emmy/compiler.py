@@ -66,7 +66,15 @@ from emmy.program import (
 from emmy.recall.oracles import oracle_stack
 from emmy.runtime.emu import compile_emu
 
-__all__ = ["Program", "TensorSpec", "poisoned", "compile_graph", "compile_variants"]
+__all__ = [
+    "Program",
+    "TensorSpec",
+    "Variant",
+    "poisoned",
+    "compile_graph",
+    "compile_sites",
+    "compile_variants",
+]
 
 
 def _spec(name: str, typ: Attribute) -> TensorSpec:
@@ -484,12 +492,30 @@ def compile_variants(
 ) -> CudaProgram:
     """One source holding a kernel per config of one site (`<prefix><i>`, by default
     `<family>_<i>`), so many options compile in a single compiler invocation."""
-    decl = family(family_name)
+    prefix = prefix or f"{family_name}_"
+    return compile_sites(
+        [Variant(f"{prefix}{i}", family_name, key, config) for i, config in enumerate(configs)]
+    )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kernel of a source of many: a site of `family` at `key`, its forks set to `config`."""
+
+    name: str
+    family: str
+    key: Mapping[str, int | str]
+    config: Mapping[str, int | str]
+
+
+def compile_sites(variants: Sequence[Variant]) -> CudaProgram:
+    """One source holding a kernel per variant (named as it says), of any families and keys,
+    so many options at many sites compile in a single compiler invocation."""
     sites = []
-    for i, config in enumerate(configs):
-        site = instantiate(decl, key, f"{prefix or family_name + '_'}{i}")
+    for variant in variants:
+        site = instantiate(family(variant.family), variant.key, variant.name)
         for knob in site.knobs():
-            knob.resolve(config[knob.knob_name.data], "forced")
+            knob.resolve(variant.config[knob.knob_name.data], "forced")
         sites.append(site)
     module = ModuleOp(sites)
     SpecializeForks().apply(Context(), module)

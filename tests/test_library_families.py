@@ -1,9 +1,10 @@
 """Every option of every library family on the emulator under two thread orders, against
-float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills (the f32 and
-bf16 sources: f16 differs from bf16 only in its conversions). The shapes
-are the families' own (emmy/families/: ragged edges; softmax inputs with overflowing
-magnitudes and -inf); emmy.check builds the cases, which scripts/gpu-check runs on a GPU
-(tests/test_gpu_check.py runs the script itself on emu)."""
+float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills (pairwise over
+the options at the check keys, emmy.check.register_program; the f32 and bf16 sources: f16
+differs from bf16 only in its conversions). The shapes are the families' own
+(emmy/families/: ragged edges; softmax inputs with overflowing magnitudes and -inf);
+emmy.check builds the cases, which scripts/gpu-check runs on a GPU (tests/test_gpu_check.py
+runs the script itself on emu)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
-from emmy.check import case, check, checked_families, dtypes_of
+from emmy.check import case, check, checked_families, dtypes_of, register_program
 from emmy.dsl.library import family
 from emmy.runtime.emu import EmuDevice
 
@@ -52,8 +53,14 @@ def compiled_dtypes(family_name: str) -> list[str]:
 @pytest.mark.parametrize("family_name", FAMILIES)
 def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch: str) -> None:
     for dtype in compiled_dtypes(family_name):
-        compiled = compile_cuda(case(family_name, dtype).source, arch)
-        spilling = {k: r for k, r in compiled.resources.items() if r.spill_stores or r.spill_loads}
+        program = register_program(family_name, dtype)
+        compiled = compile_cuda(program.source, arch)
+        assert set(compiled.resources) == set(program.kernels)
+        spilling = {
+            f"{name} [{program.kernels[name].key}] {program.kernels[name].config}": used
+            for name, used in compiled.resources.items()
+            if used.spill_stores or used.spill_loads
+        }
         assert not spilling, f"{family_name} {dtype} {arch} spills: {spilling}"
 
 

@@ -24,36 +24,21 @@ All variants are one source, built once: one NVRTC call per arch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from emmy.backend.emit_cuda import CudaProgram, KernelInfo
 from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
-from emmy.compiler import compile_variants
-from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import families, family
+from emmy.check import pairwise_cover
+from emmy.compiler import compile_sites
+from emmy.dsl.library import families
 from emmy.problem_key import parse_key
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One option of one site, as the source compiles it."""
-
-    family: str
-    key: str
-    config: dict[str, int | str]
-    block: int
-    smem: int  # the launch's dynamic shared memory
-
-    def describe(self, arch: str) -> str:
-        config = " ".join(f"{k}={v}" for k, v in self.config.items())
-        return f"{self.family} [{self.key}] {config} at {arch}"
 
 
 def recipe_sites() -> dict[str, list[str]]:
@@ -74,33 +59,34 @@ def recipe_sites() -> dict[str, list[str]]:
 
 
 @cache
-def variants() -> tuple[str, dict[str, Variant]]:
-    """One source with a kernel per variant, and each kernel's variant."""
-    sources, found = [], {}
-    for family_name, keys in recipe_sites().items():
-        space = ForkSpace.of(family(family_name))
-        chosen = space.pairwise([parse_key(key) for key in keys])
-        for i, key in enumerate(keys):
-            options = [config for site, config in chosen if site == i]
-            if not options:
-                continue  # a key with no valid config: the compiler never makes its site
-            program = compile_variants(family_name, parse_key(key), options, f"{family_name}_s{i}_")
-            sources.append(program.source.split("\n", 1)[1])
-            for config, info in zip(options, program.kernels.values(), strict=True):
-                found[info.name] = Variant(family_name, key, config, info.block, info.smem)
-    return '#include "emmy_device.cuh"\n' + "\n".join(sources), found
+def program() -> CudaProgram:
+    """One source with a kernel per variant: each family's pairwise cover over its sites."""
+    return compile_sites(
+        [
+            variant
+            for family_name, keys in recipe_sites().items()
+            for variant in pairwise_cover(
+                family_name, [parse_key(k) for k in keys], f"{family_name}_s"
+            )
+        ]
+    )
+
+
+def describe(info: KernelInfo, arch: str) -> str:
+    config = " ".join(f"{k}={v}" for k, v in info.config.items())
+    return f"{info.family} [{info.key}] {config} at {arch}"
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_option_of_the_recipes_sites_fits_without_spilling(arch: str) -> None:
-    source, found = variants()
+    found = program()
     devices = devices_of(arch)
     assert devices, f"no {arch} device in the occupancy table"
-    resources = compile_cuda(source, arch).resources
+    resources = compile_cuda(found.source, arch).resources
     failures = []
-    for name, variant in found.items():
+    for name, variant in found.kernels.items():
         used = resources.get(name)
-        where = variant.describe(arch)
+        where = describe(variant, arch)
         if used is None:
             failures.append(f"{where}: ptxas reported no resources for {name}")
             continue
@@ -115,6 +101,6 @@ def test_every_option_of_the_recipes_sites_fits_without_spilling(arch: str) -> N
             )
             if not fit.blocks_per_sm:
                 failures.append(f"{where}: zero occupancy on {device.identity}: {fit.reason}")
-    assert not failures, f"{len(failures)} failures in {len(found)} variants:\n" + "\n".join(
-        failures[:20]
+    assert not failures, (
+        f"{len(failures)} failures in {len(found.kernels)} variants:\n" + "\n".join(failures[:20])
     )

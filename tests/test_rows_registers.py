@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
-from emmy.check import case, case_configs
+from emmy.check import case_configs, check_keys
+from emmy.compiler import Variant, compile_sites
 from emmy.dsl.library import canonical_key, family
 from emmy.families.registry import registered
 from emmy.families.rows import ROW_SHAPES
@@ -42,17 +43,16 @@ def test_the_checks_run_registers_at_every_ragged_length_and_fused_row(
 
 @pytest.mark.parametrize("family_name", ROW_FAMILIES)
 def test_register_rows_have_no_stack_frame(family_name: str) -> None:
-    """The same sources as the no-spill check (NVRTC's cache makes this free after it)."""
+    """Each `registers` variant the checks run (one at every ragged length), in one source."""
     for dtype in ("f32", "bf16"):
-        c = case(family_name, dtype)
-        resources = compile_cuda(c.source, "sm_90").resources
-        registers = {
-            launch.kernel
-            for launch in c.launches
-            if c.configs[launch.args[-1].name]["algo"] == "registers"
-        }
-        assert registers
-        framed = {n: resources[n] for n in registers if resources[n].stack_frame}
+        keys = check_keys(family_name, dtype)
+        ran = [c for c in case_configs(family_name, dtype) if c["algo"] == "registers"]
+        variants = [
+            Variant(f"rows{i}", family_name, keys[c["shape"]], c) for i, c in enumerate(ran)
+        ]
+        assert variants
+        resources = compile_cuda(compile_sites(variants).source, "sm_90").resources
+        framed = {v.name: resources[v.name] for v in variants if resources[v.name].stack_frame}
         assert not framed, f"{family_name} {dtype}: rows in local memory: {framed}"
 
 

@@ -9,6 +9,7 @@ them) lets the pure-Python models import."""
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import torch
@@ -41,24 +42,19 @@ def _has_nms() -> bool:
 
 
 def torchvision() -> ModuleType:
-    allow_torchvision()
-    # a test extra, seconds to import: only the models built from it need it
-    import torchvision as module
-
-    return module
+    return _test_extra("torchvision")
 
 
 def transformers() -> ModuleType:
-    allow_torchvision()
-    # a test extra, seconds to import: only the models built from it need it
-    import transformers as module
-
-    return module
+    return _test_extra("transformers")
 
 
 def diffusers() -> ModuleType:
-    allow_torchvision()
-    # a test extra, seconds to import: only the models built from it need it
-    import diffusers as module
+    return _test_extra("diffusers")
 
-    return module
+
+def _test_extra(name: str) -> ModuleType:
+    """A package of the test extra, seconds to import: only the models built from it need it.
+    Imported by name, so that the type checker does not read all of transformers (8 s)."""
+    allow_torchvision()
+    return importlib.import_module(name)
