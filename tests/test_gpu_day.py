@@ -115,6 +115,7 @@ def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     for name in ("copy", "softmax", "layer_norm", "rms_norm"):
         assert steps[name]["best_gb_s"] > 0 and steps[name]["kernel_pick_gb_s"] > 0
     matmul = steps["matmul_tc"]["4096^3"]
+    assert matmul["shape"] == [16, 16, 16] and "matmul" in matmul["pick"]  # sizes / 1024
     assert min(matmul["best_tflops"], matmul["pick_tflops"], matmul["vendor_tflops"]) > 0
     ((_, attention),) = steps["attention"].items()
     assert attention["best_tflops"] > 0 and attention["pick_tflops"] > 0
@@ -123,10 +124,13 @@ def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     # every timed kernel's output was checked: none was wrong
     assert not any("wrong_results" in data for data in steps.values())
     targets = {row["target"]: row for row in summary["targets"]}
-    assert targets["softmax pick"]["reference_name"] == "emmy copy"
+    assert targets["softmax pick"]["reference_name"] == "emmy copy"  # no torch copy_ here
+    assert targets["softmax pick"]["ratio"] > 0
+    assert targets["matmul 4096^3 pick"]["ratio"] is None  # torch.matmul unmeasured
 
     log = (out / "log.txt").read_text()
     assert "== tensor_cores" in log and "gpu-day on emu" in log and "none failed" in log
+    assert "matmul 4096^3 pick" in log and "unmeasured" in log  # gpu-check's targets table
 
 
 def test_a_step_past_its_limit_is_cut_and_the_next_runs(tmp_path) -> None:

@@ -20,9 +20,7 @@ from emmy import compiler
 from emmy.build import recipe_program
 from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
-from emmy.frontend import tiny_models
 from emmy.frontend.cache import parse_graph
-from emmy.frontend.export import export
 from emmy.frontend.recipes import config_names, recipe_names
 from emmy.identity import EMU
 from emmy.passes.fuse_graph import FuseGraph
@@ -202,31 +200,8 @@ def test_every_recipe_verifies_in_full_after_every_pass(monkeypatch, target: str
     """The suite compiles as users do (dominance after each pass, the op verifiers after
     the last); here every recipe, on each target, is verified in full after each pass, so
     that a pass leaving an op invalid for a later one to remove is named. One config a
-    recipe: its others are the same graph at other sizes."""
+    recipe: its others are the same graph at other sizes. (The tiny vision models are
+    verified so in tests/test_vision_models.py, as they compile there.)"""
     monkeypatch.setenv("EMMY_VERIFY_EACH", "1")
     for recipe in recipe_names():
         assert recipe_program(recipe, config_names(recipe)[0], 0, target).kernels
-
-
-# between them every op kind of the tiny vision models (mobilenet adds two activations, which
-# fuse as silu does); vit_b_16 is a transformer
-@pytest.mark.parametrize("name", ["resnet18", "efficientnet_b0", "convnext_tiny", "unet"])
-def test_every_tiny_vision_model_verifies_in_full_after_every_pass(name: str) -> None:
-    """Convolutions, batch, layer and group norms, pooling, upsampling and cross-attention,
-    verified in full after each pass (the recipes are transformers), compiled, not run:
-    tests/test_vision_models.py checks their results."""
-    if name == "unet":
-        latents, timesteps, states = tiny_models.unet_inputs()
-        model = export(
-            tiny_models.tiny_unet(), (latents, timesteps), True, {"encoder_hidden_states": states}
-        )
-    else:
-        model = export(*tiny_models.build(name))
-    program = compiler.compile_graph(
-        model.module,
-        CompileOptions(db=None),
-        constants=list(model.constants),
-        compile_kernels=False,
-        verify_each=True,
-    )
-    assert program.kernels
