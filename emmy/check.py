@@ -21,7 +21,7 @@ import torch
 
 from emmy import dtypes
 from emmy.backend.emit_cuda import CudaProgram
-from emmy.compiler import TensorSpec, Variant, compile_sites, compile_variants, poisoned
+from emmy.compiler import TensorSpec, Variant, compile_sites, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, family
@@ -110,16 +110,16 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     inputs_of = entry.check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = check_keys(family_name, dtype, index)
-    chosen_configs = case_configs(family_name, dtype, index)
-    sources, launches, buffers, expected, chosen = [], [], {}, {}, {}
+    variants = [
+        Variant(f"s{c['shape']}_{n}", family_name, keys[c["shape"]], c)
+        for n, c in enumerate(case_configs(family_name, dtype, index))
+    ]
+    program = compile_sites(variants)
+    launches, buffers, expected, chosen = [], {}, {}, {}
     output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):
-        options = [
-            {n: v for n, v in c.items() if n != "shape"}
-            for c in chosen_configs
-            if c["shape"] == shape_index
-        ]
-        if not options:
+        at_key = [v for v in variants if v.config["shape"] == shape_index]
+        if not at_key:
             continue
         tensors = inputs_of(key, dtype, generator)
         names = [f"s{shape_index}_in{i}" for i in range(len(tensors))]
@@ -132,18 +132,20 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
             for p in active_params(family(family_name), key)
             if p.direction == "out"
         ]
-        program = compile_variants(family_name, key, options, prefix=f"s{shape_index}_")
-        sources.append(program.source.split("\n", 1)[1])
-        for config, (name, info) in zip(options, program.kernels.items(), strict=True):
-            outputs = [f"out{i}_{name}" for i in range(len(wants))]
+        for variant in at_key:
+            info = program.kernels[variant.name]
+            outputs = [f"out{i}_{variant.name}" for i in range(len(wants))]
+            config = {n: v for n, v in variant.config.items() if n != "shape"}
             for output, want, storage in zip(outputs, wants, stored, strict=True):
                 buffers[output] = poisoned(TensorSpec(output, tuple(want.shape), storage))
                 expected[output] = want
                 output_dtypes[output] = storage
                 chosen[output] = {"key": key, **config}
             args = tuple(BufferArg(n) for n in [*names, *outputs])
-            launches.append(Launch(name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args))
-    source = '#include "emmy_device.cuh"\n' + "\n".join(sources)
+            launches.append(
+                Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
+            )
+    source = program.source
     return Case(source, launches, buffers, expected, chosen, dtype, family_name, output_dtypes)
 
 
