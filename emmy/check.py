@@ -145,8 +145,9 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
             launches.append(
                 Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
             )
-    source = program.source
-    return Case(source, launches, buffers, expected, chosen, dtype, family_name, output_dtypes)
+    return Case(
+        program.source, launches, buffers, expected, chosen, dtype, family_name, output_dtypes
+    )
 
 
 def emu_schedules(c: Case, schedule: str) -> list[str]:
