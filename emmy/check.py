@@ -66,14 +66,26 @@ def check_keys(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
     return keys if index == "i32" else [{**key, INDEX_NAME: index} for key in keys]
 
 
-def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
-    """The configs a case runs, each with the index of its check key as `shape`: pairwise
-    over the shapes and the forks together (each option once in 64-bit arithmetic, which
-    changes the integer type, not what the options do)."""
+def case_variants(family_name: str, dtype: str, index: str = "i32") -> list[tuple[int, Variant]]:
+    """The kernels a case runs, each with the index of its check key: pairwise over the
+    shapes and the forks together (each option once in 64-bit arithmetic, which changes the
+    integer type, not what the options do)."""
     keys = check_keys(family_name, dtype, index)
     space = ForkSpace.of(family(family_name))
     chosen = space.pairwise(keys, 2 if index == "i32" else 1, keys_paired=True)
-    return [{"shape": shape, **config} for shape, config in chosen]
+    return [
+        (shape, Variant(f"s{shape}_{n}", family_name, keys[shape], config))
+        for n, (shape, config) in enumerate(chosen)
+    ]
+
+
+def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
+    """The configs a case runs (case_variants), each with the index of its check key as
+    `shape`."""
+    return [
+        {"shape": shape, **variant.config}
+        for shape, variant in case_variants(family_name, dtype, index)
+    ]
 
 
 def pairwise_cover(
@@ -110,15 +122,12 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     inputs_of = entry.check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = check_keys(family_name, dtype, index)
-    variants = [
-        Variant(f"s{c['shape']}_{n}", family_name, keys[c["shape"]], c)
-        for n, c in enumerate(case_configs(family_name, dtype, index))
-    ]
-    program = compile_sites(variants)
+    variants = case_variants(family_name, dtype, index)
+    program = compile_sites([variant for _, variant in variants])
     launches, buffers, expected, chosen = [], {}, {}, {}
     output_dtypes: dict[str, str] = {}
     for shape_index, key in enumerate(keys):
-        at_key = [v for v in variants if v.config["shape"] == shape_index]
+        at_key = [variant for shape, variant in variants if shape == shape_index]
         if not at_key:
             continue
         tensors = inputs_of(key, dtype, generator)
@@ -135,12 +144,11 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
         for variant in at_key:
             info = program.kernels[variant.name]
             outputs = [f"out{i}_{variant.name}" for i in range(len(wants))]
-            config = {n: v for n, v in variant.config.items() if n != "shape"}
             for output, want, storage in zip(outputs, wants, stored, strict=True):
                 buffers[output] = poisoned(TensorSpec(output, tuple(want.shape), storage))
                 expected[output] = want
                 output_dtypes[output] = storage
-                chosen[output] = {"key": key, **config}
+                chosen[output] = {"key": key, **variant.config}
             args = tuple(BufferArg(n) for n in [*names, *outputs])
             launches.append(
                 Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
-from emmy.check import case_configs, check_keys
-from emmy.compiler import Variant, compile_sites
+from emmy.check import case_configs, case_variants
+from emmy.compiler import compile_sites
 from emmy.dsl.library import canonical_key, family
 from emmy.families.registry import registered
 from emmy.families.rows import ROW_SHAPES
@@ -45,10 +45,10 @@ def test_the_checks_run_registers_at_every_ragged_length_and_fused_row(
 def test_register_rows_have_no_stack_frame(family_name: str) -> None:
     """Each `registers` variant the checks run (one at every ragged length), in one source."""
     for dtype in ("f32", "bf16"):
-        keys = check_keys(family_name, dtype)
-        ran = [c for c in case_configs(family_name, dtype) if c["algo"] == "registers"]
         variants = [
-            Variant(f"rows{i}", family_name, keys[c["shape"]], c) for i, c in enumerate(ran)
+            variant
+            for _, variant in case_variants(family_name, dtype)
+            if variant.config["algo"] == "registers"
         ]
         assert variants
         resources = compile_cuda(compile_sites(variants).source, "sm_90").resources
