@@ -5,12 +5,12 @@ and the same caches, measured in one run.
     .venv/bin/python benchmarks/decode.py [--device emu|cuda] [--models gpt2:tiny,llama:tiny]
         [--batch B] [--prompt-len P] [--tokens T]
 
-On emu (the default: the tiny configs, f32) emmy's figure is a regression figure, not a
-speed claim; torch eager on the CPU is printed beside it. On cuda (default models: GPT-2
-small and a Llama of 1B-parameter shapes, the recipes' `small` and `1b` configs, bf16,
-batch 1) three columns: emmy, torch eager, and torch.compile(mode="reduce-overhead") of the
-step (its caches marked static, as Hugging Face's StaticCache marks them, so that its CUDA
-graphs take their in-place writes). Each line also says whether emmy's greedy tokens are
+Three columns: emmy, torch eager, and torch.compile of the step (its caches marked
+static, as Hugging Face's StaticCache marks them, so that CUDA graphs take their in-place
+writes). On emu (the default: the tiny configs, f32) emmy's figure is a regression figure,
+not a speed claim, beside torch on the CPU (torch.compile with the aot_eager backend). On
+cuda (default models: GPT-2 small and a Llama of 1B-parameter shapes, the recipes' `small`
+and `1b` configs, bf16, batch 1) torch.compile is mode="reduce-overhead". Each line also says whether emmy's greedy tokens are
 torch eager's (16-bit models may part ways after a near tie).
 
 Decode tokens/s counts the steps after the prefill, over the batch; compiles are excluded
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -31,26 +32,41 @@ from emmy.runtime.cuda import CudaDevice
 from emmy.runtime.emu import EmuDevice
 
 DEFAULT_MODELS = {"emu": "gpt2:tiny,llama:tiny", "cuda": "gpt2:small,llama:1b"}
+#: torch.compile's settings in the comparison: reduce-overhead (Inductor and CUDA graphs) on
+#: a GPU; on the emulator, whose figures say nothing, a backend that compiles in a blink
+#: (Inductor's CPU compile takes tens of seconds), down the same code path
+TORCH_COMPILE = {"cuda": {"mode": "reduce-overhead"}, "emu": {"backend": "aot_eager"}}
 
 
-def compiled_torch(step: torch.nn.Module, ids, caches, count: int) -> Generation:
-    """torch.compile(mode="reduce-overhead") of the step: a warm-up pass compiles (and
-    captures) the prefill and the step, a second pass on re-zeroed caches is timed."""
+def compiled_torch(step: torch.nn.Module, ids, caches, count: int, **settings) -> Generation:
+    """torch.compile of the step with `settings`: a warm-up pass compiles (and captures)
+    the prefill and the step, a second pass on re-zeroed caches is timed."""
     for cache in caches:
         torch._dynamo.mark_static_address(cache)
-    compiled = torch.compile(step, mode="reduce-overhead")
+    compiled = torch.compile(step, **settings)
     greedy_eager(compiled, ids, caches, count)
     for cache in caches:
         cache.zero_()
     return greedy_eager(compiled, ids, caches, count)
 
 
-def measure(spec: str, device_name: str, batch: int, prompt_len: int, count: int) -> str:
+def measure(
+    spec: str,
+    device_name: str,
+    batch: int,
+    prompt_len: int,
+    count: int,
+    report: Callable[[str, float], None] | None = None,
+) -> str:
+    """One model's line: decode tokens/s of emmy, torch eager and torch.compile, and
+    whether emmy's tokens are eager's; `report(column, tokens/s)` is told each column as
+    it is measured (a caller cut short keeps those)."""
+    told = report or (lambda column, figure: None)
     recipe, _, config = spec.partition(":")
     case = decode_case(recipe, config or None, None, batch)
     check_lengths(prompt_len, count, case.size["max_len"])
-    where = "cuda" if device_name == "cuda" else "cpu"
     device = CudaDevice() if device_name == "cuda" else EmuDevice()
+    where = device.torch_device
     print(f"{case.describe()}: compiling and decoding", file=sys.stderr)
     # one model serves the three: each decodes on caches of its own
     _, step, caches = build_decoder(case, where)
@@ -58,11 +74,15 @@ def measure(spec: str, device_name: str, batch: int, prompt_len: int, count: int
     start = time.perf_counter()
     emmy = greedy(step, ids, caches, count, device, progress=lambda line: None)
     compile_s = time.perf_counter() - start - emmy.prefill_s - emmy.decode_s
+    told("emmy", emmy.tokens_per_s())
     eager = greedy_eager(step, ids, [torch.zeros_like(c) for c in caches], count)
+    told("torch eager", eager.tokens_per_s())
     columns = [f"emmy {emmy.tokens_per_s():.1f}", f"torch eager {eager.tokens_per_s():.1f}"]
-    if device_name == "cuda":
-        graphs = compiled_torch(step, ids, [torch.zeros_like(c) for c in caches], count)
-        columns.append(f"torch.compile reduce-overhead {graphs.tokens_per_s():.1f}")
+    settings = TORCH_COMPILE[device_name]
+    graphs = compiled_torch(step, ids, [torch.zeros_like(c) for c in caches], count, **settings)
+    label = f"torch.compile {'/'.join(settings.values())}"
+    told(label, graphs.tokens_per_s())
+    columns.append(f"{label} {graphs.tokens_per_s():.1f}")
     same = torch.equal(emmy.tokens.cpu(), eager.tokens.cpu())
     return (
         f"{case.describe()} on {device.identity}: decode tokens/s {', '.join(columns)} "

@@ -94,15 +94,26 @@ def greedy(
     emmy.compile's."""
     say = progress or (lambda line: print(line, file=sys.stderr))
     batch, length = ids.shape
+    prefill_inputs, step_inputs = decode_examples(ids, caches)
     say(f"compiling the prefill (ids [{batch}, {length}])")
-    compiled = api.compile(step, ids, _position(0, ids), *caches, device=device, **options)
+    compiled = api.compile(step, *prefill_inputs, device=device, **options)
     say(f"compiling the decode step (ids [{batch}, 1])")
+    compiled.specialize(step_inputs)
+    tokens, prefill, decode = _loop(compiled, ids, caches, count)
+    return Generation(tokens, prefill, decode, len(compiled.specializations))
+
+
+def decode_examples(
+    ids: torch.Tensor, caches: Sequence[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The example inputs of the two programs `greedy` compiles for a prompt `ids`
+    [batch, P]: the prefill's (the prompt at position 0) and the step's (one token at
+    position P)."""
+    batch, length = ids.shape
     # a fresh tensor, not a slice of the prompt: torch.export makes a strided input's
     # dims symbolic
     first = torch.zeros((batch, 1), dtype=ids.dtype, device=ids.device)
-    compiled.specialize([first, _position(length, ids), *caches])
-    tokens, prefill, decode = _loop(compiled, ids, caches, count)
-    return Generation(tokens, prefill, decode, len(compiled.specializations))
+    return [ids, _position(0, ids), *caches], [first, _position(length, ids), *caches]
 
 
 def greedy_eager(

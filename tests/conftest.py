@@ -59,6 +59,25 @@ LONGEST_FIRST = (
 )
 
 
+#: why a test marked `gpu` is skipped on a machine without one
+NO_GPU = "needs a CUDA device and a CUDA build of torch (scripts/gpu-day runs it on a GPU)"
+
+
+def gpu_present() -> bool:
+    """Whether this process can run the tests marked `gpu`: a CUDA device and torch's CUDA."""
+    import torch
+
+    from emmy.runtime.cuda import cuda_available
+
+    return cuda_available() and torch.cuda.is_available()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
+    # asked only where a test needs it: cuInit in this process before a test forks would
+    # leave the children no CUDA
+    needing = [item for item in items if item.get_closest_marker("gpu")]
+    if needing and not gpu_present():
+        for item in needing:
+            item.add_marker(pytest.mark.skip(reason=NO_GPU))

@@ -23,7 +23,7 @@ from emmy.measure.bench import Bench, BenchOptions
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.recall.tuning_db import TuningDB
 from emmy.regime import regime_for
-from emmy.runtime.cuda import CudaDevice, cuda_available
+from emmy.runtime.cuda import CudaDevice
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu import EmuDevice, build_runner
 from emmy.runtime.faults import ends_worker
@@ -157,10 +157,7 @@ def test_a_check_through_a_worker_makes_a_fault_its_cases_failure() -> None:
         check(crash, EmuDevice(workers=1))
 
 
-needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
-
-
-@needs_gpu
+@pytest.mark.gpu
 def test_a_gpu_fault_is_a_row_and_the_next_config_is_measured(tmp_path, fault_family) -> None:
     # the bench runs the configs in a worker of its own: the parent's context stays usable
     with CudaDevice() as device:
@@ -179,7 +176,7 @@ extern "C" __global__ void far_write(const float* x, float* y) { y[(1ll << 40) +
 """
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_a_sticky_cuda_error_ends_the_worker_and_the_next_run_gets_a_fresh_one() -> None:
     buffers = {"x": np.ones(8, np.float32), "y": np.zeros(8, np.float32)}
     with DeviceWorker(DeviceSpec("cuda")) as worker:

@@ -12,14 +12,9 @@ from torch import nn
 
 import emmy
 from emmy.errors import EmmyError, NoDeviceError
-from emmy.runtime.cuda import CudaDevice, check_driver, cuda_available
+from emmy.runtime.cuda import CudaDevice, check_driver
 from emmy.runtime.device import BufferArg, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice
-
-HAVE_GPU = cuda_available() and torch.cuda.is_available()
-needs_gpu = pytest.mark.skipif(
-    not HAVE_GPU, reason="needs a CUDA device and a CUDA build of torch (scripts/gpu-check runs it)"
-)
 
 
 def mlp() -> nn.Module:
@@ -60,8 +55,9 @@ def test_later_calls_allocate_nothing_and_copy_nothing_to_the_host():
     assert first["uploads"] == weights == device.counters.uploads
 
 
-def test_a_host_input_is_copied_over_and_counted():
-    device = CudaDevice() if HAVE_GPU else EmuDevice()
+@pytest.mark.parametrize("kind", ["emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_host_input_is_copied_over_and_counted(kind):
+    device = CudaDevice() if kind == "cuda" else EmuDevice()
     compiled = emmy.compile(mlp(), torch.randn(4, 16), device=device)
     before = device.counters.uploads
     compiled(torch.randn(4, 16))
@@ -76,6 +72,17 @@ def test_a_wrong_input_is_a_one_line_error():
         compiled.first.bound([torch.randn(4, 15)])
 
 
+def test_weights_elsewhere_than_the_inputs_are_a_one_line_error():
+    """torch.export traces a model on its inputs' device: weights left on another one (a
+    model moved to the GPU after its inputs, or not at all) fail deep inside it."""
+    model = mlp().to("meta")
+    with pytest.raises(EmmyError) as error:
+        emmy.compile(model, torch.randn(4, 16), device=EmuDevice())
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("the model's weights are on meta and its inputs on cpu: ")
+
+
 def test_a_driver_older_than_nvrtc_is_one_line_naming_both():
     with pytest.raises(NoDeviceError) as error:
         check_driver((12, 4), "13.0")
@@ -85,7 +92,7 @@ def test_a_driver_older_than_nvrtc_is_one_line_naming_both():
     check_driver((13, 1), "13.0")
 
 
-@needs_gpu
+@pytest.mark.gpu
 @pytest.mark.parametrize("cuda_graphs", [True, False])
 def test_cuda_program_replays_one_graph(cuda_graphs):
     device = CudaDevice()
@@ -105,7 +112,7 @@ def test_cuda_program_replays_one_graph(cuda_graphs):
         assert device.counters.replays == 0 and device.counters.launches > launches
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_cuda_program_orders_with_the_callers_stream():
     device = CudaDevice()
     model = mlp().cuda()
@@ -117,7 +124,7 @@ def test_cuda_program_orders_with_the_callers_stream():
             torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_cuda_timing_batches_short_kernels_into_a_long_window():
     n = 1024
     source = """extern "C" __global__ void add(float* out, const float* a, int n) {
@@ -132,3 +139,23 @@ def test_cuda_timing_batches_short_kernels_into_a_long_window():
         timing = device.time(source, [launch], buffers, warmup=1, repetitions=3)
     assert timing.batch > 1 and len(timing.seconds) == 3
     assert all(s * timing.batch >= 0.5e-3 for s in timing.seconds)
+
+
+@pytest.mark.gpu
+def test_a_model_on_the_gpu_compiles_through_both_apis_where_its_inputs_are():
+    """GPT-2 (tiny) moved to the GPU with its inputs, as a user runs it: emmy.compile and
+    torch.compile(backend=emmy) both match eager, at two calls with other inputs."""
+    from emmy.frontend.recipes import build, resolve_case
+
+    model, inputs = build(resolve_case("gpt2", "tiny", 0, None))
+    model = model.cuda()
+    device = CudaDevice()
+    first = [t.cuda() for t in inputs]
+    compiled = emmy.compile(model, *first, device=device)
+    dynamo = torch.compile(model, backend=emmy.api.backend(device=device))
+    for call in range(2):
+        ids = first if call == 0 else [torch.randint_like(t, 0, 100) for t in first]
+        with torch.no_grad():
+            expected = model(*ids)
+            for actual in (compiled(*ids), dynamo(*ids)):
+                torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)

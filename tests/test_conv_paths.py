@@ -10,7 +10,6 @@ import pytest
 
 from emmy.cli import main
 from emmy.recall.tuning_db import ReadOnlyDB
-from emmy.runtime.cuda import cuda_available
 
 F32 = "torch.float32"
 BF16 = "torch.bfloat16"
@@ -38,7 +37,7 @@ def test_every_option_matches_eager(capsys, dtype: str) -> None:
         assert f"ran {steps} kernel(s)" in out, out
 
 
-@pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [F32, BF16])
 def test_the_vendor_library_on_a_gpu(capsys, dtype: str) -> None:
     """cuDNN through torch, on tensors over the device's own buffers and stream."""

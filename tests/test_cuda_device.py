@@ -9,7 +9,6 @@ from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import BufferArg, Launch, ScalarArg
 
 HAVE_GPU = cuda_available()
-needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA device on this machine")
 needs_no_gpu = pytest.mark.skipif(HAVE_GPU, reason="a CUDA device is present")
 
 SOURCE = """
@@ -57,13 +56,13 @@ def add_launch(n: int) -> Launch:
     return Launch("add", ((n + 255) // 256, 1, 1), (256, 1, 1), 0, args)
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_identity(device):
     assert arch_of(device.identity) == device.arch
     assert device.regime.is_deployable
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_vector_add(device):
     n = 1000
     rng = np.random.default_rng(0)
@@ -73,7 +72,7 @@ def test_vector_add(device):
     np.testing.assert_array_equal(buffers["out"], a + b)
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_non_contiguous_buffer_is_written_in_place(device):
     n = 64
     backing = np.zeros((n, 2), np.float32)
@@ -83,7 +82,7 @@ def test_non_contiguous_buffer_is_written_in_place(device):
     assert (backing[:, 0] == 3).all() and (backing[:, 1] == 0).all()
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_large_dynamic_shared_memory(device):
     n = 20_000  # 80 KB of shared memory: needs the opt-in
     buffers = {"out": np.zeros(n, np.int32)}
@@ -94,7 +93,7 @@ def test_large_dynamic_shared_memory(device):
     np.testing.assert_array_equal(buffers["out"], np.arange(n, dtype=np.int32)[::-1])
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_time(device):
     n = 1 << 20
     buffers = {k: np.ones(n, np.float32) for k in ("out", "a", "b")}
@@ -102,14 +101,14 @@ def test_time(device):
     assert len(seconds) == 3 and all(0 < s < 1 for s in seconds)
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_unknown_kernel(device):
     launch = Launch("missing", (1, 1, 1), (1, 1, 1), 0, ())
     with pytest.raises(KernelLaunchError, match="'missing' is not in the compiled source"):
         device.run(SOURCE, [launch], {})
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_bad_geometry_is_a_launch_error(device):
     launch = add_launch(16)
     launch = Launch("add", (1, 1, 1), (4096, 1, 1), 0, launch.args)  # over 1024 threads

@@ -1,7 +1,10 @@
 """scripts/gpu-check on the emulator, in a real subprocess: its checks, its speed parts at
-their smallest settings (the figures mean nothing off a GPU, the plumbing is what is
-tested; the parts scripts/gpu-day also runs are run by tests/test_gpu_day.py), and a part
-that fails, which costs its line of the report and nothing more."""
+their smallest settings and its bound-program timings (the figures mean nothing off a GPU;
+the code path they take on one, down to the driver, is what is tested: torch's side is
+timed through the device's events, on the emulator's host; the parts scripts/gpu-day also
+runs are run by tests/test_gpu_day.py), and a part that fails, which costs its line of
+the report and nothing more. The list of test files the GPU tests part runs is the list
+of files with tests marked `gpu`."""
 
 from __future__ import annotations
 
@@ -42,14 +45,24 @@ def gpu_check(tmp_path: Path, *options: str, status: int = 0) -> dict:
 
 
 def test_gpu_check_runs_its_checks_on_emu(tmp_path) -> None:
-    report = gpu_check(tmp_path, "--quick", "--families", "elementwise", "--models", "mlp:tiny")
+    report = gpu_check(
+        tmp_path, "--quick", "--families", "elementwise", "--models", "mlp:tiny",
+        "--runtime", "gpt2:tiny:1:8",
+    )  # fmt: skip
     assert report["device"] == "emu" and report["torch_cuda"] is False and report["finished"]
+    assert report["card"] == "emu (the CPU emulator)"
     assert report["correctness"]["elementwise/f32"]["failures"] == []
     assert report["correctness"]["elementwise/f32"]["variants"] > 1
     assert report["models"]["mlp:tiny"]["ok"]
+    # a bound program replayed, launched one by one, and its kernels timed one by one
+    # between the driver's events
+    runtime = report["runtime"]["gpt2:tiny:1:8"]
+    assert min(runtime["graph_ms"], runtime["eager_ms"], runtime["kernels_ms"]) > 0
+    assert runtime["launches"] > 10
     assert "not measured" in report["speed"]
     assert {p["status"] for p in report["parts"].values()} == {"ok"}
     assert report["problems"] == []
+    assert "gpu-check on emu (the CPU emulator)" in report["stdout"]
 
 
 #: the speed parts scripts/gpu-day does not run (tests/test_gpu_day.py runs the others, as
@@ -59,8 +72,8 @@ OWN_PARTS = "copy,elementwise,split_k"
 
 def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
     """Each speed part gives positive figures for the compile's pick and the best of its
-    sweep; where torch cannot time (no CUDA here) each part says so in one line, and the
-    targets table shows those ratios unmeasured. Here the parts gpu-day does not run."""
+    sweep, and torch's beside them (on the host, through the emulator's events), and the
+    targets table their ratios. Here the parts gpu-day does not run."""
     report = gpu_check(tmp_path, *SMALLEST, "--parts", OWN_PARTS)
     speed = report["speed"]
     assert list(report["parts"]) == ["probe", *OWN_PARTS.split(",")]
@@ -70,13 +83,13 @@ def test_gpu_check_runs_its_speed_parts_scaled_down_on_emu(tmp_path) -> None:
         # the pick, and the sweep's first config beside it: the largest tiles
         assert len(speed[name]["configs"]) == 2
     assert set(speed["split_k"]["microseconds"]) == {"1", "2"}
+    assert speed["split_k"]["torch_microseconds"] > 0
     assert not any("wrong_results" in part for part in speed.values())  # every one checked
-    torch_lines = [line for line in report["problems"] if "torch: not measured" in line]
-    assert len(torch_lines) == len(speed) == len(report["problems"])
+    assert report["problems"] == []
     targets = {row["target"]: row for row in report["targets"]}
-    assert targets["elementwise pick"]["reference_name"] == "emmy copy"  # no torch copy_ here
+    assert targets["elementwise pick"]["reference_name"] == "copy_"
     assert targets["elementwise pick"]["ratio"] > 0
-    assert targets["elementwise torch eager"]["ratio"] is None  # torch unmeasured
+    assert targets["elementwise torch eager"]["ratio"] > 0
     # each result was streamed as it came, labelled with its part, then each part's outcome
     lines = [json.loads(line) for line in (tmp_path / "check.jsonl").read_text().splitlines()]
     outcomes = [line["step"] for line in lines if "outcome" in line]
@@ -99,6 +112,7 @@ def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
     assert len(cut) == 1
     assert "failed: copy" in report["stdout"]
     targets = {row["target"]: row for row in report["targets"]}
+    # the copy was cut: no reference for the memory-bound ratios
     assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
 
 
@@ -192,3 +206,29 @@ def test_a_bad_option_gets_a_one_line_error() -> None:
     )
     assert result.returncode == 2
     assert "--limit nosuch=3: no part 'nosuch'" in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_gpu_tests_part_runs_the_files_with_tests_marked_gpu(script) -> None:
+    """GPU_TESTS is every test file with a test marked `gpu`, and nothing else."""
+    tests = Path(__file__).parent
+    marked = {
+        f"tests/{path.name}"
+        for path in tests.glob("test_*.py")
+        if "mark.gpu" in path.read_text() and path.name != Path(__file__).name
+    }
+    assert set(script.GPU_TESTS) == marked
+
+
+def test_the_gpu_tests_part_leaves_cuda_to_the_processes_it_forks(script, monkeypatch) -> None:
+    """A process that touched CUDA forks children that cannot: the GPU tests part never
+    starts its device, each pytest process it forks makes its own."""
+
+    def touched(name: str):
+        raise RuntimeError(f"the part started a {name} device")
+
+    monkeypatch.setattr(script, "make_device", touched)
+    monkeypatch.setattr(script, "GPU_TESTS", ("tests/test_cuda_device.py",))
+    outcome = script.run_part("gpu_tests", 120, EMU)
+    assert outcome.status == "ok" and outcome.notes == [], outcome.notes
+    assert outcome.data["run"] == {"ok": True, "statuses": [0], "sticky": [], "dry": True}
+    assert set(outcome.data["counts"]) == {"skipped"}

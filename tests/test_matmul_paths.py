@@ -19,7 +19,6 @@ from emmy.passes.matmul_paths import epilogue_chain
 from emmy.recall.golden import load_golden
 from emmy.recall.oracles import check_against_library
 from emmy.recall.tuning_db import ReadOnlyDB
-from emmy.runtime.cuda import cuda_available
 
 F32 = "torch.float32"
 BF16 = "torch.bfloat16"
@@ -90,7 +89,7 @@ def test_the_vendor_library_between_kernels(capsys, expression: str) -> None:
     run_pinned(capsys, expression, "vendor")
 
 
-@pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
+@pytest.mark.gpu
 @pytest.mark.parametrize("expression", [expression(BF16), *VENDOR_CASES])
 def test_the_vendor_library_on_a_gpu(capsys, expression: str) -> None:
     """cuBLAS through torch, on tensors over the device's own buffers and stream."""

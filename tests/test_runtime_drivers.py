@@ -6,6 +6,7 @@ CUDA driver where there is a GPU (scripts/gpu-day runs this file there)."""
 from __future__ import annotations
 
 import inspect
+import threading
 
 import numpy as np
 import pytest
@@ -18,8 +19,6 @@ from emmy.runtime.device import BufferArg, Device, Launch, ScalarArg
 from emmy.runtime.driver import Driver
 from emmy.runtime.emu import EmuDevice, EmuDriver
 from emmy.runtime.faults import ends_worker, is_fault
-
-HAVE_GPU = cuda_module.cuda_available() and torch.cuda.is_available()
 
 SOURCE = """#include "emmy_device.cuh"
 EMMY_KERNEL void nop(float* x) {}
@@ -58,12 +57,7 @@ CRASH = _launch("null_write", BufferArg("out"), ScalarArg("i64", 0))
 
 
 def _devices() -> list:
-    kinds = [pytest.param("emu", id="emu")]
-    reason = "needs a CUDA device and a CUDA build of torch (scripts/gpu-day runs it)"
-    kinds.append(
-        pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not HAVE_GPU, reason=reason))
-    )
-    return kinds
+    return [pytest.param("emu", id="emu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(params=_devices())
@@ -100,6 +94,30 @@ def test_a_launch_is_queued_and_a_host_call_sees_it_in_order(device: Device) -> 
     device.driver.host_call(lambda: seen.append(out.clone()))
     device.synchronize()
     torch.testing.assert_close(seen[0].cpu(), torch.arange(N, dtype=torch.float32) + 1)
+
+
+def test_a_launch_from_another_thread_runs(device: Device) -> None:
+    """A program loaded in one thread and called from another (autograd's backward, a
+    server's worker thread): a GPU's context is current per thread, and the driver makes
+    it current where the launch comes from."""
+    x = device.empty((N,), torch.float32)
+    x.copy_(torch.arange(N, dtype=torch.float32))
+    out = device.empty((N,), torch.float32)
+    program = device.load(SOURCE, [ADD_ONE], ["out", "x"], cuda_graphs=False, outputs={"out"})
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            program({"out": out, "x": x})
+            device.synchronize()
+        except BaseException as error:  # noqa: BLE001 - the thread's failure is the test's
+            failed.append(error)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(timeout=120)
+    assert not failed, failed
+    torch.testing.assert_close(out.cpu(), torch.arange(N, dtype=torch.float32) + 1)
 
 
 def test_a_graph_replays_what_it_captured_and_the_runtime_recaptures(device: Device) -> None:
@@ -143,6 +161,7 @@ def test_a_tensor_at_an_odd_offset_is_copied_not_faulted_on(device: Device) -> N
     assert device.fault() is None
 
 
+@pytest.mark.sticky_fault
 def test_a_planted_fault_is_reported_against_its_own_launch(device: Device) -> None:
     """Launches are asynchronous: without a synchronisation per launch the fault surfaces at
     a later one. A check and a bench synchronise per launch, so the message names the launch
@@ -167,6 +186,27 @@ def test_host_bound_windows_are_flagged_and_graphs_are_not(device: Device) -> No
     assert not issued.graphed and issued.batch > 1 and issued.host_bound, issued
     graphed = device.time(SOURCE, [nop], buffers, warmup=1, repetitions=3)
     assert graphed.graphed and not graphed.host_bound, graphed
+
+
+def test_a_call_is_timed_by_the_devices_events(device: Device) -> None:
+    """Device.time_call: torch's work on the device's tensors, in stream order (a host call),
+    or a call that issues the device's own launches, in windows between the driver's events
+    as a launch list is timed (what gpu-check times torch and emmy.compile's programs by)."""
+    x = device.empty((N,), torch.float32)
+    x.zero_()
+    torch_work = device.time_call(lambda: x.add_(1.0), warmup=1, repetitions=3)
+    assert len(torch_work.seconds) == 3 and min(torch_work.seconds) > 0, torch_work
+    assert not torch_work.graphed
+    device.synchronize()
+    calls = int(x[0].item())
+    assert calls >= 1 + 3 * torch_work.batch  # the probe and every window's calls ran
+    out = device.empty((N,), torch.float32)
+    program = device.load(SOURCE, [ADD_ONE], ["out", "x"], cuda_graphs=False, outputs={"out"})
+    launches = device.time_call(
+        lambda: program({"out": out, "x": x}), launches=True, warmup=1, repetitions=3
+    )
+    assert len(launches.seconds) == 3 and min(launches.seconds) > 0, launches
+    torch.testing.assert_close(out.cpu(), torch.full((N,), calls + 1.0))
 
 
 # --- the emulator's side of it ----------------------------------------------------------

@@ -204,10 +204,7 @@ HALF = ["f16", "bf16"]
 
 
 def _devices() -> list:
-    from emmy.runtime.cuda import cuda_available
-
-    gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device on this machine")
-    return ["emu", pytest.param("cuda", marks=gpu)]
+    return ["emu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(scope="module")

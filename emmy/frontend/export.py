@@ -38,6 +38,7 @@ def export_program(
     keyword, as its users call it; `dynamic_shapes` (torch.export's, e.g.
     `({1: Dim("seq", max=1024)},)`) declares the dims that may vary."""
     module = module.eval()
+    _refuse_split_devices(module, example_inputs, example_kwargs or {})
     register_output_types()
     try:
         with torch.no_grad():
@@ -58,6 +59,21 @@ def export_program(
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise EmmyError(f"torch.export failed: {type(error).__name__}: {first_line}") from None
     return exported
+
+
+def _refuse_split_devices(
+    module: torch.nn.Module, args: Sequence[object], kwargs: dict[str, object]
+) -> None:
+    """A one-line error where the module's weights and its example inputs share no device:
+    torch.export traces the module on its inputs' device, and fails deep inside it."""
+    weights = {str(t.device) for t in (*module.parameters(), *module.buffers())}
+    leaves = _pytree.tree_leaves((tuple(args), kwargs))
+    inputs = {str(t.device) for t in leaves if isinstance(t, torch.Tensor)}
+    if weights and inputs and weights.isdisjoint(inputs):
+        raise EmmyError(
+            f"the model's weights are on {', '.join(sorted(weights))} and its inputs on "
+            f"{', '.join(sorted(inputs))}: move the model to its inputs' device (model.to(...))"
+        )
 
 
 #: in-place ops that change no data, only autograd's view of a tensor (a Hugging Face

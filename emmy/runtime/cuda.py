@@ -12,6 +12,7 @@ sticky: the process's context is unusable afterwards, and every later call says 
 
 from __future__ import annotations
 
+import threading
 import time as _time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -146,6 +147,8 @@ class CudaDriver(Driver):
         self.regime = Regime(normalise_flags(flags), self.arch)
         # the primary context is the one torch and other libraries share on this device
         self._ctx = _check(cu.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
+        #: the threads this driver made its context current in
+        self._threads = threading.local()
         self._bind()
         self._modules: dict[str, Any] = {}  # compile key -> CUmodule
         self._functions: dict[tuple[int, str], Any] = {}  # (module, kernel) -> CUfunction
@@ -159,6 +162,13 @@ class CudaDriver(Driver):
     def _bind(self) -> None:
         # a context is current per thread: bind it where a thread may enter
         _check(cu.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        self._threads.bound = True
+
+    def _bound_here(self) -> None:
+        """Makes the context current in this thread, once per thread: a launch may come from
+        a thread that never loaded a module (autograd's, a server's worker)."""
+        if not getattr(self._threads, "bound", False):
+            self._bind()
 
     @property
     def compiler(self) -> str:
@@ -186,7 +196,7 @@ class CudaDriver(Driver):
     def load_module(self, source: str) -> Any:
         if self._closed:
             raise KernelLaunchError("the CUDA device was closed")
-        self._bind()
+        self._bound_here()
         compiled = compile_cuda(source, self.arch, self.regime.flags)
         if compiled.key not in self._modules:
             self._modules[compiled.key] = _check(
@@ -195,6 +205,7 @@ class CudaDriver(Driver):
         return self._modules[compiled.key]
 
     def function(self, module: Any, launch: Launch) -> Any:
+        self._bound_here()
         key = (int(module), launch.kernel)
         if key not in self._functions:
             status, function = cu.cuModuleGetFunction(module, launch.kernel.encode())
@@ -222,6 +233,7 @@ class CudaDriver(Driver):
         return _torch().cuda.current_stream(self.ordinal).cuda_stream
 
     def launch(self, packed: PackedLaunch) -> None:
+        self._bound_here()
         launch = packed.launch
         (status,) = cu.cuLaunchKernel(
             packed.function, *launch.grid, *launch.block, launch.smem, self._stream(),
@@ -251,7 +263,7 @@ class CudaDriver(Driver):
 
     def synchronize(self, timeout: float = 120.0, what: str = "the launches") -> None:
         self.check_fault()
-        self._bind()
+        self._bound_here()
         stream = self._stream()
         deadline = _time.monotonic() + timeout
         pause = 1e-5

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time as _time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -201,19 +201,55 @@ class Device:
         `batch` passes back to back, `batch` chosen so that a window lasts the driver's
         min_window_seconds or more, replayed from a captured graph unless `graphs` is False
         or the steps cannot be captured. Buffers are not copied back."""
-        driver = self.driver
-        driver.check_fault()
-        deadline = _time.monotonic() + timeout
-
-        def left() -> float:
-            return max(1.0, deadline - _time.monotonic())
-
+        self.driver.check_fault()
         executable = self._executable(source, launches, buffers)
         tensors = executable.bind(self._host_tensors(buffers)[0])
         pointers = {name: tensor.data_ptr() for name, tensor in tensors.items()}
 
         def issue() -> None:
             executable.issue(tensors, pointers)
+
+        return self._timed(issue, warmup, repetitions, timeout, graphs)
+
+    def time_call(
+        self,
+        function: Callable[[], object],
+        *,
+        launches: bool = False,
+        warmup: int = 2,
+        repetitions: int = 10,
+        timeout: float = 600.0,
+    ) -> Timing:
+        """Device seconds of one call of `function`, timed as `time` times a launch list
+        (events around back-to-back calls, never captured). `function` does torch work on
+        this device's tensors (torch eager, a vendor op, a torch.compile'd model), issued
+        in stream order as a host call; with `launches`, it issues this device's own
+        launches (a compiled program's call), on the stream as they are."""
+        self.driver.check_fault()
+
+        def issue() -> None:
+            if launches:
+                function()
+            else:
+                self.driver.host_call(function)
+
+        return self._timed(issue, warmup, repetitions, timeout, graphs=False)
+
+    def _timed(
+        self,
+        issue: Callable[[], object],
+        warmup: int,
+        repetitions: int,
+        timeout: float,
+        graphs: bool,
+    ) -> Timing:
+        """Seconds of one `issue()` per repetition, each a window of back-to-back issues
+        between two events (see `time`)."""
+        driver = self.driver
+        deadline = _time.monotonic() + timeout
+
+        def left() -> float:
+            return max(1.0, deadline - _time.monotonic())
 
         window: _Window | None = None
         seconds: list[float] = []
