@@ -17,6 +17,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import plan
 from emmy.cli import main
 from emmy.dataset.dataset_store import frozen_line, row_cell
+from emmy.errors import EmmyError
 from emmy.frontend.cache import traced_graph_text
 from emmy.recall.tuning_db import ReadOnlyDB
 
@@ -282,29 +284,84 @@ def test_an_item_that_fails_every_try_becomes_failure_rows(
     assert "failed every try" in err
 
 
+def rows_so_far(path: Path) -> dict:
+    """The rows of a campaign's output while its driver writes it (a freeze the driver has
+    just superseded can vanish between listing the folder and reading it: then none yet)."""
+    try:
+        return output_rows(path)
+    except EmmyError:
+        return {}
+
+
+def none_benching(cluster: Cluster, deadline: float) -> None:
+    """Waits until no Ray worker of the cluster is benching an item."""
+    while any(_cmdline(pid).startswith(WORKER_TITLE) for pid in descendants(cluster.head)):
+        assert time.monotonic() < deadline, "a Ray worker still benches an item"
+        time.sleep(0.05)
+
+
 def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
     campaign_file, cluster, tmp_path
 ) -> None:
-    path = copy_of(campaign_file, tmp_path, slice(0, 6))
+    """The interrupt lands while an item is still to come, by construction, not by timing:
+    the test holds the workers' database's write lock (`BEGIN IMMEDIATE`) for as long as
+    the driver runs. Items 0 and 1 were measured into that database beforehand, so a worker
+    recalls their rows (reads, which the lock does not block) and the driver receives them;
+    item 2 has no row there, and a worker writes each row it measures before its item
+    returns, so item 2 cannot return while the lock is held. It is the only item that waits
+    on the lock, and the cluster has two workers: whichever order Ray hands the items out
+    in, a worker is free for items 0 and 1.
+
+    The one time left in it is sqlite's busy timeout (emmy's 30 s): a worker that waited
+    that long for the lock would give up, and item 2 would return as failure rows. Its
+    worker waits only once it has measured a config, and the test interrupts the driver a
+    poll (50 ms) after items 0 and 1 are in the output, seconds at most after that wait
+    began, whichever order the items went out in. A stall of half a minute there fails the
+    test (the driver exits 0, or item 2's rows are failures); it cannot pass it wrongly."""
+    path = copy_of(campaign_file, tmp_path, slice(0, 3))
+    cells = {i: {cell for cell, _ in c} for i, _, c in load_campaign(path).iter_cells(["emu"])}
+    recallable = cells[0] | cells[1]
+    # items 0 and 1 into the workers' database, benched as `emmy run --bench` benches their
+    # expressions: the cells a campaign's worker measures (the first test shows it), in a
+    # fraction of the time of a campaign run
     workers_db = tmp_path / "workers.db"
-    driver = start(path, workers_db, cluster)
-    deadline = time.monotonic() + 300
-    while not list((tmp_path / "campaign.out").glob("*.jsonl")):
-        assert time.monotonic() < deadline and driver.poll() is None, "no row arrived"
-        time.sleep(0.05)
-    driver.send_signal(signal.SIGINT)
-    code, _, err = finish(driver)
-    assert code == 130, err
-    assert "interrupted:" in err and "run the campaign again" in err
+    for expression in EXPRESSIONS[:2]:
+        argv = ["run", "-c", expression, "--bench", "--db", str(workers_db), "--oracles",
+                "default", "--sample", str(SAMPLE), "--max-rows", str(SAMPLE)]  # fmt: skip
+        assert main(argv) == 0
+    with ReadOnlyDB(workers_db) as db:
+        assert {row_cell(row) for row in db.rows()} == recallable
+    gate = sqlite3.connect(workers_db, isolation_level=None)
+    driver = None
+    try:
+        gate.execute("BEGIN IMMEDIATE")  # no worker writes a row until it is rolled back
+        driver = start(path, workers_db, cluster)
+        deadline = time.monotonic() + 300
+        while not recallable <= set(rows_so_far(path)):
+            assert time.monotonic() < deadline and driver.poll() is None, "no row arrived"
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGINT)
+        code, _, err = finish(driver)
+        assert code == 130, err
+        assert f"interrupted: {len(recallable)} row(s) kept" in err
+        assert "run the campaign again" in err
+        # a worker still waiting to write one of item 2's rows would write it once the lock
+        # goes, while the next run measures item 2 again: the lock goes once none is left
+        none_benching(cluster, time.monotonic() + 120)
+    finally:
+        gate.close()  # which rolls the lock's empty transaction back
+        if driver is not None and driver.poll() is None:
+            driver.kill()
     received = {cell: frozen_line(row) for cell, row in output_rows(path).items()}
-    assert received and set(received) < expected_cells(path)
+    assert set(received) == recallable
     code, out, err = finish(start(path, workers_db, cluster))
     assert code == 0, err
     final = output_rows(path)
     assert set(final) == expected_cells(path)
     assert all(frozen_line(final[cell]) == line for cell, line in received.items())
-    # every cell was measured once: the second run skipped what the first had sent, and
-    # recalled from the workers' database what the first measured but never sent
+    # every cell was measured once: the bench above measured items 0 and 1, the
+    # interrupted run recalled them from the workers' database, and the run again skipped
+    # what the interrupted one had received and measured only item 2
     with ReadOnlyDB(workers_db) as db:
         measured = Counter(row_cell(row) for row in db.rows())
     assert set(measured) == expected_cells(path)
