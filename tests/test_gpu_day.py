@@ -200,16 +200,24 @@ echo "========= ERROR SUMMARY: 0 errors"
 """
 
 
-def test_the_sanitizer_step_reads_each_run_of_the_tool(tmp_path) -> None:
+def with_stand_in(tmp_path: Path, tool: str, script: str, step: str, status: int) -> Path:
+    """One step run on emu with `script` on the PATH as `tool`: the results folder (the
+    stand-in's folder, tmp_path/bin, holds what it wrote)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake = bin_dir / "compute-sanitizer"
-    fake.write_text(FAKE_SANITIZER)
+    fake = bin_dir / tool
+    fake.write_text(script)
     fake.chmod(0o755)
     out = tmp_path / "out"
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     argv = ["run", "--device", "emu", "--out", str(out), "--dir", str(tmp_path)]
-    gpu_day(*argv, "--steps", "sanitizer", status=1, path=path)
+    gpu_day(*argv, "--steps", step, status=status, path=path)
+    return out
+
+
+def test_the_sanitizer_step_reads_each_run_of_the_tool(tmp_path) -> None:
+    out = with_stand_in(tmp_path, "compute-sanitizer", FAKE_SANITIZER, "sanitizer", status=1)
+    bin_dir = tmp_path / "bin"
     (end,) = [r for r in records(out) if r.get("event") == "end"]
     assert end["status"] == "failed" and end["notes"][0].startswith("racecheck: errors: ")
     calls = (bin_dir / "calls").read_text().splitlines()
@@ -238,16 +246,8 @@ echo "NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB, 345 MHz, 1980 MHz, 2619 MHz,
 
 
 def test_the_environment_step_asks_nvidia_smi_again_without_a_field_it_rejects(tmp_path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "nvidia-smi"
-    fake.write_text(FAKE_SMI)
-    fake.chmod(0o755)
-    out = tmp_path / "out"
-    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-    argv = ["run", "--device", "emu", "--out", str(out), "--dir", str(tmp_path)]
-    gpu_day(*argv, "--steps", "environment", path=path)
-    assert len((bin_dir / "smi-calls").read_text().splitlines()) == 2
+    out = with_stand_in(tmp_path, "nvidia-smi", FAKE_SMI, "environment", status=0)
+    assert len((tmp_path / "bin" / "smi-calls").read_text().splitlines()) == 2
     found = json.loads((out / "summary.json").read_text())["steps"]["environment"]
     ((row,),) = [found["data"]["nvidia_smi"]]
     assert row["name"] == "NVIDIA H100 80GB HBM3" and row["pstate"] == "P0"
