@@ -112,8 +112,11 @@ def test_a_part_that_overruns_is_cut_and_the_report_goes_on(tmp_path) -> None:
     assert len(cut) == 1
     assert "failed: copy" in report["stdout"]
     targets = {row["target"]: row for row in report["targets"]}
-    # the copy was cut: no reference for the memory-bound ratios
-    assert targets["rms_norm best"]["emmy"] > 0 and targets["rms_norm best"]["ratio"] is None
+    # the memory-bound ratios' reference is what the copy streamed before its cut (on a
+    # busy host its torch copy_, timed in milliseconds, can come before the cut lands)
+    copied = report["speed"].get("copy", {})
+    assert targets["rms_norm best"]["emmy"] > 0
+    assert (targets["rms_norm best"]["ratio"] is None) == (not copied)
 
 
 @pytest.fixture
