@@ -423,6 +423,44 @@ class Mlp(nn.Module):
         return x + self.down(F.gelu(self.up(self.norm(x))))
 
 
+class ShiftedWindowMask(nn.Module):
+    """Swin's attention mask, as torchvision builds it: a fresh zeros tensor written region
+    by region through slices of it, then read."""
+
+    def forward(self, x):
+        mask = x.new_zeros((x.shape[1], x.shape[2]))
+        regions = ((0, -7), (-7, -3), (-3, None))
+        count = 0
+        for h in regions:
+            for w in regions:
+                mask[h[0] : h[1], w[0] : w[1]] = count
+                count += 1
+        return x[..., 0] + mask
+
+
+def test_writes_through_slices_of_a_fresh_tensor_are_kept():
+    """An in-place write into a slice of a tensor the graph made writes that tensor: it is
+    not a fresh tensor of its own to be computed functionally and dropped. Three calls with
+    other values, each against eager."""
+    model = ShiftedWindowMask()
+    compiled = compile_emu(model, torch.randn(2, 14, 14, 8))
+    for _ in range(3):
+        x = torch.randn(2, 14, 14, 8)
+        torch.testing.assert_close(compiled(x), model(x), **F32)
+
+
+def test_a_slice_of_an_export_is_a_view():
+    """torch.export's example values do not mark their views: the op's schema tells."""
+    from emmy.frontend.torch_fallback import returns_view
+
+    exported = torch.export.export(ShiftedWindowMask(), (torch.randn(2, 14, 14, 8),))
+    kinds = {
+        node.name: returns_view(node) for node in exported.graph.nodes if node.op == "call_function"
+    }
+    assert kinds["slice_1"] and kinds["select"]
+    assert not kinds["new_zeros"] and not kinds["add"] and not kinds["fill_"]
+
+
 def test_bf16_mlp_on_tensor_cores():
     model = Mlp().to(torch.bfloat16)
     program = check(

@@ -263,6 +263,9 @@ class Converter(FunctionBuilder):
         target = node.target
         if not foldable(node) or not isinstance(target, torch._ops.OpOverload):
             return None
+        viewed = [self.values.get(a) for a in node.args if isinstance(a, fx.Node)]
+        if returns_view(node) and any(isinstance(value, View) for value in viewed):
+            return None  # a view of a weight (or an input) is read in place
         example = node.meta["val"]
         if all(t.numel() == 0 for t in tensor_outputs(example)):
             value = map_leaves(

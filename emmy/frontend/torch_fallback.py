@@ -81,15 +81,24 @@ def tensor_outputs(value: object) -> list[torch.Tensor]:
 
 
 def returns_view(node: fx.Node) -> bool:
-    """Whether the op's result views an argument's elements (a reshape, a transpose): no
-    op computes it, and a view of a weight is read in place."""
+    """Whether the op's result views an argument's elements (a reshape, a transpose, a
+    slice): no op computes it, and a view of a weight is read in place. The op's schema
+    says so (a result aliasing an argument it does not write); torch.export's example
+    values do not mark their views, so they are asked only of an op without a schema."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return any(
+            result.alias_info is not None and not result.alias_info.is_write
+            for result in target._schema.returns
+        )
     return any(t._is_view() for t in tensor_outputs(node.meta.get("val")))
 
 
 def foldable(node: fx.Node) -> bool:
-    """Whether computing `node` once at compile time gives what every call would: no
-    random draw, no view of a weight (read in place instead), a result small enough."""
-    if not isinstance(node.target, torch._ops.OpOverload) or returns_view(node):
+    """Whether computing `node` once at compile time gives what every call would, its
+    arguments known: no random draw, a result small enough (the converter reads a view of
+    a weight in place rather than folding it)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
         return False
     if torch.Tag.nondeterministic_seeded in node.target.tags:
         return False
