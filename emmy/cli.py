@@ -130,8 +130,10 @@ def _add_run_command(commands: argparse._SubParsersAction) -> None:
     run_cmd.add_argument(
         "--check",
         action="store_true",
-        help="compare the result with torch eager; the first call waits for each launch, so a"
-        " fault names the launch that made it",
+        help="compare the result with torch eager (a model at three calls: its example inputs,"
+        " then other values, the second capturing a graph of the launches and the third"
+        " replaying it); the first call waits for each launch, so a fault names the launch"
+        " that made it",
     )
     run_cmd.add_argument(
         "--schedule",
@@ -715,8 +717,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     device = make_device(args.device)
     options = options_of(args, device.identity)
     program = compile_program(traced.module, options, args, constants=traced.constants)
-    (output,), timing = run_bound(args, program, device, traced.constants, traced.inputs)
-    output = as_model_dtype(output, traced.output.dtype).cpu()
+    ((output,),), timing = run_bound(args, program, device, traced.constants, [traced.inputs])
+    output = as_model_dtype(output, traced.output.dtype)
     print(
         f"ran {len(program.calls)} kernel(s) on {device.identity} {timing}: "
         f"{traced.output.dtype} {list(output.shape)}"
@@ -771,16 +773,18 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
     # torch exports and checks the model; the other commands need not load it
     from emmy.frontend.export import export
     from emmy.runtime.bound import as_model_dtype
-    from emmy.runtime.convert import compare, model_tolerance
+    from emmy.runtime.convert import compare, model_tolerance, other_values
 
     graph = export(model, inputs, fallback=not args.no_fallback)
     device = make_device(args.device)
     options = options_of(args, device.identity)
     program = compile_program(graph.module, options, args, constants=graph.constants)
-    results, timing = run_bound(args, program, device, graph.constants, inputs)
-    outputs = [
-        as_model_dtype(r, d).cpu() for r, d in zip(results, graph.output_dtypes, strict=True)
-    ]
+    # under --check, the example inputs, then other values twice: the second call captures
+    # the launches as a graph, the third replays it, and each is checked
+    calls = [list(inputs)]
+    if args.check:
+        calls += [other_values(list(inputs), seed) for seed in range(1, CHECKED_CALLS)]
+    results, timing = run_bound(args, program, device, graph.constants, calls)
     memory = program.memory()
     print(
         f"ran {len(program.calls)} launch(es) of {len(program.kernels)} kernel(s) on "
@@ -789,21 +793,32 @@ def run_model(args: argparse.Namespace, model, inputs) -> int:
     )
     if not args.check:
         return 0
-    expected = _reference_outputs(model, inputs)
     ok = True
-    for index, (actual, reference) in enumerate(zip(outputs, expected, strict=True)):
-        tolerance = model_tolerance(actual.dtype, reference)
-        report = compare(actual.float().reshape(reference.shape), reference, tolerance)
-        print(f"output {index}: {report.summary}")
-        ok = ok and report.ok
+    for call, (given, returned) in enumerate(zip(calls, results, strict=True)):
+        outputs = [as_model_dtype(r, d) for r, d in zip(returned, graph.output_dtypes, strict=True)]
+        expected = _reference_outputs(model, given)
+        which = "" if call == 0 else f", call {call + 1} (other values)"
+        for index, (actual, reference) in enumerate(zip(outputs, expected, strict=True)):
+            tolerance = model_tolerance(actual.dtype, reference)
+            report = compare(actual.float().reshape(reference.shape), reference, tolerance)
+            print(f"output {index}{which}: {report.summary}")
+            ok = ok and report.ok
     return 0 if ok else 1
 
 
-def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> tuple[list, str]:
-    """The program's outputs on the inputs (each output poisoned first, so an element no
-    kernel wrote shows), and its timing: the first call, which binds the weights, then a
-    second on the same inputs, in words. Under --check the first call waits for each
-    launch, so that a fault names the launch that made it."""
+#: the calls `emmy run --check` checks: the example inputs', then other values' (the second
+#: call captures a graph of the launches, the third replays it)
+CHECKED_CALLS = 3
+
+
+def run_bound(
+    args: argparse.Namespace, program, device, constants, calls: list
+) -> tuple[list, str]:
+    """The program's outputs (on the host) at each call's inputs (each output poisoned
+    first, so an element no kernel wrote shows), and its timing: the first call, which
+    binds the weights, then the next on the same inputs (or the later calls'), in words.
+    Under --check the first call waits for each launch, so that a fault names the launch
+    that made it."""
     # the bound program runs on torch tensors; the other commands need not load torch
     from emmy.runtime.bound import BoundProgram
 
@@ -815,15 +830,16 @@ def run_bound(args: argparse.Namespace, program, device, constants, inputs) -> t
         poison_outputs=True,
         cuda_graphs=not args.no_cuda_graphs,
     )
-    start = time.perf_counter()
-    results = bound(inputs, sync_each_launch=args.check, **options)
-    device.synchronize()
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    bound(inputs, **options)
-    device.synchronize()
-    again = time.perf_counter() - start
-    return results, f"in {first * 1000:.1f} ms (then {again * 1000:.1f} ms a call)"
+    returned = []
+    seconds = []
+    for call, inputs in enumerate(calls if len(calls) > 1 else calls * 2):
+        start = time.perf_counter()
+        results = bound(inputs, sync_each_launch=args.check and call == 0, **options)
+        device.synchronize()
+        seconds.append(time.perf_counter() - start)
+        returned.append([r.cpu() for r in results])
+    first, again = seconds[0], seconds[-1]
+    return returned[: len(calls)], f"in {first * 1000:.1f} ms (then {again * 1000:.1f} ms a call)"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

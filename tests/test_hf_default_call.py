@@ -1,15 +1,18 @@
 """Hugging Face models called as their users call them: `model(input_ids=..., attention_mask=...)`
 with every other argument at its default (use_cache, return_dict), through `emmy.compile` and
 `torch.compile(backend="emmy")`, on the emulator. The outputs are what eager returns (a
-ModelOutput, its cache a DynamicCache) and every tensor in them matches eager's."""
+ModelOutput, its cache a DynamicCache) and every tensor in them matches eager's, at three
+calls: the examples, then other values (tests/calls.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from calls import each_call
 from torch.utils import _pytree
 
 import emmy
+import emmy.api
 from emmy.frontend import tiny_models
 from emmy.frontend.export import register_output_types
 from emmy.frontend.hf_model import example_inputs
@@ -43,16 +46,14 @@ def test_the_default_call_matches_eager_through_both_apis(name: str) -> None:
     """The dense transformers and the mixtures of experts (tests/test_moe.py: their
     routing), with no op through torch under either API."""
     model = tiny_models.hf_model(name, defaults=True)
-    call = _call()
-    with torch.no_grad():
-        expected = model(**call)
-    compiled = emmy.compile(model, **call, device=EmuDevice(), db="none")
-    _assert_same(compiled(**call), expected)
+    compiled = emmy.compile(model, **_call(), device=EmuDevice(), db="none")
     assert not compiled.program.fallbacks, compiled.program.fallbacks
     torch._dynamo.reset()
     programs: list = []
-    with torch.no_grad():
-        backend = emmy.api.backend(device=EmuDevice(), programs=programs)
-        through_dynamo = torch.compile(model, backend=backend)(**call)
-    _assert_same(through_dynamo, expected)
+    dynamo = torch.compile(model, backend=emmy.api.backend(device=EmuDevice(), programs=programs))
+    for _, call in each_call((), _call()):
+        with torch.no_grad():
+            expected = model(**call)
+            _assert_same(compiled(**call), expected)
+            _assert_same(dynamo(**call), expected)
     assert programs and not [p.fallbacks for p in programs if p.fallbacks]

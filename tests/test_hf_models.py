@@ -3,6 +3,8 @@
 batch 2 with padding, through `torch.compile(backend="emmy")` and `emmy.compile`; a model
 directory saved with `save_pretrained`, through `emmy compile DIR` and `emmy run DIR`. In
 the six transformers, every op (the mask construction included) runs in emmy's kernels.
+Each compiled model is called three times, the examples and then other values
+(tests/calls.py), each against eager.
 
 The relative error of an output is max|actual - expected| / max|expected|: at most the
 model tolerance's rtol of its dtype (f32: 1e-4; bf16: 5e-2, against eager in f32 on the
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from calls import each_call
 
 import emmy
 import emmy.api
@@ -68,21 +71,27 @@ def compiled(name: str) -> emmy.api.CompiledModule:
 MODELS = [*tiny_models.SETS["transformers"], "conv_net"]
 
 
+def matches_at_each_call(name: str, run) -> None:
+    """`run(*inputs)` against eager at each call (tests/calls.py)."""
+    model, inputs, _ = built(name)
+    for call, (args, _) in enumerate(each_call(inputs)):
+        with torch.no_grad():
+            error = relative_error(run(*args), eager(model, args))
+        assert error <= MODEL_TOLERANCES[torch.float32][0], (
+            f"{name}, call {call + 1}: relative error {error:.3g}"
+        )
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_emmy_compile_matches_eager(name: str) -> None:
-    _, inputs, expected = built(name)
-    error = relative_error(compiled(name)(*inputs), expected)
-    assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
+    matches_at_each_call(name, compiled(name))
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_torch_compile_matches_eager(name: str) -> None:
-    model, inputs, expected = built(name)
+    model, _, _ = built(name)
     torch._dynamo.reset()  # each model compiles afresh, not against another's guards
-    with torch.no_grad():
-        actual = torch.compile(model, backend="emmy")(*inputs)
-    error = relative_error(actual, expected)
-    assert error <= MODEL_TOLERANCES[torch.float32][0], f"{name}: relative error {error:.3g}"
+    matches_at_each_call(name, torch.compile(model, backend="emmy"))
 
 
 @pytest.mark.parametrize("name", TRANSFORMERS)
@@ -100,10 +109,11 @@ def test_every_op_of_a_transformer_runs_in_emmy_kernels(name: str) -> None:
 def test_bf16_llama_matches_eager_within_its_tolerance() -> None:
     model, inputs = tiny_models.build("llama", SEQ, dtype="bf16")
     compiled = emmy.compile(model, *inputs, device=EmuDevice(), db="none")
-    actual = compiled(*inputs)
-    assert actual.dtype == torch.bfloat16
-    error = relative_error(actual, eager(model, inputs))
-    assert error <= MODEL_TOLERANCES[torch.bfloat16][0], f"relative error {error:.3g}"
+    for call, (args, _) in enumerate(each_call(inputs)):
+        actual = compiled(*args)
+        assert actual.dtype == torch.bfloat16
+        error = relative_error(actual, eager(model, args))
+        assert error <= MODEL_TOLERANCES[torch.bfloat16][0], f"call {call + 1}: {error:.3g}"
 
 
 # -- a model directory -------------------------------------------------------------------

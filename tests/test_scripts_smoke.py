@@ -48,6 +48,11 @@ SMOKE = {
         "scaling, 2 workers over 1:",
     ),
     "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
+    "benchmarks/vision_zoo.py": (
+        ["--models", "squeezenet1_1", "--sizes", "32", "--batch", "1"],
+        "stdout",
+        "emmy.compile matches 1, torch.compile matches 1, both 1",
+    ),
     "benchmarks/model_compile.py": (
         ["--config", "tiny", "--skip-inductor"],
         "stdout",

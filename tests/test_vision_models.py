@@ -8,12 +8,17 @@ models (convolutions, batch, layer and group norms, pooling, upsampling, cross-a
 mobilenet adds two activations, which fuse as silu does; vit_b_16 is a transformer) compile
 with the IR verified in full after every pass (EMMY_VERIFY_EACH=1): the rest of the suite
 compiles as users do, the op verifiers after the last pass alone, so that a pass leaving an op
-invalid for a later one to remove is named here."""
+invalid for a later one to remove is named here. Each compiled model is called three times,
+the examples and then other values (tests/calls.py), each against eager.
+
+Beside these, benchmarks/vision_zoo.py takes every torchvision classifier that builds at a
+small size through both APIs with the same calls."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from calls import each_call
 
 import emmy
 import emmy.api
@@ -43,18 +48,17 @@ def fallbacks(programs: list[Program]) -> list[str]:
 @pytest.mark.parametrize("name", list(tiny_models.VISION))
 def test_a_torchvision_classifier_matches_eager_through_both_apis(name: str) -> None:
     model, inputs = tiny_models.build(name)
-    with torch.no_grad():
-        expected = model(*inputs)
     compiled = compile_verified(model, *inputs, verify_each=name in VERIFIED_EACH_PASS)
-    torch.testing.assert_close(compiled(*inputs), expected, **TOLERANCE)
     assert not fallbacks([compiled.program])
     programs: list[Program] = []
     torch._dynamo.reset()
-    with torch.no_grad():
-        backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none")
-        torch.testing.assert_close(
-            torch.compile(model, backend=backend)(*inputs), expected, **TOLERANCE
-        )
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none")
+    dynamo = torch.compile(model, backend=backend)
+    for args, _ in each_call(inputs):
+        with torch.no_grad():
+            expected = model(*args)
+            torch.testing.assert_close(compiled(*args), expected, **TOLERANCE)
+            torch.testing.assert_close(dynamo(*args), expected, **TOLERANCE)
     assert programs and not fallbacks(programs)
 
 
@@ -63,21 +67,19 @@ def test_a_diffusers_unet_called_as_its_users_call_it_matches_eager() -> None:
     output dataclass, through both APIs as in eager."""
     unet = tiny_models.tiny_unet()
     latents, timesteps, states = tiny_models.unet_inputs()
-    with torch.no_grad():
-        expected = unet(latents, timesteps, encoder_hidden_states=states)
     compiled = compile_verified(
         unet, latents, timesteps, encoder_hidden_states=states, verify_each=True
     )
-    actual = compiled(latents, timesteps, encoder_hidden_states=states)
-    assert type(actual) is type(expected)
-    torch.testing.assert_close(actual.sample, expected.sample, **TOLERANCE)
     assert not fallbacks([compiled.program])
     programs: list[Program] = []
     torch._dynamo.reset()
-    with torch.no_grad():
-        backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none")
-        through_dynamo = torch.compile(unet, backend=backend)(
-            latents, timesteps, encoder_hidden_states=states
-        )
-    torch.testing.assert_close(through_dynamo.sample, expected.sample, **TOLERANCE)
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none")
+    dynamo = torch.compile(unet, backend=backend)
+    for args, kwargs in each_call((latents, timesteps), {"encoder_hidden_states": states}):
+        with torch.no_grad():
+            expected = unet(*args, **kwargs)
+            actual, through_dynamo = compiled(*args, **kwargs), dynamo(*args, **kwargs)
+        assert type(actual) is type(expected)
+        torch.testing.assert_close(actual.sample, expected.sample, **TOLERANCE)
+        torch.testing.assert_close(through_dynamo.sample, expected.sample, **TOLERANCE)
     assert programs and not fallbacks(programs)

@@ -90,3 +90,31 @@ def compare(
     return Comparison(
         True, f"OK: matches torch eager (max abs error {worst:.3g}, rtol {rtol}, atol {atol})"
     )
+
+
+def other_values(value: object, seed: int) -> object:
+    """`value` (tensors in any nesting: a call's arguments and keyword arguments) with other
+    values of the same shapes, dtypes and devices, as a user's next call brings them:
+    floats drawn afresh about their mean and spread, integers (token ids, timesteps) from
+    their range. A 0/1 integer tensor (an attention mask) and a bool one are kept: other
+    values could mask every key of a row. Seeded, so a check is repeatable."""
+    from torch.utils import _pytree
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def other(tensor: object) -> object:
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype == torch.bool or not tensor.numel():
+            return tensor
+        if tensor.is_floating_point() or tensor.is_complex():
+            wide = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
+            spread = float(wide.abs().std()) if tensor.numel() > 1 else 0.0
+            drawn = torch.randn(tensor.shape, generator=generator, dtype=wide.dtype)
+            drawn = drawn * (spread or 1.0) + wide.mean()
+            return drawn.to(tensor.dtype).to(tensor.device)
+        low, high = int(tensor.min()), int(tensor.max())
+        if 0 <= low and high <= 1:
+            return tensor
+        drawn = torch.randint(low, high + 1, tensor.shape, generator=generator)
+        return drawn.to(tensor.dtype).to(tensor.device)
+
+    return _pytree.tree_map(other, value)
