@@ -6,6 +6,7 @@ CUDA driver where there is a GPU (scripts/gpu-day runs this file there)."""
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 
 import numpy as np
@@ -220,6 +221,24 @@ def test_a_planted_fault_in_a_device_worker_replaces_the_worker() -> None:
         worker.run(SOURCE, [ADD_ONE], buffers)
         np.testing.assert_array_equal(buffers["out"], np.full(N, 2.0, np.float32))
         assert worker.starts == 2
+
+
+def test_a_process_holding_over_a_thousand_descriptors_still_runs_kernels() -> None:
+    """A large model's tensors in the emulator's shared memory hold a descriptor each, so the
+    runner's pipes and a device worker's are numbered past 1023, which select() refuses."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        buffers = {"out": np.zeros(N, np.float32), "x": np.ones(N, np.float32)}
+        with EmuDevice(workers=1) as device:
+            device.run(SOURCE, [ADD_ONE], buffers)
+        np.testing.assert_array_equal(buffers["out"], np.full(N, 2.0, np.float32))
+        buffers["out"][:] = 0
+        with DeviceWorker(DeviceSpec.of(EmuDevice(workers=1))) as worker:
+            worker.run(SOURCE, [ADD_ONE], buffers)
+        np.testing.assert_array_equal(buffers["out"], np.full(N, 2.0, np.float32))
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_fault_classification_knows_torchs_wording_and_the_drivers() -> None:

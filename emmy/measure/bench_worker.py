@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import signal
 import struct
 import subprocess
@@ -38,6 +37,7 @@ from emmy.identity import EMU
 from emmy.regime import DEPLOYABLE_FLAGS, Regime, regime_for
 from emmy.runtime.device import Device, Step, Timing
 from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
+from emmy.runtime.emu_serve import readable
 from emmy.runtime.faults import ends_worker
 
 #: seconds the device inside the worker is given beyond a request's timeout: the worker's
@@ -115,7 +115,7 @@ def _read_exact(fd: int, count: int, deadline: float | None) -> bytes | None:
     while left:
         if deadline is not None:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not readable(fd, remaining):
                 raise TimeoutError
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:

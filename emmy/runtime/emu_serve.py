@@ -272,7 +272,7 @@ class Runner:
         fd = _pipe(proc.stdout).fileno()
         while b"\n" not in self._answers:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not readable(fd, left):
                 raise _TimedOut
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -290,6 +290,15 @@ class Runner:
         self._reset()
         stderr = os.pread(self._stderr.fileno(), 1 << 20, mark).decode(errors="replace")
         return failure(returncode, stderr, kernels)
+
+
+def readable(fd: int, seconds: float) -> bool:
+    """Whether `fd` has data (or its end) to read within `seconds`. poll, not select:
+    select refuses a descriptor numbered past 1023, which a process holding a large model's
+    tensors in the emulator's shared memory reaches."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(max(0.0, seconds) * 1000.0))
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
