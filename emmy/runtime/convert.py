@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils import _pytree
 
 from emmy import dtypes
 
@@ -98,8 +99,6 @@ def other_values(value: object, seed: int) -> object:
     floats drawn afresh about their mean and spread, integers (token ids, timesteps) from
     their range. A 0/1 integer tensor (an attention mask) and a bool one are kept: other
     values could mask every key of a row. Seeded, so a check is repeatable."""
-    from torch.utils import _pytree
-
     generator = torch.Generator().manual_seed(seed)
 
     def other(tensor: object) -> object:
