@@ -15,6 +15,7 @@ runner client which mappings to drop.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import mmap
 import os
 import tempfile
@@ -180,5 +181,8 @@ class EmuMemory:
         del self.regions[region.id]
         region.view.release()
         region.map.close()
-        os.unlink(self._paths.pop(region.id))
+        # at exit the device's files go first (_remove_files), then the tensors that die
+        # with the interpreter release their regions
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._paths.pop(region.id))
         self._removed.append(region.id)
