@@ -55,6 +55,9 @@ EXPRESSIONS = [
 #: the default and one seeded random config per site
 SAMPLE = 1
 WORKER_TITLE = b"ray::bench_item"
+#: how long the cluster's workers wait for the tuning database's write lock (emmy's default
+#: is 30 s): longer than a loaded machine takes to start the worker beside the waiting one
+LOCK_WAIT_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +108,9 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
     resources)"`, token authentication on), whose workers every campaign of the module but
     the local one runs on (--address)."""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    # a worker's write waits for a lock as long as a test holds one (the interrupted
+    # campaign's), however slowly a loaded machine starts the worker that runs beside it
+    env["EMMY_DB_BUSY_TIMEOUT"] = str(LOCK_WAIT_S)
     resources = subprocess.run(
         [EMMY, "campaign", "resources", "--workers", "2"], capture_output=True, text=True
     ).stdout.strip()
@@ -145,6 +151,9 @@ def start(path: Path, db: Path, cluster: Cluster | None, *extra: str) -> subproc
         stderr=subprocess.PIPE,
         text=True,
         env=None if cluster is None else cluster.env,
+        # a suite started in the background inherits SIGINT ignored, and so would the driver:
+        # interrupted, it would run on to the end
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -312,12 +321,11 @@ def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
     on the lock, and the cluster has two workers: whichever order Ray hands the items out
     in, a worker is free for items 0 and 1.
 
-    The one time left in it is sqlite's busy timeout (emmy's 30 s): a worker that waited
-    that long for the lock would give up, and item 2 would return as failure rows. Its
-    worker waits only once it has measured a config, and the test interrupts the driver a
-    poll (50 ms) after items 0 and 1 are in the output, seconds at most after that wait
-    began, whichever order the items went out in. A stall of half a minute there fails the
-    test (the driver exits 0, or item 2's rows are failures); it cannot pass it wrongly."""
+    The one time left in it is the workers' busy timeout: a worker that waited that long for
+    the lock would give up, and item 2 would return as failure rows. The cluster sets it to
+    LOCK_WAIT_S, four times emmy's default, and the test starts the driver once no earlier
+    test's item holds a slot. A stall that long fails the test (the driver exits 0, or item
+    2's rows are failures); it cannot pass it wrongly."""
     path = copy_of(campaign_file, tmp_path, slice(0, 3))
     cells = {i: {cell for cell, _ in c} for i, _, c in load_campaign(path).iter_cells(["emu"])}
     recallable = cells[0] | cells[1]
@@ -333,6 +341,7 @@ def test_an_interrupted_driver_loses_nothing_and_measures_nothing_twice(
         assert {row_cell(row) for row in db.rows()} == recallable
     gate = sqlite3.connect(workers_db, isolation_level=None)
     driver = None
+    none_benching(cluster, time.monotonic() + 120)  # both of the cluster's slots are free
     try:
         gate.execute("BEGIN IMMEDIATE")  # no worker writes a row until it is rolled back
         driver = start(path, workers_db, cluster)

@@ -305,6 +305,27 @@ def test_wal_mode(db):
     assert db.integrity_check() == "ok"
 
 
+def test_a_writer_waits_as_long_as_emmy_db_busy_timeout_says(tmp_path, monkeypatch):
+    path = tmp_path / "t.db"
+    TuningDB(path).close()
+    gate = sqlite3.connect(path, isolation_level=None)
+    gate.execute("BEGIN IMMEDIATE")
+    try:
+        monkeypatch.setenv("EMMY_DB_BUSY_TIMEOUT", "0.2")
+        with TuningDB(path) as waiting:
+            assert waiting.database.execute_sql("PRAGMA busy_timeout").fetchone()[0] == 200
+            started = time.monotonic()
+            with pytest.raises(EmmyError, match="t.db: .*database is locked"):
+                waiting.add([row()])
+            assert time.monotonic() - started < 20  # gave up after its 0.2 s, not emmy's 30
+    finally:
+        gate.close()
+    for bad in ("soon", "0", "-1", "inf"):
+        monkeypatch.setenv("EMMY_DB_BUSY_TIMEOUT", bad)
+        with pytest.raises(EmmyError, match=f"^EMMY_DB_BUSY_TIMEOUT='{bad}': expected seconds"):
+            TuningDB(path)
+
+
 # --- concurrency and interruption ---------------------------------------------------------
 
 

@@ -7,8 +7,9 @@ that say which imported file (freeze, golden file or tuning database) each of it
 from; a tuning database leaves them empty.
 
 Several processes may use one file at once: the database runs in WAL mode, every write is one
-`BEGIN IMMEDIATE` transaction (so writers queue on the busy timeout instead of failing on a
-stale snapshot), and a process killed mid-write leaves only whole transactions behind.
+`BEGIN IMMEDIATE` transaction (so writers queue on the busy timeout, 30 s or
+EMMY_DB_BUSY_TIMEOUT's seconds, instead of failing on a stale snapshot), and a process
+killed mid-write leaves only whole transactions behind.
 A file that is not emmy's is never written to: it is inspected before sqlite may change it.
 """
 
@@ -44,7 +45,25 @@ STATUSES = (
 ORIGINS = ("pick", "forced", "golden")
 APPLICATION = "emmy"
 
-_BUSY_TIMEOUT_MS = 30_000
+#: how long a writer waits for another's transaction before it gives up, unless
+#: BUSY_TIMEOUT_VARIABLE says otherwise (seconds)
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_VARIABLE = "EMMY_DB_BUSY_TIMEOUT"
+
+
+def busy_timeout_s() -> float:
+    """How long a writer waits for the write lock: EMMY_DB_BUSY_TIMEOUT's seconds, or 30 (a
+    database on a slow shared disk, or many writers on one file, may want longer)."""
+    text = os.environ.get(BUSY_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise EmmyError(f"{BUSY_TIMEOUT_VARIABLE}={text!r}: expected seconds, a positive number")
+    return seconds
 
 
 def canonical_config(config: Mapping[str, int | str]) -> str:
@@ -508,10 +527,11 @@ class TuningDB:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_db_path()
         # journal_mode is set only once the file is known to be emmy's (see _open)
+        busy_s = busy_timeout_s()
         self.database = peewee.SqliteDatabase(
             str(self.path),
-            pragmas={"busy_timeout": _BUSY_TIMEOUT_MS, "synchronous": "normal"},
-            timeout=_BUSY_TIMEOUT_MS / 1000,
+            pragmas={"busy_timeout": round(busy_s * 1000), "synchronous": "normal"},
+            timeout=busy_s,
             lock_type="IMMEDIATE",
         )
         self._check_file()
