@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import emmy
+import emmy.api
 from emmy.errors import EmmyError
 from emmy.frontend.ops import rope
 from emmy.runtime.emu import EmuDevice
@@ -488,6 +489,31 @@ def test_torch_compile_backend(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "emmy"]
     assert len(lines) == 3, lines
     assert all("compiled a graph for emu" in line and "0 through torch" in line for line in lines)
+    torch._dynamo.reset()
+
+
+def test_a_training_steps_backward_graph_compiles_with_none_for_the_data_gradient():
+    """A training step as its users write it (the model in train mode, cross-entropy,
+    backward): AOTAutograd's backward graph returns None as the gradient of the data and
+    the labels, which need none; emmy compiles that graph too, and the gradients are
+    eager's."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    reference = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    reference.load_state_dict(model.state_dict())
+    x, labels = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none")
+    step = torch.compile(lambda m: F.cross_entropy(m(x), labels), backend=backend)
+    loss = step(model)
+    loss.backward()
+    expected = F.cross_entropy(reference(x), labels)
+    expected.backward()
+    torch.testing.assert_close(loss, expected, **F32)
+    for parameter, eager in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(parameter.grad, eager.grad, **F32)
+    assert len(programs) == 2  # the forward graph and the backward graph
     torch._dynamo.reset()
 
 

@@ -72,7 +72,9 @@ class Alias:
     """A returned value that views an input (`input`, its position, with these sizes,
     strides and offset) or is a weight or a view of one (`weight`, that view): returned as
     a torch view, as eager returns it, with no kernel. A returned size (`number`: a graph
-    made shape-dynamic returns its batch size, specialised here) is returned as that int."""
+    made shape-dynamic returns its batch size, specialised here) is returned as that int, and
+    a returned None (`nothing`: a backward graph's gradient of an input that needs none) as
+    None."""
 
     input: int | None
     weight: torch.Tensor | None = None
@@ -80,8 +82,11 @@ class Alias:
     stride: tuple[int, ...] = ()
     offset: int = 0
     number: int | None = None
+    nothing: bool = False
 
-    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor | int:
+    def of(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor | int | None:
+        if self.nothing:
+            return None
         if self.number is not None:
             return self.number
         if self.weight is not None:
@@ -190,6 +195,8 @@ class Converter(FunctionBuilder):
     def alias(self, arg: object) -> Alias | None:
         """How a returned value views an input or a weight (no kernel computes it), or
         None for a value a kernel computes."""
+        if arg is None:
+            return Alias(None, nothing=True)
         value = self.values.get(arg) if isinstance(arg, fx.Node) else None
         if isinstance(value, int):
             return Alias(None, number=value)
