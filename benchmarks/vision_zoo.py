@@ -1,7 +1,8 @@
-"""torchvision's classifiers that build at a small size, random weights, through both APIs on
-the emulator, each compiled program called as a user calls it: three times, the example
-images and then other values (emmy.runtime.convert.other_values; the second call captures
-a graph of the launches, the third replays it), each call against eager.
+"""torchvision's classifiers that build at a small size, random weights (none all zeros:
+tiny_models.without_zero_parameters), through both APIs on the emulator, each compiled
+program called as a user calls it: three times, the example images and then other values
+(emmy.runtime.convert.other_values; the second call captures a graph of the launches, the
+third replays it), each call against eager.
 
     .venv/bin/python benchmarks/vision_zoo.py [--models resnet18,swin_t] [--sizes 32,64]
         [--batch 2] [--timeout 300]
@@ -32,6 +33,7 @@ def one(name: str, sizes: list[int], batch: int) -> dict:
     """One classifier through both APIs (runs in its own process)."""
     import torch
 
+    from emmy.frontend import tiny_models
     from emmy.frontend.packages import torchvision
     from emmy.runtime.convert import other_values
 
@@ -42,7 +44,8 @@ def one(name: str, sizes: list[int], batch: int) -> dict:
         torch.manual_seed(0)
         options = {"image_size": size} if name.startswith("vit_") else {}
         try:
-            model = models.get_model(name, weights=None, **options).eval()
+            model = models.get_model(name, weights=None, **options)
+            model = tiny_models.without_zero_parameters(model).eval()
             x = torch.randn(batch, 3, size, size)
             with torch.no_grad():
                 model(x)

@@ -57,6 +57,7 @@ def test_a_torchvision_classifier_matches_eager_through_both_apis(name: str) -> 
     for args, _ in each_call(inputs):
         with torch.no_grad():
             expected = model(*args)
+            assert expected.abs().amax() > 0.01  # outputs of zeros would match any kernel
             torch.testing.assert_close(compiled(*args), expected, **TOLERANCE)
             torch.testing.assert_close(dynamo(*args), expected, **TOLERANCE)
     assert programs and not fallbacks(programs)

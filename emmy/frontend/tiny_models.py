@@ -187,7 +187,20 @@ VISION = {
 def vision_model(name: str) -> nn.Module:
     """A torchvision classifier of VISION with random weights (seed 0), eval mode."""
     torch.manual_seed(0)
-    return getattr(packages.torchvision().models, name)(weights=None, **VISION[name]).eval()
+    model = getattr(packages.torchvision().models, name)(weights=None, **VISION[name])
+    return without_zero_parameters(model).eval()
+
+
+def without_zero_parameters(model: nn.Module) -> nn.Module:
+    """`model` with each parameter that is all zeros drawn afresh (normal, std 0.02, from
+    torch's current seed): torchvision zero-initialises ViT's head, whose output is then
+    zeros whatever the layers below it compute, and norms' biases, so that a comparison
+    with eager would miss a wrong kernel."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if not parameter.any():
+                parameter.normal_(0.0, 0.02)
+    return model
 
 
 def _vision(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
