@@ -172,7 +172,7 @@ class CompiledModule:
         return _pytree.tree_unflatten(outputs, cast(_pytree.TreeSpec, chosen.model.out_spec))
 
 
-def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor | int]:
+def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor | int | None]:
     """Runs a specialization's program; its outputs as the device's tensors of the model's
     dtypes, the views of inputs and weights among them as torch views (no kernel computes
     them)."""
@@ -191,7 +191,7 @@ def computed_dtypes(model: ModelGraph) -> list[torch.dtype]:
 
 def with_aliases(
     computed: list[torch.Tensor], model: ModelGraph, inputs: Sequence[torch.Tensor]
-) -> list[torch.Tensor | int]:
+) -> list[torch.Tensor | int | None]:
     """Every returned value in order: those kernels computed, and between them the views
     of inputs and weights, as torch views of them (no kernel, no copy)."""
     given = iter(computed)
@@ -307,7 +307,7 @@ class CompiledGraph:
         user = [i for i in tensors if i not in self.frozen]
         return {out: user.index(tensors[place]) for out, place in mutations.items()}
 
-    def __call__(self, *inputs: object) -> list[torch.Tensor | int]:
+    def __call__(self, *inputs: object) -> list[torch.Tensor | int | None]:
         if self.eager is not None:
             return self.graph_module(*inputs)
         chosen = self.specializations.get(_signature(inputs)) or self.guarded(inputs)
