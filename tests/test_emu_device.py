@@ -628,6 +628,19 @@ def test_device_memory_is_reused_and_resolved(fresh: EmuDevice) -> None:
     assert fresh.counters.allocations == 2 and fresh.counters.allocated_bytes == 60
 
 
+def test_a_region_whose_file_went_first_is_removed_all_the_same(fresh: EmuDevice, monkeypatch):
+    """At exit the device's files go first (emu_memory._remove_files), then the tensors that
+    die with the interpreter release their regions: each is still removed, and told."""
+    monkeypatch.setattr(emu_memory, "FREE_BYTES_CACHED", 0)  # a freed region goes at once
+    x = fresh.empty((N,), torch.float32)
+    region = fresh.memory.locate(x)[0]
+    os.unlink(fresh.memory.regions[region].path)
+    fresh.memory.take_removed()
+    del x
+    assert region not in fresh.memory.regions
+    assert fresh.memory.take_removed() == [region]
+
+
 def test_removed_regions_are_unmapped_in_the_runner(fresh: EmuDevice, monkeypatch) -> None:
     monkeypatch.setattr(emu_memory, "FREE_BYTES_CACHED", 0)  # a freed region goes at once
     program = fresh.load(SOURCE, [_vadd("x", "x", "x")], ["x"])

@@ -52,10 +52,8 @@ class Region:
 
 def _remove_files(paths: dict[int, str]) -> None:
     for path in paths.values():
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass
 
 
 class EmuMemory:
