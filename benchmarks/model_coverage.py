@@ -23,11 +23,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 import torch
-from torch._decomp import get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
-from emmy.api import DECOMPOSITIONS, convert_aot_graph, frozen_parameters
+from emmy.api import convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
+from emmy.frontend.decompositions import decompositions
 from emmy.frontend.export import export
 from emmy.frontend.torch_fallback import Coverage, elementwise
 
@@ -60,7 +60,7 @@ def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Cover
 
     backend = aot_autograd(
         fw_compiler=convert_graph,
-        decompositions=get_decompositions(DECOMPOSITIONS),
+        decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
     torch._dynamo.reset()

@@ -25,6 +25,7 @@ from emmy.build import build_program
 from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
 from emmy.frontend.converter import Converter, ModelGraph
+from emmy.frontend.decompositions import decompositions
 from emmy.frontend.export import (
     convert,
     export,
@@ -239,12 +240,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     )  # fmt: skip
 
 
-#: the ATen ops the backend has AOTAutograd decompose before emmy sees them: only those
-#: whose parts emmy compiles and the op itself not (decomposing more costs compile time);
-#: none yet (an inference batch norm reads its frozen statistics: `frozen_parameters`)
-DECOMPOSITIONS: list = []
-
-
 class CompiledGraph:
     """One graph AOTAutograd hands the backend (functionalised ATen; parameters are inputs),
     compiled once per set of input shapes: a graph dynamo made shape-dynamic takes sizes
@@ -423,8 +418,8 @@ def backend(
     reason runs eagerly, with one warning line (appended to `eager_graphs` if given),
     unless `strict` or EMMY_STRICT=1 in the environment, which raise."""
     # torch's AOTAutograd is loaded by a backend alone, not by emmy.compile
-    from torch._decomp import get_decompositions
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch._aot_autograd.utils import make_boxed_func
 
     use_cache = options.pop("use_cache", True)
     # parsed here, once: a bad pin is an error of this call, not a graph that runs eagerly
@@ -445,13 +440,15 @@ def backend(
         # frozen parameters are read at the first call, where the inputs are real tensors
         if not frozen and all(_static(x) or isinstance(x, int) for x in example_inputs):
             compiled.guarded(example_inputs)
-        return compiled
+        # AOTAutograd hands a boxed function its arguments as one list, which it can free
+        # (a backward's saved activations) as soon as the call has them
+        return make_boxed_func(compiled)
 
     # the graph keeps its input mutations (a KV cache's in-place write): emmy writes the
     # new value into the input's buffer, where AOTAutograd would copy all of it back after
     through_aot = aot_autograd(
         fw_compiler=compile_graph,
-        decompositions=get_decompositions(DECOMPOSITIONS),
+        decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
 

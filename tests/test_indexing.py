@@ -55,6 +55,8 @@ class Floats(nn.Module):
             torch.slice_scatter(x, x[:, :2] * 2, 1, 2, 4),
             torch.select_scatter(x, x[:, 0] * 2, 1, -1),
             x.index_copy(1, ids[:3], x[:, :3] * 2),  # a KV cache's update at positions
+            torch.scatter(x, 2, gidx[:, :, :1], 0.5),  # one per row: nll_loss's gradient
+            x.scatter(1, gidx[:, :1, :1].expand(4, 1, 8) % 6, x[:, :1] * 3),  # of a source
         )
 
 

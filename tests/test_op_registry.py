@@ -101,6 +101,8 @@ CONVERTED_BY_NAME = {
     "aten.slice_scatter.default",
     "aten.select_scatter.default",
     "aten.index_copy.default",
+    "aten.scatter.value",
+    "aten.scatter.src",
     # shape-only ops, computed at compile time
     "aten.zeros_like.default",
     "aten.ones_like.default",

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 import torch
 from torch import fx
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import TensorType, i8
 from xdsl.ir import SSAValue
 
 from emmy.dialects import graph
 from emmy.families.gather import INDICES
 from emmy.frontend.aten.arguments import (
     arg_example,
+    arg_float,
     arg_given,
     arg_int,
     arg_ints,
@@ -132,6 +133,51 @@ def _index_copy(self: FunctionBuilder, node: fx.Node) -> View:
     x, index, source = (self.operand(node.args[k]) for k in (0, 2, 3))
     op = graph.IndexCopyOp(x, arg_int(node, 1) % out.dim(), index, source)
     return self.result(self.insert(op), out)
+
+
+def _scatter_refusal(node: fx.Node) -> str | None:
+    x, index = arg_example(node, 0), arg_example(node, 2)
+    if x.dim() == 0 or index.dim() != x.dim():
+        return "scatter of a 0-dim tensor or by an index of another rank is not supported"
+    dim = arg_int(node, 1) % x.dim()
+    others = [d for d in range(x.dim()) if d != dim]
+    if index.shape[dim] != 1 or any(index.shape[d] != x.shape[d] for d in others):
+        return "scatter of more than one index per row along its dim is not supported"
+    if node.kwargs.get("reduce") is not None:
+        return "scatter with a reduce is not supported"
+    source = node.args[3]
+    if isinstance(source, fx.Node) and source.meta["val"].shape != index.shape:
+        return "scatter of a source of another shape than its index is not supported"
+    return _index_dtype_refusal(node, arg_node(node, 2))
+
+
+@ATEN.handles("aten.scatter.value", "aten.scatter.src", accepts=_nonempty(_scatter_refusal))
+def _scatter_one_per_row(self: FunctionBuilder, node: fx.Node) -> View:
+    """scatter of one index per row along dim (nll_loss's gradient, a one-hot): the input
+    where the dim's position is not the row's index, the value (or the source's) where it
+    is; one elementwise kernel, where(iota == index, value, x), over the dim moved last
+    (the iota a row, the index and the source columns)."""
+    out = node.meta["val"]
+    rank = out.dim()
+    dim = arg_int(node, 1) % rank
+
+    def dim_last(arg: object) -> SSAValue[TensorType]:
+        view = self.view_of(arg)
+        return self.contiguous(View(view.base, view.meta.transpose(dim, rank - 1)))
+
+    x, index = dim_last(node.args[0]), dim_last(node.args[2])
+    positions = torch.arange(out.shape[dim], dtype=arg_example(node, 2).dtype)
+    iota = self.constant_arg(f"{node.name}.positions", positions)
+    shape = x.type.get_shape()
+    at_index = self.insert(graph.elementwise("eq", [iota, index], TensorType(i8, shape)))
+    source = node.args[3]
+    if isinstance(source, fx.Node):
+        value = dim_last(source)
+    else:
+        value = self.insert(graph.ConstantOp(arg_float(node, 3), x.type.element_type))
+    picked = self.insert(graph.elementwise("where", [at_index, value, x], x.type))
+    result = self.result(picked, out)
+    return View(result.base, result.meta.transpose(dim, rank - 1))
 
 
 def _gather_refusal(node: fx.Node) -> str | None:

@@ -68,8 +68,42 @@ def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
 
 @ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
-    """LayerNorm's output; its saved mean and rstd have no user in inference."""
-    return [_layer_norm(self, node), None, None]
+    """LayerNorm's output, and the mean and rstd a training step's backward reads (None
+    where nothing reads them, as in inference)."""
+    used = _used_results(node)
+    if not used & {1, 2}:
+        return [_layer_norm(self, node), None, None]
+    mean, rstd = _row_statistics(
+        self, node, len(arg_list(node, 1)), arg_float(node, 4, default=1e-5)
+    )
+    return [_layer_norm(self, node), mean, rstd]
+
+
+def _used_results(node: fx.Node) -> set[int]:
+    """The indices of a multi-result node's results that some node reads."""
+    return {
+        user.args[1]
+        for user in node.users
+        if user.op == "call_function" and isinstance(user.args[1], int)
+    }
+
+
+def _row_statistics(
+    self: FunctionBuilder, node: fx.Node, dims: int, eps: float
+) -> tuple[View, View]:
+    """The mean and the rstd (1 / sqrt(biased variance + eps)) of x over its `dims` trailing
+    dims, in the dtype and the keepdim shape of the node's second and third results."""
+    mean_example, rstd_example = node.meta["val"][1], node.meta["val"][2]
+    x = _norm_rows(self, node.args[0], dims)
+    stats = self.type_of(mean_example).element_type
+    if x.type.element_type != stats:
+        x = self.insert(graph.elementwise("convert", [x], TensorType(stats, x.type.get_shape())))
+    column = TensorType(stats, [*x.type.get_shape()[:-1], 1])
+    mean = self.insert(graph.ReduceOp(x, "mean", column))
+    variance = self.insert(graph.ReduceOp(x, "var", column, correction=0))
+    shifted = self.insert(graph.elementwise("add", [variance, self.scalar(eps, variance)], column))
+    rstd = self.insert(graph.elementwise("rsqrt", [shifted], column))
+    return _shaped_as(self, mean, mean_example), _shaped_as(self, rstd, rstd_example)
 
 
 @ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))

@@ -1,0 +1,251 @@
+"""The ATen ops the torch.compile backend has AOTAutograd decompose before emmy sees them:
+a training step's backward ops and its losses, as forms of the ops emmy compiles. torch's
+own decompositions where theirs are made of such ops; emmy's where theirs are not (an
+embedding's gradient by a one-hot product instead of an accumulating scatter; attention's
+gradient recomputing its probabilities from q and k). An op never decomposed keeps its
+fused kernel: the forward ops (layer_norm, softmax, attention) are none of these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+aten = torch.ops.aten
+
+#: the ops whose torch decompositions emmy takes as they are: each is made of pointwise
+#: ops, reductions, products and the scatters emmy compiles
+TORCH_DECOMPOSED = [
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten._log_softmax_backward_data,
+    aten._softmax_backward_data,
+    aten.threshold_backward,
+    aten.native_layer_norm_backward,
+    aten.gelu_backward,
+    aten.silu_backward,
+    aten.tanh_backward,
+    aten.sigmoid_backward,
+    aten.hardtanh_backward,
+    aten.leaky_relu_backward,
+    aten.elu_backward,
+    aten.select_backward,
+    aten.slice_backward,
+    aten._native_batch_norm_legit_functional,
+    aten.native_batch_norm_backward,
+    aten.avg_pool2d_backward,
+]
+
+
+def embedding_backward(
+    grad: torch.Tensor,
+    indices: torch.Tensor,
+    num_weights: int,
+    padding_idx: int,
+    scale_grad_by_freq: bool,
+) -> torch.Tensor:
+    """The embedding's weight gradient: one-hot(indices)ᵀ · grad, a product over the tokens
+    (an embedding tied to the LM head costs what the head's product costs) where torch's
+    form is an accumulating scatter; the padding row's tokens contribute nothing."""
+    if scale_grad_by_freq:
+        return NotImplemented
+    tokens = indices.reshape(-1)
+    rows = grad.reshape(tokens.numel(), grad.shape[-1])
+    picked = tokens.unsqueeze(1) == torch.arange(num_weights, device=tokens.device)
+    if padding_idx >= 0:
+        picked = picked & (tokens != padding_idx).unsqueeze(1)
+    return picked.to(grad.dtype).t() @ rows
+
+
+def attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    dropout_p: float,
+    is_causal: bool,
+    attn_mask: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """torch's CPU flash attention backward as FlashAttention-2 writes it, its
+    probabilities recomputed (the saved log-sum-exp unread, so the forward saves none):
+    P = softmax(scale · q kᵀ + mask), dV = Pᵀ dO, dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)),
+    dQ = scale · dS k, dK = scale · dSᵀ q; k and v of fewer heads than q (grouped-query)
+    get their groups' gradients summed."""
+    if dropout_p:
+        return NotImplemented
+    heads, kv_heads = query.shape[1], key.shape[1]
+    group = heads // kv_heads
+    if group > 1:
+        key = key.repeat_interleave(group, dim=1)
+        value = value.repeat_interleave(group, dim=1)
+    factor = query.shape[-1] ** -0.5 if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * factor
+    if is_causal:
+        q_len, kv_len = scores.shape[-2], scores.shape[-1]
+        kept = torch.ones(q_len, kv_len, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~kept, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    probabilities = torch.softmax(scores, dim=-1)
+    grad_value = probabilities.transpose(-2, -1) @ grad_out
+    grad_probabilities = grad_out @ value.transpose(-2, -1)
+    row_terms = (grad_out * out).sum(dim=-1, keepdim=True)
+    grad_scores = probabilities * (grad_probabilities - row_terms)
+    grad_query = (grad_scores @ key) * factor
+    grad_key = (grad_scores.transpose(-2, -1) @ query) * factor
+    if group > 1:
+        batch, _, kv_len, dim = grad_key.shape
+        grad_key = grad_key.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
+        grad_value = grad_value.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
+    return grad_query, grad_key, grad_value
+
+
+def convolution_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias_sizes: list[int] | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """A convolution's gradients as convolutions (implicit GEMMs, as the forward's):
+    the input's, dO with `stride - 1` zeros between its elements convolved with the
+    flipped weight of swapped channels; the weight's, the input convolved with dO as the
+    kernel, batch and channels swapped (the stride becomes the dilation); the bias's, dO
+    summed but over its channels."""
+    if transposed:
+        return NotImplemented
+    spatial = list(range(2, grad_out.dim()))
+    grad_input = _input_gradient(grad_out, input, weight, stride, padding, dilation, groups)
+    grad_weight = _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups)
+    grad_bias = grad_out.sum([0, *spatial]) if output_mask[2] else None
+    return (
+        grad_input if output_mask[0] else None,
+        grad_weight if output_mask[1] else None,
+        grad_bias,
+    )
+
+
+def _input_gradient(grad_out, input, weight, stride, padding, dilation, groups):
+    sizes = weight.shape[2:]
+    reaches = [d * (size - 1) for d, size in zip(dilation, sizes, strict=True)]
+    # dO placed as a transposed convolution reads it: each element `reach - padding` in
+    spread = _placed(
+        grad_out,
+        stride,
+        [reach - pad for reach, pad in zip(reaches, padding, strict=True)],
+        [length + reach for length, reach in zip(input.shape[2:], reaches, strict=True)],
+    )
+    out_channels, per_group = weight.shape[0], weight.shape[1]
+    swapped = weight.reshape(groups, out_channels // groups, per_group, *sizes).transpose(1, 2)
+    swapped = swapped.reshape(groups * per_group, out_channels // groups, *sizes)
+    flipped = swapped.flip(list(range(2, weight.dim())))
+    zeros = [0] * len(sizes)
+    return aten.convolution(
+        spread, flipped, None, [1] * len(sizes), zeros, dilation, False, zeros, groups
+    )
+
+
+def _placed(
+    x: torch.Tensor, steps: Sequence[int], firsts: Sequence[int], lengths: Sequence[int]
+) -> torch.Tensor:
+    """x's trailing dims spread out with zeros: element i of each at `first + i · step`
+    of a dim of `length` (elements that land outside are cut off)."""
+    dims = range(x.dim() - len(steps), x.dim())
+    for dim, step in zip(dims, steps, strict=True):
+        x = _spaced(x, dim, step)
+    pads: list[int] = []
+    for dim, first, length in reversed(list(zip(dims, firsts, lengths, strict=True))):
+        pads += [first, length - first - x.shape[dim]]
+    return torch.constant_pad_nd(x, pads, 0.0)
+
+
+def _spaced(x: torch.Tensor, dim: int, step: int) -> torch.Tensor:
+    """x with `step - 1` zeros between its elements along dim."""
+    if step == 1:
+        return x
+    length = x.shape[dim]
+    zeros = x.new_zeros([*x.shape[: dim + 1], step - 1, *x.shape[dim + 1 :]])
+    spaced = torch.cat([x.unsqueeze(dim + 1), zeros], dim + 1)
+    merged = spaced.reshape([*x.shape[:dim], length * step, *x.shape[dim + 1 :]])
+    return merged.narrow(dim, 0, (length - 1) * step + 1)
+
+
+def max_pool_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    ceil_mode: bool,
+    indices: torch.Tensor,
+) -> torch.Tensor:
+    """Max pooling's input gradient as a sum over the window's offsets: at each offset, dO
+    where the saved index is the element that offset reads, placed at the elements it
+    reads (torch's form scatters with accumulation)."""
+    kernel = list(kernel_size) * (2 // len(kernel_size))
+    stride = list(stride or kernel) * (2 // max(1, len(stride or kernel)))
+    padding = list(padding) * (2 // len(padding))
+    dilation = list(dilation) * (2 // len(dilation))
+    height, width = input.shape[-2:]
+    rows, cols = grad_out.shape[-2:]
+    grad_input = None
+    for kh in range(kernel[0]):
+        for kw in range(kernel[1]):
+            first_row = kh * dilation[0] - padding[0]
+            first_col = kw * dilation[1] - padding[1]
+            row = torch.arange(rows, device=input.device) * stride[0] + first_row
+            col = torch.arange(cols, device=input.device) * stride[1] + first_col
+            read = row.unsqueeze(1) * width + col.unsqueeze(0)
+            picked = torch.where(indices == read, grad_out, 0.0)
+            placed = _placed(picked, stride, [first_row, first_col], [height, width])
+            grad_input = placed if grad_input is None else grad_input + placed
+    assert grad_input is not None
+    return grad_input
+
+
+def _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups):
+    batch, channels = input.shape[:2]
+    out_channels, per_group, sizes = weight.shape[0], weight.shape[1], weight.shape[2:]
+    rest = list(range(3, input.dim() + 1))
+    # the input as [channels of a group, groups · batch, ...] and dO as a kernel of
+    # [groups · its channels, batch, ...]: a grouped convolution over the batch
+    read = input.reshape(batch, groups, per_group, *input.shape[2:]).permute(2, 1, 0, *rest)
+    read = read.reshape(per_group, groups * batch, *input.shape[2:])
+    kernel = grad_out.reshape(batch, groups, out_channels // groups, *grad_out.shape[2:])
+    kernel = kernel.permute(1, 2, 0, *rest).reshape(out_channels, batch, *grad_out.shape[2:])
+    swapped = aten.convolution(
+        read, kernel, None, dilation, padding, stride, False, [0] * len(sizes), groups
+    )
+    for axis, size in enumerate(sizes):
+        swapped = swapped.narrow(2 + axis, 0, size)
+    return swapped.transpose(0, 1)
+
+
+#: emmy's own decompositions, by the op they stand for
+EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
+    aten.embedding_dense_backward.default: embedding_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: attention_backward,
+    aten.convolution_backward.default: convolution_backward,
+    aten.max_pool2d_with_indices_backward.default: max_pool_backward,
+}
+
+
+def decompositions() -> dict:
+    """The table AOTAutograd decomposes by: torch's forms of TORCH_DECOMPOSED, and emmy's."""
+    # torch's decompositions are loaded by a backend alone, not by emmy.compile
+    from torch._decomp import get_decompositions
+
+    return {**get_decompositions(TORCH_DECOMPOSED), **EMMY_DECOMPOSED}
