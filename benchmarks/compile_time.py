@@ -55,13 +55,20 @@ print(json.dumps({"seconds": first - later}))
 
 def compile_seconds(compiler: str, name: str, kernel_cache: bool) -> float:
     """One compile's seconds, in a fresh process (fresh kernel caches unless kept)."""
+    return fresh_process_seconds(COMPILE, compiler, name, kernel_cache)
+
+
+def fresh_process_seconds(script: str, compiler: str, name: str, kernel_cache: bool) -> float:
+    """The seconds `script` prints (its last line, JSON) run as `python -c script compiler
+    name` in a fresh process, with empty kernel caches unless kept (benchmarks/training.py
+    times its steps' compiles so too)."""
     with tempfile.TemporaryDirectory() as root:
         env = dict(os.environ)
         if not kernel_cache:
             env["EMMY_CACHE_DIR"] = f"{root}/emmy"
             env["TORCHINDUCTOR_CACHE_DIR"] = f"{root}/inductor"
         done = subprocess.run(
-            [sys.executable, "-c", COMPILE, compiler, name],
+            [sys.executable, "-c", script, compiler, name],
             env=env,
             capture_output=True,
             text=True,

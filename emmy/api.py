@@ -24,7 +24,13 @@ from torch.utils import _pytree
 from emmy.build import build_program
 from emmy.compile_options import CompileOptions
 from emmy.errors import EmmyError
-from emmy.frontend.converter import Converter, ModelGraph
+from emmy.frontend.converter import (
+    HOST_SCALAR_DTYPE,
+    Converter,
+    ModelGraph,
+    is_host_scalar,
+    with_host_scalars_in_float32,
+)
 from emmy.frontend.decompositions import decompositions
 from emmy.frontend.export import (
     convert,
@@ -309,7 +315,9 @@ class CompiledGraph:
         if chosen is None:
             return self.graph_module(*inputs)
         tensors = [
-            t for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and i not in self.frozen
+            t.to(HOST_SCALAR_DTYPE) if is_host_scalar(t) else t
+            for i, t in enumerate(inputs)
+            if isinstance(t, torch.Tensor) and i not in self.frozen
         ]
         return _run(chosen, tensors)
 
@@ -338,7 +346,8 @@ def convert_aot_graph(
 ) -> ModelGraph:
     """A graph AOTAutograd hands the backend, converted at the shapes of `inputs` (real
     tensors where `frozen` names the parameters read as constants)."""
-    graph, mutations = kept_input_mutations(specialised_fx_graph(graph_module, inputs))
+    specialised = with_host_scalars_in_float32(specialised_fx_graph(graph_module, inputs))
+    graph, mutations = kept_input_mutations(specialised)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     constants: dict[str, tuple[str, torch.Tensor]] = {}
     for i in frozen:

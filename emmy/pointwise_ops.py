@@ -158,6 +158,8 @@ def _arithmetic(name: str, symbol: str, promotion: Promotion) -> PointwiseOp:
     forms = [Aten(tuple(f"aten.{name}.{o}" for o in overloads), ("self", "other"), "other")]
     if name == "sub":  # rsub(self, other) is other - alpha * self
         forms.append(Aten(tuple(f"aten.rsub.{o}" for o in overloads), ("other", "self"), "self"))
+    if name == "div":  # true_divide is div's other name (dynamo's for a SymFloat's `/`)
+        forms.append(Aten(tuple(f"aten.true_divide.{o}" for o in overloads), ("self", "other")))
     if name == "mul":  # square(self) is self * self
         forms.append(Aten(("aten.square.default",), ("self", "self")))
     return PointwiseOp(

@@ -36,6 +36,7 @@ EMU_QUICK = {
     "conv": "ok",
     "sanitizer": "not available",
     "decode": "ok",
+    "training": "ok",
     "families": "skipped",
 }
 
@@ -156,6 +157,11 @@ def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     assert "torch.compile aot_eager" in steps["decode"]["gpt2:tiny"]["line"]
     decoded = steps["decode"]["gpt2:tiny"]["tokens_s"]  # each streamed as it was measured
     assert set(decoded) == {"emmy", "torch eager", "torch.compile aot_eager"}
+    # a GPT-2 training step compiled by emmy's backend, beside eager and torch.compile
+    training = steps["training"]
+    for label in ("torch eager", "emmy", "torch.compile"):
+        assert training[label]["tokens_s"] > 0, label
+    assert training["emmy"]["compile_s"] > 0 and training["case"]["config"] == "tiny"
     # every timed kernel's output was checked: none was wrong
     assert not any("wrong_results" in data for data in steps.values())
     targets = {row["target"]: row for row in summary["targets"]}

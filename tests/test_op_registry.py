@@ -53,6 +53,8 @@ CONVERTED_BY_NAME = {
     "aten.contiguous.default",
     "aten.clone.default",
     "aten._to_copy.default",
+    "prims.convert_element_type.default",
+    "prims.fma.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
     "aten.to.device",

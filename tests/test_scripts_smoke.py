@@ -68,6 +68,11 @@ SMOKE = {
         "stdout",
         "sites with rows (db decides): median",
     ),
+    "benchmarks/training.py": (
+        ["--models", "mlp", "--compilers", "emmy", "--steps", "1"],
+        "stdout",
+        "training step compile seconds",
+    ),
     "scripts/compile-snapshot": (
         ["--recipes", "mlp", "--configs", "tiny", "--targets", "emu"],
         "stdout",

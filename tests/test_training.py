@@ -3,7 +3,8 @@ in train mode, a loss, backward, an optimizer step; three steps against eager, t
 and the first step's gradients compared. Every forward and backward graph is compiled by
 emmy with no op left to torch (fallback refused, strict), so all of each graph's FLOPs
 run in emmy's kernels; the backward ops reach emmy as the forms
-emmy.frontend.decompositions gives them (checked against torch's in float64 here)."""
+emmy.frontend.decompositions gives them (checked against torch's in float64 here). A
+compiled optimizer step runs in emmy's kernels too, in both of torch's forms."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 import emmy.api
-from emmy.frontend import tiny_models
 from emmy.frontend.decompositions import (
     attention_backward,
     convolution_backward,
     embedding_backward,
     max_pool_backward,
 )
+from emmy.frontend.tiny_training import TRAINING
 from emmy.runtime.emu import EmuDevice
 
 aten = torch.ops.aten
@@ -31,84 +32,33 @@ aten = torch.ops.aten
 GRADIENT_TOLERANCE = 1e-3
 
 
-def _mlp() -> tuple[nn.Module, tuple, object]:
-    model = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 4))
-    x, labels = torch.randn(8, 16), torch.randint(0, 4, (8,))
-    return model, (x, labels), lambda m, x, labels: F.cross_entropy(m(x), labels)
-
-
-def _cnn() -> tuple[nn.Module, tuple, object]:
-    """Conv, BatchNorm in train mode (batch statistics; the running ones and the batch
-    count written in place), ReLU, max pooling, a linear head. The convolution before the
-    norm has no bias, as CNNs write it: that bias's gradient is zero, and an optimizer that
-    normalises its steps (AdamW) turns the rounding of a zero into full steps."""
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1, bias=False),
-        nn.BatchNorm2d(8),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 8, 3, stride=2, groups=2),
-        nn.Flatten(),
-        nn.Linear(8, 4),
-    )
-    x, labels = torch.randn(2, 3, 8, 8), torch.randint(0, 4, (2,))
-    return model, (x, labels), lambda m, x, labels: F.cross_entropy(m(x), labels)
-
-
-def _language_model(name: str) -> tuple[nn.Module, tuple, object]:
-    """A tiny transformers causal LM with its defaults, its loss from `labels` as users
-    train it; dropout off, whose random masks no compiled step shares with eager."""
-    model = tiny_models.hf_model(name, defaults=True).train()
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-    ids = torch.randint(3, 128, (2, 8))
-    return model, (ids,), lambda m, ids: m(input_ids=ids, labels=ids).loss
-
-
-def _vit() -> tuple[nn.Module, tuple, object]:
-    transformers = tiny_models.packages.transformers()
-    config = transformers.ViTConfig(
-        num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
-        image_size=16, patch_size=8, num_labels=4,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = transformers.ViTForImageClassification(config)
-    x, labels = torch.randn(2, 3, 16, 16), torch.randint(0, 4, (2,))
-    return model, (x, labels), lambda m, x, labels: m(pixel_values=x, labels=labels).loss
-
-
-MODELS = {
-    "mlp": _mlp,
-    "cnn": _cnn,
-    "gpt2": lambda: _language_model("gpt2"),
-    "llama": lambda: _language_model("llama"),
-    "vit": _vit,
-}
-
 OPTIMIZERS = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
     "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2),
 }
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINING)
 def test_three_training_steps_match_eager(name: str) -> None:
     """Each model trains three steps with SGD (momentum) and with AdamW; each step's loss
     is eager's and so are the first step's gradients and, at the end, the buffers (a
     BatchNorm's running statistics)."""
-    torch.manual_seed(0)
-    model, inputs, loss_of = MODELS[name]()
+    step = TRAINING[name]()
+    compiled, inputs, loss_of = step.model, step.inputs, step.loss
+    eager = copy.deepcopy(compiled)
+    initial = copy.deepcopy(compiled.state_dict())
     programs: list = []
     backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
     torch._dynamo.reset()
-    step = torch.compile(loss_of, backend=backend)
+    compiled_loss = torch.compile(loss_of, backend=backend)
     for optimizer_name, make_optimizer in OPTIMIZERS.items():
-        compiled, eager = copy.deepcopy(model), copy.deepcopy(model)
+        # both start afresh from the same weights, in place: the compiled step is reused
+        for model in (compiled, eager):
+            model.load_state_dict(initial)
+            model.zero_grad(set_to_none=True)
         optimizers = make_optimizer(compiled.parameters()), make_optimizer(eager.parameters())
         for index in range(3):
-            loss = step(compiled, *inputs)
+            loss = compiled_loss(compiled, *inputs)
             loss.backward()
             expected = loss_of(eager, *inputs)
             expected.backward()
@@ -123,8 +73,45 @@ def test_three_training_steps_match_eager(name: str) -> None:
         ):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=buffer)
         assert programs, f"{optimizer_name}: no graph was compiled"
-    forward_and_backward = len(programs)
-    assert forward_and_backward >= 2 and forward_and_backward % 2 == 0, len(programs)
+    # forward and backward graphs, compiled once for both optimizers' steps
+    assert len(programs) >= 2 and len(programs) % 2 == 0, len(programs)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("form", ["for-loop", "foreach"])
+@pytest.mark.parametrize("optimizer_name", ["sgd", "adamw"])
+def test_a_compiled_optimizer_step_updates_the_parameters_as_eager(
+    optimizer_name: str, form: str
+) -> None:
+    """`torch.compile` of `optimizer.step()`, in place over the parameter list: the
+    single-tensor form (a CPU's default) and the multi-tensor `_foreach_` form (a GPU's),
+    which reaches emmy as single-tensor ops; Adam's moments as fused multiply-adds."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    eager = copy.deepcopy(model)
+    foreach = form == "foreach"
+
+    def optimizer_of(module: nn.Module) -> torch.optim.Optimizer:
+        if optimizer_name == "sgd":
+            return torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
+        return torch.optim.AdamW(module.parameters(), lr=1e-2, foreach=foreach)
+
+    compiled_optimizer, eager_optimizer = optimizer_of(model), optimizer_of(eager)
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    step = torch.compile(compiled_optimizer.step, backend=backend)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        for module in (model, eager):
+            module(x).square().mean().backward()
+        step()
+        eager_optimizer.step()
+        compiled_optimizer.zero_grad()
+        eager_optimizer.zero_grad()
+    for got, want in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert programs
     torch._dynamo.reset()
 
 

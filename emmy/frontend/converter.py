@@ -99,6 +99,33 @@ class Alias:
         return base.as_strided(self.shape, self.stride, base.storage_offset() + self.offset)
 
 
+#: the dtype a host scalar is read in (see is_host_scalar)
+HOST_SCALAR_DTYPE = torch.float32
+
+
+def is_host_scalar(value: object) -> bool:
+    """A 0-d float64 tensor: a Python float dynamo leaves unspecialised (dynamic=True, the
+    graph resuming after an `.item()`), or a value computed from one. emmy has no float64
+    kernels: it holds one as a float32 0-d tensor, as torch computes with it beside
+    float32 tensors; an input's value is read at each call, so another value compiles
+    nothing again."""
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.float64
+
+
+def _held(tensor: torch.Tensor) -> torch.Tensor:
+    """A folded value as emmy holds it: a host scalar in float32."""
+    return tensor.to(HOST_SCALAR_DTYPE) if is_host_scalar(tensor) else tensor
+
+
+def with_host_scalars_in_float32(fx_graph: fx.Graph) -> fx.Graph:
+    """The graph with every host scalar's example value float32 (its nodes' metadata: the
+    graph runs as before where torch runs it)."""
+    for node in fx_graph.nodes:
+        if is_host_scalar(node.meta.get("val")):
+            node.meta["val"] = torch.empty((), dtype=HOST_SCALAR_DTYPE)
+    return fx_graph
+
+
 class Converter(FunctionBuilder):
     """Converts an fx graph of ATen ops: its placeholders are the user's inputs, except
     those `constants` names (placeholder name → state name and value). An op no entry
@@ -285,7 +312,7 @@ class Converter(FunctionBuilder):
             with torch.no_grad():
                 value = target(*known[0], **known[1])
         return map_leaves(
-            value, lambda t: Constant(f"folded.{node.name}", t) if _is_tensor(t) else t
+            value, lambda t: Constant(f"folded.{node.name}", _held(t)) if _is_tensor(t) else t
         )
 
     def reinterpret(self, node: fx.Node) -> Constant | None:

@@ -234,6 +234,78 @@ def _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups)
     return swapped.transpose(0, 1)
 
 
+def _over_the_list(single: torch._ops.OpOverloadPacket) -> Callable:
+    """A `_foreach_` op as its single-tensor op on each element: the list arguments (tensors
+    or numbers) read at the element, the others (a scalar, a 0-d tensor) as they are."""
+
+    def each(*args: object, **kwargs: object) -> list[torch.Tensor]:
+        count = len(next(a for a in args if isinstance(a, (list, tuple))))
+        return [
+            single(*(a[i] if isinstance(a, (list, tuple)) else a for a in args), **kwargs)
+            for i in range(count)
+        ]
+
+    return each
+
+
+def _added_quotients_or_products(single: torch._ops.OpOverloadPacket) -> Callable:
+    """`_foreach_addcmul` and `_foreach_addcdiv`: their scalars (one, a list, or a tensor
+    of one per element) are the single op's keyword `value`."""
+    apply = single.default
+
+    def each(
+        tensors: list[torch.Tensor],
+        first: list[torch.Tensor],
+        second: list[torch.Tensor],
+        scalars: object = 1,
+        value: object = None,
+    ) -> list[torch.Tensor]:
+        given = scalars if value is None else value
+        results = []
+        for i, (x, a, b) in enumerate(zip(tensors, first, second, strict=True)):
+            scale = given[i] if isinstance(given, (list, tuple, torch.Tensor)) else given
+            if isinstance(scale, torch.Tensor):  # an element of a tensor of scalars
+                results.append(x + scale * apply(torch.zeros_like(x), a, b))
+            else:
+                results.append(apply(x, a, b, value=scale))
+        return results
+
+    return each
+
+
+#: the `_foreach_` ops an optimizer's step is made of (the multi-tensor form, a GPU's
+#: default), and the single-tensor op each applies; the norm's is another name
+FOREACH = {
+    **{
+        name: name
+        for name in (
+            "add", "sub", "mul", "div", "lerp", "maximum", "minimum",
+            "clamp_max", "clamp_min", "pow", "sqrt", "rsqrt", "exp", "log", "neg", "abs",
+            "reciprocal", "sign", "sigmoid", "tanh", "copy", "clone",
+        )
+    },
+    "addcmul": "addcmul",
+    "addcdiv": "addcdiv",
+    "zero": "zeros_like",
+    "norm": "linalg_vector_norm",
+}  # fmt: skip
+
+
+def _foreach_decompositions() -> dict:
+    table = {}
+    for name, single in FOREACH.items():
+        packet = getattr(aten, f"_foreach_{name}")
+        each = (
+            _added_quotients_or_products(getattr(aten, single))
+            if name in ("addcmul", "addcdiv")
+            else _over_the_list(getattr(aten, single))
+        )
+        for overload in packet.overloads():
+            if "out" not in overload:
+                table[getattr(packet, overload)] = each
+    return table
+
+
 #: emmy's own decompositions, by the op they stand for
 EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten.embedding_dense_backward.default: embedding_backward,
@@ -248,4 +320,4 @@ def decompositions() -> dict:
     # torch's decompositions are loaded by a backend alone, not by emmy.compile
     from torch._decomp import get_decompositions
 
-    return {**get_decompositions(TORCH_DECOMPOSED), **EMMY_DECOMPOSED}
+    return {**get_decompositions(TORCH_DECOMPOSED), **EMMY_DECOMPOSED, **_foreach_decompositions()}

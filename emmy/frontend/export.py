@@ -299,10 +299,12 @@ class _Propagate(fx.Interpreter):
         return value
 
     def call_function(self, target, args, kwargs):
-        # a factory (aten.arange of the cache positions) names the model's device: its
-        # tensor must be on meta beside the inputs it meets
+        # a factory (aten.arange of the cache positions) or a move (`mask.to(device)`)
+        # names the model's device: its tensor must be on meta beside the inputs it meets
         if "device" in kwargs:
             kwargs = {**kwargs, "device": torch.device("meta")}
+        if target is torch.ops.aten.to.device:  # a mask moved to the model's device
+            args = (args[0], torch.device("meta"), *args[2:])
         return super().call_function(target, args, kwargs)
 
 

@@ -19,6 +19,7 @@ import ast
 import hashlib
 import importlib.util
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -177,6 +178,9 @@ def _load(directory: Path) -> ModuleType:
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # importable by its name, as a user's model module is: dynamo's guards on a function
+    # that calls the model look its class's module up
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -108,6 +108,25 @@ def _pointwise(self: FunctionBuilder, node: fx.Node) -> View:
     return self.result(self.insert(graph.elementwise(entry.name, args, self.type_of(out))), out)
 
 
+def _fma_refusal(node: fx.Node) -> str | None:
+    out = node.meta["val"]
+    tensors = [e for e in map(_example, node.args) if isinstance(e, torch.Tensor)]
+    if dtypes.is_float(_storage_name(out.dtype)) and all(t.dtype == out.dtype for t in tensors):
+        return None
+    return f"fma of {[t.dtype for t in tensors]} giving {out.dtype} is not supported"
+
+
+@ATEN.handles("prims.fma.default", accepts=_fma_refusal)
+def _fma(self: FunctionBuilder, node: fx.Node) -> View:
+    """Inductor's fused multiply-add (dynamo's form of Adam's lerp): a · b + c, one chain
+    the elementwise kernel fuses."""
+    out = node.meta["val"]
+    typ = self.type_of(out)
+    a, b, c = (self.tensor_or_scalar(arg, typ.element_type, list(out.shape)) for arg in node.args)
+    product = self.insert(graph.elementwise("mul", [a, b], typ))
+    return self.result(self.insert(graph.elementwise("add", [product, c], typ)), out)
+
+
 def _glu_refusal(node: fx.Node) -> str | None:
     if dtypes.is_float(_storage_name(node.meta["val"].dtype)):
         return None

@@ -123,6 +123,7 @@ def _copy_refusal(node: fx.Node) -> str | None:
     "aten.contiguous.default",
     "aten.clone.default",
     "aten._to_copy.default",
+    "prims.convert_element_type.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
     "aten.type_as.default",
