@@ -31,7 +31,7 @@ def _ids_and_mask(batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
 def test_a_transformer_with_dynamic_shapes_matches_eager(name: str, how: str) -> None:
-    model = tiny_models.hf_model(name, defaults=True)
+    model = tiny_models.hf_model(name, defaults=True, layers=1)
     programs: list = []
     backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
     torch._dynamo.reset()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ SMOKE = {
         "stdout",
         "scaling, 2 workers over 1:",
     ),
-    "benchmarks/kernels.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
+    "benchmarks/kernel_compile_and_run.py": (["--quick"], "stdout", "emu softmax 64x1024 f32"),
     "benchmarks/vision_zoo.py": (
         ["--models", "squeezenet1_1", "--sizes", "32", "--batch", "1"],
         "stdout",
@@ -90,6 +91,21 @@ COVERED_ELSEWHERE = {
     "scripts/gpu-day": "tests/test_gpu_day.py runs it on emu",
     "scripts/import-cycles": "tests/test_import_layering.py runs it on the tree",
 }
+
+
+def test_no_script_shadows_an_installed_module() -> None:
+    """A script runs with its folder first on the path: one named as an installed package
+    is imported in its place by whatever imports that package (benchmarks/kernels.py was
+    imported by transformers as the `kernels` hub package, and every benchmark of a
+    transformers model failed)."""
+    installed = set(packages_distributions())
+    shadowing = sorted(
+        str(path.relative_to(ROOT))
+        for folder in ("benchmarks", "scripts")
+        for path in (ROOT / folder).glob("*.py")
+        if path.stem in installed
+    )
+    assert not shadowing, f"scripts named as installed modules: {shadowing}"
 
 
 def run_script(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -113,13 +113,16 @@ def hf_config(name: str, defaults: bool = False):
     return getattr(packages.transformers(), entry.config_class)(**fields)
 
 
-def hf_model(name: str, defaults: bool = False) -> nn.Module:
+def hf_model(name: str, defaults: bool = False, layers: int | None = None) -> nn.Module:
     """A transformers model of HF_MODELS with random weights (seed 0), eval mode; with
-    `defaults`, as its users get it (use_cache as the config says: see hf_config)."""
+    `defaults`, as its users get it (use_cache as the config says: see hf_config); with
+    `layers`, that many layers instead of the tiny config's."""
     transformers = packages.transformers()  # a test extra, seconds to import
     transformers.logging.set_verbosity_error()  # a random model's load report
     torch.manual_seed(0)
     config = hf_config(name, defaults)
+    if layers is not None:
+        config.num_hidden_layers = layers
     return getattr(transformers, HF_MODELS[name].model_class)(config).eval()
 
 

@@ -65,12 +65,7 @@ def _language_model_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 def language_model(name: str) -> TrainingStep:
     """A tiny transformers causal LM with its defaults, its loss from `labels`, at one layer
     (a second adds the same graph's ops again)."""
-    transformers = packages.transformers()
-    config = tiny_models.hf_config(name, defaults=True)
-    config.num_hidden_layers = 1
-    torch.manual_seed(0)
-    model_class = getattr(transformers, tiny_models.HF_MODELS[name].model_class)
-    model = model_class(config).train()
+    model = tiny_models.hf_model(name, defaults=True, layers=1).train()
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0

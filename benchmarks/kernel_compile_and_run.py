@@ -2,7 +2,7 @@
 time of a 4096x1024 f32 softmax (the default config, with each `algo`), measured on this
 machine.
 
-    .venv/bin/python benchmarks/kernels.py [--quick]
+    .venv/bin/python benchmarks/kernel_compile_and_run.py [--quick]
 
 --quick compiles three variants per family and runs a 64-row softmax once: it checks that
 the script runs, its figures mean little.
