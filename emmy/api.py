@@ -183,12 +183,18 @@ def _run(chosen: Specialization, inputs: Sequence[torch.Tensor]) -> list[torch.T
     """Runs a specialization's program; its outputs as the device's tensors of the model's
     dtypes, the views of inputs and weights among them as torch views (no kernel computes
     them)."""
-    results = chosen.bound(inputs)
+    masks = [mask.draw(_device_of(inputs)) for mask in chosen.model.random_masks]
+    results = chosen.bound([*inputs, *masks])
     computed = [
         as_model_dtype(result, dtype)
         for result, dtype in zip(results, computed_dtypes(chosen.model), strict=True)
     ]
     return with_aliases(computed, chosen.model, inputs)
+
+
+def _device_of(inputs: Sequence[torch.Tensor]) -> torch.device | str:
+    """Where torch draws a call's random masks: beside its inputs (the CPU without any)."""
+    return inputs[0].device if inputs else "cpu"
 
 
 def computed_dtypes(model: ModelGraph) -> list[torch.dtype]:

@@ -55,6 +55,7 @@ CONVERTED_BY_NAME = {
     "aten._to_copy.default",
     "prims.convert_element_type.default",
     "prims.fma.default",
+    "aten.native_dropout.default",
     "aten.to.dtype",
     "aten.to.dtype_layout",
     "aten.to.device",

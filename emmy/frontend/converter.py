@@ -32,6 +32,7 @@ from emmy.frontend.function_builder import (
     UNKNOWN,
     Constant,
     FunctionBuilder,
+    RandomMask,
     View,
     contiguous_meta,
     map_leaves,
@@ -65,6 +66,9 @@ class ModelGraph:
     #: the pytree spec of the call's (args, kwargs) that the export saw, keyword arguments'
     #: order included (None for a graph handed over by dynamo)
     in_spec: TreeSpec | None = None
+    #: the random masks the program takes after the user's inputs (dropout's), drawn anew
+    #: for each call
+    random_masks: list[RandomMask] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -195,12 +199,13 @@ class Converter(FunctionBuilder):
             main.attributes[MUTATED_INPUTS] = ArrayAttr(written)
         return ModelGraph(
             ModuleOp([main]),
-            self.input_names,
+            [*self.input_names, *(mask.name for mask in self.random_masks)],
             self.constants,
             self.output_dtypes,
             self.out_spec,
             self.coverage,
             self.aliases,
+            random_masks=self.random_masks,
         )
 
     def returned(self, values: Sequence[object]) -> list[SSAValue]:

@@ -30,6 +30,8 @@ TORCH_DECOMPOSED = [
     aten.leaky_relu_backward,
     aten.elu_backward,
     aten.select_backward,
+    aten.native_dropout_backward,
+    aten._safe_softmax,
     aten.slice_backward,
     aten._native_batch_norm_legit_functional,
     aten.native_batch_norm_backward,

@@ -149,6 +149,21 @@ def _numel(shape: Sequence[int]) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class RandomMask:
+    """A dropout's mask, an input of the program drawn by torch's generator at each call
+    as eager draws it (`empty_like(x).bernoulli_(keep)`: the same numbers in the same
+    order, so a compiled step drops what eager drops)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    keep: float
+
+    def draw(self, device: torch.device | str = "cpu") -> torch.Tensor:
+        return torch.empty(self.shape, dtype=self.dtype, device=device).bernoulli_(self.keep)
+
+
 class FunctionBuilder:
     """The graph function a conversion builds and the values of the fx nodes it has
     converted (`values`): a handler reads its operands there, as contiguous graph values
@@ -168,6 +183,8 @@ class FunctionBuilder:
         self.node: fx.Node | None = None
         #: inference batch norms folded into the convolution before them: their value
         self.folded_norms: dict[fx.Node, View] = {}
+        #: the random masks the function takes after the user's inputs (dropout's)
+        self.random_masks: list[RandomMask] = []
 
     # -- values ------------------------------------------------------------------------
     def error(self, message: str) -> ConversionError:
@@ -185,6 +202,15 @@ class FunctionBuilder:
     def new_arg(self, typ: TensorType) -> SSAValue[TensorType]:
         """A new last argument of the function."""
         arg = self.block.insert_arg(typ, len(self.block.args))
+        return SSAValue.get(arg, type=TensorType)
+
+    def random_mask(self, name: str, like: torch.Tensor, keep: float) -> SSAValue[TensorType]:
+        """A new input after the user's and the masks before it (the constants are the
+        function's last arguments) that each call fills with a random mask of `like`."""
+        mask = RandomMask(name, tuple(like.shape), like.dtype, keep)
+        typ = self.type_of(torch.empty(mask.shape, dtype=mask.dtype, device="meta"))
+        arg = self.block.insert_arg(typ, len(self.block.args) - len(self.constant_args))
+        self.random_masks.append(mask)
         return SSAValue.get(arg, type=TensorType)
 
     def attribute(self, node: fx.Node) -> torch.Tensor:

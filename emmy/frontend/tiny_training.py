@@ -2,8 +2,9 @@
 each a model in train mode (random weights from seed 0), its inputs and its loss. An MLP
 with LayerNorm and cross-entropy; a CNN with BatchNorm in train mode, max pooling and a
 grouped convolution; tiny GPT-2 and Llama (emmy.frontend.tiny_models' configs, their
-defaults) with the loss transformers computes from `labels`; a tiny ViT classifier.
-Dropout is off: a compiled step's random masks are not eager's.
+defaults, dropout included) with the loss transformers computes from `labels`; a tiny ViT
+classifier. A compiled step draws its dropout masks as eager does: seeded alike, the two
+drop the same elements.
 
     step = TRAINING["gpt2"]()
     loss = step.loss(step.model, *step.inputs)
@@ -63,12 +64,9 @@ def _language_model_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def language_model(name: str) -> TrainingStep:
-    """A tiny transformers causal LM with its defaults, its loss from `labels`, at one layer
-    (a second adds the same graph's ops again)."""
+    """A tiny transformers causal LM with its defaults (GPT-2's dropout of 0.1 included), its
+    loss from `labels`, at one layer (a second adds the same graph's ops again)."""
     model = tiny_models.hf_model(name, defaults=True, layers=1).train()
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
     torch.manual_seed(0)
     return TrainingStep(model, (torch.randint(3, 128, (2, 8)),), _language_model_loss)
 

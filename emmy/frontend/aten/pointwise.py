@@ -6,13 +6,13 @@ from __future__ import annotations
 import torch
 from torch import fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-from xdsl.dialects.builtin import i8
+from xdsl.dialects.builtin import TensorType, i8
 
 from emmy import dtypes
 from emmy.dialects import graph
-from emmy.frontend.aten.arguments import arg_example, arg_int, arg_str, kwarg_number
+from emmy.frontend.aten.arguments import arg_example, arg_float, arg_int, arg_str, kwarg_number
 from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
-from emmy.frontend.function_builder import FunctionBuilder, View
+from emmy.frontend.function_builder import Constant, FunctionBuilder, View
 from emmy.frontend.op_registry import op_name, op_overload
 from emmy.pointwise_ops import (
     BY_ATEN,
@@ -125,6 +125,34 @@ def _fma(self: FunctionBuilder, node: fx.Node) -> View:
     a, b, c = (self.tensor_or_scalar(arg, typ.element_type, list(out.shape)) for arg in node.args)
     product = self.insert(graph.elementwise("mul", [a, b], typ))
     return self.result(self.insert(graph.elementwise("add", [product, c], typ)), out)
+
+
+def _dropout_refusal(node: fx.Node) -> str | None:
+    x, p = arg_example(node, 0), node.args[1]
+    if not dtypes.is_float(_storage_name(x.dtype)):
+        return f"dropout of {x.dtype} is not supported"
+    if not isinstance(p, (int, float)) or not 0 <= p < 1:
+        return f"dropout with p={p!r} is not supported"
+    return None
+
+
+@ATEN.handles("aten.native_dropout.default", accepts=_dropout_refusal)
+def _native_dropout(self: FunctionBuilder, node: fx.Node) -> list:
+    """Dropout in training: x · mask / (1 - p) and the mask, whose random numbers torch
+    draws for each call as eager draws them (FunctionBuilder.random_mask); without
+    training, x and a mask of ones."""
+    out, kept = node.meta["val"]
+    p, train = arg_float(node, 1), node.args[2]
+    x = self.operand(node.args[0])
+    if not train:
+        ones = torch.ones(kept.shape, dtype=torch.bool)
+        return [self.result(x, out), self.view(Constant(f"{node.name}.mask", ones))]
+    mask = self.random_mask(f"{node.name}.mask", out, 1.0 - p)
+    dropped = self.insert(graph.elementwise("mul", [x, mask], x.type))
+    scale = self.insert(graph.ConstantOp(1.0 / (1.0 - p), x.type.element_type))
+    y = self.insert(graph.elementwise("mul", [dropped, scale], x.type))
+    as_bool = self.insert(graph.elementwise("convert", [mask], TensorType(i8, x.type.get_shape())))
+    return [self.result(y, out), self.result(as_bool, kept)]
 
 
 def _glu_refusal(node: fx.Node) -> str | None:
