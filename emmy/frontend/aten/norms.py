@@ -3,6 +3,8 @@ per channel."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch import fx
 from xdsl.dialects.builtin import TensorType
@@ -81,11 +83,7 @@ def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
 
 def _used_results(node: fx.Node) -> set[int]:
     """The indices of a multi-result node's results that some node reads."""
-    return {
-        user.args[1]
-        for user in node.users
-        if user.op == "call_function" and isinstance(user.args[1], int)
-    }
+    return {arg_int(user, 1) for user in node.users if user.target is operator.getitem}
 
 
 def _row_statistics(
