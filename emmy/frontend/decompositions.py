@@ -8,6 +8,7 @@ fused kernel: the forward ops (layer_norm, softmax, attention) are none of these
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 import torch
 
@@ -267,7 +268,7 @@ def _added_quotients_or_products(single: torch._ops.OpOverloadPacket) -> Callabl
         for i, (x, a, b) in enumerate(zip(tensors, first, second, strict=True)):
             scale = given[i] if isinstance(given, (list, tuple, torch.Tensor)) else given
             if isinstance(scale, torch.Tensor):  # an element of a tensor of scalars
-                results.append(x + scale * apply(torch.zeros_like(x), a, b))
+                results.append(apply(x, a * scale, b))  # x + (a · s) ∘ b, ∘ being · or /
             else:
                 results.append(apply(x, a, b, value=scale))
         return results
@@ -317,6 +318,7 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
 }
 
 
+@cache
 def decompositions() -> dict:
     """The table AOTAutograd decomposes by: torch's forms of TORCH_DECOMPOSED, and emmy's."""
     # torch's decompositions are loaded by a backend alone, not by emmy.compile

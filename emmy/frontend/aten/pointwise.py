@@ -12,7 +12,7 @@ from emmy import dtypes
 from emmy.dialects import graph
 from emmy.frontend.aten.arguments import arg_example, arg_float, arg_int, arg_str, kwarg_number
 from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
-from emmy.frontend.function_builder import Constant, FunctionBuilder, View
+from emmy.frontend.function_builder import FunctionBuilder, View
 from emmy.frontend.op_registry import op_name, op_overload
 from emmy.pointwise_ops import (
     BY_ATEN,
@@ -133,20 +133,18 @@ def _dropout_refusal(node: fx.Node) -> str | None:
         return f"dropout of {x.dtype} is not supported"
     if not isinstance(p, (int, float)) or not 0 <= p < 1:
         return f"dropout with p={p!r} is not supported"
+    if not node.args[2]:  # F.dropout outside training calls no native_dropout
+        return "native_dropout outside training is not supported"
     return None
 
 
 @ATEN.handles("aten.native_dropout.default", accepts=_dropout_refusal)
 def _native_dropout(self: FunctionBuilder, node: fx.Node) -> list:
     """Dropout in training: x · mask / (1 - p) and the mask, whose random numbers torch
-    draws for each call as eager draws them (FunctionBuilder.random_mask); without
-    training, x and a mask of ones."""
+    draws for each call as eager draws them (FunctionBuilder.random_mask)."""
     out, kept = node.meta["val"]
-    p, train = arg_float(node, 1), node.args[2]
+    p = arg_float(node, 1)
     x = self.operand(node.args[0])
-    if not train:
-        ones = torch.ones(kept.shape, dtype=torch.bool)
-        return [self.result(x, out), self.view(Constant(f"{node.name}.mask", ones))]
     mask = self.random_mask(f"{node.name}.mask", out, 1.0 - p)
     dropped = self.insert(graph.elementwise("mul", [x, mask], x.type))
     scale = self.insert(graph.ConstantOp(1.0 / (1.0 - p), x.type.element_type))
