@@ -4,9 +4,11 @@ graph) and torch.compile with emmy's backend (AOTAutograd's graphs, summed). Per
 API, the coverage the frontend records (its ops in emmy kernels, computed at compile time
 and through torch, and the share of the FLOPs in emmy kernels); then each op that falls
 back, how often and why, and the ops whose FLOPs were counted one per output element (no
-formula) that torch does not tag pointwise.
+formula) that torch does not tag pointwise. The set `training` (emmy.frontend.tiny_training:
+mlp, cnn, gpt2, llama, vit) has torch.compile's training step instead, its forward graphs
+(`train forward`) and its backward graphs (`train backward`) each a row.
 
-    .venv/bin/python benchmarks/model_coverage.py [--sets vision,moe] [--models gpt2,unet]
+    .venv/bin/python benchmarks/model_coverage.py [--sets vision,training] [--models gpt2,unet]
         [--apis export,torch.compile] [--seq 8]
 
 With neither --sets nor --models, every set. FLOPs as emmy.frontend.torch_fallback counts them.
@@ -29,9 +31,13 @@ from emmy.api import convert_aot_graph, frozen_parameters
 from emmy.frontend import tiny_models
 from emmy.frontend.decompositions import decompositions
 from emmy.frontend.export import export
+from emmy.frontend.tiny_training import TRAINING
 from emmy.frontend.torch_fallback import Coverage, elementwise
 
 APIS = ("export", "torch.compile")
+#: the set of training steps, and what measures each (its APIs are the step's directions)
+TRAINING_SET = "training"
+TRAINING_DIRECTIONS = ("train forward", "train backward")
 
 
 def export_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
@@ -39,13 +45,13 @@ def export_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, in
     return export(model, inputs).coverage, 1
 
 
-def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
-    """torch.compile's account: each graph AOTAutograd hands the backend converted as
-    emmy.api.CompiledGraph converts it (then run eagerly), their coverages summed."""
-    coverages: list[Coverage] = []
+def converting(coverages: list[Coverage], training: bool = False):
+    """An AOTAutograd compiler that converts each graph it is handed as
+    emmy.api.CompiledGraph converts it (then runs it eagerly), appending its coverage."""
 
     def convert_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
-        frozen = frozen_parameters()
+        # a training step's parameters are inputs: the optimizer moves them
+        frozen = frozenset() if training else frozen_parameters()
 
         def first_call_converts(*inputs: object) -> object:
             # frozen parameters are read at the first call, as the backend reads them
@@ -58,8 +64,15 @@ def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Cover
         converted: list[bool] = []
         return first_call_converts
 
+    return convert_graph
+
+
+def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
+    """torch.compile's account: each graph AOTAutograd hands the backend, converted, their
+    coverages summed."""
+    coverages: list[Coverage] = []
     backend = aot_autograd(
-        fw_compiler=convert_graph,
+        fw_compiler=converting(coverages),
         decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
@@ -68,6 +81,27 @@ def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Cover
         torch.compile(model, backend=backend)(*inputs)
     torch._dynamo.reset()
     return summed(coverages), len(coverages)
+
+
+def training_coverage(name: str) -> dict[str, tuple[Coverage, int]]:
+    """A training step's account under torch.compile: its forward graphs and its backward
+    graphs (AOTAutograd compiles them at the first backward), each direction summed."""
+    step = TRAINING[name]()
+    forward: list[Coverage] = []
+    backward: list[Coverage] = []
+    backend = aot_autograd(
+        fw_compiler=converting(forward, training=True),
+        bw_compiler=converting(backward, training=True),
+        decompositions=decompositions(),
+        keep_inference_input_mutations=True,
+    )
+    torch._dynamo.reset()
+    torch.compile(step.loss, backend=backend)(step.model, *step.inputs).backward()
+    torch._dynamo.reset()
+    return {
+        "train forward": (summed(forward), len(forward)),
+        "train backward": (summed(backward), len(backward)),
+    }
 
 
 def summed(coverages: list[Coverage]) -> Coverage:
@@ -102,12 +136,15 @@ def fallback_lines(coverage: Coverage) -> list[str]:
     return lines
 
 
+def known_sets() -> dict[str, list[str]]:
+    return {**{n: list(m) for n, m in tiny_models.SETS.items()}, TRAINING_SET: list(TRAINING)}
+
+
 def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
     """The sets to measure (each a name and its models), the APIs and the sequence length."""
+    sets_known = known_sets()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sets", default="", help=f"comma-separated, of {', '.join(tiny_models.SETS)}"
-    )
+    parser.add_argument("--sets", default="", help=f"comma-separated, of {', '.join(sets_known)}")
     parser.add_argument(
         "--models", default="", help=f"comma-separated, of {', '.join(tiny_models.MODELS)}"
     )
@@ -120,7 +157,7 @@ def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
     models = [m for m in args.models.split(",") if m]
     apis = [a for a in args.apis.split(",") if a]
     for given, known, what in (
-        (set_names, tiny_models.SETS, "set"),
+        (set_names, sets_known, "set"),
         (models, tiny_models.MODELS, "model"),
         (apis, APIS, "API"),
     ):
@@ -128,43 +165,55 @@ def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
         if unknown:
             parser.error(f"unknown {what}(s) {', '.join(unknown)}")
     if not set_names and not models:
-        set_names = list(tiny_models.SETS)
-    sets = [(name, list(tiny_models.SETS[name])) for name in set_names]
+        set_names = list(sets_known)
+    sets = [(name, sets_known[name]) for name in set_names]
     if models:
         sets.append(("models", models))
     return sets, apis, args.seq
 
 
+def accounts(set_name: str, name: str, apis: list[str], seq: int):
+    """Per API (or per direction of a training step), the model's coverage, its graph
+    count and the seconds it took."""
+    start = time.perf_counter()
+    if set_name == TRAINING_SET:
+        measured = training_coverage(name)
+        seconds = time.perf_counter() - start
+        yield from ((label, *measured[label], seconds) for label in TRAINING_DIRECTIONS)
+        return
+    model, inputs = tiny_models.build(name, seq)
+    for api in apis:
+        start = time.perf_counter()
+        coverage, graphs = MEASURE[api](model, inputs)
+        yield api, coverage, graphs, time.perf_counter() - start
+
+
 def main() -> int:
     sets, apis, seq = arguments()
     header = (
-        f"{'model':18} {'API':13} {'graphs':>6} {'ops':>5} {'in emmy':>8} {'folded':>7} "
+        f"{'model':18} {'API':14} {'graphs':>6} {'ops':>5} {'in emmy':>8} {'folded':>7} "
         f"{'torch':>6} {'op share':>9} {'FLOPs':>9} {'FLOP share':>11}"
     )
     measured = 0
-    totals = {api: Coverage() for api in apis}
+    totals: dict[str, Coverage] = {}
     for set_name, names in sets:
         print(f"== {set_name}")
         print(header)
         details = []
         for name in names:
-            model, inputs = tiny_models.build(name, seq)
-            for api in apis:
-                start = time.perf_counter()
-                coverage, graphs = MEASURE[api](model, inputs)
-                seconds = time.perf_counter() - start
+            for api, coverage, graphs, seconds in accounts(set_name, name, apis, seq):
                 done = coverage.native + coverage.folded
                 share = done / coverage.ops if coverage.ops else 1.0
                 flop_share = coverage.native_flops / coverage.flops if coverage.flops else 1.0
                 print(
-                    f"{name:18} {api:13} {graphs:6} {coverage.ops:5} {coverage.native:8} "
+                    f"{name:18} {api:14} {graphs:6} {coverage.ops:5} {coverage.native:8} "
                     f"{coverage.folded:7} {len(coverage.fallbacks):6} {share:9.1%} "
                     f"{coverage.flops:9.3g} {flop_share:11.1%}   ({seconds:.1f} s)",
                     flush=True,
                 )
                 details += [f"{name} ({api}): {len(coverage.fallbacks)} op(s) through torch"]
                 details += fallback_lines(coverage)
-                totals[api] = summed([totals[api], coverage])
+                totals[api] = summed([totals.get(api, Coverage()), coverage])
             measured += 1
         for line in details:
             print(line)

@@ -172,6 +172,22 @@ def test_norms_over_trailing_dims_batch_norm_and_log_softmax():
     assert {"layer_norm", "rms_norm", "reduce_rows"} <= families(compiled)
 
 
+class SoftmaxGradients(nn.Module):
+    def forward(self, g, x):
+        # g and x [2, 3, 4, 5]: the gradients of a softmax over dim 1 and of a log-softmax
+        # over the last dim, as a backward graph holds them
+        aten = torch.ops.aten
+        return (
+            aten._softmax_backward_data(g, torch.softmax(x, 1), 1, x.dtype),
+            aten._log_softmax_backward_data(g, torch.log_softmax(x, -1), -1, x.dtype),
+        )
+
+
+def test_softmax_and_log_softmax_gradients_over_any_dim():
+    compiled = check(SoftmaxGradients(), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 5))
+    assert "softmax_backward" in families(compiled)
+
+
 class Products(nn.Module):
     def __init__(self):
         super().__init__()

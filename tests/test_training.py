@@ -21,6 +21,7 @@ from emmy.frontend.decompositions import (
     attention_backward,
     convolution_backward,
     embedding_backward,
+    layer_norm_backward,
     max_pool_backward,
 )
 from emmy.frontend.tiny_training import TRAINING
@@ -185,6 +186,31 @@ def test_the_attention_gradients_are_torchs() -> None:
         )  # fmt: skip
         for want, have in zip((q.grad, k.grad, v.grad), got, strict=True):
             torch.testing.assert_close(have, want)
+
+
+def test_the_layer_norm_gradients_are_torchs() -> None:
+    """Over one and two trailing dims, with and without weight and bias, each gradient
+    asked for alone: emmy's row kernel's eager form (f32) against torch's in float64."""
+    torch.manual_seed(0)
+    for normalized, affine, mask in itertools.product(
+        ([7], [4, 7]), (True, False), ([True] * 3, [True, False, False], [False, True, True])
+    ):
+        x = torch.randn(3, 4, 7) * 2 + 0.5
+        weight = torch.randn(normalized) if affine else None
+        bias = torch.randn(normalized) if affine else None
+        _, mean, rstd = aten.native_layer_norm(x, normalized, weight, bias, 1e-5)
+        grad = torch.randn_like(x)
+        # torch's CPU kernel fails on a gradient asked of an absent weight
+        mask = [mask[0], mask[1] and affine, mask[2] and affine]
+        arguments = (grad, x, normalized, mean, rstd, weight, bias, mask)
+        as_double = [t.double() if isinstance(t, torch.Tensor) else t for t in arguments]
+        expected = aten.native_layer_norm_backward(*as_double)
+        got = layer_norm_backward(*arguments)
+        for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+            if not mask[index]:
+                assert have is None, (index, mask)
+                continue
+            torch.testing.assert_close(have.double(), want, atol=1e-5, rtol=1e-5)
 
 
 def test_the_embedding_and_max_pooling_gradients_are_torchs() -> None:

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
     UnitAttr,
+    f32,
     i8,
     i32,
     i64,
@@ -307,6 +308,42 @@ class SoftmaxOp(IRDLOperation):
             raise VerifyException("a causal graph.softmax is over the last dim of a rank 2+ tensor")
 
 
+@irdl_op_definition
+class SoftmaxBackwardOp(IRDLOperation):
+    """The gradient of a softmax over the last dim from its output y and the output's
+    gradient dy: y * (dy - sum(dy * y)); with `log`, of a log-softmax from its output:
+    dy - exp(y) * sum(dy).
+
+    %dx = graph.softmax_backward %dy, %y : tensor<4x1000xf32>, tensor<4x1000xf32> -> tensor<4x1000xf32>
+    %dl = graph.softmax_backward %dy, %y {log} : tensor<4x10xf32>, tensor<4x10xf32> -> tensor<4x10xf32>
+    """
+
+    name = "graph.softmax_backward"
+    grad = operand_def(TensorType)
+    output = operand_def(TensorType)
+    log = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$grad `,` $output attr-dict `:` type($grad) `,` type($output) `->` type($result)"
+    )
+
+    def __init__(self, grad: SSAValue, output: SSAValue, log: bool = False):
+        properties: dict[str, Attribute] = {"log": UnitAttr()} if log else {}
+        super().__init__(operands=[grad, output], result_types=[output.type], properties=properties)
+
+    def verify_(self) -> None:
+        grad = _float_tensor(self.grad, "graph.softmax_backward gradient")
+        output = _float_tensor(self.output, "graph.softmax_backward output")
+        if not output.get_shape():
+            raise VerifyException("graph.softmax_backward needs a tensor of rank 1 or more")
+        if grad != output or self.result.type != output:
+            raise VerifyException(
+                "graph.softmax_backward's gradient, output and result must share one type"
+            )
+
+
 def _shape_of(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, TensorType)
     return tuple(value.type.get_shape())
@@ -519,6 +556,48 @@ class RmsNormOp(NormOp):
             result_types=[x.type],
             properties={"eps": FloatAttr(eps, Float64Type())},
         )
+
+
+@irdl_op_definition
+class LayerNormBackwardOp(IRDLOperation):
+    """The input gradient of a LayerNorm over the last dim, from the output's gradient, the
+    input, the forward's f32 statistics (one mean and rstd per row) and the weight.
+
+    %dx = graph.layer_norm_backward %dy, %x, %mean, %rstd, %w : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32> -> tensor<4x64xf32>
+    """
+
+    name = "graph.layer_norm_backward"
+    grad = operand_def(TensorType)
+    x = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$grad `,` $x `,` $mean `,` $rstd `,` $weight attr-dict `:` type($grad) `,` type($x) "
+        "`,` type($mean) `,` type($rstd) `,` type($weight) `->` type($result)"
+    )
+
+    def __init__(
+        self, grad: SSAValue, x: SSAValue, mean: SSAValue, rstd: SSAValue, weight: SSAValue
+    ):
+        super().__init__(operands=[grad, x, mean, rstd, weight], result_types=[x.type])
+
+    def verify_(self) -> None:
+        what = "graph.layer_norm_backward"
+        x = _float_tensor(self.x, f"{what} input")
+        shape = x.get_shape()
+        if not shape:
+            raise VerifyException(f"{what} needs a tensor of rank 1 or more")
+        if _float_tensor(self.grad, f"{what} gradient") != x or self.result.type != x:
+            raise VerifyException(f"{what}'s gradient, input and result must share one type")
+        rows = TensorType(f32, shape[:-1])
+        for stats in (self.mean, self.rstd):
+            if stats.type != rows:
+                raise VerifyException(f"{what}'s mean and rstd must be {rows}, one f32 a row")
+        if self.weight.type != TensorType(x.element_type, shape[-1:]):
+            raise VerifyException(f"{what}'s weight must be one {x.element_type} a column")
 
 
 class Reduction(StrEnum):
@@ -1569,10 +1648,12 @@ Graph = Dialect(
         *ELEMENTWISE.values(),
         ConstantOp,
         SoftmaxOp,
+        SoftmaxBackwardOp,
         MatmulOp,
         ConvOp,
         LayerNormOp,
         RmsNormOp,
+        LayerNormBackwardOp,
         ReduceOp,
         CumsumOp,
         EmbeddingOp,

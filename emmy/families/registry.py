@@ -27,6 +27,7 @@ from emmy.families import (
     grouped_matmul,
     index_copy,
     layer_norm,
+    layer_norm_backward,
     mask_bias,
     matmul,
     matmul_path,
@@ -39,6 +40,7 @@ from emmy.families import (
     rms_norm,
     rope,
     softmax,
+    softmax_backward,
     split_sum,
     transpose,
     vendor_attention,
@@ -51,7 +53,9 @@ FAMILIES: dict[str, Family] = {
     module.FAMILY.name: module.FAMILY
     for module in (
         softmax,
+        softmax_backward,
         layer_norm,
+        layer_norm_backward,
         rms_norm,
         elementwise,
         reduce_rows,

@@ -7,10 +7,13 @@ fused kernel: the forward ops (layer_norm, softmax, attention) are none of these
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import cache
 
 import torch
+
+from emmy.frontend import ops
 
 aten = torch.ops.aten
 
@@ -19,10 +22,7 @@ aten = torch.ops.aten
 TORCH_DECOMPOSED = [
     aten.nll_loss_forward,
     aten.nll_loss_backward,
-    aten._log_softmax_backward_data,
-    aten._softmax_backward_data,
     aten.threshold_backward,
-    aten.native_layer_norm_backward,
     aten.gelu_backward,
     aten.silu_backward,
     aten.tanh_backward,
@@ -107,6 +107,38 @@ def attention_backward(
         grad_key = grad_key.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
         grad_value = grad_value.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
     return grad_query, grad_key, grad_value
+
+
+def layer_norm_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    normalized_shape: list[int],
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """A LayerNorm's gradients over its normalised trailing dims as rows: the input's by one
+    row kernel (`emmy::layer_norm_backward`, where torch's form is five row reductions and
+    sweeps), the weight's and the bias's as sums over the rows, in f32."""
+    cols = math.prod(normalized_shape)
+    rows = input.numel() // cols if cols else 0
+    if rows == 0:
+        return NotImplemented
+    x, grad = input.reshape(rows, cols), grad_out.reshape(rows, cols)
+    mean_rows, rstd_rows = mean.reshape(rows).float(), rstd.reshape(rows).float()
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        w = weight.reshape(cols) if weight is not None else input.new_ones(cols)
+        grad_input = ops.layer_norm_backward(grad, x, mean_rows, rstd_rows, w)
+        grad_input = grad_input.reshape(input.shape)
+    if output_mask[1] and weight is not None:
+        x_hat = (x.float() - mean_rows.unsqueeze(1)) * rstd_rows.unsqueeze(1)
+        grad_weight = (grad.float() * x_hat).sum(0).to(weight.dtype).reshape(weight.shape)
+    if output_mask[2] and bias is not None:
+        grad_bias = grad.float().sum(0).to(bias.dtype).reshape(bias.shape)
+    return grad_input, grad_weight, grad_bias
 
 
 def convolution_backward(
@@ -314,6 +346,7 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten.embedding_dense_backward.default: embedding_backward,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: attention_backward,
     aten.convolution_backward.default: convolution_backward,
+    aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,
 }
 

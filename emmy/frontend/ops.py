@@ -49,3 +49,33 @@ def _(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, length: torch.Tensor
 ) -> torch.Tensor:
     return torch.empty_like(q)
+
+
+@torch.library.custom_op("emmy::layer_norm_backward", mutates_args=())
+def layer_norm_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+) -> torch.Tensor:
+    """The input gradient of a LayerNorm over the last dim of x [rows, cols] (what a
+    training step's backward decomposes `native_layer_norm_backward` to, emmy.frontend.
+    decompositions): grad [rows, cols], the forward's f32 statistics mean and rstd [rows],
+    weight [cols]. With g = grad · weight and x̂ = (x − mean) · rstd,
+    dx = rstd · (g − mean(g) − x̂ · mean(g · x̂)) over each row, computed in f32."""
+    g = grad.float() * weight.float()
+    x_hat = (x.float() - mean.unsqueeze(1)) * rstd.unsqueeze(1)
+    inner = g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True)
+    return (rstd.unsqueeze(1) * inner).to(x.dtype)
+
+
+@layer_norm_backward.register_fake
+def _(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+) -> torch.Tensor:
+    return torch.empty_like(x)

@@ -235,9 +235,11 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
             "batch_norm", "_native_batch_norm_legit_no_training", "max_pool1d", "max_pool2d",
             "max_pool3d", "max_pool2d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
             "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-            "_adaptive_avg_pool2d", "adaptive_max_pool2d",
+            "_adaptive_avg_pool2d", "adaptive_max_pool2d", "_softmax_backward_data",
+            "_log_softmax_backward_data",
         )
     },
+    "emmy.layer_norm_backward": _reads_input,
 }  # fmt: skip
 
 

@@ -81,6 +81,14 @@ def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
     return [_layer_norm(self, node), mean, rstd]
 
 
+@ATEN.handles("emmy.layer_norm_backward.default")
+def _layer_norm_backward(self: FunctionBuilder, node: fx.Node) -> View:
+    """A LayerNorm's input gradient over rows (emmy.frontend.decompositions)."""
+    grad, x, mean, rstd, weight = (self.operand(arg) for arg in node.args)
+    value = self.insert(graph.LayerNormBackwardOp(grad, x, mean, rstd, weight))
+    return self.result(value, _value(node))
+
+
 def _used_results(node: fx.Node) -> set[int]:
     """The indices of a multi-result node's results that some node reads."""
     return {arg_int(user, 1) for user in node.users if user.target is operator.getitem}

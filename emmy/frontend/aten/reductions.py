@@ -226,6 +226,43 @@ def _softmax(self: FunctionBuilder, node: fx.Node) -> View:
     return self.over_last_dim(node, arg_int(node, 1), build)
 
 
+def _softmax_backward_refusal(node: fx.Node) -> str | None:
+    grad, output = arg_example(node, 0), arg_example(node, 1)
+    if output.dim() == 0 or output.numel() == 0:
+        return f"{op_name(node)} of a tensor of shape {list(output.shape)} is not supported"
+    if grad.dtype != output.dtype or grad.shape != output.shape:
+        return f"{op_name(node)} of a gradient unlike the output is not supported"
+    return None
+
+
+@ATEN.handles(
+    "aten._softmax_backward_data.default",
+    "aten._log_softmax_backward_data.default",
+    accepts=_softmax_backward_refusal,
+)
+def _softmax_backward(self: FunctionBuilder, node: fx.Node) -> View:
+    """A (log-)softmax's gradient from its output, over its dim moved last (a transposed
+    copy of each operand), in the input's dtype (a softmax autocast computed in float32)."""
+    log = op_name(node) == "aten._log_softmax_backward_data.default"
+    grad, output = self.view_of(node.args[0]), self.view_of(node.args[1])
+    rank = output.meta.dim()
+    dim = arg_int(node, 2) % rank
+    grad, output = (
+        self.contiguous(View(view.base, view.meta.transpose(dim, rank - 1)))
+        for view in (grad, output)
+    )
+    value = self.insert(graph.SoftmaxBackwardOp(grad, output, log))
+    example = node.meta["val"]
+    wanted = self.type_of(example).element_type
+    if value.type.element_type != wanted:
+        converted = TensorType(wanted, value.type.get_shape())
+        value = self.insert(graph.elementwise("convert", [value], converted))
+    result = self.result(value, example)
+    if dim == rank - 1:
+        return result
+    return View(result.base, result.meta.transpose(dim, rank - 1))
+
+
 @ATEN.handles("aten._log_softmax.default", "aten.log_softmax.int", accepts=_softmax_refusal)
 def _log_softmax(self: FunctionBuilder, node: fx.Node) -> View:
     """x - logsumexp(x) over a dim: a row reduction, then a subtraction of its column."""

@@ -69,3 +69,25 @@ func.func @softmax(%s : tensor<4x16xf32>, %m : tensor<16xf32>, %v : tensor<4x16x
 // CHECK: func.func @softmax(%[[S:[^:]*]]: tensor<4x16xf32>, %[[M:[^:]*]]: tensor<16xf32>, %[[V:[^:]*]]: tensor<4x16xf32>)
 // CHECK-NEXT: %{{.*}} = kernel.call @[[SM]](%[[S]], %[[M]], %[[V]]) : (tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT: func.return
+
+// A softmax's and a log-softmax's gradients, each one row kernel over its output.
+func.func @softmax_backward(%g : tensor<2x3x16xf32>, %p : tensor<2x3x16xf32>, %l : tensor<6x10xf16>, %gl : tensor<6x10xf16>) -> (tensor<2x3x16xf32>, tensor<6x10xf16>) {
+  %dp = graph.softmax_backward %g, %p : tensor<2x3x16xf32>, tensor<2x3x16xf32> -> tensor<2x3x16xf32>
+  %dl = graph.softmax_backward %gl, %l {log} : tensor<6x10xf16>, tensor<6x10xf16> -> tensor<6x10xf16>
+  func.return %dp, %dl : tensor<2x3x16xf32>, tensor<6x10xf16>
+}
+// CHECK-DAG: fork.site @[[SB:softmax_backward_[0-9]+]] "softmax_backward" "rows=6,cols=16,T=f32" {
+// CHECK-DAG: fork.site @[[LB:softmax_backward_[0-9]+]] "softmax_backward" "rows=6,cols=10,T=f16,log=yes" {
+// CHECK: func.func @softmax_backward(%[[G:[^:]*]]: tensor<2x3x16xf32>, %[[P:[^:]*]]: tensor<2x3x16xf32>, %[[L:[^:]*]]: tensor<6x10xf16>, %[[GL:[^:]*]]: tensor<6x10xf16>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[SB]](%[[G]], %[[P]])
+// CHECK-NEXT: %{{.*}} = kernel.call @[[LB]](%[[GL]], %[[L]])
+
+// A LayerNorm's input gradient: one row kernel over the gradient, the input, the saved
+// statistics and the weight.
+func.func @layer_norm_backward(%g : tensor<2x3x16xf32>, %x : tensor<2x3x16xf32>, %m : tensor<2x3xf32>, %r : tensor<2x3xf32>, %w : tensor<16xf32>) -> tensor<2x3x16xf32> {
+  %dx = graph.layer_norm_backward %g, %x, %m, %r, %w : tensor<2x3x16xf32>, tensor<2x3x16xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<16xf32> -> tensor<2x3x16xf32>
+  func.return %dx : tensor<2x3x16xf32>
+}
+// CHECK: fork.site @[[LNB:layer_norm_backward_[0-9]+]] "layer_norm_backward" "rows=6,cols=16,T=f32" {
+// CHECK: func.func @layer_norm_backward(%[[G:[^:]*]]: tensor<2x3x16xf32>, %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[M:[^:]*]]: tensor<2x3xf32>, %[[R:[^:]*]]: tensor<2x3xf32>, %[[W:[^:]*]]: tensor<16xf32>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[LNB]](%[[G]], %[[X]], %[[M]], %[[R]], %[[W]])

@@ -56,6 +56,38 @@ func.func @softmax_shape(%x : tensor<4x8xf32>) -> tensor<8x4xf32> {
 
 // -----
 
+func.func @softmax_backward_types(%g : tensor<4x8xf16>, %y : tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = graph.softmax_backward %g, %y : tensor<4x8xf16>, tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %a : tensor<4x8xf32>
+}
+// CHECK: graph.softmax_backward's gradient, output and result must share one type
+
+// -----
+
+func.func @softmax_backward_rank0(%g : tensor<f32>, %y : tensor<f32>) -> tensor<f32> {
+  %a = graph.softmax_backward %g, %y {log} : tensor<f32>, tensor<f32> -> tensor<f32>
+  func.return %a : tensor<f32>
+}
+// CHECK: graph.softmax_backward needs a tensor of rank 1 or more
+
+// -----
+
+func.func @layer_norm_backward_stats(%g : tensor<4x8xf16>, %x : tensor<4x8xf16>, %m : tensor<4xf16>, %w : tensor<8xf16>) -> tensor<4x8xf16> {
+  %a = graph.layer_norm_backward %g, %x, %m, %m, %w : tensor<4x8xf16>, tensor<4x8xf16>, tensor<4xf16>, tensor<4xf16>, tensor<8xf16> -> tensor<4x8xf16>
+  func.return %a : tensor<4x8xf16>
+}
+// CHECK: graph.layer_norm_backward's mean and rstd must be tensor<4xf32>, one f32 a row
+
+// -----
+
+func.func @layer_norm_backward_weight(%g : tensor<4x8xf32>, %x : tensor<4x8xf32>, %m : tensor<4xf32>, %w : tensor<4xf32>) -> tensor<4x8xf32> {
+  %a = graph.layer_norm_backward %g, %x, %m, %m, %w : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<4x8xf32>
+  func.return %a : tensor<4x8xf32>
+}
+// CHECK: graph.layer_norm_backward's weight must be one f32 a column
+
+// -----
+
 func.func @unary_shape(%x : tensor<4x8xf32>) -> tensor<8xf32> {
   %a = graph.tanh %x : tensor<4x8xf32> -> tensor<8xf32>
   func.return %a : tensor<8xf32>

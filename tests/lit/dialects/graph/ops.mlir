@@ -29,6 +29,13 @@ func.func @ops(%x : tensor<4x8xf32>, %row : tensor<8xf32>) -> tensor<4x8xf32> {
   // CHECK-NEXT: graph.softmax %{{.*}} {dim = -1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
   %yc = graph.softmax %n {dim = -1 : i64, causal} : tensor<4x8xf32> -> tensor<4x8xf32>
   // CHECK-NEXT: graph.softmax %{{.*}} {dim = -1 : i64, causal} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %dx = graph.softmax_backward %x, %y : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK-NEXT: graph.softmax_backward %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %dl = graph.softmax_backward %x, %y {log} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK-NEXT: graph.softmax_backward %{{.*}}, %{{.*}} {log} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %mean = graph.reduce %x {kind = #graph<reduction mean>} : tensor<4x8xf32> -> tensor<4xf32>
+  %lnb = graph.layer_norm_backward %dx, %x, %mean, %mean, %row : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  // CHECK: graph.layer_norm_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32> -> tensor<4x8xf32>
   func.return %y : tensor<4x8xf32>
 }
 

@@ -1,0 +1,68 @@
+"""The input gradient of a LayerNorm over the last dim, from its saved statistics."""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.ir import Operation
+
+from emmy.dialects import graph
+from emmy.families.chains import dtype_of, shape_of
+from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.rows import ROW_SHAPES, norm_atol
+
+
+def site(op: Operation, fusion: Fusion) -> Site:
+    assert isinstance(op, graph.LayerNormBackwardOp)
+    shape = shape_of(op.x)
+    key: dict[str, int | str] = {
+        "rows": math.prod(shape[:-1]),
+        "cols": shape[-1],
+        "T": dtype_of(op.x),
+    }
+    return Site("layer_norm_backward", key, [op.grad, op.x, op.mean, op.rstd, op.weight])
+
+
+def reference(key: dict, inputs: list):
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    grad, x, mean, rstd, weight = (t.double() for t in inputs)
+    cols = int(key["cols"])
+    statistics = mean.reshape(-1, 1), rstd.reshape(-1, 1)
+    mask = [True, False, False]
+    return torch.ops.aten.native_layer_norm_backward(
+        grad, x, [cols], *statistics, weight, None, mask
+    )[0]
+
+
+def check_keys(dtype: str) -> list[dict]:
+    return [{"rows": rows, "cols": cols, "T": dtype} for rows, cols in ROW_SHAPES]
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    """The output's gradient, an input whose mean matters beside its spread, its statistics
+    as the forward saved them (f32, eps 1e-5) and a weight."""
+    # torch stays off the compile path: only checks build inputs
+    import torch
+
+    from emmy.families.tensors import randn
+
+    rows, cols = key["rows"], key["cols"]
+    x = randn((rows, cols), dtype, generator, 2.0, 0.5)
+    variance, mean = torch.var_mean(x.double(), -1, correction=0)
+    rstd = torch.rsqrt(variance + 1e-5)
+    grad, weight = randn((rows, cols), dtype, generator), randn((cols,), dtype, generator)
+    return [grad, x, mean.float(), rstd.float(), weight]
+
+
+FAMILY = Family(
+    "layer_norm_backward",
+    FamilyKind.KERNEL,
+    ops=(graph.LayerNormBackwardOp,),
+    site=site,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=norm_atol,
+)
