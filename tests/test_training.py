@@ -15,12 +15,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import emmy.api
 from emmy.frontend.decompositions import (
     attention_backward,
     convolution_backward,
+    cudnn_attention_backward,
+    efficient_attention_backward,
     embedding_backward,
+    flash_attention_backward,
     layer_norm_backward,
     max_pool_backward,
 )
@@ -186,6 +190,60 @@ def test_the_attention_gradients_are_torchs() -> None:
         )  # fmt: skip
         for want, have in zip((q.grad, k.grad, v.grad), got, strict=True):
             torch.testing.assert_close(have, want)
+        # a GPU's backward ops, with their own arguments, decompose to the same
+        tensors = (grad, q.detach(), k.detach(), v.detach())
+        out, unread = out.detach(), torch.empty(0)
+        if mask_kind != "bool":
+            for gpu in (
+                efficient_attention_backward(
+                    *tensors, mask, out, unread, unread, unread, 0.0, [True] * 3 + [False],
+                    causal, scale=0.3,
+                )[:3],
+                cudnn_attention_backward(
+                    *tensors, out, unread, unread, unread, mask, unread, unread, 8, 8, 0.0,
+                    causal, scale=0.3,
+                ),
+            ):
+                for have, want in zip(gpu, got, strict=True):
+                    torch.testing.assert_close(have, want, atol=0, rtol=0)
+        if mask_kind is None:
+            flash = flash_attention_backward(
+                *tensors, out, unread, unread, unread, 8, 8, 0.0, causal, unread, unread, scale=0.3
+            )
+            for have, want in zip(flash, got, strict=True):
+                torch.testing.assert_close(have, want, atol=0, rtol=0)
+
+
+#: a GPU's attentions below autograd (the flash one causal and scaled, the others under an
+#: additive bias), as AOTAutograd hands a graph that calls them to the backend
+GPU_ATTENTIONS = {
+    "flash": lambda q, k, v, bias: aten._scaled_dot_product_flash_attention(
+        q, k, v, 0.0, True, scale=0.3
+    )[:1],
+    "efficient": lambda q, k, v, bias: aten._scaled_dot_product_efficient_attention(
+        q, k, v, bias, True
+    )[:1],
+    "cudnn": lambda q, k, v, bias: aten._scaled_dot_product_cudnn_attention(
+        q, k, v, bias, True
+    )[:1],
+}
+
+
+@pytest.mark.parametrize("name", GPU_ATTENTIONS)
+def test_a_gpus_attention_op_runs_in_emmys_kernels(name: str) -> None:
+    """The ops SDPA becomes on a GPU, traced on the CPU through their meta kernels (no
+    CPU kernel runs them), compiled strict by the backend and run on the emulator."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16)
+    bias = torch.randn(2, 4, 5, 8)
+    graph_module = make_fx(GPU_ATTENTIONS[name], tracing_mode="fake")(q, k, v, bias)
+    backend = emmy.api.backend(device=EmuDevice(), fallback=False, strict=True)
+    (got,) = backend(graph_module, [q, k, v, bias])(q, k, v, bias)
+    if name == "flash":
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+    else:
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    torch.testing.assert_close(got, want)
 
 
 def test_the_layer_norm_gradients_are_torchs() -> None:

@@ -109,6 +109,78 @@ def attention_backward(
     return grad_query, grad_key, grad_value
 
 
+def flash_attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    cum_seq_q: torch.Tensor,
+    cum_seq_k: torch.Tensor,
+    max_q: int,
+    max_k: int,
+    dropout_p: float,
+    is_causal: bool,
+    philox_seed: torch.Tensor,
+    philox_offset: torch.Tensor,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A GPU's flash attention backward (SDPA's on f16/bf16) as the CPU's."""
+    return attention_backward(
+        grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale
+    )
+
+
+def efficient_attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    philox_seed: torch.Tensor,
+    philox_offset: torch.Tensor,
+    dropout_p: float,
+    grad_input_mask: list[bool],
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    """A GPU's memory-efficient attention backward (SDPA's on f32 and under a mask) as the
+    CPU's; a bias that wants its own gradient stays torch's."""
+    if attn_bias is not None and grad_input_mask[3]:
+        return NotImplemented
+    gradients = attention_backward(
+        grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_bias, scale
+    )
+    return (*gradients, None)
+
+
+def cudnn_attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    philox_seed: torch.Tensor,
+    philox_offset: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    cum_seq_q: torch.Tensor,
+    cum_seq_k: torch.Tensor,
+    max_q: int,
+    max_k: int,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A GPU's cuDNN attention backward (SDPA's first choice on a Hopper) as the CPU's."""
+    return attention_backward(
+        grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_bias, scale
+    )
+
+
 def layer_norm_backward(
     grad_out: torch.Tensor,
     input: torch.Tensor,
@@ -345,6 +417,9 @@ def _foreach_decompositions() -> dict:
 EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten.embedding_dense_backward.default: embedding_backward,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: attention_backward,
+    aten._scaled_dot_product_flash_attention_backward.default: flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward.default: efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward.default: cudnn_attention_backward,
     aten.convolution_backward.default: convolution_backward,
     aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,

@@ -16,7 +16,7 @@ from emmy.dialects import graph
 from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import ATEN, _storage_name, _value
 from emmy.frontend.function_builder import FunctionBuilder, View
-from emmy.frontend.op_registry import Refusal
+from emmy.frontend.op_registry import Refusal, op_name
 
 
 @ATEN.handles("emmy.rope.default")
@@ -65,8 +65,29 @@ def _sdpa_arguments(node: fx.Node) -> dict:
     return dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
 
 
-def _flash_arguments(node: fx.Node) -> dict:
-    names = ["query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"]
+#: torch's attentions below autograd, by the names of their positional arguments: the
+#: CPU's flash attention, and the GPU's (flash, memory-efficient, cuDNN). Their results
+#: past the output (the log-sum-exp, RNG state, sequence bounds) are read by their
+#: backward ops alone, which the backend decomposes recomputing the probabilities
+#: (emmy.frontend.decompositions), so no graph emmy compiles reads them.
+FUSED_ATTENTIONS = {
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": (
+        "query", "key", "value", "dropout_p", "is_causal", "attn_mask",
+    ),
+    "aten._scaled_dot_product_flash_attention.default": (
+        "query", "key", "value", "dropout_p", "is_causal",
+    ),
+    "aten._scaled_dot_product_efficient_attention.default": (
+        "query", "key", "value", "attn_mask", "compute_log_sumexp", "dropout_p", "is_causal",
+    ),
+    "aten._scaled_dot_product_cudnn_attention.default": (
+        "query", "key", "value", "attn_mask", "compute_log_sumexp", "dropout_p", "is_causal",
+    ),
+}  # fmt: skip
+
+
+def _fused_arguments(node: fx.Node) -> dict:
+    names = FUSED_ATTENTIONS[op_name(node)]
     return dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
 
 
@@ -88,15 +109,13 @@ def _attention(self: FunctionBuilder, node: fx.Node) -> View:
     return _sdpa(self, node, _sdpa_arguments(node))
 
 
-@ATEN.handles(
-    "aten._scaled_dot_product_flash_attention_for_cpu.default",
-    accepts=_without_dropout(_flash_arguments),
-)
-def _attention_for_cpu(self: FunctionBuilder, node: fx.Node) -> list:
-    """torch's CPU flash attention (what SDPA is below autograd): the output and its
-    log-sum-exp, which no inference graph reads. It takes k/v of fewer heads than q as
-    grouped-query attention (what SDPA with enable_gqa=True becomes)."""
-    return [_sdpa(self, node, {"enable_gqa": True, **_flash_arguments(node)}), None]
+@ATEN.handles(*FUSED_ATTENTIONS, accepts=_without_dropout(_fused_arguments))
+def _fused_attention(self: FunctionBuilder, node: fx.Node) -> list:
+    """The output of an attention below autograd (what SDPA becomes on the CPU and on a
+    GPU), its other results None. It takes k/v of fewer heads than q as grouped-query
+    attention (what SDPA with enable_gqa=True becomes)."""
+    rest = [None] * (len(node.meta["val"]) - 1)
+    return [_sdpa(self, node, {"enable_gqa": True, **_fused_arguments(node)}), *rest]
 
 
 def _additive_mask(self: FunctionBuilder, view: View, dtype: Attribute) -> View:
