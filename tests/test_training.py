@@ -196,12 +196,31 @@ def test_the_attention_gradients_are_torchs() -> None:
         if mask_kind != "bool":
             for gpu in (
                 efficient_attention_backward(
-                    *tensors, mask, out, unread, unread, unread, 0.0, [True] * 3 + [False],
-                    causal, scale=0.3,
+                    *tensors,
+                    mask,
+                    out,
+                    unread,
+                    unread,
+                    unread,
+                    0.0,
+                    [True] * 3 + [False],
+                    causal,
+                    scale=0.3,
                 )[:3],
                 cudnn_attention_backward(
-                    *tensors, out, unread, unread, unread, mask, unread, unread, 8, 8, 0.0,
-                    causal, scale=0.3,
+                    *tensors,
+                    out,
+                    unread,
+                    unread,
+                    unread,
+                    mask,
+                    unread,
+                    unread,
+                    8,
+                    8,
+                    0.0,
+                    causal,
+                    scale=0.3,
                 ),
             ):
                 for have, want in zip(gpu, got, strict=True):
@@ -223,9 +242,9 @@ GPU_ATTENTIONS = {
     "efficient": lambda q, k, v, bias: aten._scaled_dot_product_efficient_attention(
         q, k, v, bias, True
     )[:1],
-    "cudnn": lambda q, k, v, bias: aten._scaled_dot_product_cudnn_attention(
-        q, k, v, bias, True
-    )[:1],
+    "cudnn": lambda q, k, v, bias: aten._scaled_dot_product_cudnn_attention(q, k, v, bias, True)[
+        :1
+    ],
 }
 
 
