@@ -9,9 +9,9 @@ mlp, cnn, gpt2, llama, vit) has torch.compile's training step instead, its forwa
 (`train forward`) and its backward graphs (`train backward`) each a row.
 
     .venv/bin/python benchmarks/model_coverage.py [--sets vision,training] [--models gpt2,unet]
-        [--apis export,torch.compile] [--seq 8]
+        [--training mlp,gpt2] [--apis export,torch.compile] [--seq 8]
 
-With neither --sets nor --models, every set. FLOPs as emmy.frontend.torch_fallback counts them.
+With none of --sets, --models and --training, every set. FLOPs as emmy.frontend.torch_fallback counts them.
 Converting is all either API does here (no kernel is built): torch.compile's graphs are
 converted by a backend that then runs them eagerly, as emmy.api.backend converts them
 before it builds their kernels.
@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
-from collections.abc import Sequence
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from emmy.api import convert_aot_graph, frozen_parameters
+from emmy.api import converting_compiler
 from emmy.frontend import tiny_models
 from emmy.frontend.decompositions import decompositions
 from emmy.frontend.export import export
@@ -45,34 +44,12 @@ def export_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, in
     return export(model, inputs).coverage, 1
 
 
-def converting(coverages: list[Coverage], training: bool = False):
-    """An AOTAutograd compiler that converts each graph it is handed as
-    emmy.api.CompiledGraph converts it (then runs it eagerly), appending its coverage."""
-
-    def convert_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
-        # a training step's parameters are inputs: the optimizer moves them
-        frozen = frozenset() if training else frozen_parameters()
-
-        def first_call_converts(*inputs: object) -> object:
-            # frozen parameters are read at the first call, as the backend reads them
-            if not converted:
-                model = convert_aot_graph(graph_module, inputs, frozen, fallback=True)
-                coverages.append(model.coverage)
-                converted.append(True)
-            return graph_module(*inputs)
-
-        converted: list[bool] = []
-        return first_call_converts
-
-    return convert_graph
-
-
 def torch_compile_coverage(model: torch.nn.Module, inputs: tuple) -> tuple[Coverage, int]:
     """torch.compile's account: each graph AOTAutograd hands the backend, converted, their
     coverages summed."""
     coverages: list[Coverage] = []
     backend = aot_autograd(
-        fw_compiler=converting(coverages),
+        fw_compiler=converting_compiler(lambda m: coverages.append(m.coverage)),
         decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
@@ -90,8 +67,8 @@ def training_coverage(name: str) -> dict[str, tuple[Coverage, int]]:
     forward: list[Coverage] = []
     backward: list[Coverage] = []
     backend = aot_autograd(
-        fw_compiler=converting(forward, training=True),
-        bw_compiler=converting(backward, training=True),
+        fw_compiler=converting_compiler(lambda m: forward.append(m.coverage), training=True),
+        bw_compiler=converting_compiler(lambda m: backward.append(m.coverage), training=True),
         decompositions=decompositions(),
         keep_inference_input_mutations=True,
     )
@@ -149,6 +126,9 @@ def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
         "--models", default="", help=f"comma-separated, of {', '.join(tiny_models.MODELS)}"
     )
     parser.add_argument(
+        "--training", default="", help=f"training steps, comma-separated, of {', '.join(TRAINING)}"
+    )
+    parser.add_argument(
         "--apis", default=",".join(APIS), help=f"comma-separated, of {', '.join(APIS)}"
     )
     parser.add_argument("--seq", type=int, default=8, help="sequence length (default: 8)")
@@ -156,19 +136,23 @@ def arguments() -> tuple[list[tuple[str, list[str]]], list[str], int]:
     set_names = [s for s in args.sets.split(",") if s]
     models = [m for m in args.models.split(",") if m]
     apis = [a for a in args.apis.split(",") if a]
+    steps = [t for t in args.training.split(",") if t]
     for given, known, what in (
         (set_names, sets_known, "set"),
         (models, tiny_models.MODELS, "model"),
+        (steps, TRAINING, "training step"),
         (apis, APIS, "API"),
     ):
         unknown = sorted(set(given) - set(known))
         if unknown:
             parser.error(f"unknown {what}(s) {', '.join(unknown)}")
-    if not set_names and not models:
+    if not set_names and not models and not steps:
         set_names = list(sets_known)
     sets = [(name, sets_known[name]) for name in set_names]
     if models:
         sets.append(("models", models))
+    if steps:
+        sets.append((TRAINING_SET, steps))
     return sets, apis, args.seq
 
 

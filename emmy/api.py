@@ -11,7 +11,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import SupportsInt, cast
@@ -366,6 +366,29 @@ def convert_aot_graph(
     user = [i for i in tensors if i not in frozen]
     places = {out: user.index(tensors[place]) for out, place in mutations.items()}
     return Converter(graph, constants, None, fallback, places).convert()
+
+
+def converting_compiler(
+    record: Callable[[ModelGraph], object], training: bool = False
+) -> Callable[[torch.fx.GraphModule, Sequence[object]], Callable[..., object]]:
+    """An AOTAutograd compiler that runs each graph it is handed eagerly, converted at its
+    first call (real inputs, as the backend converts them) and the converted graph handed
+    to `record`: a benchmark's coverage, gpu-day's prebuilt kernels. A training step's
+    parameters are inputs (`training`), an inference graph's frozen as the backend's."""
+
+    def convert_graph(graph_module: torch.fx.GraphModule, example_inputs: Sequence[object]):
+        frozen = frozenset() if training else frozen_parameters()
+        converted: list[bool] = []
+
+        def first_call_converts(*inputs: object) -> object:
+            if not converted:
+                record(convert_aot_graph(graph_module, inputs, frozen, fallback=True))
+                converted.append(True)
+            return graph_module(*inputs)
+
+        return first_call_converts
+
+    return convert_graph
 
 
 def eager_line(graph_module: torch.fx.GraphModule, error: BaseException) -> str:

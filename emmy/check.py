@@ -4,9 +4,9 @@ run on a device against the float64 references of the families (emmy.measure.ref
 The shapes and inputs are each family's (emmy/families/, `check_keys` and `check_inputs`).
 On a GPU a case runs in a worker process (emmy.measure.bench_worker): a kernel that faults is a
 failure of its case, and leaves the process that checks the next case unharmed.
-Options are covered pairwise over the shapes and forks together (each option at least once,
-every pair of options together); all variants of a family and dtype share one source, so a
-case costs one compiler invocation and one device run. The test suite runs the cases on the
+Options are covered pairwise over the storage types, shapes and forks together (each option
+at each shape and in each storage type, every pair of options together); all variants of a
+family and dtype share one source, so a case costs one compiler invocation and one device run. The test suite runs the cases on the
 emulator; scripts/gpu-check runs the same cases on a GPU.
 """
 
@@ -67,12 +67,14 @@ def check_keys(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
 
 
 def case_variants(family_name: str, dtype: str, index: str = "i32") -> list[tuple[int, Variant]]:
-    """The kernels a case runs, each with the index of its check key: pairwise over the
-    shapes and the forks together (each option once in 64-bit arithmetic, which changes the
+    """The kernels a case runs, each with the index of its check key: the storage type's
+    share of checked_variants (each option once in 64-bit arithmetic, which changes the
     integer type, not what the options do)."""
+    if index == "i32":
+        return [(shape, v) for d, shape, v in checked_variants(family_name) if d == dtype]
     keys = check_keys(family_name, dtype, index)
     space = ForkSpace.of(family(family_name))
-    chosen = space.pairwise(keys, 2 if index == "i32" else 1, keys_paired=True)
+    chosen = space.pairwise(keys, 1, keys_paired=True)
     return [
         (shape, Variant(f"s{shape}_{n}", family_name, keys[shape], config))
         for n, (shape, config) in enumerate(chosen)
@@ -86,6 +88,42 @@ def case_configs(family_name: str, dtype: str, index: str = "i32") -> list[dict]
         {"shape": shape, **variant.config}
         for shape, variant in case_variants(family_name, dtype, index)
     ]
+
+
+def _keys_in_every_dtype(family_name: str) -> list[tuple[str, int, dict]]:
+    """The family's check keys in each storage type it is checked in: (its storage type,
+    its index among that type's keys, the key)."""
+    return [
+        (dtype, shape, key)
+        for dtype in dtypes_of(family_name)
+        for shape, key in enumerate(check_keys(family_name, dtype))
+    ]
+
+
+def _cover_in_every_dtype(family_name: str, keys_paired: bool) -> list[tuple[str, int, Variant]]:
+    """Pairwise over the storage types, the shapes and the forks together, the storage type
+    paired with the options as a fork is: (storage type, shape index, kernel)."""
+    keyed = _keys_in_every_dtype(family_name)
+    chosen = ForkSpace.of(family(family_name)).pairwise(
+        [key for _, _, key in keyed],
+        keys_paired=keys_paired,
+        key_labels=[shape for _, shape, _ in keyed],
+        key_forks=[{"T": dtype} for dtype, _, _ in keyed],
+    )
+    return [
+        (keyed[at][0], keyed[at][1], Variant(f"s{keyed[at][1]}_{n}", family_name, keyed[at][2], c))
+        for n, (at, c) in enumerate(chosen)
+    ]
+
+
+@cache
+def checked_variants(family_name: str) -> tuple[tuple[str, int, Variant], ...]:
+    """The kernels the emulator's and a GPU's checks run, over every storage type the
+    family is checked in: pairwise over the storage types, the shapes and the forks
+    together. Each option runs at each shape and in each storage type, each pair of
+    options somewhere, each shape in each storage type: the types share the pairs a
+    single type's cover runs, instead of each type running them all."""
+    return tuple(_cover_in_every_dtype(family_name, keys_paired=True))
 
 
 def pairwise_cover(
@@ -102,13 +140,15 @@ def pairwise_cover(
 
 
 @cache
-def register_program(family_name: str, dtype: str) -> CudaProgram:
+def register_program(family_name: str) -> CudaProgram:
     """What the register checks compile (no spills; rows kept in registers): a kernel per
-    config of the family's pairwise cover over its check keys in `dtype`. A config's
-    registers come from its tiles and from the sizes its key makes constants, so each
-    option and each pair of options compiles at some key, and each key at least once; the
-    emulator's check (`case`) runs each option at each key besides."""
-    return compile_sites(pairwise_cover(family_name, check_keys(family_name, dtype), "s"))
+    config of the family's pairwise cover over its check keys in every storage type it is
+    checked in (each option in each type). A config's registers come from its tiles and
+    from the sizes its key makes constants, so each option and each pair of options
+    compiles at some key, and each key at least once; the emulator's check (`case`) runs
+    each option at each key besides."""
+    variants = [v for _, _, v in _cover_in_every_dtype(family_name, keys_paired=False)]
+    return compile_sites(variants)
 
 
 @cache

@@ -72,6 +72,11 @@ def prepared(tmp_path_factory) -> tuple[Path, str]:
     return folder, done.stdout
 
 
+#: the tests reading `prepared` run in one worker, which prepares once
+SHARES_PREPARED = pytest.mark.xdist_group("gpu-day-prepared")
+
+
+@SHARES_PREPARED
 def test_prepare_downloads_the_wheels_and_compiles_the_kernels(prepared) -> None:
     folder, printed = prepared
     wheels = sorted(p.name.split("-")[0].lower() for p in (folder / "wheels").glob("*.whl"))
@@ -82,7 +87,7 @@ def test_prepare_downloads_the_wheels_and_compiles_the_kernels(prepared) -> None
     assert manifest["python"] == "3.12"  # the GPU image's, not this machine's
     # every kind of source the steps compile first, at the --quick settings, into the cache
     compiled = set(manifest["took_s"])
-    assert {"gpt2, emmy kernels", "decode programs"} <= compiled
+    assert {"gpt2, emmy kernels", "decode programs", "GPT-2 tiny training step"} <= compiled
     assert {
         f"{step} sweeps" for step in ("copy", "matmul_tc", "attention", "conv", "forward")
     } <= compiled
@@ -96,6 +101,7 @@ def test_prepare_downloads_the_wheels_and_compiles_the_kernels(prepared) -> None
     )
 
 
+@SHARES_PREPARED
 def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     folder, _ = prepared
     out = tmp_path / "out"

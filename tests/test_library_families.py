@@ -1,8 +1,8 @@
-"""Every option of every library family on the emulator under two thread orders (f16 where
-it is another instruction than bf16's: the tensor-core families), against
-float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills (pairwise over
-the options at the check keys, emmy.check.register_program; the f32 and bf16 sources: f16
-differs from bf16 only in its conversions). The shapes are the families' own
+"""Every option of every library family on the emulator under two thread orders, against
+float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. Pairwise over
+the storage types, the shapes and the forks together (emmy.check.checked_variants; the
+NVRTC program emmy.check.register_program): each option runs at each shape and in each
+storage type, and each pair of options somewhere. The shapes are the families' own
 (emmy/families/: ragged edges; softmax inputs with overflowing magnitudes and -inf);
 emmy.check builds the cases, which scripts/gpu-check runs on a GPU (tests/test_gpu_check.py
 runs the script itself on emu)."""
@@ -28,38 +28,19 @@ from emmy.runtime.emu import EmuDevice
 FAMILIES = checked_families()
 
 
-def compiled_dtypes(family_name: str) -> list[str]:
-    """The storage types whose sources differ in more than their conversions: f16 is left
-    out where bf16 is checked (the two differ only in the conversion instruction, not in
-    the registers a config needs or the order its threads meet in). The NVRTC test
-    compiles these; the reversed thread order runs these."""
-    checked = dtypes_of(family_name)
-    return [d for d in checked if d != "f16" or "bf16" not in checked]
-
-
-def emu_dtypes(family_name: str) -> list[str]:
-    """The storage types the emulator runs every option in: compiled_dtypes, and f16 too
-    where the family's kernels are tensor-core ones (an f16 MMA is another instruction
-    than a bf16 one; elsewhere f16 is a conversion the pointwise and model tests run)."""
-    tensor_cores = family_name.endswith("_tc")
-    return [d for d in dtypes_of(family_name) if tensor_cores or d in compiled_dtypes(family_name)]
-
-
 def _emu_cases() -> list:
     return [
         pytest.param(family_name, dtype, schedule, id=f"{family_name}-{dtype}-{schedule}")
         for family_name in FAMILIES
-        for dtype in emu_dtypes(family_name)
+        for dtype in dtypes_of(family_name)
         for schedule in ("forward", "reverse")
-        if schedule == "forward" or dtype in compiled_dtypes(family_name)
     ]
 
 
 @pytest.mark.parametrize(("family_name", "dtype", "schedule"), _emu_cases())
 def test_every_option_on_emu(family_name: str, dtype: str, schedule: str) -> None:
-    """Each option in the threads' order and, for each source that differs in more than
-    its conversions, in the reverse order (a kernel that reads what another thread has not
-    written yet differs between the two)."""
+    """Each option in the threads' order and in the reverse order (a kernel that reads what
+    another thread has not written yet differs between the two)."""
     failures = check(case(family_name, dtype), EmuDevice(), schedule)
     assert not failures, "\n".join(failures[:8])
 
@@ -81,16 +62,15 @@ def test_pairwise_runs_every_option(family_name: str) -> None:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("family_name", FAMILIES)
 def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch: str) -> None:
-    for dtype in compiled_dtypes(family_name):
-        program = register_program(family_name, dtype)
-        compiled = compile_cuda(program.source, arch)
-        assert set(compiled.resources) == set(program.kernels)
-        spilling = {
-            f"{name} [{program.kernels[name].key}] {program.kernels[name].config}": used
-            for name, used in compiled.resources.items()
-            if used.spill_stores or used.spill_loads
-        }
-        assert not spilling, f"{family_name} {dtype} {arch} spills: {spilling}"
+    program = register_program(family_name)
+    compiled = compile_cuda(program.source, arch)
+    assert set(compiled.resources) == set(program.kernels)
+    spilling = {
+        f"{name} [{program.kernels[name].key}] {program.kernels[name].config}": used
+        for name, used in compiled.resources.items()
+        if used.spill_stores or used.spill_loads
+    }
+    assert not spilling, f"{family_name} {arch} spills: {spilling}"
 
 
 def test_a_wrong_kernel_is_caught() -> None:

@@ -60,9 +60,9 @@ SMOKE = {
         "launch plan: temporaries in a",
     ),
     "benchmarks/model_coverage.py": (
-        ["--models", "conv_net"],
+        ["--models", "conv_net", "--training", "mlp"],
         "stdout",
-        "all 1 model(s) (torch.compile):",
+        "all 2 model(s) (train backward):",
     ),
     "benchmarks/resolution.py": (
         ["--rows", "1000", "--sites", "5"],

@@ -123,19 +123,27 @@ class ForkSpace:
         keys: Sequence[Mapping[str, KeyValue]],
         strength: int = 2,
         keys_paired: bool = False,
+        key_labels: Sequence[int] | None = None,
+        key_forks: Sequence[Mapping[str, KeyValue]] | None = None,
     ) -> list[tuple[int, Config]]:
         """A small set of (index of a key, valid config there) covering every option and
         every pair of options (with `strength=1`, every option only) over the keys; with
         `keys_paired`, each key is paired with every option too (each option runs at each
-        key), else each key is covered once. Picked greedily, the first of the best each
-        time, so the same keys give the same set."""
+        key), else each key is covered once. `key_labels` says which key each one counts as
+        (its index unless given: one shape in several storage types is one key), and
+        `key_forks` gives per key the values that pair with the options as a fork's do (its
+        storage type). Picked greedily, the first of the best each time, so the same keys
+        give the same set."""
         candidates = [(i, c) for i, key in enumerate(keys) for c in self.configs(key)]
         if not candidates:
             return []
+        labels = list(key_labels) if key_labels is not None else list(range(len(keys)))
+        as_forks = list(key_forks) if key_forks is not None else [{}] * len(keys)
 
         def cover(index: int, config: Config) -> set:
             items = [(name, config[name]) for name in self.names]
-            at_key = (_KEY_INDEX, index)
+            items += sorted(as_forks[index].items())
+            at_key = (_KEY_INDEX, labels[index])
             paired = [at_key, *items] if keys_paired else items
             singles = {(at_key,)} | {(item,) for item in items}
             return set(itertools.combinations(paired, strength)) | singles
