@@ -12,7 +12,6 @@ emulator; scripts/gpu-check runs the same cases on a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -124,19 +123,6 @@ def checked_variants(family_name: str) -> tuple[tuple[str, int, Variant], ...]:
     options somewhere, each shape in each storage type: the types share the pairs a
     single type's cover runs, instead of each type running them all."""
     return tuple(_cover_in_every_dtype(family_name, keys_paired=True))
-
-
-def pairwise_cover(
-    family_name: str, keys: Sequence[Mapping[str, int | str]], prefix: str
-) -> list[Variant]:
-    """The family's pairwise cover over `keys` as kernels `<prefix><key index>_<n>`: every
-    option, and every pair of options of two forks, at some key; each key that has a valid
-    config at least once."""
-    chosen = ForkSpace.of(family(family_name)).pairwise(keys)
-    return [
-        Variant(f"{prefix}{index}_{n}", family_name, keys[index], config)
-        for n, (index, config) in enumerate(chosen)
-    ]
 
 
 @cache

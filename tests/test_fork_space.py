@@ -69,6 +69,31 @@ def test_pairwise_covers_every_pair_of_options_at_each_key() -> None:
     assert space.pairwise([KEY]) == space.pairwise([KEY])
 
 
+def test_keys_of_one_shape_in_several_types_share_the_pairs_of_one_cover() -> None:
+    """A storage type as a fork of the keys: each option in each type and at each shape,
+    each pair of options somewhere, far fewer configs than a cover per type."""
+    space = ForkSpace.of(family("softmax"))
+    shapes = [KEY, {**KEY, "cols": 7}]
+    types = ("f32", "bf16")
+    keys = [{**shape, "T": dtype} for dtype in types for shape in shapes]
+    chosen = space.pairwise(
+        keys,
+        keys_paired=True,
+        key_labels=[0, 1, 0, 1],
+        key_forks=[{"T": key["T"]} for key in keys],
+    )
+    per_type = sum(len(space.pairwise(keys[2 * t : 2 * t + 2], keys_paired=True)) for t in (0, 1))
+    assert len(chosen) < 0.7 * per_type
+
+    def items(at: int, config: dict) -> list:
+        return [("shape", at % 2), ("T", keys[at]["T"]), *config.items()]
+
+    valid = [(i, c) for i, key in enumerate(keys) for c in space.configs(key)]
+    wanted = set().union(*(set(itertools.combinations(items(i, c), 2)) for i, c in valid))
+    got = set().union(*(set(itertools.combinations(items(i, c), 2)) for i, c in chosen))
+    assert got == wanted
+
+
 def test_a_site_the_compiler_made_has_its_declarations_space() -> None:
     decl = family("softmax")
     site = instantiate(decl, KEY, "softmax_0")

@@ -60,6 +60,10 @@ def generate(model: torch.nn.Module, batch: int) -> torch.Tensor:
     return out[:, PROMPT:]
 
 
+#: the tests share module fixtures: one worker sets them up once
+pytestmark = pytest.mark.xdist_group("hf-generate-models")
+
+
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def runs(request) -> dict:
     """Per batch: eager's new tokens, the compiled model's, and the programs its run

@@ -12,13 +12,14 @@ no kernel of their own; their options' kernels are sites of the list.
 What is cut, and why: pairwise per site (every pair of options at every site) is ~1900
 kernels, and each option at each site with every pair at some site of the family ~490,
 which cost 100 s and 74 s of the CI's time for sm_80 and sm_90. The options are covered
-over the family's sites and forks together: every site of a family at least once, every
-option and every pair of options of two forks at some site (the greedy cover prefers the
-configs that bring the most new pairs, at whichever site allows them). A fork's effect on
+over the family's sites, its forks and the archs together: every site of a family at least
+once, every option and every pair of options of two forks at some site, every option on
+each arch (the greedy cover prefers the configs that bring the most new pairs, at whichever
+site allows them); each arch compiles its share. A fork's effect on
 registers and shared memory comes from its tiles, which are the same at every site, while a
 site changes mostly sizes the kernel reads as constants; the families' own checks
 (test_library_families) compile every option pairwise at their ragged check keys too.
-All variants are one source, built once: one NVRTC call per arch.
+Each arch's variants are one source, built once: one NVRTC call per arch.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ import pytest
 from emmy.backend.emit_cuda import CudaProgram, KernelInfo
 from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
-from emmy.check import pairwise_cover
-from emmy.compiler import compile_sites
-from emmy.dsl.library import families
+from emmy.compiler import Variant, compile_sites
+from emmy.dsl.fork_space import ForkSpace
+from emmy.dsl.library import families, family
 from emmy.problem_key import parse_key
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
@@ -58,18 +59,30 @@ def recipe_sites() -> dict[str, list[str]]:
     return by_family
 
 
+#: the archs compiled for, each taking its share of the cover
+ARCHS = ("sm_80", "sm_90")
+
+
 @cache
-def program() -> CudaProgram:
-    """One source with a kernel per variant: each family's pairwise cover over its sites."""
-    return compile_sites(
-        [
-            variant
-            for family_name, keys in recipe_sites().items()
-            for variant in pairwise_cover(
-                family_name, [parse_key(k) for k in keys], f"{family_name}_s"
-            )
-        ]
-    )
+def program(arch: str) -> CudaProgram:
+    """One source with a kernel per variant of `arch`'s share: each family's pairwise cover
+    over its sites, its forks and the archs together (every site once, every option and
+    every pair of options at some site, every option on each arch)."""
+    variants = []
+    for family_name, keys in recipe_sites().items():
+        parsed = [parse_key(k) for k in keys]
+        chosen = ForkSpace.of(family(family_name)).pairwise(
+            parsed * len(ARCHS),
+            key_labels=[index for _ in ARCHS for index in range(len(parsed))],
+            key_forks=[{"arch": each} for each in ARCHS for _ in parsed],
+        )
+        for n, (at, config) in enumerate(chosen):
+            site, on = at % len(parsed), ARCHS[at // len(parsed)]
+            if on == arch:
+                variants.append(
+                    Variant(f"{family_name}_s{site}_{n}", family_name, parsed[site], config)
+                )
+    return compile_sites(variants)
 
 
 def describe(info: KernelInfo, arch: str) -> str:
@@ -77,9 +90,9 @@ def describe(info: KernelInfo, arch: str) -> str:
     return f"{info.family} [{info.key}] {config} at {arch}"
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_every_option_of_the_recipes_sites_fits_without_spilling(arch: str) -> None:
-    found = program()
+    found = program(arch)
     devices = devices_of(arch)
     assert devices, f"no {arch} device in the occupancy table"
     resources = compile_cuda(found.source, arch).resources
