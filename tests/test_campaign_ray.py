@@ -60,9 +60,6 @@ WORKER_TITLE = b"ray::bench_item"
 LOCK_WAIT_S = 120
 
 
-#: the tests share module fixtures: one worker sets them up once
-pytestmark = pytest.mark.xdist_group("ray-cluster")
-
 
 @pytest.fixture(scope="module")
 def campaign_file(tmp_path_factory) -> Path:

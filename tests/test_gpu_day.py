@@ -72,11 +72,6 @@ def prepared(tmp_path_factory) -> tuple[Path, str]:
     return folder, done.stdout
 
 
-#: the tests reading `prepared` run in one worker, which prepares once
-SHARES_PREPARED = pytest.mark.xdist_group("gpu-day-prepared")
-
-
-@SHARES_PREPARED
 def test_prepare_downloads_the_wheels_and_compiles_the_kernels(prepared) -> None:
     folder, printed = prepared
     wheels = sorted(p.name.split("-")[0].lower() for p in (folder / "wheels").glob("*.whl"))
@@ -101,7 +96,6 @@ def test_prepare_downloads_the_wheels_and_compiles_the_kernels(prepared) -> None
     )
 
 
-@SHARES_PREPARED
 def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     folder, _ = prepared
     out = tmp_path / "out"

@@ -60,9 +60,6 @@ def generate(model: torch.nn.Module, batch: int) -> torch.Tensor:
     return out[:, PROMPT:]
 
 
-#: the tests share module fixtures: one worker sets them up once
-pytestmark = pytest.mark.xdist_group("hf-generate-models")
-
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def runs(request) -> dict:
