@@ -47,10 +47,11 @@ def _strict():
 #: folder, set up once), and the long files go first so that the two workers end together
 #: rather than one finishing a long file alone
 LONGEST_FIRST = (
+    # its Ray cluster's processes wait as much as they compute: first, beside the others
+    "test_campaign_ray.py",
     "test_library_families.py",
     "test_scripts_smoke.py",
     "test_vision_models.py",
-    "test_campaign_ray.py",
     "test_gpu_day.py",
     "test_hf_default_call.py",
     "test_hf_models.py",
@@ -77,6 +78,12 @@ def gpu_present() -> bool:
     from emmy.runtime.cuda import cuda_available
 
     return cuda_available() and torch.cuda.is_available()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist would reorder a --dist loadfile run's files by their test counts:
+    # LONGEST_FIRST orders them by their time
+    config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

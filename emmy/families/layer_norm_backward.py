@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import math
-
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
-from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
-from emmy.families.rows import ROW_SHAPES, norm_atol
+from emmy.families.rows import ROW_SHAPES, norm_atol, row_key
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
     assert isinstance(op, graph.LayerNormBackwardOp)
-    shape = shape_of(op.x)
-    key: dict[str, int | str] = {
-        "rows": math.prod(shape[:-1]),
-        "cols": shape[-1],
-        "T": dtype_of(op.x),
-    }
-    return Site("layer_norm_backward", key, [op.grad, op.x, op.mean, op.rstd, op.weight])
+    inputs = [op.grad, op.x, op.mean, op.rstd, op.weight]
+    return Site("layer_norm_backward", row_key(op.x), inputs)
 
 
 def reference(key: dict, inputs: list):

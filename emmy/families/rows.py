@@ -7,13 +7,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from emmy.dialects import graph
 from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kinds, collect_group, dtype_of, shape_of
 from emmy.families.family import Fusion, Site, SiteBuilder
 from emmy.problem_key import format_input_kinds
+
+
+def row_key(value: SSAValue) -> dict[str, int | str]:
+    """The key of a row kernel over `value` [..., cols]: its rows, columns and dtype."""
+    shape = shape_of(value)
+    return {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(value)}
 
 
 def row_site_of(family_name: str) -> SiteBuilder:
@@ -27,11 +33,7 @@ def row_site_of(family_name: str) -> SiteBuilder:
             )
         prologue = collect_group(fusion.prologue) if fusion.prologue else None
         inputs = prologue.inputs if prologue else [x]
-        key: dict[str, int | str] = {
-            "rows": math.prod(shape[:-1]),
-            "cols": shape[-1],
-            "T": dtype_of(x),
-        }
+        key = row_key(x)
         if isinstance(op, graph.NormOp):
             key["eps"] = repr(float(op.eps.value.data))
         key["fn"] = prologue.text if prologue else "in0"

@@ -7,20 +7,13 @@ import math
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
-from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
-from emmy.families.rows import ROW_SHAPES
+from emmy.families.rows import ROW_SHAPES, row_key
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
     assert isinstance(op, graph.SoftmaxBackwardOp)
-    shape = shape_of(op.output)
-    key: dict[str, int | str] = {
-        "rows": math.prod(shape[:-1]),
-        "cols": shape[-1],
-        "T": dtype_of(op.output),
-        "log": "yes" if op.log is not None else "no",
-    }
+    key = {**row_key(op.output), "log": "yes" if op.log is not None else "no"}
     return Site("softmax_backward", key, [op.grad, op.output])
 
 
