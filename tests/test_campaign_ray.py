@@ -60,7 +60,6 @@ WORKER_TITLE = b"ray::bench_item"
 LOCK_WAIT_S = 120
 
 
-
 @pytest.fixture(scope="module")
 def campaign_file(tmp_path_factory) -> Path:
     """The campaign of EXPRESSIONS on emu, planned once for the module."""

@@ -60,7 +60,6 @@ def generate(model: torch.nn.Module, batch: int) -> torch.Tensor:
     return out[:, PROMPT:]
 
 
-
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def runs(request) -> dict:
     """Per batch: eager's new tokens, the compiled model's, and the programs its run
