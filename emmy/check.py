@@ -12,6 +12,7 @@ emulator; scripts/gpu-check runs the same cases on a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -99,19 +100,26 @@ def _keys_in_every_dtype(family_name: str) -> list[tuple[str, int, dict]]:
     ]
 
 
-def _cover_in_every_dtype(family_name: str, keys_paired: bool) -> list[tuple[str, int, Variant]]:
-    """Pairwise over the storage types, the shapes and the forks together, the storage type
-    paired with the options as a fork is: (storage type, shape index, kernel)."""
-    keyed = _keys_in_every_dtype(family_name)
+def _cover_in_every_dtype(
+    family_name: str, keys_paired: bool, archs: Sequence[str] = ("",)
+) -> list[tuple[str, str, int, Variant]]:
+    """Pairwise over the storage types, the shapes and the forks together (and over
+    `archs`, where several), a type and an arch paired with the options as a fork is:
+    (arch, storage type, shape index, kernel)."""
+    keyed = [(arch, *each) for arch in archs for each in _keys_in_every_dtype(family_name)]
     chosen = ForkSpace.of(family(family_name)).pairwise(
-        [key for _, _, key in keyed],
+        [key for *_, key in keyed],
         keys_paired=keys_paired,
-        key_labels=[shape for _, shape, _ in keyed],
-        key_forks=[{"T": dtype} for dtype, _, _ in keyed],
+        key_labels=[shape for _, _, shape, _ in keyed],
+        key_forks=[
+            {"T": dtype, **({"arch": arch} if len(archs) > 1 else {})}
+            for arch, dtype, _, _ in keyed
+        ],
     )
     return [
-        (keyed[at][0], keyed[at][1], Variant(f"s{keyed[at][1]}_{n}", family_name, keyed[at][2], c))
-        for n, (at, c) in enumerate(chosen)
+        (arch, dtype, shape, Variant(f"s{shape}_{n}", family_name, key, config))
+        for n, (at, config) in enumerate(chosen)
+        for arch, dtype, shape, key in [keyed[at]]
     ]
 
 
@@ -122,19 +130,24 @@ def checked_variants(family_name: str) -> tuple[tuple[str, int, Variant], ...]:
     together. Each option runs at each shape and in each storage type, each pair of
     options somewhere, each shape in each storage type: the types share the pairs a
     single type's cover runs, instead of each type running them all."""
-    return tuple(_cover_in_every_dtype(family_name, keys_paired=True))
+    cover = _cover_in_every_dtype(family_name, keys_paired=True)
+    return tuple((dtype, shape, variant) for _, dtype, shape, variant in cover)
+
+
+#: the archs the register checks compile for, each its share of one cover
+REGISTER_ARCHS = ("sm_80", "sm_90")
 
 
 @cache
-def register_program(family_name: str) -> CudaProgram:
-    """What the register checks compile (no spills; rows kept in registers): a kernel per
-    config of the family's pairwise cover over its check keys in every storage type it is
-    checked in (each option in each type). A config's registers come from its tiles and
-    from the sizes its key makes constants, so each option and each pair of options
-    compiles at some key, and each key at least once; the emulator's check (`case`) runs
-    each option at each key besides."""
-    variants = [v for _, _, v in _cover_in_every_dtype(family_name, keys_paired=False)]
-    return compile_sites(variants)
+def register_program(family_name: str, arch: str) -> CudaProgram:
+    """What the register checks compile for `arch` (no spills; rows kept in registers):
+    its share of the family's pairwise cover over its check keys in every storage type it
+    is checked in and the REGISTER_ARCHS, each option in each type and on each arch. A
+    config's registers come from its tiles and from the sizes its key makes constants, so
+    each option and each pair of options compiles at some key, and each key at least once;
+    the emulator's check (`case`) runs each option at each key besides."""
+    cover = _cover_in_every_dtype(family_name, keys_paired=False, archs=REGISTER_ARCHS)
+    return compile_sites([variant for on, _, _, variant in cover if on == arch])
 
 
 @cache

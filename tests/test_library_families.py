@@ -1,8 +1,9 @@
 """Every option of every library family on the emulator under two thread orders, against
 float64 references, and compiled with NVRTC for sm_80 and sm_90 without spills. Pairwise over
 the storage types, the shapes and the forks together (emmy.check.checked_variants; the
-NVRTC program emmy.check.register_program): each option runs at each shape and in each
-storage type, and each pair of options somewhere. The shapes are the families' own
+NVRTC programs emmy.check.register_program, over the archs too): each option runs at each
+shape and in each storage type, each compiles for each arch, and each pair of options
+runs and compiles somewhere. The shapes are the families' own
 (emmy/families/: ragged edges; softmax inputs with overflowing magnitudes and -inf);
 emmy.check builds the cases, which scripts/gpu-check runs on a GPU (tests/test_gpu_check.py
 runs the script itself on emu)."""
@@ -15,6 +16,7 @@ import pytest
 
 from emmy.backend.nvrtc import compile_cuda
 from emmy.check import (
+    REGISTER_ARCHS,
     case,
     case_configs,
     check,
@@ -59,10 +61,10 @@ def test_pairwise_runs_every_option(family_name: str) -> None:
             assert (fork.name, option) in seen, f"{family_name} {fork.name}={option} never runs"
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", REGISTER_ARCHS)
 @pytest.mark.parametrize("family_name", FAMILIES)
 def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch: str) -> None:
-    program = register_program(family_name)
+    program = register_program(family_name, arch)
     compiled = compile_cuda(program.source, arch)
     assert set(compiled.resources) == set(program.kernels)
     spilling = {
