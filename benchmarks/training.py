@@ -2,8 +2,8 @@
 vit), in one run:
 
 - coverage: the forward and the backward graphs emmy compiles for a step (backend="emmy"'s
-  defaults: an op emmy has no kernel for runs through torch) and the share of each
-  direction's FLOPs in emmy's kernels;
+  defaults: an op emmy has no kernel for runs through torch), the share of each
+  direction's FLOPs in emmy's kernels and each direction's kernel calls;
 - the emulator's step (forward, backward) compiled by emmy against eager, for scale only
   (the emulator runs kernels on the CPU);
 - compile seconds of a step, forward and backward graphs, by emmy's backend and by
@@ -45,11 +45,12 @@ print(json.dumps({"seconds": seconds[0] - seconds[1]}))
 """
 
 
-def flop_share(programs: list) -> tuple[int, float]:
-    """The graphs' count and the share of their FLOPs in emmy's kernels."""
+def flop_share(programs: list) -> tuple[int, float, int]:
+    """The graphs' count, the share of their FLOPs in emmy's kernels and their kernel
+    calls."""
     flops = sum(int(p.coverage.get("flops", 0)) for p in programs)
     native = sum(int(p.coverage.get("native_flops", 0)) for p in programs)
-    return len(programs), native / flops if flops else 1.0
+    return len(programs), native / flops if flops else 1.0, sum(len(p.calls) for p in programs)
 
 
 def coverage_and_step_time(name: str, steps: int) -> dict[str, float]:
@@ -72,8 +73,8 @@ def coverage_and_step_time(name: str, steps: int) -> dict[str, float]:
     loss = loss_of(step.model, *step.inputs)
     forward = len(programs)
     loss.backward()  # AOTAutograd compiles the backward graphs at the first backward
-    forward_graphs, forward_share = flop_share(programs[:forward])
-    backward_graphs, backward_share = flop_share(programs[forward:])
+    forward_graphs, forward_share, forward_calls = flop_share(programs[:forward])
+    backward_graphs, backward_share, backward_calls = flop_share(programs[forward:])
     compiled, eager = [], []
     for _ in range(steps):
         start = time.perf_counter()
@@ -88,6 +89,8 @@ def coverage_and_step_time(name: str, steps: int) -> dict[str, float]:
         "forward_share": forward_share,
         "backward_graphs": backward_graphs,
         "backward_share": backward_share,
+        "forward_calls": forward_calls,
+        "backward_calls": backward_calls,
         "compiled_ms": 1e3 * statistics.median(compiled),
         "eager_ms": 1e3 * statistics.median(eager),
     }
@@ -114,13 +117,15 @@ def main() -> int:
     print("training steps, backend=emmy's defaults, emulator")
     print(
         f"{'model':8} {'fwd graphs':>10} {'fwd FLOPs in emmy':>18} {'bwd graphs':>10} "
-        f"{'bwd FLOPs in emmy':>18} {'step emmy (emu)':>16} {'step eager':>11}"
+        f"{'bwd FLOPs in emmy':>18} {'kernels fwd/bwd':>16} {'step emmy (emu)':>16} "
+        f"{'step eager':>11}"
     )
     for name in names:
         row = coverage_and_step_time(name, max(1, args.steps))
         print(
             f"{name:8} {row['forward_graphs']:10} {row['forward_share']:18.1%} "
             f"{row['backward_graphs']:10} {row['backward_share']:18.1%} "
+            f"{row['forward_calls']:>12}/{row['backward_calls']:<3} "
             f"{row['compiled_ms']:14.1f}ms {row['eager_ms']:9.1f}ms",
             flush=True,
         )
