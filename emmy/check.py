@@ -6,8 +6,9 @@ On a GPU a case runs in a worker process (emmy.measure.bench_worker): a kernel t
 failure of its case, and leaves the process that checks the next case unharmed.
 Options are covered pairwise over the storage types, shapes and forks together (each option
 at each shape and in each storage type, every pair of options together); all variants of a
-family and dtype share one source, so a case costs one compiler invocation and one device run. The test suite runs the cases on the
-emulator; scripts/gpu-check runs the same cases on a GPU.
+family and dtype share one source, so a case costs one compiler invocation and one device
+run. The test suite runs the cases on the emulator; scripts/gpu-check runs the same cases on
+a GPU.
 """
 
 from __future__ import annotations

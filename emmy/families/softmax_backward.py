@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from xdsl.ir import Operation
 
+from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families.family import Family, FamilyKind, Fusion, Site
-from emmy.families.rows import ROW_SHAPES, row_key
+from emmy.families.rows import ROW_SHAPES, norm_atol, row_key
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
@@ -46,7 +45,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     shape = (key["rows"], key["cols"])
     scores = randn(shape, "f32", generator, 3.0).double()
     normalise = torch.log_softmax if key.get("log", "no") == "yes" else torch.softmax
-    output = normalise(scores, -1).to(randn(shape, dtype, generator).dtype)
+    output = normalise(scores, -1).to(dtypes.torch_dtype(dtype))
     return [randn(shape, dtype, generator), output]
 
 
@@ -58,5 +57,5 @@ FAMILY = Family(
     reference=reference,
     check_keys=check_keys,
     check_inputs=check_inputs,
-    extra_atol=lambda key: 2e-7 * math.sqrt(int(key["cols"])),
+    extra_atol=norm_atol,
 )

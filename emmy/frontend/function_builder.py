@@ -433,15 +433,17 @@ class FunctionBuilder:
         self,
         node: fx.Node,
         dim: int,
-        build: Callable[[SSAValue[TensorType]], SSAValue[TensorType]],
+        build: Callable[..., SSAValue[TensorType]],
+        operands: int = 1,
     ) -> View:
-        """Applies a last-dim op to dim `dim`: a transposed copy goes in, and the result is
-        viewed back (dims of size 1 cost no copy)."""
-        source = self.view_of(node.args[0])
-        rank = source.meta.dim()
+        """Applies a last-dim op to dim `dim` of the node's first `operands` arguments (of
+        one shape): a transposed copy of each goes in, and the result is viewed back (dims
+        of size 1 cost no copy)."""
+        sources = [self.view_of(arg) for arg in node.args[:operands]]
+        rank = sources[0].meta.dim()
         dim %= rank
-        moved = View(source.base, source.meta.transpose(dim, rank - 1))
-        value = build(self.contiguous(moved))
+        moved = [View(s.base, s.meta.transpose(dim, rank - 1)) for s in sources]
+        value = build(*(self.contiguous(view) for view in moved))
         result = self.result(value, node.meta["val"])
         if dim == rank - 1 or len(value.type.get_shape()) != rank:
             return result

@@ -241,26 +241,19 @@ def _softmax_backward_refusal(node: fx.Node) -> str | None:
     accepts=_softmax_backward_refusal,
 )
 def _softmax_backward(self: FunctionBuilder, node: fx.Node) -> View:
-    """A (log-)softmax's gradient from its output, over its dim moved last (a transposed
-    copy of each operand), in the input's dtype (a softmax autocast computed in float32)."""
+    """A (log-)softmax's gradient from its output, over its dim moved last, in the input's
+    dtype (a softmax autocast computed in float32)."""
     log = op_name(node) == "aten._log_softmax_backward_data.default"
-    grad, output = self.view_of(node.args[0]), self.view_of(node.args[1])
-    rank = output.meta.dim()
-    dim = arg_int(node, 2) % rank
-    grad, output = (
-        self.contiguous(View(view.base, view.meta.transpose(dim, rank - 1)))
-        for view in (grad, output)
-    )
-    value = self.insert(graph.SoftmaxBackwardOp(grad, output, log))
-    example = node.meta["val"]
-    wanted = self.type_of(example).element_type
-    if value.type.element_type != wanted:
+    wanted = self.type_of(node.meta["val"]).element_type
+
+    def build(grad: SSAValue[TensorType], output: SSAValue[TensorType]) -> SSAValue[TensorType]:
+        value = self.insert(graph.SoftmaxBackwardOp(grad, output, log))
+        if value.type.element_type == wanted:
+            return value
         converted = TensorType(wanted, value.type.get_shape())
-        value = self.insert(graph.elementwise("convert", [value], converted))
-    result = self.result(value, example)
-    if dim == rank - 1:
-        return result
-    return View(result.base, result.meta.transpose(dim, rank - 1))
+        return self.insert(graph.elementwise("convert", [value], converted))
+
+    return self.over_last_dim(node, arg_int(node, 2), build, operands=2)
 
 
 @ATEN.handles("aten._log_softmax.default", "aten.log_softmax.int", accepts=_softmax_refusal)
