@@ -110,7 +110,7 @@ def main() -> int:
     from emmy.frontend.tiny_training import TRAINING
 
     names = [n for n in args.models.split(",") if n]
-    compilers = [c for c in args.compilers.split(",") if c]
+    compilers = [c for c in args.compilers.split(",") if c not in ("", "none")]
     unknown = sorted(set(names) - set(TRAINING)) + sorted(set(compilers) - set(COMPILERS))
     if unknown:
         parser.error(f"unknown model(s) or compiler(s) {', '.join(unknown)}")

@@ -819,6 +819,45 @@ class EmbeddingOp(IRDLOperation):
 
 
 @irdl_op_definition
+class EmbeddingBackwardOp(IRDLOperation):
+    """An embedding's weight gradient: row v of the result sums the gradient's rows of the
+    tokens whose id is v (zero where none is); an id outside the table adds to no row.
+
+    %dw = graph.embedding_backward %dy, %ids : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
+    """
+
+    name = "graph.embedding_backward"
+    grad = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$grad `,` $ids attr-dict `:` type($grad) `,` type($ids) `->` type($result)"
+
+    def __init__(self, grad: SSAValue, ids: SSAValue, result_type: Attribute):
+        super().__init__(operands=[grad, ids], result_types=[result_type])
+
+    def verify_(self) -> None:
+        what = "graph.embedding_backward"
+        grad = _float_tensor(self.grad, f"{what} gradient")
+        ids = self.ids.type
+        if not isinstance(ids, TensorType) or ids.element_type not in (i32, i64):
+            raise VerifyException(f"{what} ids must be a tensor of i32 or i64, not {ids}")
+        shape = grad.get_shape()
+        if list(shape[:-1]) != list(ids.get_shape()):
+            raise VerifyException(f"{what}'s gradient must be the ids' shape + [dim]")
+        result = self.result.type
+        if (
+            not isinstance(result, TensorType)
+            or result.element_type != grad.element_type
+            or len(result.get_shape()) != 2
+            or result.get_shape()[1] != shape[-1]
+        ):
+            raise VerifyException(
+                f"{what}'s result must be [vocab, {shape[-1]}] of the gradient's type"
+            )
+
+
+@irdl_op_definition
 class AttentionOp(IRDLOperation):
     """softmax(q kᵀ · scale [+ causal mask] [+ mask]) v over [batch, heads, len, dim] tensors;
     k and v may have fewer heads (grouped-query attention), each shared by heads / kv_heads
@@ -1657,6 +1696,7 @@ Graph = Dialect(
         ReduceOp,
         CumsumOp,
         EmbeddingOp,
+        EmbeddingBackwardOp,
         AttentionOp,
         RopeOp,
         CachedAttentionOp,

@@ -1,7 +1,7 @@
 """The ATen ops the torch.compile backend has AOTAutograd decompose before emmy sees them:
 a training step's backward ops and its losses, as forms of the ops emmy compiles. torch's
 own decompositions where theirs are made of such ops; emmy's where theirs are not (an
-embedding's gradient by a one-hot product instead of an accumulating scatter; attention's
+embedding's gradient by a kernel of its own instead of an accumulating scatter; attention's
 gradient recomputing its probabilities from q and k). An op never decomposed keeps its
 fused kernel: the forward ops (layer_norm, softmax, attention) are none of these."""
 
@@ -47,17 +47,16 @@ def embedding_backward(
     padding_idx: int,
     scale_grad_by_freq: bool,
 ) -> torch.Tensor:
-    """The embedding's weight gradient: one-hot(indices)ᵀ · grad, a product over the tokens
-    (an embedding tied to the LM head costs what the head's product costs) where torch's
-    form is an accumulating scatter; the padding row's tokens contribute nothing."""
+    """The embedding's weight gradient by one kernel that sums the tokens' gradient rows by
+    id (`emmy::embedding_backward`, where torch's form is an accumulating scatter); the
+    padding row's tokens come as id -1, which adds to no row."""
     if scale_grad_by_freq:
         return NotImplemented
     tokens = indices.reshape(-1)
-    rows = grad.reshape(tokens.numel(), grad.shape[-1])
-    picked = tokens.unsqueeze(1) == torch.arange(num_weights, device=tokens.device)
     if padding_idx >= 0:
-        picked = picked & (tokens != padding_idx).unsqueeze(1)
-    return picked.to(grad.dtype).t() @ rows
+        tokens = torch.where(tokens == padding_idx, -1, tokens)
+    rows = grad.reshape(tokens.numel(), grad.shape[-1])
+    return ops.embedding_backward(rows, tokens, num_weights)
 
 
 def attention_backward(

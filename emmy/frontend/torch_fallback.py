@@ -240,6 +240,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
         )
     },
     "emmy.layer_norm_backward": _reads_input,
+    "emmy.embedding_backward": _reads_input,
 }  # fmt: skip
 
 

@@ -51,6 +51,16 @@ def _embedding(self: FunctionBuilder, node: fx.Node) -> View:
     return self.result(self.insert(graph.EmbeddingOp(table, ids, self.type_of(out))), out)
 
 
+@ATEN.handles("emmy.embedding_backward.default")
+def _embedding_backward(self: FunctionBuilder, node: fx.Node) -> View:
+    """An embedding's weight gradient, summed by id (emmy.frontend.decompositions)."""
+    out = node.meta["val"]
+    grad = self.operand(node.args[0])
+    ids = self.operand(node.args[1])
+    value = self.insert(graph.EmbeddingBackwardOp(grad, ids, self.type_of(out)))
+    return self.result(value, out)
+
+
 @dataclass
 class Pick:
     """An index tensor of a gather: each output element reads it at Σ o_d · strides[d] (of

@@ -102,6 +102,16 @@ func.func @rows(%x : tensor<2x8x64xf16>, %w : tensor<64xf16>, %t : tensor<100x64
 // CHECK: kernel.call @[[EMB]](%[[IDS]], %[[T]]) : (tensor<2x8xi32>, tensor<100x64xf16>) -> tensor<2x8x64xf16>
 // CHECK-NOT: graph.
 
+// An embedding's weight gradient: one kernel over the ids and the gradient's rows.
+func.func @embedding_backward(%g : tensor<2x8x64xf16>, %ids : tensor<2x8xi32>) -> tensor<100x64xf16> {
+  %d = graph.embedding_backward %g, %ids : tensor<2x8x64xf16>, tensor<2x8xi32> -> tensor<100x64xf16>
+  func.return %d : tensor<100x64xf16>
+}
+// CHECK: fork.site @[[EMBB:embedding_backward_[0-9]+]] "embedding_backward" "tokens=16,vocab=100,dim=64,T=f16,I=i32" {
+// CHECK: func.func @embedding_backward(%[[G:[^:]*]]: tensor<2x8x64xf16>, %[[IDS:[^:]*]]: tensor<2x8xi32>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[EMBB]](%[[IDS]], %[[G]]) : (tensor<2x8xi32>, tensor<2x8x64xf16>) -> tensor<100x64xf16>
+// CHECK-NEXT: func.return
+
 // A padding mask [batch, kv_len]: the attention site reads it as a fourth input.
 func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
   %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>

@@ -224,6 +224,22 @@ func.func @embedding_result(%t : tensor<100x16xf32>, %ids : tensor<4xi64>) -> te
 
 // -----
 
+func.func @embedding_backward_ids(%g : tensor<4x16xf32>, %ids : tensor<5xi64>) -> tensor<100x16xf32> {
+  %y = graph.embedding_backward %g, %ids : tensor<4x16xf32>, tensor<5xi64> -> tensor<100x16xf32>
+  func.return %y : tensor<100x16xf32>
+}
+// CHECK: graph.embedding_backward's gradient must be the ids' shape + [dim]
+
+// -----
+
+func.func @embedding_backward_result(%g : tensor<4x16xf16>, %ids : tensor<4xi32>) -> tensor<100x16xf32> {
+  %y = graph.embedding_backward %g, %ids : tensor<4x16xf16>, tensor<4xi32> -> tensor<100x16xf32>
+  func.return %y : tensor<100x16xf32>
+}
+// CHECK: graph.embedding_backward's result must be [vocab, 16] of the gradient's type
+
+// -----
+
 func.func @attention_heads(%q : tensor<1x4x8x16xf32>, %k : tensor<1x3x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %o = graph.attention %q, %k, %k {scale = 2.500000e-01 : f64} : tensor<1x4x8x16xf32>, tensor<1x3x8x16xf32>, tensor<1x3x8x16xf32> -> tensor<1x4x8x16xf32>
   func.return %o : tensor<1x4x8x16xf32>
