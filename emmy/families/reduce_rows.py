@@ -1,7 +1,8 @@
 """Reductions of each row (the last dim) of floats: sum, mean, max, min, prod, logsumexp,
 var and std.
 graph.reduce's other kinds go to the sibling families its table names: an index (argmax,
-argmin: `arg_rows`) and integer or boolean rows (`reduce_rows_int`)."""
+argmin: `arg_rows`), integer or boolean rows (`reduce_rows_int`), and floats over a dim
+not the last (`reduce_cols`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from emmy.errors import EmmyError
 from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.reduce_cols import KINDS as COLUMN_KINDS
 
 #: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
 FLOAT_FAMILIES = {
@@ -37,10 +39,19 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
         }
         return Site("reduce_rows_int", key, list(op.operands))
     if dim != len(shape) - 1:
-        raise EmmyError(
-            f"graph.reduce of floats over dim {dim} of {list(shape)}: the row kernels read "
-            "the last dim (move it last first)"
-        )
+        if op.kind.data not in COLUMN_KINDS:
+            raise EmmyError(
+                f"graph.reduce {op.kind.data} of floats over dim {dim} of {list(shape)}: "
+                "its row kernel reads the last dim (move it last first)"
+            )
+        key = {
+            "rows": math.prod(shape[:dim]),
+            "cols": shape[dim],
+            "inner": math.prod(shape[dim + 1 :]),
+            "T": dtype_of(op.input),
+            "op": op.kind.data.value,
+        }
+        return Site("reduce_cols", key, list(op.operands))
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
     key["op"] = op.kind.data.value
     if op.correction is not None:

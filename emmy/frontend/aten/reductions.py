@@ -12,6 +12,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
+from emmy.families.reduce_cols import KINDS as COLUMN_KINDS
 from emmy.frontend.aten.arguments import arg_example, arg_int
 from emmy.frontend.aten.common import ATEN, _arguments, _shaped_as
 from emmy.frontend.function_builder import FunctionBuilder, View, _numel
@@ -110,6 +111,13 @@ def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
         kinds = zip(_reduction_kinds(node), examples, strict=True)
         results = [_reduce_integers(self, source, reduced, k, e) for k, e in kinds]
         return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+    kinds = _reduction_kinds(node)
+    if _reads_columns(source, reduced, kinds):
+        results = [
+            _reduce_columns(self, source, reduced, k, e)
+            for k, e in zip(kinds, examples, strict=True)
+        ]
+        return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
     kept = [d for d in range(rank) if d not in reduced]
     meta = source.meta.permute(kept + reduced) if rank else source.meta
     x = self.contiguous(View(source.base, meta))
@@ -131,6 +139,36 @@ def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
             value = self.insert(graph.ReshapeOp(value, out))
         results.append(self.result(value, example))
     return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
+
+
+def _reads_columns(source: View, reduced: list[int], kinds: tuple[str, ...]) -> bool:
+    """Whether a float reduction reads its dims in place (`reduce_cols`): one run of
+    adjacent dims before the last, of a contiguous tensor (where moving them last would
+    copy it), by kinds that family folds."""
+    meta = source.meta
+    return (
+        bool(reduced)
+        and reduced[-1] < meta.dim() - 1
+        and reduced == list(range(reduced[0], reduced[-1] + 1))
+        and meta.is_contiguous()
+        and all(kind in COLUMN_KINDS for kind in kinds)
+    )
+
+
+def _reduce_columns(
+    self: FunctionBuilder, source: View, reduced: list[int], kind: str, example: torch.Tensor
+) -> View:
+    """A float reduction over one run of adjacent dims, the middle dim of [before, run,
+    after], read in place."""
+    shape = [int(size) for size in source.meta.shape]
+    first, end = reduced[0], reduced[-1] + 1
+    before, after = _numel(shape[:first]), _numel(shape[end:])
+    x = self.contiguous(source)
+    lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
+    if x.type != lines:
+        x = self.insert(graph.ReshapeOp(x, lines))
+    result = TensorType(x.type.element_type, [before, after])
+    return _shaped_as(self, self.insert(graph.ReduceOp(x, kind, result, dim=1)), example)
 
 
 def _reduce_integers(

@@ -1,0 +1,75 @@
+"""Reductions of floats over the middle dim of [rows, cols, inner], read in place: sum,
+mean, max, min and prod over leading or middle dims (graph.reduce sites with a `dim` that
+is not the last; `reduce_rows` builds them)."""
+
+from __future__ import annotations
+
+import math
+
+from emmy.dialects import graph
+from emmy.families.family import Family, FamilyKind
+
+#: the kinds this family folds (the others move their dim last for `reduce_rows`)
+KINDS = frozenset(
+    {graph.Reduction.SUM, graph.Reduction.MEAN, graph.Reduction.MAX, graph.Reduction.MIN,
+     graph.Reduction.PROD}
+)  # fmt: skip
+
+
+def reference(key: dict, inputs: list):
+    x = inputs[0].double()
+    ops = {
+        "sum": lambda: x.sum(1),
+        "mean": lambda: x.mean(1),
+        "max": lambda: x.amax(1),
+        "min": lambda: x.amin(1),
+        "prod": lambda: x.prod(1),
+    }
+    return ops[str(key["op"])]()
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    # torch stays off the compile path: only checks build inputs
+    from emmy.families.tensors import randn
+
+    shape = (key["rows"], key["cols"], key["inner"])
+    if key["op"] == "prod":
+        # factors near ±1, so that a long column's product neither vanishes nor overflows
+        signs = randn(shape, "f32", generator).sign()
+        near_one = randn(shape, "f32", generator, 0.05, 1.0)
+        return [(signs * near_one).to(randn((1,), dtype, generator).dtype)]
+    x = randn(shape, dtype, generator)
+    if key["op"] in ("max", "min") and key["cols"] > 3:
+        x[0, 3, 0] = float("nan")  # max and min propagate NaN, as torch's
+    return [x]
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """A bias's gradient (one row, many columns), a middle dim, columns fewer than a
+    block's split, inner runs off every vector width and past a block of lanes."""
+    return [
+        {"rows": r, "cols": c, "inner": i, "T": dtype, "op": op}
+        for r, c, i, op in [
+            (1, 300, 64, "sum"),
+            (3, 7, 24, "mean"),
+            (2, 50, 130, "max"),
+            (1, 2, 5, "min"),
+            (2, 40, 16, "prod"),
+            (1, 600, 1040, "sum"),
+        ]
+    ]
+
+
+def atol(key: dict) -> float:
+    # f32 accumulation: a sum whose terms cancel keeps their absolute error
+    return 4e-6 * math.sqrt(int(key["cols"]))
+
+
+FAMILY = Family(
+    "reduce_cols",
+    FamilyKind.KERNEL,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=atol,
+)
