@@ -360,26 +360,37 @@ def _numel(shape: tuple[int, ...]) -> int:
 class MatmulOp(IRDLOperation):
     """A · B over the last two dims, batched over the leading dims of A; B is either
     batched like A or one matrix shared by the batch. With `transpose_b`, B is stored
-    [n, k] (torch's Linear weight) and A · Bᵀ is computed.
+    [n, k] (torch's Linear weight) and A · Bᵀ is computed; with `transpose_a`, A is stored
+    [..., k, m] (a weight's gradient, Xᵀ · dY) and Aᵀ · B is computed.
 
     %c = graph.matmul %a, %w {transpose_b} : tensor<2x8x64xf32>, tensor<96x64xf32> -> tensor<2x8x96xf32>
+    %g = graph.matmul %x, %dy {transpose_a} : tensor<16x64xf32>, tensor<16x96xf32> -> tensor<64x96xf32>
     """
 
     name = "graph.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
+    transpose_a = opt_prop_def(UnitAttr)
     transpose_b = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute, transpose_b: bool):
-        super().__init__(
-            operands=[lhs, rhs],
-            result_types=[result_type],
-            properties={"transpose_b": UnitAttr()} if transpose_b else {},
-        )
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        result_type: Attribute,
+        transpose_b: bool,
+        transpose_a: bool = False,
+    ):
+        properties: dict[str, Attribute] = {}
+        if transpose_a:
+            properties["transpose_a"] = UnitAttr()
+        if transpose_b:
+            properties["transpose_b"] = UnitAttr()
+        super().__init__(operands=[lhs, rhs], result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
         a = _float_tensor(self.lhs, "graph.matmul lhs")
@@ -395,13 +406,14 @@ class MatmulOp(IRDLOperation):
                 f"graph.matmul batch dims {list(b_shape[:-2])} of rhs must match lhs's {list(a_shape[:-2])}"
             )
         k, n = (b_shape[-1], b_shape[-2]) if self.transpose_b else (b_shape[-2], b_shape[-1])
-        if a_shape[-1] != k:
+        m, a_k = (a_shape[-1], a_shape[-2]) if self.transpose_a else (a_shape[-2], a_shape[-1])
+        if a_k != k:
             raise VerifyException(
-                f"graph.matmul contracts {a_shape[-1]} columns of lhs with {k} rows of rhs"
+                f"graph.matmul contracts {a_k} columns of lhs with {k} rows of rhs"
             )
-        if out.get_shape() != (*a_shape[:-1], n):
+        if out.get_shape() != (*a_shape[:-2], m, n):
             raise VerifyException(
-                f"graph.matmul result shape {list(out.get_shape())} should be {[*a_shape[:-1], n]}"
+                f"graph.matmul result shape {list(out.get_shape())} should be {[*a_shape[:-2], m, n]}"
             )
 
 

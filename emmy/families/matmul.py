@@ -20,22 +20,25 @@ def tensor_core_product(dtype: str) -> bool:
 
 
 def matmul_key(op: graph.MatmulOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
-    """The tensor-core family for f16/bf16 (B stored [k, n] or, transpose_b, [n, k]), the
-    SIMT family otherwise, and the key."""
+    """The tensor-core family for f16/bf16 (A stored [m, k] or, transpose_a, [k, m]; B
+    stored [k, n] or, transpose_b, [n, k]), the SIMT family otherwise, and the key."""
     a, b = shape_of(op.lhs), shape_of(op.rhs)
-    k = a[-1]
     n = b[-2] if op.transpose_b else b[-1]
-    if len(b) == 2:
-        batch, m, b_batch = 1, math.prod(a[:-1]), 1
+    if op.transpose_a is not None:
+        batch, k, m, b_batch = math.prod(a[:-2]), a[-2], a[-1], math.prod(b[:-2])
+    elif len(b) == 2:
+        batch, m, k, b_batch = 1, math.prod(a[:-1]), a[-1], 1
     else:
-        batch, m, b_batch = math.prod(a[:-2]), a[-2], math.prod(b[:-2])
+        batch, m, k, b_batch = math.prod(a[:-2]), a[-2], a[-1], math.prod(b[:-2])
     T = dtype_of(op.lhs)
     common = {"batch": batch, "m": m, "n": n, "k": k, "b_batch": b_batch}
-    layout = "nk" if op.transpose_b else "kn"
+    layouts = {"layout": "nk" if op.transpose_b else "kn"}
+    if op.transpose_a is not None:
+        layouts["a_layout"] = "km"
     epilogue_key = {"T": T, "epilogue": epilogue, "inputs": inputs}
     if tensor_core_product(T):
-        return "matmul_tc", {**common, "layout": layout, **epilogue_key}
-    return "matmul", {**common, "b_rows": b[-2], "b_cols": b[-1], "layout": layout, **epilogue_key}
+        return "matmul_tc", {**common, **layouts, **epilogue_key}
+    return "matmul", {**common, "b_rows": b[-2], "b_cols": b[-1], **layouts, **epilogue_key}
 
 
 def site(op: graph.MatmulOp, fusion: Fusion) -> Site:
@@ -63,6 +66,8 @@ def reference(key: dict, inputs: list):
     from emmy.families.tensors import with_epilogue
 
     a, b = (t.double() for t in inputs[:2])
+    if str(key.get("a_layout", "mk")) == "km":
+        a = a.transpose(-2, -1)
     if str(key.get("layout", "kn")) == "nk":
         b = b.transpose(-2, -1)
     split = int(key.get("split", 1))
@@ -126,7 +131,17 @@ def check_keys(dtype: str) -> list[dict]:
         # split-K parts: slices of 8 (the last 3 of 8 empty), of 48 (the last ragged)
         check_key(dtype, 2, 1, 37, 50, 40, "nk", split=8),
         check_key(dtype, 1, 1, 70, 20, 140, "kn", split=3),
+        # A stored [k, m] (a weight's gradient), with either B and with split-K parts
+        check_key(dtype, 1, 1, 45, 30, 70, "kn") | {"a_layout": "km"},
+        check_key(dtype, 2, 2, 19, 40, 33, "nk", *EPILOGUES[1]) | {"a_layout": "km"},
+        check_key(dtype, 1, 1, 24, 20, 140, "kn", split=3) | {"a_layout": "km"},
     ]
+
+
+def a_shape(key: dict) -> tuple[int, int, int]:
+    """A's stored shape: [batch, m, k], or [batch, k, m] where a_layout is km."""
+    batch, m, k = (int(key[name]) for name in ("batch", "m", "k"))
+    return (batch, k, m) if str(key.get("a_layout", "mk")) == "km" else (batch, m, k)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
@@ -134,7 +149,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     from emmy.families.tensors import randn, random_epilogue_inputs
 
     return [
-        randn((key["batch"], key["m"], key["k"]), dtype, generator),
+        randn(a_shape(key), dtype, generator),
         randn((key["b_batch"], key["b_rows"], key["b_cols"]), dtype, generator),
         *random_epilogue_inputs(key, dtype, generator),
     ]

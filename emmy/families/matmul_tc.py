@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from emmy import dtypes
 from emmy.families.family import Family, FamilyKind
-from emmy.families.matmul import EPILOGUES, check_key, depth_atol, grid_of
+from emmy.families.matmul import EPILOGUES, a_shape, check_key, depth_atol, grid_of
 from emmy.families.matmul import reference as matmul_reference
 
 
 def check_keys(dtype: str) -> list[dict]:
-    """Both layouts; k and n ragged (rows of A or B not whole 16-byte chunks: element fills),
+    """Both layouts of B, and of A; k and n ragged (rows of A or B not whole 16-byte chunks: element fills),
     n = 50257 (GPT-2's vocabulary: its edge tiles) at a small m and k; the big tiles at
     small shapes; split-K parts, one with ragged slices."""
 
@@ -30,6 +30,11 @@ def check_keys(dtype: str) -> list[dict]:
         key(2, 1, 37, 48, 40, "kn", split=8),
         key(1, 1, 70, 24, 136, "nk", split=3),
         key(1, 1, 20, 30, 45, "kn", split=2),
+        # A stored [k, m] (a weight's gradient): m whole chunks (cp.async) or ragged, with
+        # either B and with split-K parts
+        key(1, 1, 48, 40, 70, "kn") | {"a_layout": "km"},
+        key(2, 2, 19, 24, 33, "nk", EPILOGUES[1]) | {"a_layout": "km"},
+        key(1, 1, 64, 72, 136, "nk", split=3) | {"a_layout": "km"},
     ]
 
 
@@ -40,7 +45,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     z, zb, m, n, k = (key[name] for name in ("batch", "b_batch", "m", "n", "k"))
     b_shape = (zb, n, k) if key["layout"] == "nk" else (zb, k, n)
     return [
-        randn((z, m, k), dtype, generator),
+        randn(a_shape(key), dtype, generator),
         randn(b_shape, dtype, generator),
         *random_epilogue_inputs(key, dtype, generator),
     ]

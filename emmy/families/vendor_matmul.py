@@ -22,18 +22,22 @@ KEY = ("batch", "m", "n", "k", "b_batch", "layout", "T")
 
 
 def vendor_key(key: Mapping[str, KeyValue]) -> ProblemKey:
-    """The vendor product's key: the matmul's, without its epilogue."""
+    """The vendor product's key: the matmul's, without its epilogue (A's layout named only
+    where A is stored [k, m])."""
     key = {"layout": "kn", **key}
-    return ProblemKey.of((name, key[name]) for name in KEY)
+    names = (*KEY, "a_layout") if key.get("a_layout", "mk") == "km" else KEY
+    return ProblemKey.of((name, key[name]) for name in names)
 
 
 def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorMatmul:
-    """The vendor product at a key on buffers a, b, c: b [n, k] where the layout is nk."""
+    """The vendor product at a key on buffers a, b, c: b [n, k] where the layout is nk, a
+    [k, m] where a_layout is km."""
     batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
     transpose_b = key["layout"] == "nk"
+    transpose_a = key.get("a_layout", "mk") == "km"
     b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
-    shapes = ((batch, m, k), b_shape, (batch, m, n))
-    return VendorMatmul(args, shapes, str(key["T"]), transpose_b)
+    shapes = ((batch, k, m) if transpose_a else (batch, m, k), b_shape, (batch, m, n))
+    return VendorMatmul(args, shapes, str(key["T"]), transpose_b, transpose_a)
 
 
 FAMILY = Family(

@@ -62,7 +62,7 @@ def _scaling_of(value: SSAValue) -> tuple[graph.BinaryOp, float] | None:
 class AttentionFromMatmuls(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.MatmulOp, rewriter: PatternRewriter) -> None:
-        if op.transpose_b is not None:
+        if op.transpose_b is not None or op.transpose_a is not None:
             return
         softmax = _only_use(op.lhs, graph.SoftmaxOp)
         if softmax is None or softmax.dim.value.data not in (-1, len(shape_of(op.lhs)) - 1):
@@ -72,7 +72,7 @@ class AttentionFromMatmuls(RewritePattern):
         if scaling is not None:
             scores, scale = scaling[0].lhs, scaling[1]
         product = _only_use(scores, graph.MatmulOp)
-        if product is None or product.transpose_b is None:
+        if product is None or product.transpose_b is None or product.transpose_a is not None:
             return
         q, k, v = product.lhs, product.rhs, op.rhs
         shapes = [shape_of(x) for x in (q, k, v)]

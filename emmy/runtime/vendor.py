@@ -46,6 +46,7 @@ def _views(call: VendorMatmul | VendorAttention | VendorConv, view: View) -> lis
 
 def _matmul(call: VendorMatmul, tensors: list[torch.Tensor]) -> None:
     a, b, c = tensors
+    a = a.transpose(-2, -1) if call.transpose_a else a
     torch.matmul(a, b.transpose(-2, -1) if call.transpose_b else b, out=c)
 
 

@@ -111,9 +111,12 @@ def _matmul_of(
         rhs, transpose_b = self.contiguous(transposed), True
     else:
         rhs, transpose_b = self.contiguous(View(rhs_view.base, b)), False
-    lhs = self.contiguous(View(lhs_view.base, a))
+    # so is a transposed lhs (a weight's gradient, xᵀ · dy) as Aᵀ · B
+    transposed_a = View(lhs_view.base, a.transpose(-2, -1))
+    transpose_a = transposed_a.meta.is_contiguous() and not a.is_contiguous()
+    lhs = self.contiguous(transposed_a if transpose_a else View(lhs_view.base, a))
     typ = TensorType(lhs.type.element_type, [*batch, a.shape[-2], b.shape[-1]])
-    value = self.insert(graph.MatmulOp(lhs, rhs, typ, transpose_b))
+    value = self.insert(graph.MatmulOp(lhs, rhs, typ, transpose_b, transpose_a))
     if value.type != self.type_of(out):
         value = self.insert(graph.ReshapeOp(value, self.type_of(out)))
     return value

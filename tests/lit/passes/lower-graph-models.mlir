@@ -29,6 +29,19 @@ func.func @tensor_cores(%x : tensor<16x64xbf16>, %w : tensor<64x32xbf16>, %wt : 
 // CHECK-NEXT: %[[S:.*]] = kernel.call @[[TC]](%{{.*}}, %{{.*}}, %[[N]]) : (tensor<16x64xbf16>, tensor<64x32xbf16>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
 // CHECK-NEXT: func.return %[[S]]
 
+// A stored [k, m] (transpose_a, a weight's gradient xᵀ · dy): read in place, a_layout km,
+// by the SIMT family and on tensor cores.
+func.func @weight_gradients(%x : tensor<16x64xf32>, %dy : tensor<16x32xf32>, %xh : tensor<16x64xbf16>, %dyh : tensor<16x32xbf16>) -> (tensor<64x32xf32>, tensor<64x32xbf16>) {
+  %g = graph.matmul %x, %dy {transpose_a} : tensor<16x64xf32>, tensor<16x32xf32> -> tensor<64x32xf32>
+  %h = graph.matmul %xh, %dyh {transpose_a} : tensor<16x64xbf16>, tensor<16x32xbf16> -> tensor<64x32xbf16>
+  func.return %g, %h : tensor<64x32xf32>, tensor<64x32xbf16>
+}
+// CHECK-DAG: fork.site @[[GA:matmul_[0-9]+]] "matmul" "batch=1,m=64,n=32,k=16,b_batch=1,b_rows=16,b_cols=32,layout=kn,T=f32,epilogue=acc,inputs=,a_layout=km" {
+// CHECK-DAG: fork.site @[[HA:matmul_tc_[0-9]+]] "matmul_tc" "batch=1,m=64,n=32,k=16,b_batch=1,T=bf16,epilogue=acc,inputs=,a_layout=km" {
+// CHECK: func.func @weight_gradients(%[[X:[^:]*]]: tensor<16x64xf32>, %[[DY:[^:]*]]: tensor<16x32xf32>, %[[XH:[^:]*]]: tensor<16x64xbf16>, %[[DYH:[^:]*]]: tensor<16x32xbf16>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[GA]](%[[X]], %[[DY]]) : (tensor<16x64xf32>, tensor<16x32xf32>) -> tensor<64x32xf32>
+// CHECK-NEXT: %{{.*}} = kernel.call @[[HA]](%[[XH]], %[[DYH]]) : (tensor<16x64xbf16>, tensor<16x32xbf16>) -> tensor<64x32xbf16>
+
 // k not a multiple of 8: bf16 still on tensor cores (the tiles filled by element loads).
 func.func @ragged(%x : tensor<16x60xbf16>, %w : tensor<60x32xbf16>) -> tensor<16x32xbf16> {
   %m = graph.matmul %x, %w : tensor<16x60xbf16>, tensor<60x32xbf16> -> tensor<16x32xbf16>

@@ -120,6 +120,14 @@ func.func @matmul_contraction(%a : tensor<4x8xf32>, %b : tensor<16x8xf32>) -> te
 
 // -----
 
+func.func @matmul_transposed_lhs(%a : tensor<4x8xf32>, %b : tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %c = graph.matmul %a, %b {transpose_a} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  func.return %c : tensor<8x16xf32>
+}
+// CHECK: graph.matmul contracts 4 columns of lhs with 8 rows of rhs
+
+// -----
+
 func.func @matmul_transposed_contraction(%a : tensor<4x8xf32>, %b : tensor<8x16xf32>) -> tensor<4x8xf32> {
   %c = graph.matmul %a, %b {transpose_b} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
   func.return %c : tensor<4x8xf32>
