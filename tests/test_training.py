@@ -126,6 +126,33 @@ def test_a_compiled_optimizer_step_updates_the_parameters_as_eager(
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("name", ["gpt2", "vit"])
+def test_a_bf16_autocast_training_step_matches_eager(name: str) -> None:
+    """Under autocast to bf16 (as most GPU training runs), one step's forward and backward
+    graphs compile strict, and the loss and the gradients are eager autocast's within bf16's
+    rounding: both compute the products in bf16, in different orders."""
+    step = TRAINING[name]()
+    eager = copy.deepcopy(step.model)
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    compiled_loss = torch.compile(step.loss, backend=backend)
+    losses = []
+    for loss_of, model in ((compiled_loss, step.model), (step.loss, eager)):
+        torch.manual_seed(0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_of(model, *step.inputs)
+        loss.backward()
+        losses.append(loss.detach().float())
+    torch.testing.assert_close(losses[0], losses[1], rtol=2e-3, atol=1e-3)
+    got = torch.cat([p.grad.flatten() for p in step.model.parameters()])
+    want = torch.cat([p.grad.flatten() for p in eager.parameters()])
+    error = (got - want).norm() / want.norm()
+    assert error < 3e-2, f"relative error {error:.2e}"
+    assert len(programs) >= 2 and len(programs) % 2 == 0, len(programs)
+    torch._dynamo.reset()
+
+
 def _assert_gradients_close(compiled: nn.Module, eager: nn.Module) -> None:
     """All gradients within 1e-3 of eager's, relative to their norm, and each parameter's
     elementwise (absolutely where its gradient is zero but for rounding: a key's bias)."""
