@@ -801,6 +801,14 @@ class CumsumOp(IRDLOperation):
             )
 
 
+def _ids_tensor(value: SSAValue, what: str) -> TensorType:
+    """An embedding's ids: a tensor of i32 or i64."""
+    ids = value.type
+    if not isinstance(ids, TensorType) or ids.element_type not in (i32, i64):
+        raise VerifyException(f"{what} ids must be a tensor of i32 or i64, not {ids}")
+    return ids
+
+
 @irdl_op_definition
 class EmbeddingOp(IRDLOperation):
     """Rows of a table gathered by integer ids: the result is ids' shape + [dim].
@@ -820,9 +828,7 @@ class EmbeddingOp(IRDLOperation):
 
     def verify_(self) -> None:
         table = _float_tensor(self.table, "graph.embedding table")
-        ids = self.ids.type
-        if not isinstance(ids, TensorType) or ids.element_type not in (i32, i64):
-            raise VerifyException(f"graph.embedding ids must be a tensor of i32 or i64, not {ids}")
+        ids = _ids_tensor(self.ids, "graph.embedding")
         if len(table.get_shape()) != 2:
             raise VerifyException("graph.embedding table must be 2-d")
         expected = TensorType(table.element_type, [*ids.get_shape(), table.get_shape()[1]])
@@ -851,9 +857,7 @@ class EmbeddingBackwardOp(IRDLOperation):
     def verify_(self) -> None:
         what = "graph.embedding_backward"
         grad = _float_tensor(self.grad, f"{what} gradient")
-        ids = self.ids.type
-        if not isinstance(ids, TensorType) or ids.element_type not in (i32, i64):
-            raise VerifyException(f"{what} ids must be a tensor of i32 or i64, not {ids}")
+        ids = _ids_tensor(self.ids, what)
         shape = grad.get_shape()
         if list(shape[:-1]) != list(ids.get_shape()):
             raise VerifyException(f"{what}'s gradient must be the ids' shape + [dim]")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
+from xdsl.ir import SSAValue
+
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families import key_grid
@@ -12,17 +14,20 @@ from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 
-def site(op: graph.EmbeddingOp, fusion: Fusion) -> Site:
-    vocab, dim = shape_of(op.table)
-    tokens = math.prod(shape_of(op.ids))
-    key = {
-        "tokens": tokens,
+def embedding_key(ids: SSAValue, table: SSAValue) -> dict[str, int | str]:
+    """The key of an embedding, or of its gradient, over ids and a table [vocab, dim]."""
+    vocab, dim = shape_of(table)
+    return {
+        "tokens": math.prod(shape_of(ids)),
         "vocab": vocab,
         "dim": dim,
-        "T": dtype_of(op.table),
-        "I": dtype_of(op.ids),
+        "T": dtype_of(table),
+        "I": dtype_of(ids),
     }
-    return Site("embedding", key, [op.ids, op.table])
+
+
+def site(op: graph.EmbeddingOp, fusion: Fusion) -> Site:
+    return Site("embedding", embedding_key(op.ids, op.table), [op.ids, op.table])
 
 
 def reference(key: dict, inputs: list):

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import math
-
 from xdsl.ir import Operation
 
 from emmy import dtypes
 from emmy.dialects import graph
-from emmy.families.chains import dtype_of, shape_of
+from emmy.families.embedding import embedding_key
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
     assert isinstance(op, graph.EmbeddingBackwardOp)
-    vocab, dim = shape_of(op.result)
-    key = {
-        "tokens": math.prod(shape_of(op.ids)),
-        "vocab": vocab,
-        "dim": dim,
-        "T": dtype_of(op.grad),
-        "I": dtype_of(op.ids),
-    }
-    return Site("embedding_backward", key, [op.ids, op.grad])
+    return Site("embedding_backward", embedding_key(op.ids, op.result), [op.ids, op.grad])
 
 
 def reference(key: dict, inputs: list):

@@ -16,16 +16,23 @@ KINDS = frozenset(
 )  # fmt: skip
 
 
+#: each kind's torch reduction of x over a dim (the references of the reduction families)
+REDUCE = {
+    "sum": lambda x, dim: x.sum(dim),
+    "mean": lambda x, dim: x.mean(dim),
+    "max": lambda x, dim: x.amax(dim),
+    "min": lambda x, dim: x.amin(dim),
+    "prod": lambda x, dim: x.prod(dim),
+    "logsumexp": lambda x, dim: x.logsumexp(dim),
+    "argmax": lambda x, dim: x.argmax(dim),
+    "argmin": lambda x, dim: x.argmin(dim),
+    "any": lambda x, dim: (x != 0).any(dim),
+    "all": lambda x, dim: (x != 0).all(dim),
+}
+
+
 def reference(key: dict, inputs: list):
-    x = inputs[0].double()
-    ops = {
-        "sum": lambda: x.sum(1),
-        "mean": lambda: x.mean(1),
-        "max": lambda: x.amax(1),
-        "min": lambda: x.amin(1),
-        "prod": lambda: x.prod(1),
-    }
-    return ops[str(key["op"])]()
+    return REDUCE[str(key["op"])](inputs[0].double(), 1)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:

@@ -15,6 +15,7 @@ from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 from emmy.families.reduce_cols import KINDS as COLUMN_KINDS
+from emmy.families.reduce_cols import REDUCE
 
 #: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
 FLOAT_FAMILIES = {
@@ -60,18 +61,10 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
 
 
 def reference(key: dict, inputs: list):
-    x = inputs[0].double()
-    ops = {
-        "sum": lambda: x.sum(-1),
-        "mean": lambda: x.mean(-1),
-        "max": lambda: x.amax(-1),
-        "min": lambda: x.amin(-1),
-        "prod": lambda: x.prod(-1),
-        "logsumexp": lambda: x.logsumexp(-1),
-        "var": lambda: x.var(-1, correction=int(key.get("correction", 0))),
-        "std": lambda: x.std(-1, correction=int(key.get("correction", 0))),
-    }
-    return ops[str(key["op"])]()
+    x, op = inputs[0].double(), str(key["op"])
+    if op in ("var", "std"):
+        return getattr(x, op)(-1, correction=int(key.get("correction", 0)))
+    return REDUCE[op](x, -1)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:

@@ -6,23 +6,14 @@ from __future__ import annotations
 
 from emmy import dtypes
 from emmy.families.family import Family, FamilyKind
+from emmy.families.reduce_cols import REDUCE
 
 INTEGERS = ("i64", "i32", "i8")
 
 
 def reference(key: dict, inputs: list):
-    x = inputs[0].long()
-    ops = {
-        "sum": lambda: x.sum(1),
-        "prod": lambda: x.prod(1),
-        "max": lambda: x.amax(1),
-        "min": lambda: x.amin(1),
-        "any": lambda: (x != 0).any(1),
-        "all": lambda: (x != 0).all(1),
-        "argmax": lambda: x.argmax(1),
-        "argmin": lambda: x.argmin(1),
-    }
-    return ops[str(key["op"])]().to(dtypes.torch_dtype(str(key["Y"])))
+    reduced = REDUCE[str(key["op"])](inputs[0].long(), 1)
+    return reduced.to(dtypes.torch_dtype(str(key["Y"])))
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
