@@ -95,6 +95,25 @@ def test_float_reductions_over_any_dims_match_eager(dtype):
     assert families(compiled) >= {"reduce_rows", "reduce_cols", "arg_rows"}
 
 
+class ChannelSums(nn.Module):
+    def forward(self, x):
+        # x [2, 3, 4]: a BatchNorm's per-channel sum and mean, over the batch and the pixels
+        return x.sum((0, 2)), x.mean((0, 2), keepdim=True), x.amax(0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_reductions_over_leading_dims_read_the_tensor_in_place(dtype):
+    """f32 over dims before the last, one run or several (a sum of sums): reduce_cols and
+    row reductions, no transposed copy; a 16-bit type's reduction over several runs moves
+    them last instead (one rounding, as eager's)."""
+    tolerance = {} if dtype == torch.float32 else {"atol": 5e-2, "rtol": 2e-2}
+    compiled = check(ChannelSums(), torch.randn(2, 3, 4).to(dtype), **tolerance)
+    if dtype == torch.float32:
+        assert families(compiled) == {"reduce_cols", "reduce_rows"}
+    else:
+        assert "permute" in families(compiled)
+
+
 class IntegerReductions(nn.Module):
     def forward(self, ids, small, mask):
         # ids i64 [4, 6, 5]; small i32 [3, 7]; mask bool [4, 6, 5]

@@ -98,23 +98,21 @@ def _reduction_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles(*REDUCTIONS, *PAIRED_REDUCTIONS, accepts=_reduction_refusal)
 def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
-    """A reduction over any dims: the kept dims in order, then the reduced ones merged into
-    one last dim (a copy where they are not last already), reduced as rows; the result is
-    reshaped to torch's (keepdim's dims of size 1 move no element)."""
+    """A reduction over any dims: read in place where it can be (`_reduce_in_place`), else
+    the kept dims in order, then the reduced ones merged into one last dim (a copy where
+    they are not last already), reduced as rows; the result is reshaped to torch's
+    (keepdim's dims of size 1 move no element)."""
     bound = _arguments(node)
     source = self.view_of(node.args[0])
     rank = source.meta.dim()
     reduced = _reduced(bound, rank)
     examples = node.meta["val"]
     examples = list(examples) if isinstance(examples, (list, tuple)) else [examples]
-    if not source.meta.dtype.is_floating_point:
-        kinds = zip(_reduction_kinds(node), examples, strict=True)
-        results = [_reduce_integers(self, source, reduced, k, e) for k, e in kinds]
-        return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
     kinds = _reduction_kinds(node)
-    if _reads_columns(source, reduced, kinds):
+    floating = source.meta.dtype.is_floating_point
+    if not floating or _reads_in_place(source, reduced, kinds):
         results = [
-            _reduce_columns(self, source, reduced, k, e)
+            _reduce_in_place(self, source, reduced, k, e)
             for k, e in zip(kinds, examples, strict=True)
         ]
         return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
@@ -141,62 +139,61 @@ def _reduce(self: FunctionBuilder, node: fx.Node) -> object:
     return results if isinstance(node.meta["val"], (list, tuple)) else results[0]
 
 
-def _reads_columns(source: View, reduced: list[int], kinds: tuple[str, ...]) -> bool:
-    """Whether a float reduction reads its dims in place (`reduce_cols`): one run of
-    adjacent dims before the last, of a contiguous tensor (where moving them last would
-    copy it), by kinds that family folds."""
+def _reads_in_place(source: View, reduced: list[int], kinds: tuple[str, ...]) -> bool:
+    """Whether a float reduction reads its dims in place (`reduce_cols`, then rows): dims
+    of a contiguous tensor not all last already (where moving them last would copy it), by
+    kinds that fold in steps; over several runs of adjacent dims in f32 only (a 16-bit
+    type would round each step's result)."""
     meta = source.meta
+    runs = _runs(reduced)
     return (
         bool(reduced)
-        and reduced[-1] < meta.dim() - 1
-        and reduced == list(range(reduced[0], reduced[-1] + 1))
+        and (runs[0][-1] < meta.dim() - 1 if len(runs) == 1 else meta.dtype == torch.float32)
         and meta.is_contiguous()
         and all(kind in COLUMN_KINDS for kind in kinds)
     )
 
 
-def _reduce_columns(
-    self: FunctionBuilder, source: View, reduced: list[int], kind: str, example: torch.Tensor
-) -> View:
-    """A float reduction over one run of adjacent dims, the middle dim of [before, run,
-    after], read in place."""
-    shape = [int(size) for size in source.meta.shape]
-    first, end = reduced[0], reduced[-1] + 1
-    before, after = _numel(shape[:first]), _numel(shape[end:])
-    x = self.contiguous(source)
-    lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
-    if x.type != lines:
-        x = self.insert(graph.ReshapeOp(x, lines))
-    result = TensorType(x.type.element_type, [before, after])
-    return _shaped_as(self, self.insert(graph.ReduceOp(x, kind, result, dim=1)), example)
+def _runs(dims: list[int]) -> list[list[int]]:
+    """Ascending dims as runs of adjacent ones."""
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
 
 
-def _reduce_integers(
+def _reduce_in_place(
     self: FunctionBuilder, source: View, reduced: list[int], kind: str, example: torch.Tensor
 ) -> View:
-    """An integer reduction, read in place (integer tensors have no strided copy): each run
-    of adjacent reduced dims, the last first, is the middle dim of [before, run, after]
-    (a kind over several runs reduces in steps: a sum of sums, an any of anys; argmax and
-    argmin reduce one dim, or all of them, one run)."""
+    """A reduction read in place: each run of adjacent reduced dims, the last first, is the
+    middle dim of [before, run, after] (a kind over several runs reduces in steps: a sum of
+    sums, an any of anys; argmax and argmin reduce one dim, or all of them, one run); a
+    float run with nothing after it is a row reduction. Integer tensors always reduce so
+    (they have no strided copy)."""
     x = self.contiguous(source)
     shape = [int(size) for size in source.meta.shape]
     if not shape:  # a 0-d tensor reduces as one element: its argmax is 0, its any a flag
         x = self.insert(graph.ReshapeOp(x, TensorType(x.type.element_type, [1])))
         shape, reduced = [1], [0]
-    runs: list[list[int]] = []
-    for d in reduced:
-        if runs and runs[-1][-1] == d - 1:
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    for run in reversed(runs):
+    floating = source.meta.dtype.is_floating_point
+    for run in reversed(_runs(reduced)):
         first, end = run[0], run[-1] + 1
         before, after = _numel(shape[:first]), _numel(shape[end:])
-        lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
-        if x.type != lines:
-            x = self.insert(graph.ReshapeOp(x, lines))
         element = graph.reduce_result_dtype(kind, x.type.element_type)
-        x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before, after]), dim=1))
+        if floating and after == 1:
+            rows = TensorType(x.type.element_type, [before, _numel(shape[first:end])])
+            if x.type != rows:
+                x = self.insert(graph.ReshapeOp(x, rows))
+            x = self.insert(graph.ReduceOp(x, kind, TensorType(element, [before])))
+        else:
+            lines = TensorType(x.type.element_type, [before, _numel(shape[first:end]), after])
+            if x.type != lines:
+                x = self.insert(graph.ReshapeOp(x, lines))
+            result = TensorType(element, [before, after])
+            x = self.insert(graph.ReduceOp(x, kind, result, dim=1))
         shape = shape[:first] + shape[end:]
     return _shaped_as(self, x, example)
 
