@@ -42,7 +42,8 @@ class Launch:
 class VendorMatmul:
     """The vendor library's matmul (cuBLAS on a GPU, the CPU's BLAS on the emulator),
     c = a · b, or a · bᵀ with `transpose_b`, aᵀ for a with `transpose_a`; b is shared by
-    the batch when it has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype` their storage type."""
+    the batch when it has one matrix. `args` are a, b, c; `shapes` their shapes; `dtype`
+    their storage type."""
 
     args: tuple[BufferArg, ...]
     shapes: tuple[tuple[int, ...], ...]

@@ -29,7 +29,8 @@ def reference(key: dict, inputs: list):
 
 def check_keys(dtype: str) -> list[dict]:
     """Ids repeated (more tokens than rows) and spread thin (a table wider than the
-    tokens), row counts off every block size, dims off every vector width, and one wide enough for a block of 512 threads."""
+    tokens), row counts off every block size, dims off every vector width, and one wide
+    enough for a block of 512 threads."""
     return [
         {"tokens": tokens, "vocab": vocab, "dim": dim, "T": dtype, "I": index}
         for tokens, vocab, dim, index in [

@@ -1,9 +1,11 @@
-"""Batched matmul with a fused epilogue (SIMT): B stored [k, n] or [n, k]. A matmul's site
+"""Batched matmul with a fused epilogue (SIMT): A stored [m, k] or [k, m], B stored [k, n]
+or [n, k]. A matmul's site
 is the tensor-core family's where that applies (see `matmul_key`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from emmy import dtypes
 from emmy.dialects import graph
@@ -66,7 +68,7 @@ def reference(key: dict, inputs: list):
     from emmy.families.tensors import with_epilogue
 
     a, b = (t.double() for t in inputs[:2])
-    if str(key.get("a_layout", "mk")) == "km":
+    if transposes_a(key):
         a = a.transpose(-2, -1)
     if str(key.get("layout", "kn")) == "nk":
         b = b.transpose(-2, -1)
@@ -138,10 +140,16 @@ def check_keys(dtype: str) -> list[dict]:
     ]
 
 
-def a_shape(key: dict) -> tuple[int, int, int]:
+def transposes_a(key: Mapping[str, object]) -> bool:
+    """Whether a matmul key's A is stored [k, m] (a_layout km; mk, the default, is left
+    out of key texts)."""
+    return str(key.get("a_layout", "mk")) == "km"
+
+
+def a_shape(key: Mapping[str, int | str]) -> tuple[int, int, int]:
     """A's stored shape: [batch, m, k], or [batch, k, m] where a_layout is km."""
     batch, m, k = (int(key[name]) for name in ("batch", "m", "k"))
-    return (batch, k, m) if str(key.get("a_layout", "mk")) == "km" else (batch, m, k)
+    return (batch, k, m) if transposes_a(key) else (batch, m, k)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:

@@ -10,8 +10,8 @@ from emmy.families.matmul import reference as matmul_reference
 
 
 def check_keys(dtype: str) -> list[dict]:
-    """Both layouts of B, and of A; k and n ragged (rows of A or B not whole 16-byte chunks: element fills),
-    n = 50257 (GPT-2's vocabulary: its edge tiles) at a small m and k; the big tiles at
+    """Both layouts of B, and of A; k and n ragged (rows of A or B not whole 16-byte
+    chunks: element fills), n = 50257 (GPT-2's vocabulary: its edge tiles) at a small m and k; the big tiles at
     small shapes; split-K parts, one with ragged slices."""
 
     def key(z, zb, m, n, k, layout, epilogue=("acc", ""), split=1) -> dict:
@@ -42,7 +42,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import randn, random_epilogue_inputs
 
-    z, zb, m, n, k = (key[name] for name in ("batch", "b_batch", "m", "n", "k"))
+    zb, n, k = (key[name] for name in ("b_batch", "n", "k"))
     b_shape = (zb, n, k) if key["layout"] == "nk" else (zb, k, n)
     return [
         randn(a_shape(key), dtype, generator),

@@ -35,20 +35,25 @@ def reference(key: dict, inputs: list):
     return REDUCE[str(key["op"])](inputs[0].double(), 1)
 
 
-def check_inputs(key: dict, dtype: str, generator) -> list:
+def reduction_inputs(shape: tuple[int, ...], op: str, dtype: str, generator) -> list:
+    """A float reduction's check input of `shape` [rows, cols, ...], reduced over cols."""
     # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import randn
 
-    shape = (key["rows"], key["cols"], key["inner"])
-    if key["op"] == "prod":
-        # factors near ±1, so that a long column's product neither vanishes nor overflows
+    if op == "prod":
+        # factors near ±1, so that a long product neither vanishes nor overflows
         signs = randn(shape, "f32", generator).sign()
         near_one = randn(shape, "f32", generator, 0.05, 1.0)
         return [(signs * near_one).to(randn((1,), dtype, generator).dtype)]
     x = randn(shape, dtype, generator)
-    if key["op"] in ("max", "min") and key["cols"] > 3:
-        x[0, 3, 0] = float("nan")  # max and min propagate NaN, as torch's
+    if op in ("max", "min") and shape[1] > 3:
+        x[(0, 3, *[0] * (len(shape) - 2))] = float("nan")  # max and min propagate NaN
     return [x]
+
+
+def check_inputs(key: dict, dtype: str, generator) -> list:
+    shape = (key["rows"], key["cols"], key["inner"])
+    return reduction_inputs(shape, key["op"], dtype, generator)
 
 
 def check_keys(dtype: str) -> list[dict]:

@@ -15,7 +15,8 @@ from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 from emmy.families.reduce_cols import KINDS as COLUMN_KINDS
-from emmy.families.reduce_cols import REDUCE
+from emmy.families.reduce_cols import REDUCE, reduction_inputs
+from emmy.families.reduce_cols import atol as depth_atol
 
 #: the family of each kind whose input is a float (integer inputs: `reduce_rows_int`)
 FLOAT_FAMILIES = {
@@ -29,15 +30,16 @@ FLOAT_FAMILIES = {
 def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
     shape = shape_of(op.input)
     dim = op.reduced_dim
+    # the families that read the reduced dim in place see [rows, cols, inner]
+    middle: dict[str, int | str] = {
+        "rows": math.prod(shape[:dim]),
+        "cols": shape[dim],
+        "inner": math.prod(shape[dim + 1 :]),
+        "T": dtype_of(op.input),
+        "op": op.kind.data.value,
+    }
     if not dtypes.is_float(dtype_of(op.input)):
-        key = {
-            "rows": math.prod(shape[:dim]),
-            "cols": shape[dim],
-            "inner": math.prod(shape[dim + 1 :]),
-            "T": dtype_of(op.input),
-            "Y": dtype_of(op.result),
-            "op": op.kind.data.value,
-        }
+        key = {**middle, "Y": dtype_of(op.result)}
         return Site("reduce_rows_int", key, list(op.operands))
     if dim != len(shape) - 1:
         if op.kind.data not in COLUMN_KINDS:
@@ -45,14 +47,7 @@ def site(op: graph.ReduceOp, fusion: Fusion) -> Site:
                 f"graph.reduce {op.kind.data} of floats over dim {dim} of {list(shape)}: "
                 "its row kernel reads the last dim (move it last first)"
             )
-        key = {
-            "rows": math.prod(shape[:dim]),
-            "cols": shape[dim],
-            "inner": math.prod(shape[dim + 1 :]),
-            "T": dtype_of(op.input),
-            "op": op.kind.data.value,
-        }
-        return Site("reduce_cols", key, list(op.operands))
+        return Site("reduce_cols", middle, list(op.operands))
     key = {"rows": math.prod(shape[:-1]), "cols": shape[-1], "T": dtype_of(op.input)}
     key["op"] = op.kind.data.value
     if op.correction is not None:
@@ -68,23 +63,7 @@ def reference(key: dict, inputs: list):
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
-    # torch stays off the compile path: only checks build inputs
-    from emmy.families.tensors import randn
-
-    if key["op"] == "prod":
-        # factors near ±1, so that a long row's product neither vanishes nor overflows
-        signs = randn((key["rows"], key["cols"]), "f32", generator).sign()
-        near_one = randn((key["rows"], key["cols"]), "f32", generator, 0.05, 1.0)
-        return [(signs * near_one).to(randn((1,), dtype, generator).dtype)]
-    x = randn((key["rows"], key["cols"]), dtype, generator)
-    if key["op"] in ("max", "min") and key["cols"] > 3:
-        x[0, 3] = float("nan")  # max and min propagate NaN, as torch's
-    return [x]
-
-
-def atol(key: dict) -> float:
-    # f32 accumulation: a sum whose terms cancel keeps their absolute error
-    return 4e-6 * math.sqrt(int(key["cols"]))
+    return reduction_inputs((key["rows"], key["cols"]), key["op"], dtype, generator)
 
 
 FAMILY = Family(
@@ -109,6 +88,6 @@ FAMILY = Family(
         ]
     ),
     check_inputs=check_inputs,
-    extra_atol=atol,
+    extra_atol=depth_atol,
     grid=lambda: key_grid.row_keys(lambda x, cols, dtype: f"{x}.sum(-1)"),
 )

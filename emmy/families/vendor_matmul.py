@@ -25,7 +25,7 @@ def vendor_key(key: Mapping[str, KeyValue]) -> ProblemKey:
     """The vendor product's key: the matmul's, without its epilogue (A's layout named only
     where A is stored [k, m])."""
     key = {"layout": "kn", **key}
-    names = (*KEY, "a_layout") if key.get("a_layout", "mk") == "km" else KEY
+    names = (*KEY, "a_layout") if matmul.transposes_a(key) else KEY
     return ProblemKey.of((name, key[name]) for name in names)
 
 
@@ -34,10 +34,9 @@ def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> Vend
     [k, m] where a_layout is km."""
     batch, m, n, k, b_batch = (int(key[name]) for name in ("batch", "m", "n", "k", "b_batch"))
     transpose_b = key["layout"] == "nk"
-    transpose_a = key.get("a_layout", "mk") == "km"
     b_shape = (b_batch, n, k) if transpose_b else (b_batch, k, n)
-    shapes = ((batch, k, m) if transpose_a else (batch, m, k), b_shape, (batch, m, n))
-    return VendorMatmul(args, shapes, str(key["T"]), transpose_b, transpose_a)
+    shapes = (matmul.a_shape(key), b_shape, (batch, m, n))
+    return VendorMatmul(args, shapes, str(key["T"]), transpose_b, matmul.transposes_a(key))
 
 
 FAMILY = Family(
