@@ -192,6 +192,29 @@ def test_parameters_that_depend_on_a_condition_and_matches_on_an_integer_key() -
         parse_source(PARTS.replace("if parts > 1", "if chunks > 1"), "k.emmy")
 
 
+PAIRS = """
+kernel pairs(x: in T[n], y: out f32[n, 2]) {
+  key n, T;
+  fork threads = 64 in [32, 64];
+  launch grid = ceil_div(n, threads), block = threads;
+  let i = min(block_id() * threads + thread_id(), n - 1);
+  y[i, 0] = x[i];
+  y[i, 1] = x[i] * x[i];
+}
+"""
+
+
+def test_a_dim_may_be_a_size() -> None:
+    """`f32[n, 2]`: a pair per element (attention_stats' statistics, whose checks on the
+    emulator run the offsets it strides by); its shape at a key reads the key's dims and
+    the sizes alike."""
+    (decl,) = parse_source(PAIRS, "k.emmy")
+    out = decl.params[1]
+    assert out.dims == ("n", "2") and out.shape({"n": 5, "T": "f32"}) == (5, 2)
+    site = instantiate(decl, {"n": 5, "T": "f32"}, "a")
+    site.verify()
+
+
 def test_keys_round_trip_with_commas_inside_parentheses() -> None:
     key = {"n": 12, "T": "f32", "fn": "max(in0, 0.5)"}
     text = format_key(["n", "T", "fn"], key)

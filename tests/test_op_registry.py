@@ -152,6 +152,7 @@ BACKWARD_OPS = {
     "aten._log_softmax_backward_data.default",
     "emmy.layer_norm_backward.default",
     "emmy.embedding_backward.default",
+    "emmy.attention_backward.default",
     # the attentions SDPA becomes on a GPU, whose backward ops are decomposed
     "aten._scaled_dot_product_flash_attention.default",
     "aten._scaled_dot_product_efficient_attention.default",

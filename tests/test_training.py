@@ -263,6 +263,46 @@ def test_the_attention_gradients_are_torchs() -> None:
                 torch.testing.assert_close(have, want, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("causal", "group", "mask_kind", "q_len"),
+    [(True, 1, None, 5), (False, 2, "bool", 8), (False, 1, "float", 5), (True, 2, None, 8)],
+)
+def test_sdpas_gradients_run_in_flash_attention_kernels(
+    causal: bool, group: int, mask_kind: str | None, q_len: int
+) -> None:
+    """SDPA's backward under torch.compile runs in attention_stats, attention_dq and
+    attention_dkv (strict): causal with fewer queries than keys, grouped-query, a boolean
+    mask per batch and an additive one per head; the gradients are eager's."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, q_len, 16, requires_grad=True)
+    k = torch.randn(2, 4 // group, 8, 16, requires_grad=True)
+    v = torch.randn(2, 4 // group, 8, 16, requires_grad=True)
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(2, 1, q_len, 8) > 0.3
+        mask[..., 0] = True
+    elif mask_kind == "float":
+        mask = torch.randn(2, 4, q_len, 8)
+
+    def loss_of(q, k, v, mask):
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, scale=0.3, enable_gqa=group > 1
+        )
+        return (out * out).sum()
+
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    loss = torch.compile(loss_of, backend=backend)(q, k, v, mask)
+    got = torch.autograd.grad(loss, (q, k, v))
+    want = torch.autograd.grad(loss_of(q, k, v, mask), (q, k, v))
+    torch._dynamo.reset()
+    for have, expected in zip(got, want, strict=True):
+        torch.testing.assert_close(have, expected, rtol=1e-4, atol=1e-5)
+    kernels = {call.kernel.rsplit("_", 1)[0] for p in programs for call in p.calls}
+    assert {"attention_stats", "attention_dq", "attention_dkv"} <= kernels, kernels
+
+
 #: a GPU's attentions below autograd (the flash one causal and scaled, the others under an
 #: additive bias), as AOTAutograd hands a graph that calls them to the backend
 GPU_ATTENTIONS = {

@@ -375,7 +375,7 @@ def _declared_specs(
                 "give: give the item's inputs and outputs (a plan writes them)"
             )
         try:
-            shape = tuple(int(values[d]) for d in param.dims)
+            shape = param.shape(values)
         except (KeyError, ValueError):
             raise EmmyError(f"{where}: the key does not give every dim of {param.name}") from None
         specs[param.direction].append(TensorSpec(param.name, shape, param_dtype(param, values)))

@@ -873,6 +873,37 @@ class EmbeddingBackwardOp(IRDLOperation):
             )
 
 
+def _verify_attention_operands(
+    what: str, q_value: SSAValue, k_value: SSAValue, v_value: SSAValue, mask: SSAValue | None
+) -> TensorType:
+    """Checks an attention's q, k, v and mask (graph.attention's, and its backward's), and
+    gives q's type."""
+    q = _float_tensor(q_value, f"{what} q")
+    k = _float_tensor(k_value, f"{what} k")
+    v = _float_tensor(v_value, f"{what} v")
+    if len(q.get_shape()) != 4 or k.get_shape() != v.get_shape() or len(k.get_shape()) != 4:
+        raise VerifyException(f"{what} takes q, k, v of rank 4 with k and v alike")
+    if not q.element_type == k.element_type == v.element_type:
+        raise VerifyException(f"{what} q, k and v must share one dtype")
+    (b, h, _, d), (kb, kh, kv_len, kd) = q.get_shape(), k.get_shape()
+    if kb != b or kd != d or kh == 0 or h % kh:
+        raise VerifyException(
+            f"{what} k/v {list(k.get_shape())} do not fit q {list(q.get_shape())}"
+        )
+    if mask is None:
+        return q
+    mask_type = _float_tensor(mask, f"{what} mask")
+    q_len = q.get_shape()[2]
+    shapes = [(g, *rows, kv_len) for g in (b, b * h) for rows in ((), (q_len,))]
+    if mask_type.get_shape() not in shapes or mask_type.element_type != q.element_type:
+        groups = f"{b}" if h == 1 else f"{b} or {b * h}"
+        raise VerifyException(
+            f"{what} mask must be {q.element_type} of shape [{groups}, {kv_len}] or [{groups},"
+            f" {q_len}, {kv_len}] ([batch or batch·heads, (q_len,) kv_len]), not {mask_type}"
+        )
+    return q
+
+
 @irdl_op_definition
 class AttentionOp(IRDLOperation):
     """softmax(q kᵀ · scale [+ causal mask] [+ mask]) v over [batch, heads, len, dim] tensors;
@@ -925,31 +956,107 @@ class AttentionOp(IRDLOperation):
         super().__init__(operands=operands, result_types=[q.type], properties=properties)
 
     def verify_(self) -> None:
-        q = _float_tensor(self.q, "graph.attention q")
-        k = _float_tensor(self.k, "graph.attention k")
-        v = _float_tensor(self.v, "graph.attention v")
-        if len(q.get_shape()) != 4 or k.get_shape() != v.get_shape() or len(k.get_shape()) != 4:
-            raise VerifyException("graph.attention takes q, k, v of rank 4 with k and v alike")
-        if not q.element_type == k.element_type == v.element_type:
-            raise VerifyException("graph.attention q, k and v must share one dtype")
-        (b, h, _, d), (kb, kh, kv_len, kd) = q.get_shape(), k.get_shape()
-        if kb != b or kd != d or kh == 0 or h % kh:
-            raise VerifyException(
-                f"graph.attention k/v {list(k.get_shape())} do not fit q {list(q.get_shape())}"
-            )
-        if self.mask is not None:
-            mask = _float_tensor(self.mask, "graph.attention mask")
-            q_len = q.get_shape()[2]
-            shapes = [(g, *rows, kv_len) for g in (b, b * h) for rows in ((), (q_len,))]
-            if mask.get_shape() not in shapes or mask.element_type != q.element_type:
-                groups = f"{b}" if h == 1 else f"{b} or {b * h}"
-                raise VerifyException(
-                    f"graph.attention mask must be {q.element_type} of shape [{groups}, "
-                    f"{kv_len}] or [{groups}, {q_len}, {kv_len}] ([batch or batch·heads, "
-                    f"(q_len,) kv_len]), not {mask}"
-                )
+        q = _verify_attention_operands("graph.attention", self.q, self.k, self.v, self.mask)
         if self.result.type != q:
             raise VerifyException("graph.attention result must have q's type")
+
+
+class AttentionGradient(StrEnum):
+    """What a graph.attention_backward computes: the rows' statistics its gradients read,
+    or one gradient."""
+
+    #: per query, f32 [..., 2]: the log-sum-exp of its scores and rowsum(dO ∘ O)
+    STATS = "stats"
+    QUERY = "query"
+    KEY = "key"
+    VALUE = "value"
+
+
+@irdl_attr_definition
+class AttentionGradientAttr(EnumAttribute[AttentionGradient], SpacedOpaqueSyntaxAttribute):
+    """`#graph<attention_gradient query>`"""
+
+    name = "graph.attention_gradient"
+
+
+@irdl_op_definition
+class AttentionBackwardOp(IRDLOperation):
+    """A part of graph.attention's backward as FlashAttention-2 computes it, the
+    probabilities recomputed from q and k, never stored: P = softmax(scale · q kᵀ + mask),
+    dV = Pᵀ dO, dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)), dQ = scale · dS k, dK = scale · dSᵀ q.
+    `stats` gives each query's log-sum-exp and rowsum(dO ∘ O), f32 [batch, heads, q_len,
+    2], from `aux` = the attention's output O; `query`, `key` and `value` give that
+    gradient from `aux` = the stats. Operands and attributes are the attention's (k and v of
+    fewer heads get their groups' gradients summed).
+
+    %s = graph.attention_backward %q, %k, %v, %do, %o {gradient = #graph<attention_gradient stats>, scale = 0.125 : f64, causal} : ... -> tensor<1x2x8x2xf32>
+    %dq = graph.attention_backward %q, %k, %v, %do, %s {gradient = #graph<attention_gradient query>, scale = 0.125 : f64, causal} : ... -> tensor<1x2x8x16xf32>
+    """
+
+    name = "graph.attention_backward"
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    aux = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    gradient = prop_def(AttentionGradientAttr)
+    scale = prop_def(FloatAttr)
+    causal = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$q `,` $k `,` $v `,` $grad `,` $aux (`mask` $mask^)? attr-dict `:` type($q) `,`"
+        " type($k) `,` type($v) `,` type($grad) `,` type($aux) (`,` type($mask)^)? `->`"
+        " type($result)"
+    )
+
+    def __init__(
+        self,
+        qkv: tuple[SSAValue, SSAValue, SSAValue],
+        grad: SSAValue,
+        aux: SSAValue,
+        gradient: AttentionGradient,
+        result_type: Attribute,
+        scale: float,
+        causal: bool,
+        mask: SSAValue | None = None,
+    ):
+        properties: dict[str, Attribute] = {
+            "gradient": AttentionGradientAttr(gradient),
+            "scale": FloatAttr(scale, Float64Type()),
+        }
+        if causal:
+            properties["causal"] = UnitAttr()
+        operands = [*qkv, grad, aux, [mask] if mask is not None else []]
+        super().__init__(operands=operands, result_types=[result_type], properties=properties)
+
+    @property
+    def aux_name(self) -> str:
+        """What `aux` holds: the attention's output for the stats, else the stats."""
+        return "output" if self.gradient.data == AttentionGradient.STATS else "stats"
+
+    def verify_(self) -> None:
+        what = "graph.attention_backward"
+        q = _verify_attention_operands(what, self.q, self.k, self.v, self.mask)
+        grad = _float_tensor(self.grad, f"{what} gradient")
+        aux = _float_tensor(self.aux, f"{what} {self.aux_name}")
+        if grad != q:
+            raise VerifyException(f"{what}'s output gradient must have q's type")
+        batch, heads, q_len, _ = q.get_shape()
+        stats = TensorType(f32, [batch, heads, q_len, 2])
+        expected = {
+            AttentionGradient.STATS: (q, stats),
+            AttentionGradient.QUERY: (stats, q),
+            AttentionGradient.KEY: (stats, self.k.type),
+            AttentionGradient.VALUE: (stats, self.v.type),
+        }[self.gradient.data]
+        if (aux, self.result.type) != expected:
+            raise VerifyException(
+                f"{what} {self.gradient.data} takes {self.aux_name} {expected[0]} and gives"
+                f" {expected[1]}, not {aux} and {self.result.type}"
+            )
 
 
 @irdl_op_definition
@@ -1714,6 +1821,7 @@ Graph = Dialect(
         EmbeddingOp,
         EmbeddingBackwardOp,
         AttentionOp,
+        AttentionBackwardOp,
         RopeOp,
         CachedAttentionOp,
         ReshapeOp,
@@ -1729,5 +1837,12 @@ Graph = Dialect(
         FusedOp,
         YieldOp,
     ],
-    [GeluApproximationAttr, ReductionAttr, TriangleAttr, PoolingAttr, ResizeAttr],
+    [
+        GeluApproximationAttr,
+        AttentionGradientAttr,
+        ReductionAttr,
+        TriangleAttr,
+        PoolingAttr,
+        ResizeAttr,
+    ],
 )

@@ -746,7 +746,7 @@ class Lowering:
         return offset
 
     def dim_value(self, node: Tree, dim: str) -> SSAValue:
-        value = self.key.get(dim)
+        value = int(dim) if dim.isdigit() else self.key.get(dim)
         if not isinstance(value, int):
             raise self.error(node, f"dimension {dim!r} is not an integer of the key")
         return self.const_int(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -23,11 +24,17 @@ class Param:
     name: str
     direction: str  # "in" | "out"
     dtype: str  # a key name such as "T", or a storage type such as "i8"
+    #: key names, or sizes (a pair of statistics per row: `f32[rows, 2]`)
     dims: tuple[str, ...]
     variadic: bool
     #: a key name (the parameter exists only where that key is `yes`) or a condition over
     #: the key (`split > 1`)
     when: Condition | None = None
+
+    def shape(self, key: Mapping[str, object]) -> tuple[int, ...]:
+        """Its shape at a key: each dim a key's value or a size; KeyError or ValueError
+        where the key lacks one."""
+        return tuple(int(d) if d.isdigit() else int(str(key[d])) for d in self.dims)
 
 
 @dataclass(frozen=True)

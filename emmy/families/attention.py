@@ -5,12 +5,18 @@ applies (see `site`)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+from xdsl.ir import SSAValue
 
 from emmy import dtypes
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+if TYPE_CHECKING:
+    import torch
 
 #: the host call that runs an attention by the vendor library (torch's SDPA)
 VENDOR_FAMILY = "vendor_attention"
@@ -20,27 +26,37 @@ def attention_key(op: graph.AttentionOp) -> tuple[str, dict]:
     """The tensor-core family for f16/bf16 heads of a multiple of 16 up to 256, the SIMT
     family otherwise, the vendor library's host call for a `library` attention, and the
     key (the same for all three)."""
-    batch, heads, q_len, d = shape_of(op.q)
-    _, kv_heads, kv_len, _ = shape_of(op.k)
-    key = {
+    key = problem_of(op.q, op.k, op.mask, float(op.scale.value.data), op.causal is not None)
+    if op.library is not None:
+        return VENDOR_FAMILY, key
+    d = shape_of(op.q)[3]
+    tensor_cores = dtypes.is_half(dtype_of(op.q)) and d % 16 == 0 and d <= 256
+    return "attention_tc" if tensor_cores else "attention", key
+
+
+def problem_of(
+    q: SSAValue, k: SSAValue, mask: SSAValue | None, scale: float, causal: bool
+) -> dict[str, int | str]:
+    """The key of an attention of q [batch, heads, q_len, d] over k [batch, kv_heads,
+    kv_len, d], and of its backward's kernels."""
+    batch, heads, q_len, d = shape_of(q)
+    _, kv_heads, kv_len, _ = shape_of(k)
+    key: dict[str, int | str] = {
         "bh": batch * heads,
         "kv_bh": batch * kv_heads,
         "q_len": q_len,
         "kv_len": kv_len,
         "d": d,
-        "T": dtype_of(op.q),
-        "causal": "yes" if op.causal is not None else "no",
-        "scale": repr(float(op.scale.value.data)),
+        "T": dtype_of(q),
+        "causal": "yes" if causal else "no",
+        "scale": repr(scale),
     }
-    if op.mask is not None:
+    if mask is not None:
         # the mask's groups of heads: per batch, or per (batch, head)
-        key |= {"masked": "yes", "batch": shape_of(op.mask)[0]}
-        if len(shape_of(op.mask)) == 3:
+        key |= {"masked": "yes", "batch": shape_of(mask)[0]}
+        if len(shape_of(mask)) == 3:
             key["mask_rows"] = q_len
-    if op.library is not None:
-        return VENDOR_FAMILY, key
-    tensor_cores = dtypes.is_half(key["T"]) and d % 16 == 0 and d <= 256
-    return "attention_tc" if tensor_cores else "attention", key
+    return key
 
 
 def site(op: graph.AttentionOp, fusion: Fusion) -> Site:
@@ -49,26 +65,44 @@ def site(op: graph.AttentionOp, fusion: Fusion) -> Site:
 
 
 def reference(key: dict, inputs: list):
+    q, k, v, *mask = inputs
+    return probabilities(key, q, k, mask) @ heads_of_queries(key, v.double())
+
+
+def heads_of_queries(key: dict, kv: torch.Tensor) -> torch.Tensor:
+    """k or v [kv_bh, ...] repeated for each head of q that reads it (grouped-query)."""
+    return kv.repeat_interleave(int(key["bh"]) // int(key["kv_bh"]), dim=0)
+
+
+def scores(key: dict, q: torch.Tensor, k: torch.Tensor, mask: list) -> torch.Tensor:
+    """scale · q kᵀ [+ mask] [+ causal mask] in float64, [bh, q_len, kv_len]; `mask` the
+    attention's mask, or none."""
     # torch stays off the compile path: only benches and checks call references
     import torch
 
-    q, k, v = (t.double() for t in inputs[:3])
-    group = int(key["bh"]) // int(key["kv_bh"])
-    k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
-    scores = q @ k.transpose(-2, -1) * float(key["scale"])
+    scores = q.double() @ heads_of_queries(key, k.double()).transpose(-2, -1)
+    scores = scores * float(key["scale"])
     if str(key.get("masked", "no")) == "yes":
         heads = int(key["bh"]) // int(key["batch"])
         rows = int(key.get("mask_rows", 1))
-        mask = inputs[3].double().reshape(int(key["batch"]), rows, -1)
-        scores = scores + mask.repeat_interleave(heads, dim=0)
+        additive = mask[0].double().reshape(int(key["batch"]), rows, -1)
+        scores = scores + additive.repeat_interleave(heads, dim=0)
     if str(key["causal"]) == "yes":
         rows, cols = scores.shape[-2:]
         hidden = torch.ones(rows, cols, dtype=torch.bool).triu(1)
         scores = scores.masked_fill(hidden, float("-inf"))
-    # a query whose every key is masked reads nothing (0, as torch's attention gives), where
-    # a plain softmax would give NaN
-    hidden_rows = scores.isneginf().all(dim=-1, keepdim=True)
-    return torch.softmax(scores, dim=-1).masked_fill(hidden_rows, 0.0) @ v
+    return scores
+
+
+def probabilities(key: dict, q: torch.Tensor, k: torch.Tensor, mask: list) -> torch.Tensor:
+    """softmax(scores) in float64; a query whose every key is masked reads nothing (0, as
+    torch's attention gives), where a plain softmax would give NaN."""
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    values = scores(key, q, k, mask)
+    hidden_rows = values.isneginf().all(dim=-1, keepdim=True)
+    return torch.softmax(values.masked_fill(hidden_rows, 0.0), dim=-1).masked_fill(hidden_rows, 0.0)
 
 
 def length_atol(key: dict) -> float:

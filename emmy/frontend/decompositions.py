@@ -2,7 +2,7 @@
 a training step's backward ops and its losses, as forms of the ops emmy compiles. torch's
 own decompositions where theirs are made of such ops; emmy's where theirs are not (an
 embedding's gradient by a kernel of its own instead of an accumulating scatter; attention's
-gradient recomputing its probabilities from q and k). An op never decomposed keeps its
+gradient by FlashAttention-2's kernels). An op never decomposed keeps its
 fused kernel: the forward ops (layer_norm, softmax, attention) are none of these."""
 
 from __future__ import annotations
@@ -71,41 +71,15 @@ def attention_backward(
     attn_mask: torch.Tensor | None = None,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """torch's CPU flash attention backward as FlashAttention-2 writes it, its
-    probabilities recomputed (the saved log-sum-exp unread, so the forward saves none):
-    P = softmax(scale · q kᵀ + mask), dV = Pᵀ dO, dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)),
-    dQ = scale · dS k, dK = scale · dSᵀ q; k and v of fewer heads than q (grouped-query)
-    get their groups' gradients summed."""
+    """torch's CPU flash attention backward by emmy's FlashAttention-2 kernels
+    (`emmy::attention_backward`): the probabilities recomputed from q, k and each query's
+    statistics, so the forward's saved log-sum-exp is unread (and the forward saves none)."""
     if dropout_p:
         return NotImplemented
-    heads, kv_heads = query.shape[1], key.shape[1]
-    group = heads // kv_heads
-    if group > 1:
-        key = key.repeat_interleave(group, dim=1)
-        value = value.repeat_interleave(group, dim=1)
     factor = query.shape[-1] ** -0.5 if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * factor
-    if is_causal:
-        q_len, kv_len = scores.shape[-2], scores.shape[-1]
-        kept = torch.ones(q_len, kv_len, dtype=torch.bool, device=scores.device).tril()
-        scores = scores.masked_fill(~kept, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    probabilities = torch.softmax(scores, dim=-1)
-    grad_value = probabilities.transpose(-2, -1) @ grad_out
-    grad_probabilities = grad_out @ value.transpose(-2, -1)
-    row_terms = (grad_out * out).sum(dim=-1, keepdim=True)
-    grad_scores = probabilities * (grad_probabilities - row_terms)
-    grad_query = (grad_scores @ key) * factor
-    grad_key = (grad_scores.transpose(-2, -1) @ query) * factor
-    if group > 1:
-        batch, _, kv_len, dim = grad_key.shape
-        grad_key = grad_key.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
-        grad_value = grad_value.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
-    return grad_query, grad_key, grad_value
+    return ops.attention_backward(
+        grad_out, query, key, value, out, attn_mask, float(factor), bool(is_causal)
+    )
 
 
 def flash_attention_backward(

@@ -96,3 +96,60 @@ def embedding_backward(grad: torch.Tensor, ids: torch.Tensor, num_weights: int) 
 @embedding_backward.register_fake
 def _(grad: torch.Tensor, ids: torch.Tensor, num_weights: int) -> torch.Tensor:
     return grad.new_empty((num_weights, grad.shape[-1]))
+
+
+@torch.library.custom_op("emmy::attention_backward", mutates_args=())
+def attention_backward(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    scale: float,
+    is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of an attention's q, k and v [batch, heads, len, dim] (what a training
+    step's backward decomposes the SDPA backward ops to, emmy.frontend.decompositions),
+    FlashAttention-2's formulas: P = softmax(scale · q kᵀ + mask), dV = Pᵀ dO,
+    dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)), dQ = scale · dS k, dK = scale · dSᵀ q. k and v of
+    fewer heads than q (grouped-query) get their groups' gradients summed; attn_mask is
+    SDPA's (additive or boolean); the causal mask is top-left, as SDPA's."""
+    heads, kv_heads = query.shape[1], key.shape[1]
+    group = heads // kv_heads
+    keys = key.repeat_interleave(group, dim=1)
+    values = value.repeat_interleave(group, dim=1)
+    scores = (query @ keys.transpose(-2, -1)) * scale
+    if is_causal:
+        kept = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~kept, float("-inf"))
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    hidden_rows = scores.isneginf().all(dim=-1, keepdim=True)
+    probabilities = torch.softmax(scores.masked_fill(hidden_rows, 0.0), dim=-1)
+    probabilities = probabilities.masked_fill(hidden_rows, 0.0)
+    grad_value = probabilities.transpose(-2, -1) @ grad_out
+    row_terms = (grad_out * out).sum(dim=-1, keepdim=True)
+    grad_scores = probabilities * (grad_out @ values.transpose(-2, -1) - row_terms)
+    grad_query = (grad_scores @ keys) * scale
+    grad_key = (grad_scores.transpose(-2, -1) @ query) * scale
+    batch, _, kv_len, dim = key.shape
+    grad_key = grad_key.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
+    grad_value = grad_value.reshape(batch, kv_heads, group, kv_len, value.shape[-1]).sum(2)
+    return grad_query, grad_key, grad_value
+
+
+@attention_backward.register_fake
+def _(
+    grad_out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    scale: float,
+    is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)

@@ -157,6 +157,14 @@ def _attention(args: tuple, out: torch.Tensor) -> int:
     return 2 * rows * key.shape[-2] * (query.shape[-1] + value.shape[-1])
 
 
+def _attention_backward(args: tuple, out: torch.Tensor) -> int:
+    """The scores recomputed, dO·vᵀ, Pᵀ·dO, dS·k and dSᵀ·q, as torch's flop counter counts
+    SDPA's backward: 2 · batch · heads · q_len · kv_len · (3 d + 2 d_v)."""
+    query, key, value = args[1], args[2], args[3]
+    rows = query.numel() // query.shape[-1]  # batch · heads · q_len
+    return 2 * rows * key.shape[-2] * (3 * query.shape[-1] + 2 * value.shape[-1])
+
+
 def _einsum_sizes(subscripts: str, shape: torch.Size) -> tuple[dict[str, int], torch.Size]:
     """One einsum operand's index sizes by letter, and the dims its `...` stands for."""
     if "..." not in subscripts:
@@ -241,6 +249,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     },
     "emmy.layer_norm_backward": _reads_input,
     "emmy.embedding_backward": _reads_input,
+    "emmy.attention_backward": _attention_backward,
 }  # fmt: skip
 
 

@@ -162,7 +162,7 @@ def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple
         if param.variadic:
             shapes += [None] * variadic
         else:
-            shapes.append(tuple(int(key[d]) for d in param.dims))
+            shapes.append(param.shape(key))
     return shapes
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 from torch import fx
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
@@ -116,6 +116,49 @@ def _fused_attention(self: FunctionBuilder, node: fx.Node) -> list:
     attention (what SDPA with enable_gqa=True becomes)."""
     rest = [None] * (len(node.meta["val"]) - 1)
     return [_sdpa(self, node, {"enable_gqa": True, **_fused_arguments(node)}), *rest]
+
+
+_BACKWARD_ARGS = ("grad_out", "query", "key", "value", "out", "attn_mask", "scale", "is_causal")
+
+
+def _attention_backward_refusal(node: fx.Node) -> str | None:
+    """What attention_stats, attention_dq and attention_dkv do not cover: a head dim that no
+    `lanes` option divides into at most 16 per thread."""
+    dim = arg_example(node, 1).shape[-1]
+    if dim % 4 or dim > 512:
+        return f"attention backward of head dim {dim} (a multiple of 4 up to 512 is supported)"
+    return None
+
+
+@ATEN.handles("emmy.attention_backward.default", accepts=_attention_backward_refusal)
+def _attention_backward(self: FunctionBuilder, node: fx.Node) -> list[View]:
+    """The gradients of q, k and v (emmy.frontend.decompositions) by FlashAttention-2's
+    kernels: each query's statistics first, then each gradient from them."""
+    bound: dict = dict(zip(_BACKWARD_ARGS, node.args, strict=False)) | dict(node.kwargs)
+    q, k, v, out, grad = (
+        self.operand(bound[n]) for n in ("query", "key", "value", "out", "grad_out")
+    )
+    batch, heads, q_len, _ = q.type.get_shape()
+    mask = None
+    if bound.get("attn_mask") is not None:
+        kv_len = k.type.get_shape()[2]
+        dtype = q.type.element_type
+        mask = _attention_mask(self, bound["attn_mask"], dtype, batch, heads, q_len, kv_len)
+    scale, causal = float(bound["scale"]), bool(bound["is_causal"])
+
+    def part(
+        aux: SSAValue, gradient: graph.AttentionGradient, typ: Attribute
+    ) -> SSAValue[TensorType]:
+        op = graph.AttentionBackwardOp((q, k, v), grad, aux, gradient, typ, scale, causal, mask)
+        return self.insert(op)
+
+    stats = part(out, graph.AttentionGradient.STATS, TensorType(f32, [batch, heads, q_len, 2]))
+    gradients = [
+        part(stats, graph.AttentionGradient.QUERY, q.type),
+        part(stats, graph.AttentionGradient.KEY, k.type),
+        part(stats, graph.AttentionGradient.VALUE, v.type),
+    ]
+    return [self.result(g, meta) for g, meta in zip(gradients, node.meta["val"], strict=True)]
 
 
 def _additive_mask(self: FunctionBuilder, view: View, dtype: Attribute) -> View:

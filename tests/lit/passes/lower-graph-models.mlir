@@ -125,6 +125,27 @@ func.func @embedding_backward(%g : tensor<2x8x64xf16>, %ids : tensor<2x8xi32>) -
 // CHECK-NEXT: %{{.*}} = kernel.call @[[EMBB]](%[[IDS]], %[[G]]) : (tensor<2x8xi32>, tensor<2x8x64xf16>) -> tensor<100x64xf16>
 // CHECK-NEXT: func.return
 
+// An attention's backward under a padding mask: the queries' statistics, then the query,
+// key and value gradients from them, each a kernel reading the operands its part needs
+// (the value gradient reads no v).
+func.func @attention_backward(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %do : tensor<2x4x8x16xf32>, %o : tensor<2x4x8x16xf32>, %pad : tensor<2x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) {
+  %s = graph.attention_backward %q, %k, %v, %do, %o mask %pad {gradient = #graph<attention_gradient stats>, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x2xf32>
+  %dq = graph.attention_backward %q, %k, %v, %do, %s mask %pad {gradient = #graph<attention_gradient query>, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>
+  %dk = graph.attention_backward %q, %k, %v, %do, %s mask %pad {gradient = #graph<attention_gradient key>, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32>, tensor<2x8xf32> -> tensor<2x2x8x16xf32>
+  %dv = graph.attention_backward %q, %k, %v, %do, %s mask %pad {gradient = #graph<attention_gradient value>, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32>, tensor<2x8xf32> -> tensor<2x2x8x16xf32>
+  func.return %dq, %dk, %dv : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+}
+// CHECK: fork.site @[[DV:attention_dkv_[0-9]+]] "attention_dkv" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=no,scale=0.25,part=dv,masked=yes,batch=2" {
+// CHECK: fork.site @[[DK:attention_dkv_[0-9]+]] "attention_dkv" "{{.*}},part=dk,masked=yes,batch=2" {
+// CHECK: fork.site @[[DQ:attention_dq_[0-9]+]] "attention_dq" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=no,scale=0.25,masked=yes,batch=2" {
+// CHECK: fork.site @[[ST:attention_stats_[0-9]+]] "attention_stats" "bh=8,{{.*}}" {
+// CHECK: func.func @attention_backward(%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[O:[^:]*]]: {{.*}}, %[[PAD:[^:]*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[S:.*]] = kernel.call @[[ST]](%[[Q]], %[[K]], %[[O]], %[[DO]], %[[PAD]]) : {{.*}} -> tensor<2x4x8x2xf32>
+// CHECK-NEXT: kernel.call @[[DQ]](%[[Q]], %[[K]], %[[V]], %[[DO]], %[[S]], %[[PAD]]) : {{.*}} -> tensor<2x4x8x16xf32>
+// CHECK-NEXT: kernel.call @[[DK]](%[[Q]], %[[K]], %[[V]], %[[DO]], %[[S]], %[[PAD]]) : {{.*}} -> tensor<2x2x8x16xf32>
+// CHECK-NEXT: kernel.call @[[DV]](%[[Q]], %[[K]], %[[DO]], %[[S]], %[[PAD]]) : {{.*}} -> tensor<2x2x8x16xf32>
+// CHECK-NEXT: func.return
+
 // A padding mask [batch, kv_len]: the attention site reads it as a fourth input.
 func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
   %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>

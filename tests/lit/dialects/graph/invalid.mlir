@@ -417,3 +417,27 @@ func.func @integer_constant() -> tensor<f32> {
   func.return %c : tensor<f32>
 }
 // CHECK: graph.constant of floats holds a float, of integers an integer
+
+// -----
+
+func.func @attention_backward_stats(%q : tensor<1x2x8x16xf32>, %o : tensor<1x2x8x16xf32>) -> tensor<1x2x8x1xf32> {
+  %s = graph.attention_backward %q, %q, %q, %q, %o {gradient = #graph<attention_gradient stats>, scale = 2.500000e-01 : f64} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x1xf32>
+  func.return %s : tensor<1x2x8x1xf32>
+}
+// CHECK: graph.attention_backward stats takes output tensor<1x2x8x16xf32> and gives tensor<1x2x8x2xf32>, not tensor<1x2x8x16xf32> and tensor<1x2x8x1xf32>
+
+// -----
+
+func.func @attention_backward_key(%q : tensor<1x4x8x16xf32>, %k : tensor<1x2x8x16xf32>, %s : tensor<1x4x8x2xf32>) -> tensor<1x4x8x16xf32> {
+  %dk = graph.attention_backward %q, %k, %k, %q, %s {gradient = #graph<attention_gradient key>, scale = 2.500000e-01 : f64} : tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x2xf32> -> tensor<1x4x8x16xf32>
+  func.return %dk : tensor<1x4x8x16xf32>
+}
+// CHECK: graph.attention_backward key takes stats tensor<1x4x8x2xf32> and gives tensor<1x2x8x16xf32>, not tensor<1x4x8x2xf32> and tensor<1x4x8x16xf32>
+
+// -----
+
+func.func @attention_backward_gradient(%q : tensor<1x2x8x16xf32>, %g : tensor<1x2x8x16xf16>, %s : tensor<1x2x8x2xf32>) -> tensor<1x2x8x16xf32> {
+  %dq = graph.attention_backward %q, %q, %q, %g, %s {gradient = #graph<attention_gradient query>, scale = 2.500000e-01 : f64} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf16>, tensor<1x2x8x2xf32> -> tensor<1x2x8x16xf32>
+  func.return %dq : tensor<1x2x8x16xf32>
+}
+// CHECK: graph.attention_backward's output gradient must have q's type

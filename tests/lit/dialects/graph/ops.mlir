@@ -126,3 +126,16 @@ func.func @cached_attention(%q : tensor<1x4x1x16xbf16>, %k : tensor<1x2x64x16xbf
   // CHECK: graph.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x4x1x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1x2x64x16xbf16>, tensor<1xi64> -> tensor<1x4x1x16xbf16>
   func.return %o : tensor<1x4x1x16xbf16>
 }
+
+// An attention's backward: the queries' statistics, then each gradient from them.
+func.func @attention_backward(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %do : tensor<2x4x8x16xf32>, %o : tensor<2x4x8x16xf32>, %pad : tensor<2x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) {
+  %s = graph.attention_backward %q, %k, %v, %do, %o {gradient = #graph<attention_gradient stats>, scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x2xf32>
+  // CHECK: %[[S:.*]] = graph.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {gradient = #graph<attention_gradient stats>, scale = 2.500000e-01 : f64, causal} : {{.*}} -> tensor<2x4x8x2xf32>
+  %dq = graph.attention_backward %q, %k, %v, %do, %s {gradient = #graph<attention_gradient query>, scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32> -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: graph.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]] {gradient = #graph<attention_gradient query>, {{.*}}} : {{.*}} -> tensor<2x4x8x16xf32>
+  %dk = graph.attention_backward %q, %k, %v, %do, %s mask %pad {gradient = #graph<attention_gradient key>, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32>, tensor<2x8xf32> -> tensor<2x2x8x16xf32>
+  // CHECK-NEXT: graph.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]] mask %{{.*}} {gradient = #graph<attention_gradient key>, scale = 2.500000e-01 : f64} : {{.*}}, tensor<2x8xf32> -> tensor<2x2x8x16xf32>
+  %dv = graph.attention_backward %q, %k, %v, %do, %s {gradient = #graph<attention_gradient value>, scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32> -> tensor<2x2x8x16xf32>
+  // CHECK-NEXT: graph.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]] {gradient = #graph<attention_gradient value>, {{.*}}} : {{.*}} -> tensor<2x2x8x16xf32>
+  func.return %dq, %dk, %dv : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+}

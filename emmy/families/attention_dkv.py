@@ -1,0 +1,52 @@
+"""Attention's key (`part = dk`) or value (`part = dv`) gradient, FlashAttention-2's way,
+from the queries' statistics, summed over the heads of a group (attention_stats builds its
+sites)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emmy.families import attention, attention_stats
+from emmy.families.family import Family, FamilyKind
+
+if TYPE_CHECKING:
+    import torch
+
+
+def reference(key: dict, inputs: list):
+    """dK = scale · dSᵀ q of inputs q, k, v, dO, stats[, mask], or dV = Pᵀ dO of q, k, dO,
+    stats[, mask], each summed over the query heads that share a key/value head."""
+    if key["part"] == "dk":
+        q, k, v, grad, stats, *mask = inputs
+        grad_scores = attention_stats.score_gradients(key, q, k, v, grad, stats, mask)
+        per_head = grad_scores.transpose(-2, -1) @ q.double() * float(key["scale"])
+    else:
+        q, k, grad, stats, *mask = inputs
+        p = attention.probabilities(key, q, k, mask)
+        per_head = p.transpose(-2, -1) @ grad.double()
+    group = int(key["bh"]) // int(key["kv_bh"])
+    return per_head.reshape(int(key["kv_bh"]), group, *per_head.shape[1:]).sum(dim=1)
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """The attention's check keys, each gradient at every other one."""
+    keys = attention_stats.check_keys(dtype)
+    return [key | {"part": ("dk", "dv")[n % 2]} for n, key in enumerate(keys)] + [
+        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:4])
+    ]
+
+
+def check_inputs(key: dict, dtype: str, generator: torch.Generator) -> list:
+    named = attention_stats.backward_inputs(key, dtype, generator)
+    names = ("q", "k", "v", "grad", "stats") if key["part"] == "dk" else ("q", "k", "grad", "stats")
+    return [named[name] for name in names] + named["mask"]
+
+
+FAMILY = Family(
+    "attention_dkv",
+    FamilyKind.KERNEL,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=attention_stats.length_atol,
+)

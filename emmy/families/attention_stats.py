@@ -1,0 +1,107 @@
+"""Attention's backward as FlashAttention-2 computes it (graph.attention_backward): each
+query's statistics (this family: its scores' log-sum-exp and rowsum(dO ∘ O)), then the
+query gradient (attention_dq) and the key and value gradients (attention_dkv), each
+recomputing the probabilities from q, k and the statistics. The sites of all three are
+built here; their keys are the attention's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from xdsl.ir import Operation
+
+from emmy.dialects import graph
+from emmy.dialects.graph import AttentionGradient
+from emmy.families import attention
+from emmy.families.family import Family, FamilyKind, Fusion, Site
+
+if TYPE_CHECKING:
+    import torch
+
+
+def site(op: Operation, fusion: Fusion) -> Site:
+    """The stats, query or key/value family's site of a part of the backward, its inputs in
+    the order of that kernel's parameters."""
+    assert isinstance(op, graph.AttentionBackwardOp)
+    scale, causal = float(op.scale.value.data), op.causal is not None
+    key = attention.problem_of(op.q, op.k, op.mask, scale, causal)
+    mask = [op.mask] if op.mask is not None else []
+    gradient = op.gradient.data
+    if gradient == AttentionGradient.STATS:
+        return Site("attention_stats", key, [op.q, op.k, op.aux, op.grad, *mask])
+    if gradient == AttentionGradient.QUERY:
+        return Site("attention_dq", key, [op.q, op.k, op.v, op.grad, op.aux, *mask])
+    if gradient == AttentionGradient.KEY:
+        inputs = [op.q, op.k, op.v, op.grad, op.aux, *mask]
+        return Site("attention_dkv", key | {"part": "dk"}, inputs)
+    return Site("attention_dkv", key | {"part": "dv"}, [op.q, op.k, op.grad, op.aux, *mask])
+
+
+def reference(key: dict, inputs: list):
+    """[bh, q_len, 2] of inputs q, k, o, dO[, mask]: the log-sum-exp of the scores (-inf
+    where every key is masked) and rowsum(dO ∘ O)."""
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    q, k, out, grad, *mask = inputs
+    lse = torch.logsumexp(attention.scores(key, q, k, mask), dim=-1)
+    return torch.stack([lse, row_terms(grad, out)], dim=-1)
+
+
+def row_terms(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """rowsum(dO ∘ O) in float64."""
+    return (grad.double() * out.double()).sum(dim=-1)
+
+
+def score_gradients(
+    key: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
+    stats: torch.Tensor, mask: list,
+) -> torch.Tensor:  # fmt: skip
+    """dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)) in float64, [bh, q_len, kv_len], the row terms
+    read from the stats."""
+    p = attention.probabilities(key, q, k, mask)
+    grad_p = grad.double() @ attention.heads_of_queries(key, v.double()).transpose(-2, -1)
+    return p * (grad_p - stats[..., 1:].double())
+
+
+def length_atol(key: dict) -> float:
+    """f32 accumulation over the keys, and over the queries of every head of a group."""
+    group = int(key["bh"]) // int(key["kv_bh"])
+    return 2e-6 * (int(key["kv_len"]) + group * int(key["q_len"]))
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """The attention's check keys: heads grouped and not, causal and not, masks per key,
+    per query and per head, d from 4 to 128."""
+    return attention.check_keys_of(dtype, attention.CHECK_SHAPES)
+
+
+def backward_inputs(key: dict, dtype: str, generator: torch.Generator) -> dict:
+    """Random q, k, v, dO and mask of an attention's key, with its output and stats, by
+    name."""
+    # torch stays off the compile path: only checks build inputs
+    from emmy import dtypes
+    from emmy.families.tensors import randn
+
+    q, k, v, *mask = attention.check_inputs(key, dtype, generator)
+    grad = randn(tuple(q.shape), dtype, generator)
+    out = attention.reference(key, [q, k, v, *mask]).to(dtypes.torch_dtype(dtype))
+    stats = reference(key, [q, k, out, grad, *mask]).float()
+    return {"q": q, "k": k, "v": v, "grad": grad, "mask": mask, "out": out, "stats": stats}
+
+
+def check_inputs(key: dict, dtype: str, generator: torch.Generator) -> list:
+    named = backward_inputs(key, dtype, generator)
+    return [named["q"], named["k"], named["out"], named["grad"], *named["mask"]]
+
+
+FAMILY = Family(
+    "attention_stats",
+    FamilyKind.KERNEL,
+    ops=(graph.AttentionBackwardOp,),
+    site=site,
+    reference=reference,
+    check_keys=check_keys,
+    check_inputs=check_inputs,
+    extra_atol=attention.length_atol,
+)
