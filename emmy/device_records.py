@@ -72,6 +72,22 @@ class VendorAttention:
 
 
 @dataclass(frozen=True)
+class VendorAttentionBackward:
+    """torch's scaled_dot_product_attention backward (FlashAttention-2, cuDNN or the
+    memory-efficient kernel on a GPU), the gradients of q, k and v from the output's: `args`
+    are q, k, v, dO, [mask], dq, dk, dv, `shapes` theirs as SDPA takes them ([groups,
+    heads, len, d]), `dtype` their storage type."""
+
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    causal: bool
+    scale: float
+
+    kernel: ClassVar[str] = "vendor attention backward"
+
+
+@dataclass(frozen=True)
 class VendorConv:
     """torch's 2-D convolution (cuDNN on a GPU) of x, filters and [bias] (`args`, then y)
     into y, in torch's shapes, with torch's geometry (height, width pairs)."""
@@ -151,7 +167,7 @@ class TorchFallback:
 #: a step of a launch plan that the device runs through torch rather than as an emitted
 #: kernel (emmy.runtime.vendor reads them): the vendor library's matmul, attention or
 #: convolution, or a fallback
-HostCall = VendorMatmul | VendorAttention | VendorConv | TorchFallback
+HostCall = VendorMatmul | VendorAttention | VendorAttentionBackward | VendorConv | TorchFallback
 
 
 Step = Launch | HostCall

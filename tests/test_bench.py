@@ -253,6 +253,34 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
     assert len(statuses) >= 2 and set(statuses) <= {"ok", "unstable"}, statuses
 
 
+def test_bench_times_both_paths_of_an_attentions_gradients(capsys, tmp_path) -> None:
+    """An attention's gradients (grouped-query, causal): `fused` is emmy's four kernels
+    (the statistics, dq, dk, dv), each checked against its reference with the bench's
+    random inputs, and `sdpa` torch's SDPA backward (a host call) checked against the
+    float64 gradients."""
+    q, k = "torch.randn(1, 4, 9, 16)", "torch.randn(1, 2, 9, 16)"
+    expression = f"torch.ops.emmy.attention_backward({q}, {q}, {k}, {k}, {q}, None, 0.25, True)[1]"
+    db = tmp_path / "t.db"
+    bench_right(capsys, ["run", "-c", expression, "--bench", "--sweep", "path", "--db", str(db)])
+    with ReadOnlyDB(db) as database:
+        rows = database.rows()
+    by_family: dict[str, list] = {}
+    for row in rows:
+        by_family.setdefault(row.family, []).append(row)
+    paths = {row.config["path"]: row for row in by_family["attention_backward_path"]}
+    assert set(paths) == {"fused", "sdpa"}
+    assert paths["sdpa"].median_s == pytest.approx(
+        by_family["vendor_attention_backward"][0].median_s
+    )
+    parts = [
+        row
+        for name in ("attention_stats", "attention_dq", "attention_dkv")
+        for row in by_family[name]
+    ]
+    assert len(parts) == 4 and all(row.status in ("ok", "unstable") for row in parts)
+    assert paths["fused"].median_s == pytest.approx(sum(row.median_s for row in parts))
+
+
 def test_bench_times_both_attention_paths_and_the_next_compile_recalls_the_choice(
     capsys, tmp_path
 ) -> None:

@@ -80,11 +80,13 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
 
 def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_path"].forks == {"path": PATHS}
+    assert FAMILIES["attention_backward_path"].forks == {"path": ("fused", "sdpa")}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
     assert FAMILIES["conv_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
     assert set(of_kind(FamilyKind.HOST_CALL)) == {
         "vendor_matmul",
         "vendor_attention",
+        "vendor_attention_backward",
         "vendor_conv",
     }
 
@@ -102,6 +104,14 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
         causal=True,
         scale=0.25,
     )
+    grad, dq, dk, dv = (BufferArg(name) for name in ("do", "dq", "dk", "dv"))
+    backward = host_call_of(
+        "vendor_attention_backward", key + "mask_rows=5,T=bf16", (q, k, v, grad, mask, dq, dk, dv)
+    )
+    assert backward.shapes == (
+        (2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16), (2, 4, 5, 16), (2, 1, 5, 7),
+        (2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16),
+    )  # fmt: skip
     geometry = {"kh": 3, "kw": 1, "sh": 2, "sw": 1, "ph": 1, "pw": 0, "dh": 1, "dw": 2}
     sizes = {"batch": 2, "cin": 4, "h": 9, "w": 8, "cout": 6, "oh": 5, "ow": 8}
     conv = FAMILIES["vendor_conv"].host_call

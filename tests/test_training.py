@@ -303,6 +303,41 @@ def test_sdpas_gradients_run_in_flash_attention_kernels(
     assert {"attention_stats", "attention_dq", "attention_dkv"} <= kernels, kernels
 
 
+@pytest.mark.parametrize(("causal", "mask_kind"), [(True, "float"), (False, "bool")])
+def test_sdpas_gradients_pinned_to_the_library_run_its_backward(
+    causal: bool, mask_kind: str
+) -> None:
+    """`path=sdpa` runs an attention's gradients by torch's SDPA backward (a host call, its
+    forward recomputed under autograd), grouped-query, with a mask and the causal one."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 5, 16, requires_grad=True)
+    k = torch.randn(2, 2, 8, 16, requires_grad=True)
+    v = torch.randn(2, 2, 8, 16, requires_grad=True)
+    mask = torch.randn(2, 1, 5, 8) if mask_kind == "float" else torch.rand(2, 4, 5, 8) > 0.3
+    if mask_kind == "bool":
+        mask[..., 0] = True
+
+    def loss_of(q, k, v, mask):
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, scale=0.3, enable_gqa=True
+        )
+        return (out * out).sum()
+
+    programs: list = []
+    backend = emmy.api.backend(
+        device=EmuDevice(), programs=programs, db="none", fallback=False, pins="path=sdpa"
+    )
+    torch._dynamo.reset()
+    loss = torch.compile(loss_of, backend=backend)(q, k, v, mask)
+    got = torch.autograd.grad(loss, (q, k, v))
+    want = torch.autograd.grad(loss_of(q, k, v, mask), (q, k, v))
+    torch._dynamo.reset()
+    for have, expected in zip(got, want, strict=True):
+        torch.testing.assert_close(have, expected, rtol=1e-4, atol=1e-5)
+    host_calls = {h["family"] for p in programs for h in p.host_calls.values()}
+    assert host_calls == {"vendor_attention", "vendor_attention_backward"}, host_calls
+
+
 #: a GPU's attentions below autograd (the flash one causal and scaled, the others under an
 #: additive bias), as AOTAutograd hands a graph that calls them to the backend
 GPU_ATTENTIONS = {

@@ -961,6 +961,67 @@ class AttentionOp(IRDLOperation):
             raise VerifyException("graph.attention result must have q's type")
 
 
+@irdl_op_definition
+class AttentionGradientsOp(IRDLOperation):
+    """The gradients of graph.attention's q, k and v from its output's gradient `grad` and
+    its output `out`; operands and attributes are the attention's (k and v of fewer heads
+    get their groups' gradients summed). attention-paths offers it as a choice between
+    emmy's kernels (its parts, graph.attention_backward) and, with `library`, the vendor
+    library's backward (torch's SDPA) as a host call.
+
+    %dq, %dk, %dv = graph.attention_gradients %q, %k, %v, %do, %o {scale = 0.25 : f64, causal} : ... -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+    """
+
+    name = "graph.attention_gradients"
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    out = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    scale = prop_def(FloatAttr)
+    causal = opt_prop_def(UnitAttr)
+    library = opt_prop_def(UnitAttr)
+    grad_q = result_def(TensorType)
+    grad_k = result_def(TensorType)
+    grad_v = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$q `,` $k `,` $v `,` $grad `,` $out (`mask` $mask^)? attr-dict `:` type($q) `,`"
+        " type($k) `,` type($v) `,` type($grad) `,` type($out) (`,` type($mask)^)? `->`"
+        " `(` type($grad_q) `,` type($grad_k) `,` type($grad_v) `)`"
+    )
+
+    def __init__(
+        self,
+        qkv: tuple[SSAValue, SSAValue, SSAValue],
+        grad: SSAValue,
+        out: SSAValue,
+        scale: float,
+        causal: bool,
+        mask: SSAValue | None = None,
+        library: bool = False,
+    ):
+        properties: dict[str, Attribute] = {"scale": FloatAttr(scale, Float64Type())}
+        if causal:
+            properties["causal"] = UnitAttr()
+        if library:
+            properties["library"] = UnitAttr()
+        operands = [*qkv, grad, out, [mask] if mask is not None else []]
+        result_types = [value.type for value in qkv]
+        super().__init__(operands=operands, result_types=result_types, properties=properties)
+
+    def verify_(self) -> None:
+        what = "graph.attention_gradients"
+        q = _verify_attention_operands(what, self.q, self.k, self.v, self.mask)
+        if self.grad.type != q or self.out.type != q:
+            raise VerifyException(f"{what}'s output and its gradient must have q's type")
+        results = [r.type for r in self.results]
+        if results != [self.q.type, self.k.type, self.v.type]:
+            raise VerifyException(f"{what}'s results must have the types of q, k and v")
+
+
 class AttentionGradient(StrEnum):
     """What a graph.attention_backward computes: the rows' statistics its gradients read,
     or one gradient."""
@@ -1821,6 +1882,7 @@ Graph = Dialect(
         EmbeddingOp,
         EmbeddingBackwardOp,
         AttentionOp,
+        AttentionGradientsOp,
         AttentionBackwardOp,
         RopeOp,
         CachedAttentionOp,

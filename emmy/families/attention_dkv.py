@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from emmy.families import attention, attention_stats
+from emmy.families import attention_stats
 from emmy.families.family import Family, FamilyKind
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def reference(key: dict, inputs: list):
         per_head = grad_scores.transpose(-2, -1) @ q.double() * float(key["scale"])
     else:
         q, k, grad, stats, *mask = inputs
-        p = attention.probabilities(key, q, k, mask)
+        p = attention_stats.probabilities(key, q, k, stats, mask)
         per_head = p.transpose(-2, -1) @ grad.double()
     group = int(key["bh"]) // int(key["kv_bh"])
     return per_head.reshape(int(key["kv_bh"]), group, *per_head.shape[1:]).sum(dim=1)

@@ -53,13 +53,25 @@ def row_terms(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return (grad.double() * out.double()).sum(dim=-1)
 
 
+def probabilities(key: dict, q: torch.Tensor, k: torch.Tensor, stats: torch.Tensor, mask: list):
+    """P = exp(scores − lse) in float64, [bh, q_len, kv_len], from the log-sum-exps the
+    stats give (what the kernels read, so a bench's random stats are judged as they are
+    used); 0 where a score is masked."""
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    scores = attention.scores(key, q, k, mask)
+    p = torch.exp(scores - stats[..., :1].double())
+    return p.masked_fill(scores.isneginf(), 0.0)
+
+
 def score_gradients(
     key: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
     stats: torch.Tensor, mask: list,
 ) -> torch.Tensor:  # fmt: skip
-    """dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)) in float64, [bh, q_len, kv_len], the row terms
-    read from the stats."""
-    p = attention.probabilities(key, q, k, mask)
+    """dS = P ∘ (dO vᵀ − rowsum(dO ∘ O)) in float64, [bh, q_len, kv_len], P and the row
+    terms from the stats."""
+    p = probabilities(key, q, k, stats, mask)
     grad_p = grad.double() @ attention.heads_of_queries(key, v.double()).transpose(-2, -1)
     return p * (grad_p - stats[..., 1:].double())
 

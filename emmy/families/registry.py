@@ -11,6 +11,7 @@ from emmy.errors import EmmyError
 from emmy.families import (
     arg_rows,
     attention,
+    attention_backward_path,
     attention_decode,
     attention_decode_combine,
     attention_decode_path,
@@ -49,6 +50,7 @@ from emmy.families import (
     split_sum,
     transpose,
     vendor_attention,
+    vendor_attention_backward,
     vendor_conv,
     vendor_matmul,
 )
@@ -93,12 +95,14 @@ FAMILIES: dict[str, Family] = {
         attention_decode,
         attention_decode_combine,
         attention_path,
+        attention_backward_path,
         attention_decode_path,
         matmul_path,
         conv_path,
         vendor_matmul,
         vendor_conv,
         vendor_attention,
+        vendor_attention_backward,
     )
 }
 

@@ -31,9 +31,16 @@ def reference(key: dict, inputs: list):
 
 
 def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorAttention:
-    """SDPA at an attention's key on buffers q, k, v, [mask], o, viewed as SDPA takes them:
-    [groups, heads, len, d], the groups those of the mask (its batch; one group for a mask
-    per head), so that the mask broadcasts over the heads of its group without a copy."""
+    """SDPA at an attention's key on buffers q, k, v, [mask], o."""
+    q, *rest = sdpa_shapes(key)
+    causal, scale = key["causal"] == "yes", float(key["scale"])
+    return VendorAttention(args, (q, *rest, q), str(key["T"]), causal, scale)
+
+
+def sdpa_shapes(key: Mapping[str, int | str]) -> list[tuple[int, ...]]:
+    """q, k, v and [mask] at an attention's key, viewed as SDPA takes them: [groups, heads,
+    len, d], the groups those of the mask (its batch; one group for a mask per head), so
+    that the mask broadcasts over the heads of its group without a copy."""
     bh, kv_bh, q_len, kv_len, d = (int(key[n]) for n in ("bh", "kv_bh", "q_len", "kv_len", "d"))
     masked = key.get("masked", "no") == "yes"
     mask_groups = int(key.get("batch", 1))
@@ -46,9 +53,7 @@ def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> Vend
     if masked:
         heads_of_mask = bh // groups if mask_groups == bh else 1
         shapes.append((groups, heads_of_mask, int(key.get("mask_rows", 1)), kv_len))
-    shapes.append(shapes[0])
-    causal, scale = key["causal"] == "yes", float(key["scale"])
-    return VendorAttention(args, tuple(shapes), str(key["T"]), causal, scale)
+    return shapes
 
 
 FAMILY = Family(

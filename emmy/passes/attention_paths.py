@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
@@ -47,15 +48,15 @@ from xdsl.rewriter import InsertPoint
 from emmy.dialects import fork, graph
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
-from emmy.families import attention_path
+from emmy.families import attention, attention_backward_path, attention_path
 from emmy.families.attention import attention_key
 from emmy.families.chains import shape_of
 from emmy.passes.host_choices import offer_choice
 from emmy.problem_key import ProblemKey
 
 
-def path_site(name: str, key: ProblemKey, paths: list[str]) -> fork.SiteOp:
-    site = fork.SiteOp(name, attention_path.NAME, key, kind=fork.SiteKind.CHOICE)
+def path_site(name: str, family_name: str, key: ProblemKey, paths: list[str]) -> fork.SiteOp:
+    site = fork.SiteOp(name, family_name, key, kind=fork.SiteKind.CHOICE)
     site.body.block.add_op(fork.KnobOp("path", paths, paths[0]))
     return site
 
@@ -106,16 +107,21 @@ def unfused_path(op: graph.AttentionOp) -> list[Operation]:
 
 
 def _region(ops: list[Operation]) -> Region:
+    return _region_of(ops, [ops[-1].results[0]])
+
+
+def _region_of(ops: list[Operation], yielded: list[SSAValue]) -> Region:
     block = Block(ops)
-    block.add_op(fork.YieldOp([ops[-1].results[0]]))
+    block.add_op(fork.YieldOp(yielded))
     return Region(block)
 
 
 @dataclass
 class PathSites:
-    """One site per attention key, named `attention_path_<n>` in the order keys are met and
-    made before the function that meets its key first."""
+    """One site of the choice family `family_name` per key, named `<family_name>_<n>` in
+    the order keys are met and made before the function that meets its key first."""
 
+    family_name: str
     names: dict[ProblemKey, str] = field(default_factory=dict)
 
     def site_for(
@@ -123,8 +129,8 @@ class PathSites:
     ) -> str:
         name = self.names.get(key)
         if name is None:
-            name = self.names[key] = f"{attention_path.NAME}_{len(self.names)}"
-            site = path_site(name, key, paths)
+            name = self.names[key] = f"{self.family_name}_{len(self.names)}"
+            site = path_site(name, self.family_name, key, paths)
             rewriter.insert(site, InsertPoint.before(_top_level(attention)))
         return name
 
@@ -156,12 +162,81 @@ class OfferAttentionPaths(RewritePattern):
         offer_choice(rewriter, op, site, paths, [_region(builders[p](op)) for p in paths[1:]])
 
 
+def fused_gradients(op: graph.AttentionGradientsOp) -> tuple[list[Operation], list[SSAValue]]:
+    """The gradients by emmy's kernels: each query's statistics, then the gradients of q, k
+    and v from them; the ops, and the gradients."""
+    scale, causal = op.scale.value.data, op.causal is not None
+    qkv = (op.q, op.k, op.v)
+    batch, heads, q_len, _ = shape_of(op.q)
+
+    def part(aux: SSAValue, gradient: graph.AttentionGradient, typ: Attribute) -> Operation:
+        return graph.AttentionBackwardOp(qkv, op.grad, aux, gradient, typ, scale, causal, op.mask)
+
+    stats = part(op.out, graph.AttentionGradient.STATS, TensorType(f32, [batch, heads, q_len, 2]))
+    gradients = [
+        part(stats.results[0], gradient, value.type)
+        for gradient, value in zip(GRADIENTS, qkv, strict=True)
+    ]
+    return [stats, *gradients], [g.results[0] for g in gradients]
+
+
+#: the parts of graph.attention_backward that give the gradients of q, k and v
+GRADIENTS = (
+    graph.AttentionGradient.QUERY,
+    graph.AttentionGradient.KEY,
+    graph.AttentionGradient.VALUE,
+)
+
+
+def library_gradients(
+    op: graph.AttentionGradientsOp,
+) -> tuple[list[Operation], list[SSAValue]]:
+    """The gradients as the vendor library computes them (a host call once lowered); the
+    op, and the gradients."""
+    scale, causal = op.scale.value.data, op.causal is not None
+    qkv = (op.q, op.k, op.v)
+    library = graph.AttentionGradientsOp(qkv, op.grad, op.out, scale, causal, op.mask, library=True)
+    return [library], list(library.results)
+
+
+@dataclass(frozen=True)
+class OfferAttentionBackwardPaths(RewritePattern):
+    """An attention's gradients become a choice between emmy's kernels and the vendor
+    library's backward."""
+
+    sites: PathSites
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.AttentionGradientsOp, rewriter: PatternRewriter) -> None:
+        if op.library is not None:
+            return  # already an option of a choice
+        scale, causal = op.scale.value.data, op.causal is not None
+        key = attention.problem_of(op.q, op.k, op.mask, scale, causal)
+        site_key = problem_key(family("attention_dq"), key)
+        paths: list[str] = list(attention_backward_path.PATHS)
+        site = self.sites.site_for(rewriter, op, site_key, paths)
+        regions = [
+            _region_of(ops, yielded)
+            for ops, yielded in (fused_gradients(op), library_gradients(op))
+        ]
+        choice = fork.AlternativesOp(site, paths, regions, [r.type for r in op.results])
+        rewriter.replace(op, choice)
+
+
 @dataclass(frozen=True)
 class AttentionPaths(ModulePass):
     name = "attention-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # the choices made are not walked again: their fused option is an attention
-        walker = PatternRewriteWalker(OfferAttentionPaths(PathSites()), apply_recursively=False)
+        # the choices made are not walked again: their options are attentions' own
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [
+                    OfferAttentionPaths(PathSites(attention_path.NAME)),
+                    OfferAttentionBackwardPaths(PathSites(attention_backward_path.NAME)),
+                ]
+            ),
+            apply_recursively=False,
+        )
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             walker.rewrite_region(function.body)

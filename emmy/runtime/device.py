@@ -34,6 +34,7 @@ from emmy.device_records import (  # noqa: F401 - the records, as every caller n
     Timing,
     TorchFallback,
     VendorAttention,
+    VendorAttentionBackward,
     VendorConv,
     VendorMatmul,
 )

@@ -15,6 +15,7 @@ from emmy.device_records import (
     HostCall,
     TorchFallback,
     VendorAttention,
+    VendorAttentionBackward,
     VendorConv,
     VendorMatmul,
 )
@@ -31,6 +32,8 @@ def run_host_call(call: HostCall, view: View, device: str) -> None:
             _matmul(call, _views(call, view))
         case VendorAttention():
             _attention(call, _views(call, view))
+        case VendorAttentionBackward():
+            _attention_backward(call, _views(call, view))
         case VendorConv():
             _conv(call, _views(call, view))
         case TorchFallback():
@@ -39,7 +42,10 @@ def run_host_call(call: HostCall, view: View, device: str) -> None:
             assert_never(call)
 
 
-def _views(call: VendorMatmul | VendorAttention | VendorConv, view: View) -> list[torch.Tensor]:
+VendorCall = VendorMatmul | VendorAttention | VendorAttentionBackward | VendorConv
+
+
+def _views(call: VendorCall, view: View) -> list[torch.Tensor]:
     """The vendor call's buffers in the shapes it reads them."""
     return [view(arg, shape, call.dtype) for arg, shape in zip(call.args, call.shapes, strict=True)]
 
@@ -51,23 +57,45 @@ def _matmul(call: VendorMatmul, tensors: list[torch.Tensor]) -> None:
 
 
 def _attention(call: VendorAttention, tensors: list[torch.Tensor]) -> None:
+    q, k, v, *mask, o = tensors
+    o.copy_(_sdpa(call, q, k, v, mask))
+
+
+def _attention_backward(call: VendorAttentionBackward, tensors: list[torch.Tensor]) -> None:
+    """SDPA's backward: its forward again under autograd (no output or log-sum-exp is kept
+    from the forward), then the gradients of q, k and v from dO."""
+    q, k, v, grad, *mask, grad_q, grad_k, grad_v = tensors
+    # a clone outside inference mode is a tensor autograd may record (the device's buffers
+    # may be inference tensors)
+    with torch.inference_mode(False), torch.enable_grad():
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = _sdpa(call, leaves[0], leaves[1], leaves[2], [m.clone() for m in mask])
+        gradients = torch.autograd.grad(out, leaves, grad.clone())
+    for target, gradient in zip((grad_q, grad_k, grad_v), gradients, strict=True):
+        target.copy_(gradient)
+
+
+def _sdpa(
+    call: VendorAttention | VendorAttentionBackward,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: list[torch.Tensor],
+) -> torch.Tensor:
     """torch's SDPA; a causal attention with a mask adds the causal mask to it (SDPA takes
     one or the other)."""
-    q, k, v, *mask, o = tensors
     attn_mask = mask[0] if mask else None
     if attn_mask is not None and call.causal:
         hidden = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
         attn_mask = attn_mask.masked_fill(hidden, float("-inf"))
-    o.copy_(
-        torch.nn.functional.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=attn_mask,
-            is_causal=call.causal and attn_mask is None,
-            scale=call.scale,
-            enable_gqa=q.shape[1] != k.shape[1],
-        )
+    return torch.nn.functional.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        is_causal=call.causal and attn_mask is None,
+        scale=call.scale,
+        enable_gqa=q.shape[1] != k.shape[1],
     )
 
 

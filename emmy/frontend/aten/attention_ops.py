@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 from torch import fx
-from xdsl.dialects.builtin import TensorType, f32
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
 from emmy import dtypes
@@ -132,8 +132,8 @@ def _attention_backward_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles("emmy.attention_backward.default", accepts=_attention_backward_refusal)
 def _attention_backward(self: FunctionBuilder, node: fx.Node) -> list[View]:
-    """The gradients of q, k and v (emmy.frontend.decompositions) by FlashAttention-2's
-    kernels: each query's statistics first, then each gradient from them."""
+    """The gradients of q, k and v (emmy.frontend.decompositions): attention-paths makes
+    them a choice between FlashAttention-2's kernels and the vendor library's backward."""
     bound: dict = dict(zip(_BACKWARD_ARGS, node.args, strict=False)) | dict(node.kwargs)
     q, k, v, out, grad = (
         self.operand(bound[n]) for n in ("query", "key", "value", "out", "grad_out")
@@ -145,19 +145,9 @@ def _attention_backward(self: FunctionBuilder, node: fx.Node) -> list[View]:
         dtype = q.type.element_type
         mask = _attention_mask(self, bound["attn_mask"], dtype, batch, heads, q_len, kv_len)
     scale, causal = float(bound["scale"]), bool(bound["is_causal"])
-
-    def part(
-        aux: SSAValue, gradient: graph.AttentionGradient, typ: Attribute
-    ) -> SSAValue[TensorType]:
-        op = graph.AttentionBackwardOp((q, k, v), grad, aux, gradient, typ, scale, causal, mask)
-        return self.insert(op)
-
-    stats = part(out, graph.AttentionGradient.STATS, TensorType(f32, [batch, heads, q_len, 2]))
-    gradients = [
-        part(stats, graph.AttentionGradient.QUERY, q.type),
-        part(stats, graph.AttentionGradient.KEY, k.type),
-        part(stats, graph.AttentionGradient.VALUE, v.type),
-    ]
+    op = graph.AttentionGradientsOp((q, k, v), grad, out, scale, causal, mask)
+    self.insert(op)
+    gradients = (op.grad_q, op.grad_k, op.grad_v)
     return [self.result(g, meta) for g, meta in zip(gradients, node.meta["val"], strict=True)]
 
 

@@ -69,3 +69,27 @@ func.func @masked(%q : tensor<2x2x4x8xf32>, %k : tensor<2x2x4x8xf32>, %v : tenso
 // CHECK-NEXT:      fork.yield %[[L]]
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %[[O]]
+
+// -----
+
+// An attention's gradients under a padding mask: a site of its own with the `path` knob,
+// and the choice between emmy's kernels (the queries' statistics, then dq, dk and dv from
+// them) and the vendor library's backward.
+func.func @gradients(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %do : tensor<2x4x8x16xf32>, %o : tensor<2x4x8x16xf32>, %pad : tensor<2x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) {
+  %dq, %dk, %dv = graph.attention_gradients %q, %k, %v, %do, %o mask %pad {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8xf32> -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  func.return %dq, %dk, %dv : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+}
+// CHECK:      fork.site choice @attention_backward_path_0 "attention_backward_path" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=no,scale=0.25,masked=yes,batch=2" {
+// CHECK-NEXT:   fork.knob "path" ["fused", "sdpa"] default "fused"
+// CHECK-NEXT: }
+// CHECK:      %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = fork.alternatives @attention_backward_path_0 ["fused", "sdpa"] {
+// CHECK-NEXT:   %[[S:.*]] = graph.attention_backward %q, %k, %v, %do, %o mask %pad {gradient = #graph<attention_gradient stats>, scale = 2.500000e-01 : f64} : {{.*}} -> tensor<2x4x8x2xf32>
+// CHECK-NEXT:   %[[Q:.*]] = graph.attention_backward %q, %k, %v, %do, %[[S]] mask %pad {gradient = #graph<attention_gradient query>, {{.*}}} : {{.*}} -> tensor<2x4x8x16xf32>
+// CHECK-NEXT:   %[[K:.*]] = graph.attention_backward %q, %k, %v, %do, %[[S]] mask %pad {gradient = #graph<attention_gradient key>, {{.*}}} : {{.*}} -> tensor<2x2x8x16xf32>
+// CHECK-NEXT:   %[[V:.*]] = graph.attention_backward %q, %k, %v, %do, %[[S]] mask %pad {gradient = #graph<attention_gradient value>, {{.*}}} : {{.*}} -> tensor<2x2x8x16xf32>
+// CHECK-NEXT:   fork.yield %[[Q]], %[[K]], %[[V]]
+// CHECK-NEXT: } {
+// CHECK-NEXT:   %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_gradients %q, %k, %v, %do, %o mask %pad {scale = 2.500000e-01 : f64, library}
+// CHECK-NEXT:   fork.yield
+// CHECK-NEXT: } : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+// CHECK-NEXT: func.return %[[DQ]], %[[DK]], %[[DV]]

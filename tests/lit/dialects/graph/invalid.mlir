@@ -441,3 +441,11 @@ func.func @attention_backward_gradient(%q : tensor<1x2x8x16xf32>, %g : tensor<1x
   func.return %dq : tensor<1x2x8x16xf32>
 }
 // CHECK: graph.attention_backward's output gradient must have q's type
+
+// -----
+
+func.func @attention_gradients_results(%q : tensor<1x2x8x16xf32>, %k : tensor<1x1x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  %dq, %dk, %dv = graph.attention_gradients %q, %k, %k, %q, %q {scale = 2.500000e-01 : f64} : tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>)
+  func.return %dq : tensor<1x2x8x16xf32>
+}
+// CHECK: graph.attention_gradients's results must have the types of q, k and v
