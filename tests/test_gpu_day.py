@@ -145,6 +145,10 @@ def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     ((_, attention),) = steps["attention"].items()
     assert attention["best_tflops"] > 0 and attention["pick_tflops"] > 0
     assert attention["sdpa_tflops"] > 0 and attention["sdpa_backends"]["math"] > 0
+    # the gradients: emmy's kernels and the library's, each checked, beside SDPA's backward
+    backward = attention["backward"]
+    assert min(backward["emmy kernels_tflops"], backward["vendor_tflops"]) > 0, backward
+    assert backward["sdpa_tflops"] > 0
     (conv,) = steps["conv"].values()
     assert conv["torch_tflops"] > 0 and conv["pick_tflops"] > 0
     # GPT-2 compiled where its inputs are, through both APIs, beside eager and torch.compile

@@ -338,6 +338,19 @@ def test_sdpas_gradients_pinned_to_the_library_run_its_backward(
     assert host_calls == {"vendor_attention", "vendor_attention_backward"}, host_calls
 
 
+def test_the_attention_backward_op_lays_its_gradients_out_as_its_inputs() -> None:
+    """emmy::attention_backward's eager form (what a step runs where emmy does not compile
+    the graph) gives its fake's strides, the inputs': the graph around it views the
+    gradients by them (q, k, v as a model's heads are, [batch, heads, len, d] over
+    [batch, len, heads, d])."""
+    q = torch.randn(2, 5, 4, 16).transpose(1, 2)
+    k, v = (torch.randn(2, 8, 2, 16).transpose(1, 2) for _ in range(2))
+    grad, out = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 5, 16)
+    gradients = torch.ops.emmy.attention_backward(grad, q, k, v, out, None, 0.25, True)
+    for gradient, like in zip(gradients, (q, k, v), strict=True):
+        assert gradient.shape == like.shape and gradient.stride() == like.stride()
+
+
 #: a GPU's attentions below autograd (the flash one causal and scaled, the others under an
 #: additive bias), as AOTAutograd hands a graph that calls them to the backend
 GPU_ATTENTIONS = {

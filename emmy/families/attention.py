@@ -29,9 +29,14 @@ def attention_key(op: graph.AttentionOp) -> tuple[str, dict]:
     key = problem_of(op.q, op.k, op.mask, float(op.scale.value.data), op.causal is not None)
     if op.library is not None:
         return VENDOR_FAMILY, key
-    d = shape_of(op.q)[3]
-    tensor_cores = dtypes.is_half(dtype_of(op.q)) and d % 16 == 0 and d <= 256
-    return "attention_tc" if tensor_cores else "attention", key
+    return "attention_tc" if on_tensor_cores(op.q) else "attention", key
+
+
+def on_tensor_cores(q: SSAValue) -> bool:
+    """Whether an attention of q (and its backward) runs on tensor cores: f16/bf16 heads
+    of a multiple of 16 up to 256."""
+    d = shape_of(q)[3]
+    return dtypes.is_half(dtype_of(q)) and d % 16 == 0 and d <= 256
 
 
 def problem_of(

@@ -30,11 +30,13 @@ def site(op: Operation, fusion: Fusion) -> Site:
     if gradient == AttentionGradient.STATS:
         return Site("attention_stats", key, [op.q, op.k, op.aux, op.grad, *mask])
     if gradient == AttentionGradient.QUERY:
-        return Site("attention_dq", key, [op.q, op.k, op.v, op.grad, op.aux, *mask])
+        family_name = "attention_dq_tc" if attention.on_tensor_cores(op.q) else "attention_dq"
+        return Site(family_name, key, [op.q, op.k, op.v, op.grad, op.aux, *mask])
+    family_name = "attention_dkv_tc" if attention.on_tensor_cores(op.q) else "attention_dkv"
     if gradient == AttentionGradient.KEY:
         inputs = [op.q, op.k, op.v, op.grad, op.aux, *mask]
-        return Site("attention_dkv", key | {"part": "dk"}, inputs)
-    return Site("attention_dkv", key | {"part": "dv"}, [op.q, op.k, op.grad, op.aux, *mask])
+        return Site(family_name, key | {"part": "dk"}, inputs)
+    return Site(family_name, key | {"part": "dv"}, [op.q, op.k, op.grad, op.aux, *mask])
 
 
 def reference(key: dict, inputs: list):

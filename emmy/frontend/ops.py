@@ -138,7 +138,13 @@ def attention_backward(
     batch, _, kv_len, dim = key.shape
     grad_key = grad_key.reshape(batch, kv_heads, group, kv_len, dim).sum(2)
     grad_value = grad_value.reshape(batch, kv_heads, group, kv_len, value.shape[-1]).sum(2)
-    return grad_query, grad_key, grad_value
+    # laid out as the inputs are (as the fake's are, and as torch's attention backward gives
+    # them): the graph around views them by those strides
+    return (
+        torch.empty_like(query).copy_(grad_query),
+        torch.empty_like(key).copy_(grad_key),
+        torch.empty_like(value).copy_(grad_value),
+    )
 
 
 @attention_backward.register_fake

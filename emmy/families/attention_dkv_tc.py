@@ -1,0 +1,30 @@
+"""Attention's key or value gradient on tensor cores (FlashAttention-2's scheme, f16/bf16),
+from the queries' statistics. Its sites are built by attention_stats's (it picks this
+family where attention picks attention_tc)."""
+
+from __future__ import annotations
+
+from emmy import dtypes
+from emmy.families import attention_dkv, attention_stats
+from emmy.families.attention import check_keys_of
+from emmy.families.attention_tc import TC_SHAPES
+from emmy.families.family import Family, FamilyKind
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """The tensor-core attention's check keys, each gradient at every other one."""
+    keys = check_keys_of(dtype, TC_SHAPES[dtype])
+    return [key | {"part": ("dk", "dv")[n % 2]} for n, key in enumerate(keys)] + [
+        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:2])
+    ]
+
+
+FAMILY = Family(
+    "attention_dkv_tc",
+    FamilyKind.KERNEL,
+    reference=attention_dkv.reference,
+    check_keys=check_keys,
+    check_inputs=attention_dkv.check_inputs,
+    check_dtypes=dtypes.HALF_NAMES,
+    extra_atol=attention_stats.length_atol,
+)
