@@ -32,7 +32,7 @@ def check_keys(dtype: str) -> list[dict]:
     """The attention's check keys, each gradient at every other one."""
     keys = attention_stats.check_keys(dtype)
     return [key | {"part": ("dk", "dv")[n % 2]} for n, key in enumerate(keys)] + [
-        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:4])
+        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:3])
     ]
 
 
