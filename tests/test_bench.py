@@ -253,12 +253,14 @@ def test_bench_checks_sites_with_broadcast_inputs(capsys, tmp_path, expression: 
     assert len(statuses) >= 2 and set(statuses) <= {"ok", "unstable"}, statuses
 
 
-def test_bench_times_both_paths_of_an_attentions_gradients(capsys, tmp_path) -> None:
-    """An attention's gradients (grouped-query, causal): `fused` is emmy's four kernels
-    (the statistics, dq, dk, dv), each checked against its reference with the bench's
-    random inputs, and `sdpa` torch's SDPA backward (a host call) checked against the
-    float64 gradients."""
-    q, k = "torch.randn(1, 4, 9, 16)", "torch.randn(1, 2, 9, 16)"
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_bench_times_both_paths_of_an_attentions_gradients(capsys, tmp_path, dtype) -> None:
+    """An attention's gradients (grouped-query, causal; bf16 on tensor cores): `fused` is
+    emmy's four kernels (the statistics, dq, dk, dv), each checked against its reference
+    with the bench's random inputs (the statistics those of its q and k), and `sdpa`
+    torch's SDPA backward (a host call) checked against the float64 gradients."""
+    q = f"torch.randn(1, 4, 9, 16, dtype=torch.{dtype})"
+    k = f"torch.randn(1, 2, 9, 16, dtype=torch.{dtype})"
     expression = f"torch.ops.emmy.attention_backward({q}, {q}, {k}, {k}, {q}, None, 0.25, True)[1]"
     db = tmp_path / "t.db"
     bench_right(capsys, ["run", "-c", expression, "--bench", "--sweep", "path", "--db", str(db)])
@@ -272,11 +274,9 @@ def test_bench_times_both_paths_of_an_attentions_gradients(capsys, tmp_path) -> 
     assert paths["sdpa"].median_s == pytest.approx(
         by_family["vendor_attention_backward"][0].median_s
     )
-    parts = [
-        row
-        for name in ("attention_stats", "attention_dq", "attention_dkv")
-        for row in by_family[name]
-    ]
+    tensor_cores = "_tc" if dtype == "bfloat16" else ""
+    kernels = ("attention_stats", f"attention_dq{tensor_cores}", f"attention_dkv{tensor_cores}")
+    parts = [row for name in kernels for row in by_family[name]]
     assert len(parts) == 4 and all(row.status in ("ok", "unstable") for row in parts)
     assert paths["fused"].median_s == pytest.approx(sum(row.median_s for row in parts))
 

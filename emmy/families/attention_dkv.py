@@ -49,4 +49,5 @@ FAMILY = Family(
     check_keys=check_keys,
     check_inputs=check_inputs,
     extra_atol=attention_stats.length_atol,
+    derive_inputs=attention_stats.with_their_stats,
 )

@@ -26,5 +26,6 @@ FAMILY = Family(
     check_keys=check_keys,
     check_inputs=attention_dkv.check_inputs,
     check_dtypes=dtypes.HALF_NAMES,
-    extra_atol=attention_stats.length_atol,
+    extra_atol=attention_stats.rounded_atol,
+    derive_inputs=attention_stats.with_their_stats,
 )

@@ -17,5 +17,6 @@ FAMILY = Family(
     check_keys=lambda dtype: check_keys_of(dtype, TC_SHAPES[dtype]),
     check_inputs=attention_dq.check_inputs,
     check_dtypes=dtypes.HALF_NAMES,
-    extra_atol=attention_stats.length_atol,
+    extra_atol=attention_stats.rounded_atol,
+    derive_inputs=attention_stats.with_their_stats,
 )

@@ -78,10 +78,43 @@ def score_gradients(
     return p * (grad_p - stats[..., 1:].double())
 
 
+def with_their_stats(key: dict, inputs: list) -> list:
+    """attention_dq's or attention_dkv's inputs with the stats of their q, k and dO (a
+    bench's random stats break the kernels' contract: a probability over 1), the output
+    that of their v (none for the value gradient, whose kernel reads no row term)."""
+    # torch stays off the compile path: only benches derive inputs
+    import torch
+
+    index = 4 if key.get("part", "dk") == "dk" else 3
+    q, k, *rest = inputs[:index]
+    grad, mask = rest[-1], inputs[index + 1 :]
+    out = attention.reference(key, [q, k, rest[0], *mask]) if index == 4 else torch.zeros_like(grad)
+    stats = reference(key, [q, k, out, grad, *mask]).to(inputs[index].dtype)
+    return [*inputs[:index], stats, *mask]
+
+
 def length_atol(key: dict) -> float:
     """f32 accumulation over the keys, and over the queries of every head of a group."""
+    return 2e-6 * summed_terms(key)
+
+
+def rounded_atol(key: dict) -> float:
+    """length_atol, and P and dS rounded to T before their products (on tensor cores, as
+    FlashAttention-2 rounds them): a rounding error per term, summed at random."""
+    # torch stays off the compile path: only benches and checks judge outputs
+    import torch
+
+    from emmy import dtypes
+
+    unit = torch.finfo(dtypes.torch_dtype(str(key["T"]))).eps / 2
+    return length_atol(key) + unit * summed_terms(key) ** 0.5
+
+
+def summed_terms(key: dict) -> int:
+    """The terms a gradient element sums at most: the keys, and the queries of every head
+    of a group."""
     group = int(key["bh"]) // int(key["kv_bh"])
-    return 2e-6 * (int(key["kv_len"]) + group * int(key["q_len"]))
+    return int(key["kv_len"]) + group * int(key["q_len"])
 
 
 #: attention's check shapes that cover the backward's cases once each (one query and key;

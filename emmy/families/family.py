@@ -130,6 +130,10 @@ class Family:
     #: lowest and highest included, at a key (a cache's length): a bench's random inputs
     #: draw them there; other integers are indices a kernel clamps
     input_ranges: Callable[[dict], dict[int, tuple[int, int]]] = no_input_ranges
+    #: the inputs a bench recomputes from its random others at a key, where the kernel's
+    #: contract ties them (an attention backward's statistics are its q and k's): the
+    #: inputs, those replaced
+    derive_inputs: Callable[[dict, list[torch.Tensor]], list[torch.Tensor]] | None = None
     #: a host-call family's key text from a site's key (a kernel family's is its
     #: declaration's canonical text)
     host_key: Callable[[dict], ProblemKey] | None = None

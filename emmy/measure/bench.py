@@ -505,6 +505,8 @@ def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]
     entry = FAMILIES.get(work.family)
     for index, (lo, hi) in (entry.input_ranges(key) if entry else {}).items():
         tensors[index] = torch.randint(lo, hi + 1, tensors[index].shape, dtype=tensors[index].dtype)
+    if entry is not None and entry.derive_inputs is not None:
+        tensors = entry.derive_inputs(key, tensors)
     return key, tensors
 
 
