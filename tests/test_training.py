@@ -191,6 +191,30 @@ def test_the_convolution_gradients_are_torchs() -> None:
     assert checked > 150
 
 
+def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
+    """Convolutions of stride 1 (padded, dilated): each input gradient is a convolution of
+    dO padded by the convolution itself, with no copy of dO (no `cat`); the gradients are
+    eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2),
+        nn.Flatten(), nn.Linear(8 * 64, 4),
+    )  # fmt: skip
+    x = torch.randn(2, 3, 8, 8)
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    torch.compile(lambda m, x: m(x).square().sum(), backend=backend)(model, x).backward()
+    torch._dynamo.reset()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for have, parameter in zip(got, model.parameters(), strict=True):
+        torch.testing.assert_close(have, parameter.grad, rtol=1e-4, atol=1e-4)
+    kernels = [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+    assert kernels.count("conv") == 3 and "cat" not in kernels, kernels
+
+
 def test_the_attention_gradients_are_torchs() -> None:
     """Causal with fewer queries than keys (aligned top-left, as torch's CPU kernel),
     grouped-query, boolean and additive masks."""

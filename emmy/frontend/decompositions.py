@@ -220,21 +220,25 @@ def convolution_backward(
 def _input_gradient(grad_out, input, weight, stride, padding, dilation, groups):
     sizes = weight.shape[2:]
     reaches = [d * (size - 1) for d, size in zip(dilation, sizes, strict=True)]
-    # dO placed as a transposed convolution reads it: each element `reach - padding` in
-    spread = _placed(
-        grad_out,
-        stride,
-        [reach - pad for reach, pad in zip(reaches, padding, strict=True)],
-        [length + reach for length, reach in zip(input.shape[2:], reaches, strict=True)],
-    )
+    borders = [reach - pad for reach, pad in zip(reaches, padding, strict=True)]
     out_channels, per_group = weight.shape[0], weight.shape[1]
     swapped = weight.reshape(groups, out_channels // groups, per_group, *sizes).transpose(1, 2)
     swapped = swapped.reshape(groups * per_group, out_channels // groups, *sizes)
     flipped = swapped.flip(list(range(2, weight.dim())))
-    zeros = [0] * len(sizes)
-    return aten.convolution(
-        spread, flipped, None, [1] * len(sizes), zeros, dilation, False, zeros, groups
+    ones, zeros = [1] * len(sizes), [0] * len(sizes)
+    if all(step == 1 for step in stride) and all(border >= 0 for border in borders):
+        # nothing to spread: the borders are the convolution's own padding, no copy of dO
+        return aten.convolution(
+            grad_out, flipped, None, ones, borders, dilation, False, zeros, groups
+        )
+    # dO placed as a transposed convolution reads it: each element `reach - padding` in
+    spread = _placed(
+        grad_out,
+        stride,
+        borders,
+        [length + reach for length, reach in zip(input.shape[2:], reaches, strict=True)],
     )
+    return aten.convolution(spread, flipped, None, ones, zeros, dilation, False, zeros, groups)
 
 
 def _placed(
