@@ -1557,6 +1557,76 @@ class PoolOp(IRDLOperation):
                 )
 
 
+@irdl_op_definition
+class MaxPoolBackwardOp(IRDLOperation):
+    """Max pooling's input gradient over the last two dims, from the output's gradient and
+    the pooling's indices (iy · w + ix of the tap each output kept, i64): element (iy, ix)
+    of each plane sums the gradients of the outputs whose window holds it and kept it. The
+    window, stride, padding and dilation are the pooling's.
+
+    %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0],
+            dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+    """
+
+    name = "graph.max_pool_backward"
+    grad = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    window = prop_def(ArrayAttr[IntegerAttr])
+    stride = prop_def(ArrayAttr[IntegerAttr])
+    padding = prop_def(ArrayAttr[IntegerAttr])
+    dilation = prop_def(ArrayAttr[IntegerAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        grad: SSAValue,
+        indices: SSAValue,
+        result_type: Attribute,
+        window: Sequence[int],
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+    ):
+        properties = {
+            "window": _int_array(window),
+            "stride": _int_array(stride),
+            "padding": _int_array(padding),
+            "dilation": _int_array(dilation),
+        }
+        super().__init__(
+            operands=[grad, indices], result_types=[result_type], properties=properties
+        )
+
+    def fixed(self) -> dict[str, tuple[int, int]]:
+        """The window's fields by name, each (along h, along w)."""
+        fields = ("window", "stride", "padding", "dilation")
+        return {name: _pair(getattr(self, name)) for name in fields}
+
+    def verify_(self) -> None:
+        what = "graph.max_pool_backward"
+        grad = _float_tensor(self.grad, f"{what} gradient")
+        indices, out = self.indices.type, self.result.type
+        if not isinstance(indices, TensorType) or indices != TensorType(i64, grad.get_shape()):
+            raise VerifyException(f"{what}'s indices must be i64 of the gradient's shape")
+        assert isinstance(out, TensorType)
+        shape, sizes = grad.get_shape(), out.get_shape()
+        if len(shape) < 2 or len(sizes) != len(shape) or shape[:-2] != sizes[:-2]:
+            raise VerifyException(f"{what} of {grad} cannot give {out}")
+        if out.element_type != grad.element_type or min(sizes[-2:]) < 1:
+            raise VerifyException(f"{what} of {grad} cannot give {out}")
+        fields = [self.window, self.stride, self.padding, self.dilation]
+        if any(len(f) != 2 for f in fields):
+            raise VerifyException(f"{what} needs a window, stride, padding and dilation of 2")
+        fixed = self.fixed()
+        if min(fixed["window"] + fixed["stride"] + fixed["dilation"]) < 1:
+            raise VerifyException(f"{what} needs a positive window, stride and dilation")
+
+
 class Resize(StrEnum):
     """How graph.resize reads its input at an output position."""
 
@@ -1892,6 +1962,7 @@ Graph = Dialect(
         GatherOp,
         TriangleOp,
         PoolOp,
+        MaxPoolBackwardOp,
         ResizeOp,
         CatOp,
         IndexCopyOp,

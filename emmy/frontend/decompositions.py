@@ -276,28 +276,17 @@ def max_pool_backward(
     ceil_mode: bool,
     indices: torch.Tensor,
 ) -> torch.Tensor:
-    """Max pooling's input gradient as a sum over the window's offsets: at each offset, dO
-    where the saved index is the element that offset reads, placed at the elements it
-    reads (torch's form scatters with accumulation)."""
+    """Max pooling's input gradient by one kernel that sums, at each element, the output
+    gradients whose saved index is it (`emmy::max_pool2d_backward`, where torch's form
+    scatters with accumulation)."""
     kernel = list(kernel_size) * (2 // len(kernel_size))
     stride = list(stride or kernel) * (2 // max(1, len(stride or kernel)))
     padding = list(padding) * (2 // len(padding))
     dilation = list(dilation) * (2 // len(dilation))
     height, width = input.shape[-2:]
-    rows, cols = grad_out.shape[-2:]
-    grad_input = None
-    for kh in range(kernel[0]):
-        for kw in range(kernel[1]):
-            first_row = kh * dilation[0] - padding[0]
-            first_col = kw * dilation[1] - padding[1]
-            row = torch.arange(rows, device=input.device) * stride[0] + first_row
-            col = torch.arange(cols, device=input.device) * stride[1] + first_col
-            read = row.unsqueeze(1) * width + col.unsqueeze(0)
-            picked = torch.where(indices == read, grad_out, 0.0)
-            placed = _placed(picked, stride, [first_row, first_col], [height, width])
-            grad_input = placed if grad_input is None else grad_input + placed
-    assert grad_input is not None
-    return grad_input
+    return ops.max_pool2d_backward(
+        grad_out, indices, height, width, kernel, stride, padding, dilation
+    )
 
 
 def _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups):

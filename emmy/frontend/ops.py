@@ -159,3 +159,38 @@ def _(
     is_causal: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+
+
+@torch.library.custom_op("emmy::max_pool2d_backward", mutates_args=())
+def max_pool2d_backward(
+    grad: torch.Tensor,
+    indices: torch.Tensor,
+    height: int,
+    width: int,
+    window: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+) -> torch.Tensor:
+    """Max pooling's input gradient [..., height, width] (what a training step's backward
+    decomposes `max_pool2d_with_indices_backward` to, emmy.frontend.decompositions): each
+    element sums grad [..., oh, ow] where the pooling's indices (iy · width + ix, as torch's
+    max pooling gives them) name it. Summed in f32, or in grad's dtype where it is wider."""
+    wide = torch.promote_types(grad.dtype, torch.float32)
+    flat = grad.new_zeros((*grad.shape[:-2], height * width), dtype=wide)
+    flat.scatter_add_(-1, indices.flatten(-2), grad.flatten(-2).to(wide))
+    return flat.reshape(*grad.shape[:-2], height, width).to(grad.dtype)
+
+
+@max_pool2d_backward.register_fake
+def _(
+    grad: torch.Tensor,
+    indices: torch.Tensor,
+    height: int,
+    width: int,
+    window: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+) -> torch.Tensor:
+    return grad.new_empty((*grad.shape[:-2], height, width))

@@ -112,6 +112,22 @@ def _pool(self: FunctionBuilder, node: fx.Node) -> object:
     return [values, indices]
 
 
+@ATEN.handles("emmy.max_pool2d_backward.default")
+def _max_pool_backward(self: FunctionBuilder, node: fx.Node) -> View:
+    """Max pooling's input gradient, by the pooling's indices
+    (emmy.frontend.decompositions)."""
+    bound = _arguments(node)
+    grad, indices = self.operand(bound["grad"]), self.operand(bound["indices"])
+    window, stride, padding, dilation = (
+        list(bound[name]) for name in ("window", "stride", "padding", "dilation")
+    )
+    out = node.meta["val"]
+    op = graph.MaxPoolBackwardOp(
+        grad, indices, self.type_of(out), window, stride, padding, dilation
+    )
+    return self.result(self.insert(op), out)
+
+
 @ATEN.handles(*ADAPTIVE_POOLS, accepts=_spatial_refusal)
 def _adaptive_pool(self: FunctionBuilder, node: fx.Node) -> object:
     """Adaptive pooling: output i's window spans floor(i · n / out) to ceil((i + 1) · n /

@@ -449,3 +449,19 @@ func.func @attention_gradients_results(%q : tensor<1x2x8x16xf32>, %k : tensor<1x
   func.return %dq : tensor<1x2x8x16xf32>
 }
 // CHECK: graph.attention_gradients's results must have the types of q, k and v
+
+// -----
+
+func.func @max_pool_backward_indices(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi32>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi32> -> tensor<2x3x8x10xf32>
+  func.return %dx : tensor<2x3x8x10xf32>
+}
+// CHECK: graph.max_pool_backward's indices must be i64 of the gradient's shape
+
+// -----
+
+func.func @max_pool_backward_window(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.max_pool_backward %dy, %i {window = [2, 0], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+  func.return %dx : tensor<2x3x8x10xf32>
+}
+// CHECK: graph.max_pool_backward needs a positive window, stride and dilation

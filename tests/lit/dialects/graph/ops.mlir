@@ -146,3 +146,10 @@ func.func @attention_gradients(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf
   // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_gradients %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64, causal, library} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   func.return %dq, %dk, %dv : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
 }
+
+// Max pooling's input gradient, by the pooling's indices.
+func.func @max_pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+  // CHECK: graph.max_pool_backward %{{.*}}, %{{.*}} {window = [2 : i64, 2 : i64], stride = [2 : i64, 2 : i64], padding = [0 : i64, 0 : i64], dilation = [1 : i64, 1 : i64]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+  func.return %dx : tensor<2x3x8x10xf32>
+}
