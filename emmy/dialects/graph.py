@@ -1465,6 +1465,34 @@ class PoolingAttr(EnumAttribute[Pooling], SpacedOpaqueSyntaxAttribute):
     name = "graph.pooling"
 
 
+#: a fixed pooling window's fields (graph.pool's, graph.max_pool_backward's), each a pair
+#: (along h, along w)
+WINDOW_FIELDS = ("window", "stride", "padding", "dilation")
+
+
+def _window_properties(
+    window: Sequence[int], stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int]
+) -> dict[str, Attribute]:
+    fields = (window, stride, padding, dilation)
+    return {name: _int_array(pair) for name, pair in zip(WINDOW_FIELDS, fields, strict=True)}
+
+
+def _window_of(op: IRDLOperation) -> dict[str, tuple[int, int]]:
+    """A fixed window's fields by name, each (along h, along w)."""
+    return {name: _pair(getattr(op, name)) for name in WINDOW_FIELDS}
+
+
+def _verify_window(what: str, op: IRDLOperation) -> dict[str, tuple[int, int]]:
+    """Checks a fixed window's fields (pairs; a positive window, stride and dilation), and
+    gives them."""
+    if any(getattr(op, name) is None or len(getattr(op, name)) != 2 for name in WINDOW_FIELDS):
+        raise VerifyException(f"{what} needs a window, stride, padding and dilation of 2")
+    fixed = _window_of(op)
+    if min(fixed["window"] + fixed["stride"] + fixed["dilation"]) < 1:
+        raise VerifyException(f"{what} needs a positive window, stride and dilation")
+    return fixed
+
+
 @irdl_op_definition
 class PoolOp(IRDLOperation):
     """Pooling over the last two dims: output [oh, ow] of each [h, w] plane reduces one
@@ -1511,12 +1539,7 @@ class PoolOp(IRDLOperation):
         if window is None:
             properties["adaptive"] = UnitAttr()
         else:
-            properties |= {
-                "window": _int_array(window),
-                "stride": _int_array(stride),
-                "padding": _int_array(padding),
-                "dilation": _int_array(dilation),
-            }
+            properties |= _window_properties(window, stride, padding, dilation)
         if count_pad:
             properties["count_pad"] = UnitAttr()
         if divisor is not None:
@@ -1525,8 +1548,7 @@ class PoolOp(IRDLOperation):
 
     def fixed(self) -> dict[str, tuple[int, int]]:
         """A fixed window's fields by name, each (along h, along w)."""
-        fields = ("window", "stride", "padding", "dilation")
-        return {name: _pair(getattr(self, name)) for name in fields}
+        return _window_of(self)
 
     def verify_(self) -> None:
         x = _float_tensor(self.input, "graph.pool input")
@@ -1544,11 +1566,7 @@ class PoolOp(IRDLOperation):
             if any(f is not None for f in fields):
                 raise VerifyException("an adaptive graph.pool has no window, stride or padding")
             return
-        if any(f is None or len(f) != 2 for f in fields):
-            raise VerifyException("graph.pool needs a window, stride, padding and dilation of 2")
-        fixed = self.fixed()
-        if min(fixed["window"] + fixed["stride"] + fixed["dilation"]) < 1:
-            raise VerifyException("graph.pool needs a positive window, stride and dilation")
+        fixed = _verify_window("graph.pool", self)
         for d, (n, o) in enumerate(zip(shape[-2:], sizes[-2:], strict=True)):
             k, pad = fixed["window"][d], fixed["padding"][d]
             if pad < 0 or 2 * pad > k or (o - 1) * fixed["stride"][d] - pad >= n:
@@ -1592,20 +1610,14 @@ class MaxPoolBackwardOp(IRDLOperation):
         padding: Sequence[int],
         dilation: Sequence[int],
     ):
-        properties = {
-            "window": _int_array(window),
-            "stride": _int_array(stride),
-            "padding": _int_array(padding),
-            "dilation": _int_array(dilation),
-        }
+        properties = _window_properties(window, stride, padding, dilation)
         super().__init__(
             operands=[grad, indices], result_types=[result_type], properties=properties
         )
 
     def fixed(self) -> dict[str, tuple[int, int]]:
         """The window's fields by name, each (along h, along w)."""
-        fields = ("window", "stride", "padding", "dilation")
-        return {name: _pair(getattr(self, name)) for name in fields}
+        return _window_of(self)
 
     def verify_(self) -> None:
         what = "graph.max_pool_backward"
@@ -1619,12 +1631,7 @@ class MaxPoolBackwardOp(IRDLOperation):
             raise VerifyException(f"{what} of {grad} cannot give {out}")
         if out.element_type != grad.element_type or min(sizes[-2:]) < 1:
             raise VerifyException(f"{what} of {grad} cannot give {out}")
-        fields = [self.window, self.stride, self.padding, self.dilation]
-        if any(len(f) != 2 for f in fields):
-            raise VerifyException(f"{what} needs a window, stride, padding and dilation of 2")
-        fixed = self.fixed()
-        if min(fixed["window"] + fixed["stride"] + fixed["dilation"]) < 1:
-            raise VerifyException(f"{what} needs a positive window, stride and dilation")
+        _verify_window(what, self)
 
 
 class Resize(StrEnum):
