@@ -154,6 +154,7 @@ BACKWARD_OPS = {
     "emmy.embedding_backward.default",
     "emmy.attention_backward.default",
     "emmy.max_pool2d_backward.default",
+    "emmy.avg_pool2d_backward.default",
     # the attentions SDPA becomes on a GPU, whose backward ops are decomposed
     "aten._scaled_dot_product_flash_attention.default",
     "aten._scaled_dot_product_efficient_attention.default",

@@ -215,6 +215,35 @@ def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
     assert kernels.count("conv") == 3 and "cat" not in kernels, kernels
 
 
+def test_average_poolings_gradients_run_in_one_kernel_each() -> None:
+    """Average pooling, padded without counting the padding, then ceil_mode's ragged last
+    window over a divisor: each input gradient is one pool2d_backward kernel (torch has no
+    decomposition of avg_pool2d_backward); the gradients are eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+        nn.ReLU(),
+        nn.AvgPool2d(2, ceil_mode=True, divisor_override=3),
+        nn.Conv2d(4, 4, 1),
+        nn.Flatten(),
+        nn.Linear(4 * 9, 2),
+    )
+    x = torch.randn(2, 3, 10, 10)
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    torch.compile(lambda m, x: m(x).square().sum(), backend=backend)(model, x).backward()
+    torch._dynamo.reset()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for have, parameter in zip(got, model.parameters(), strict=True):
+        torch.testing.assert_close(have, parameter.grad, rtol=1e-4, atol=1e-4)
+    kernels = [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+    assert kernels.count("pool2d_backward") == 2, kernels
+
+
 def test_the_attention_gradients_are_torchs() -> None:
     """Causal with fewer queries than keys (aligned top-left, as torch's CPU kernel),
     grouped-query, boolean and additive masks."""

@@ -1465,7 +1465,7 @@ class PoolingAttr(EnumAttribute[Pooling], SpacedOpaqueSyntaxAttribute):
     name = "graph.pooling"
 
 
-#: a fixed pooling window's fields (graph.pool's, graph.max_pool_backward's), each a pair
+#: a fixed pooling window's fields (graph.pool's, graph.pool_backward's), each a pair
 #: (along h, along w)
 WINDOW_FIELDS = ("window", "stride", "padding", "dilation")
 
@@ -1576,54 +1576,72 @@ class PoolOp(IRDLOperation):
 
 
 @irdl_op_definition
-class MaxPoolBackwardOp(IRDLOperation):
-    """Max pooling's input gradient over the last two dims, from the output's gradient and
-    the pooling's indices (iy · w + ix of the tap each output kept, i64): element (iy, ix)
-    of each plane sums the gradients of the outputs whose window holds it and kept it. The
-    window, stride, padding and dilation are the pooling's.
+class PoolBackwardOp(IRDLOperation):
+    """Pooling's input gradient over the last two dims (graph.pool's, of a fixed window),
+    from the output's gradient: element (iy, ix) of each plane sums over the outputs whose
+    window holds it; for max, the gradients of those whose `indices` (iy · w + ix of the
+    tap each output kept, i64) name it; for avg, each gradient over its output's count (as
+    graph.pool's average divides: `divisor`, or the taps inside the padded plane with
+    `count_pad`, or inside the plane).
 
-    %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0],
-            dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+    %dx = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [2, 2],
+            stride = [2, 2], padding = [0, 0], dilation = [1, 1]}
+            : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
     """
 
-    name = "graph.max_pool_backward"
+    name = "graph.pool_backward"
     grad = operand_def(TensorType)
-    indices = operand_def(TensorType)
+    indices = opt_operand_def(TensorType)
+    kind = prop_def(PoolingAttr)
     window = prop_def(ArrayAttr[IntegerAttr])
     stride = prop_def(ArrayAttr[IntegerAttr])
     padding = prop_def(ArrayAttr[IntegerAttr])
     dilation = prop_def(ArrayAttr[IntegerAttr])
+    count_pad = opt_prop_def(UnitAttr)
+    divisor = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
-        "$grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($result)"
+        "$grad (`indices` $indices^)? attr-dict `:` type($grad) (`,` type($indices)^)? `->`"
+        " type($result)"
     )
 
     def __init__(
         self,
         grad: SSAValue,
-        indices: SSAValue,
+        indices: SSAValue | None,
         result_type: Attribute,
         window: Sequence[int],
         stride: Sequence[int],
         padding: Sequence[int],
-        dilation: Sequence[int],
+        dilation: Sequence[int] = (1, 1),
+        count_pad: bool = False,
+        divisor: int | None = None,
     ):
-        properties = _window_properties(window, stride, padding, dilation)
-        super().__init__(
-            operands=[grad, indices], result_types=[result_type], properties=properties
-        )
+        """Max pooling's gradient where `indices` are given, else average pooling's."""
+        kind = Pooling.MAX if indices is not None else Pooling.AVG
+        properties = {"kind": PoolingAttr(kind)}
+        properties |= _window_properties(window, stride, padding, dilation)
+        if count_pad:
+            properties["count_pad"] = UnitAttr()
+        if divisor is not None:
+            properties["divisor"] = IntegerAttr(divisor, i64)
+        operands = [grad, [indices] if indices is not None else []]
+        super().__init__(operands=operands, result_types=[result_type], properties=properties)
 
     def fixed(self) -> dict[str, tuple[int, int]]:
         """The window's fields by name, each (along h, along w)."""
         return _window_of(self)
 
     def verify_(self) -> None:
-        what = "graph.max_pool_backward"
+        what = "graph.pool_backward"
         grad = _float_tensor(self.grad, f"{what} gradient")
-        indices, out = self.indices.type, self.result.type
-        if not isinstance(indices, TensorType) or indices != TensorType(i64, grad.get_shape()):
+        kind, out = self.kind.data, self.result.type
+        if kind == Pooling.ARGMAX or (self.indices is None) != (kind == Pooling.AVG):
+            raise VerifyException(f"{what} is of max pooling (with indices) or avg (without)")
+        indices = self.indices.type if self.indices is not None else None
+        if indices is not None and indices != TensorType(i64, grad.get_shape()):
             raise VerifyException(f"{what}'s indices must be i64 of the gradient's shape")
         assert isinstance(out, TensorType)
         shape, sizes = grad.get_shape(), out.get_shape()
@@ -1969,7 +1987,7 @@ Graph = Dialect(
         GatherOp,
         TriangleOp,
         PoolOp,
-        MaxPoolBackwardOp,
+        PoolBackwardOp,
         ResizeOp,
         CatOp,
         IndexCopyOp,

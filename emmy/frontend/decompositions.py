@@ -36,7 +36,6 @@ TORCH_DECOMPOSED = [
     aten.slice_backward,
     aten._native_batch_norm_legit_functional,
     aten.native_batch_norm_backward,
-    aten.avg_pool2d_backward,
 ]
 
 
@@ -289,6 +288,28 @@ def max_pool_backward(
     )
 
 
+def avg_pool_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> torch.Tensor:
+    """Average pooling's input gradient by one kernel that sums, at each element, the output
+    gradients over their counts (`emmy::avg_pool2d_backward`; torch has no decomposition
+    of it)."""
+    kernel = list(kernel_size) * (2 // len(kernel_size))
+    stride = list(stride or kernel) * (2 // max(1, len(stride or kernel)))
+    padding = list(padding) * (2 // len(padding))
+    height, width = input.shape[-2:]
+    return ops.avg_pool2d_backward(
+        grad_out, height, width, kernel, stride, padding, count_include_pad, divisor_override or 0
+    )
+
+
 def _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups):
     batch, channels = input.shape[:2]
     out_channels, per_group, sizes = weight.shape[0], weight.shape[1], weight.shape[2:]
@@ -389,6 +410,7 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten.convolution_backward.default: convolution_backward,
     aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,
+    aten.avg_pool2d_backward.default: avg_pool_backward,
 }
 
 

@@ -194,3 +194,47 @@ def _(
     dilation: list[int],
 ) -> torch.Tensor:
     return grad.new_empty((*grad.shape[:-2], height, width))
+
+
+@torch.library.custom_op("emmy::avg_pool2d_backward", mutates_args=())
+def avg_pool2d_backward(
+    grad: torch.Tensor,
+    height: int,
+    width: int,
+    window: list[int],
+    stride: list[int],
+    padding: list[int],
+    count_include_pad: bool,
+    divisor: int,
+) -> torch.Tensor:
+    """Average pooling's input gradient [..., height, width] (what a training step's
+    backward decomposes `avg_pool2d_backward` to, emmy.frontend.decompositions): each
+    element sums grad [..., oh, ow] over each output whose window holds it, divided by
+    that output's count (`divisor` where it is not 0, else as avg_pool2d counts)."""
+    planes = grad.reshape(-1, 1, *grad.shape[-2:]).double()
+    ones = torch.ones(planes.shape[0], 1, height, width, dtype=torch.float64)
+    with torch.enable_grad():
+        ones.requires_grad_()
+        pooled = torch.nn.functional.avg_pool2d(
+            ones, window, stride, padding, False, count_include_pad, divisor or None
+        )
+        if pooled.shape[-2:] != planes.shape[-2:]:  # a ragged last window: ceil_mode
+            pooled = torch.nn.functional.avg_pool2d(
+                ones, window, stride, padding, True, count_include_pad, divisor or None
+            )
+        (gradient,) = torch.autograd.grad(pooled, ones, planes)
+    return gradient.reshape(*grad.shape[:-2], height, width).to(grad.dtype)
+
+
+@avg_pool2d_backward.register_fake
+def _(
+    grad: torch.Tensor,
+    height: int,
+    width: int,
+    window: list[int],
+    stride: list[int],
+    padding: list[int],
+    count_include_pad: bool,
+    divisor: int,
+) -> torch.Tensor:
+    return grad.new_empty((*grad.shape[:-2], height, width))

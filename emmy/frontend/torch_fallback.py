@@ -251,6 +251,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "emmy.embedding_backward": _reads_input,
     "emmy.attention_backward": _attention_backward,
     "emmy.max_pool2d_backward": _reads_input,
+    "emmy.avg_pool2d_backward": _reads_input,
 }  # fmt: skip
 
 

@@ -122,9 +122,21 @@ def _max_pool_backward(self: FunctionBuilder, node: fx.Node) -> View:
         list(bound[name]) for name in ("window", "stride", "padding", "dilation")
     )
     out = node.meta["val"]
-    op = graph.MaxPoolBackwardOp(
-        grad, indices, self.type_of(out), window, stride, padding, dilation
-    )
+    op = graph.PoolBackwardOp(grad, indices, self.type_of(out), window, stride, padding, dilation)
+    return self.result(self.insert(op), out)
+
+
+@ATEN.handles("emmy.avg_pool2d_backward.default")
+def _avg_pool_backward(self: FunctionBuilder, node: fx.Node) -> View:
+    """Average pooling's input gradient over its counts (emmy.frontend.decompositions)."""
+    bound = _arguments(node)
+    window, stride, padding = (list(bound[name]) for name in ("window", "stride", "padding"))
+    out = node.meta["val"]
+    divisor = int(bound["divisor"]) or None
+    op = graph.PoolBackwardOp(
+        self.operand(bound["grad"]), None, self.type_of(out), window, stride, padding,
+        count_pad=bool(bound["count_include_pad"]), divisor=divisor,
+    )  # fmt: skip
     return self.result(self.insert(op), out)
 
 

@@ -146,14 +146,18 @@ func.func @attention_backward(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf3
 // CHECK-NEXT: kernel.call @[[DV]](%[[Q]], %[[K]], %[[DO]], %[[S]], %[[PAD]]) : {{.*}} -> tensor<2x2x8x16xf32>
 // CHECK-NEXT: func.return
 
-// Max pooling's input gradient: one kernel over the gradient and the indices.
-func.func @max_pool_backward(%dy : tensor<2x3x4x5xf16>, %i : tensor<2x3x4x5xi64>) -> tensor<2x3x9x11xf16> {
-  %dx = graph.max_pool_backward %dy, %i {window = [3, 3], stride = [2, 2], padding = [1, 1], dilation = [1, 1]} : tensor<2x3x4x5xf16>, tensor<2x3x4x5xi64> -> tensor<2x3x9x11xf16>
-  func.return %dx : tensor<2x3x9x11xf16>
+// Pooling's input gradients: max pooling's one kernel over the gradient and the indices,
+// average pooling's over the gradient alone.
+func.func @pool_backward(%dy : tensor<2x3x4x5xf16>, %i : tensor<2x3x4x5xi64>) -> (tensor<2x3x9x11xf16>, tensor<2x3x9x11xf16>) {
+  %dm = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [3, 3], stride = [2, 2], padding = [1, 1], dilation = [1, 1]} : tensor<2x3x4x5xf16>, tensor<2x3x4x5xi64> -> tensor<2x3x9x11xf16>
+  %da = graph.pool_backward %dy {kind = #graph<pooling avg>, window = [3, 3], stride = [2, 2], padding = [1, 1], dilation = [1, 1], count_pad} : tensor<2x3x4x5xf16> -> tensor<2x3x9x11xf16>
+  func.return %dm, %da : tensor<2x3x9x11xf16>, tensor<2x3x9x11xf16>
 }
-// CHECK: fork.site @[[MPB:max_pool2d_backward_[0-9]+]] "max_pool2d_backward" "rows=6,h=9,w=11,oh=4,ow=5,T=f16,I=i64,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1" {
-// CHECK: func.func @max_pool_backward(%[[DY:[^:]*]]: tensor<2x3x4x5xf16>, %[[I:[^:]*]]: tensor<2x3x4x5xi64>)
-// CHECK-NEXT: kernel.call @[[MPB]](%[[DY]], %[[I]]) : (tensor<2x3x4x5xf16>, tensor<2x3x4x5xi64>) -> tensor<2x3x9x11xf16>
+// CHECK-DAG: fork.site @[[AVG:pool2d_backward_[0-9]+]] "pool2d_backward" "rows=6,h=9,w=11,oh=4,ow=5,T=f16,kind=avg,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1" {
+// CHECK-DAG: fork.site @[[MAX:pool2d_backward_[0-9]+]] "pool2d_backward" "rows=6,h=9,w=11,oh=4,ow=5,T=f16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1" {
+// CHECK: func.func @pool_backward(%[[DY:[^:]*]]: tensor<2x3x4x5xf16>, %[[I:[^:]*]]: tensor<2x3x4x5xi64>)
+// CHECK-NEXT: kernel.call @[[MAX]](%[[DY]], %[[I]]) : (tensor<2x3x4x5xf16>, tensor<2x3x4x5xi64>) -> tensor<2x3x9x11xf16>
+// CHECK-NEXT: kernel.call @[[AVG]](%[[DY]]) : (tensor<2x3x4x5xf16>) -> tensor<2x3x9x11xf16>
 // CHECK-NEXT: func.return
 
 // A padding mask [batch, kv_len]: the attention site reads it as a fourth input.

@@ -452,16 +452,24 @@ func.func @attention_gradients_results(%q : tensor<1x2x8x16xf32>, %k : tensor<1x
 
 // -----
 
-func.func @max_pool_backward_indices(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi32>) -> tensor<2x3x8x10xf32> {
-  %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi32> -> tensor<2x3x8x10xf32>
+func.func @pool_backward_indices(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi32>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi32> -> tensor<2x3x8x10xf32>
   func.return %dx : tensor<2x3x8x10xf32>
 }
-// CHECK: graph.max_pool_backward's indices must be i64 of the gradient's shape
+// CHECK: graph.pool_backward's indices must be i64 of the gradient's shape
 
 // -----
 
-func.func @max_pool_backward_window(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> tensor<2x3x8x10xf32> {
-  %dx = graph.max_pool_backward %dy, %i {window = [2, 0], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+func.func @pool_backward_kind(%dy : tensor<2x3x4x5xf32>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.pool_backward %dy {kind = #graph<pooling max>, window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
   func.return %dx : tensor<2x3x8x10xf32>
 }
-// CHECK: graph.max_pool_backward needs a positive window, stride and dilation
+// CHECK: graph.pool_backward is of max pooling (with indices) or avg (without)
+
+// -----
+
+func.func @pool_backward_window(%dy : tensor<2x3x4x5xf32>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.pool_backward %dy {kind = #graph<pooling avg>, window = [2, 0], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
+  func.return %dx : tensor<2x3x8x10xf32>
+}
+// CHECK: graph.pool_backward needs a positive window, stride and dilation

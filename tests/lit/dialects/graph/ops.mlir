@@ -147,9 +147,11 @@ func.func @attention_gradients(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf
   func.return %dq, %dk, %dv : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
 }
 
-// Max pooling's input gradient, by the pooling's indices.
-func.func @max_pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> tensor<2x3x8x10xf32> {
-  %dx = graph.max_pool_backward %dy, %i {window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
-  // CHECK: graph.max_pool_backward %{{.*}}, %{{.*}} {window = [2 : i64, 2 : i64], stride = [2 : i64, 2 : i64], padding = [0 : i64, 0 : i64], dilation = [1 : i64, 1 : i64]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
-  func.return %dx : tensor<2x3x8x10xf32>
+// Pooling's input gradients: max pooling's by its indices, average pooling's by its counts.
+func.func @pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> (tensor<2x3x8x10xf32>, tensor<2x3x8x10xf32>) {
+  %dm = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+  // CHECK: graph.pool_backward %{{.*}} indices %{{.*}} {kind = #graph<pooling max>, window = [2 : i64, 2 : i64], stride = [2 : i64, 2 : i64], padding = [0 : i64, 0 : i64], dilation = [1 : i64, 1 : i64]} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x8x10xf32>
+  %da = graph.pool_backward %dy {kind = #graph<pooling avg>, window = [2, 2], stride = [2, 2], padding = [0, 0], dilation = [1, 1], count_pad, divisor = 3 : i64} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
+  // CHECK-NEXT: graph.pool_backward %{{.*}} {kind = #graph<pooling avg>, {{.*}}, count_pad, divisor = 3 : i64} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
+  func.return %dm, %da : tensor<2x3x8x10xf32>, tensor<2x3x8x10xf32>
 }
