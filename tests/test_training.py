@@ -191,16 +191,10 @@ def test_the_convolution_gradients_are_torchs() -> None:
     assert checked > 150
 
 
-def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
-    """Convolutions of stride 1 (padded, dilated): each input gradient is a convolution of
-    dO padded by the convolution itself, with no copy of dO (no `cat`); the gradients are
+def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[str]:
+    """The families of the kernels the backward graph of a step of `model` on `x` runs
+    (torch.compile(backend=emmy), strict), its parameters' gradients checked against
     eager's."""
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2),
-        nn.Flatten(), nn.Linear(8 * 64, 4),
-    )  # fmt: skip
-    x = torch.randn(2, 3, 8, 8)
     programs: list = []
     backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
     torch._dynamo.reset()
@@ -211,7 +205,19 @@ def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
     model(x).square().sum().backward()
     for have, parameter in zip(got, model.parameters(), strict=True):
         torch.testing.assert_close(have, parameter.grad, rtol=1e-4, atol=1e-4)
-    kernels = [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+    return [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+
+
+def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
+    """Convolutions of stride 1 (padded, dilated): each input gradient is a convolution of
+    dO padded by the convolution itself, with no copy of dO (no `cat`); the gradients are
+    eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2),
+        nn.Flatten(), nn.Linear(8 * 64, 4),
+    )  # fmt: skip
+    kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 8, 8))
     assert kernels.count("conv") == 3 and "cat" not in kernels, kernels
 
 
@@ -229,18 +235,7 @@ def test_average_poolings_gradients_run_in_one_kernel_each() -> None:
         nn.Flatten(),
         nn.Linear(4 * 9, 2),
     )
-    x = torch.randn(2, 3, 10, 10)
-    programs: list = []
-    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
-    torch._dynamo.reset()
-    torch.compile(lambda m, x: m(x).square().sum(), backend=backend)(model, x).backward()
-    torch._dynamo.reset()
-    got = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    model(x).square().sum().backward()
-    for have, parameter in zip(got, model.parameters(), strict=True):
-        torch.testing.assert_close(have, parameter.grad, rtol=1e-4, atol=1e-4)
-    kernels = [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+    kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 10, 10))
     assert kernels.count("pool2d_backward") == 2, kernels
 
 
