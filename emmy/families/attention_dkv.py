@@ -4,13 +4,8 @@ sites)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from emmy.families import attention_stats
 from emmy.families.family import Family, FamilyKind
-
-if TYPE_CHECKING:
-    import torch
 
 
 def reference(key: dict, inputs: list):
@@ -30,16 +25,15 @@ def reference(key: dict, inputs: list):
 
 def check_keys(dtype: str) -> list[dict]:
     """The attention's check keys, each gradient at every other one."""
-    keys = attention_stats.check_keys(dtype)
-    return [key | {"part": ("dk", "dv")[n % 2]} for n, key in enumerate(keys)] + [
-        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:3])
+    return each_part(attention_stats.check_keys(dtype), again=3)
+
+
+def each_part(keys: list[dict], again: int) -> list[dict]:
+    """`keys`, each for dk and dv in turn, then the first `again` for the other part."""
+    parts = ("dk", "dv")
+    return [key | {"part": parts[n % 2]} for n, key in enumerate(keys)] + [
+        key | {"part": parts[1 - n % 2]} for n, key in enumerate(keys[:again])
     ]
-
-
-def check_inputs(key: dict, dtype: str, generator: torch.Generator) -> list:
-    named = attention_stats.backward_inputs(key, dtype, generator)
-    names = ("q", "k", "v", "grad", "stats") if key["part"] == "dk" else ("q", "k", "grad", "stats")
-    return [named[name] for name in names] + named["mask"]
 
 
 FAMILY = Family(
@@ -47,7 +41,7 @@ FAMILY = Family(
     FamilyKind.KERNEL,
     reference=reference,
     check_keys=check_keys,
-    check_inputs=check_inputs,
+    check_inputs=attention_stats.gradient_check_inputs,
     extra_atol=attention_stats.length_atol,
     derive_inputs=attention_stats.with_their_stats,
 )

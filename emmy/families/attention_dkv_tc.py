@@ -13,10 +13,7 @@ from emmy.families.family import Family, FamilyKind
 
 def check_keys(dtype: str) -> list[dict]:
     """The tensor-core attention's check keys, each gradient at every other one."""
-    keys = check_keys_of(dtype, TC_SHAPES[dtype])
-    return [key | {"part": ("dk", "dv")[n % 2]} for n, key in enumerate(keys)] + [
-        key | {"part": ("dv", "dk")[n % 2]} for n, key in enumerate(keys[:2])
-    ]
+    return attention_dkv.each_part(check_keys_of(dtype, TC_SHAPES[dtype]), again=2)
 
 
 FAMILY = Family(
@@ -24,7 +21,7 @@ FAMILY = Family(
     FamilyKind.KERNEL,
     reference=attention_dkv.reference,
     check_keys=check_keys,
-    check_inputs=attention_dkv.check_inputs,
+    check_inputs=attention_stats.gradient_check_inputs,
     check_dtypes=dtypes.HALF_NAMES,
     extra_atol=attention_stats.rounded_atol,
     derive_inputs=attention_stats.with_their_stats,

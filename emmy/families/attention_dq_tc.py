@@ -15,7 +15,7 @@ FAMILY = Family(
     FamilyKind.KERNEL,
     reference=attention_dq.reference,
     check_keys=lambda dtype: check_keys_of(dtype, TC_SHAPES[dtype]),
-    check_inputs=attention_dq.check_inputs,
+    check_inputs=attention_stats.gradient_check_inputs,
     check_dtypes=dtypes.HALF_NAMES,
     extra_atol=attention_stats.rounded_atol,
     derive_inputs=attention_stats.with_their_stats,

@@ -19,6 +19,26 @@ if TYPE_CHECKING:
     import torch
 
 
+#: each gradient kernel's inputs by name, in the order of its parameters (the mask, where
+#: there is one, last): attention_dq's, and attention_dkv's of each part
+GRADIENT_INPUTS = {
+    "dq": ("q", "k", "v", "grad", "stats"),
+    "dk": ("q", "k", "v", "grad", "stats"),
+    "dv": ("q", "k", "grad", "stats"),
+}
+#: the part of each gradient of graph.attention_backward
+PARTS = {
+    AttentionGradient.QUERY: "dq",
+    AttentionGradient.KEY: "dk",
+    AttentionGradient.VALUE: "dv",
+}
+
+
+def gradient_inputs(key: dict) -> tuple[str, ...]:
+    """The inputs of the gradient kernel at `key` (attention_dq's has no `part`)."""
+    return GRADIENT_INPUTS[str(key.get("part", "dq"))]
+
+
 def site(op: Operation, fusion: Fusion) -> Site:
     """The stats, query or key/value family's site of a part of the backward, its inputs in
     the order of that kernel's parameters."""
@@ -26,17 +46,15 @@ def site(op: Operation, fusion: Fusion) -> Site:
     scale, causal = float(op.scale.value.data), op.causal is not None
     key = attention.problem_of(op.q, op.k, op.mask, scale, causal)
     mask = [op.mask] if op.mask is not None else []
-    gradient = op.gradient.data
-    if gradient == AttentionGradient.STATS:
+    if op.gradient.data == AttentionGradient.STATS:
         return Site("attention_stats", key, [op.q, op.k, op.aux, op.grad, *mask])
-    if gradient == AttentionGradient.QUERY:
-        family_name = "attention_dq_tc" if attention.on_tensor_cores(op.q) else "attention_dq"
-        return Site(family_name, key, [op.q, op.k, op.v, op.grad, op.aux, *mask])
-    family_name = "attention_dkv_tc" if attention.on_tensor_cores(op.q) else "attention_dkv"
-    if gradient == AttentionGradient.KEY:
-        inputs = [op.q, op.k, op.v, op.grad, op.aux, *mask]
-        return Site(family_name, key | {"part": "dk"}, inputs)
-    return Site(family_name, key | {"part": "dv"}, [op.q, op.k, op.grad, op.aux, *mask])
+    part = PARTS[op.gradient.data]
+    values = {"q": op.q, "k": op.k, "v": op.v, "grad": op.grad, "stats": op.aux}
+    inputs = [values[name] for name in GRADIENT_INPUTS[part]] + mask
+    tensor_cores = "_tc" if attention.on_tensor_cores(op.q) else ""
+    if part == "dq":
+        return Site(f"attention_dq{tensor_cores}", key, inputs)
+    return Site(f"attention_dkv{tensor_cores}", key | {"part": part}, inputs)
 
 
 def reference(key: dict, inputs: list):
@@ -85,12 +103,16 @@ def with_their_stats(key: dict, inputs: list) -> list:
     # torch stays off the compile path: only benches derive inputs
     import torch
 
-    index = 4 if key.get("part", "dk") == "dk" else 3
-    q, k, *rest = inputs[:index]
-    grad, mask = rest[-1], inputs[index + 1 :]
-    out = attention.reference(key, [q, k, rest[0], *mask]) if index == 4 else torch.zeros_like(grad)
-    stats = reference(key, [q, k, out, grad, *mask]).to(inputs[index].dtype)
-    return [*inputs[:index], stats, *mask]
+    names = gradient_inputs(key)
+    named, mask = dict(zip(names, inputs, strict=False)), inputs[len(names) :]
+    q, k, grad = named["q"], named["k"], named["grad"]
+    out = (
+        attention.reference(key, [q, k, named["v"], *mask])
+        if "v" in named
+        else torch.zeros_like(grad)
+    )
+    named["stats"] = reference(key, [q, k, out, grad, *mask]).to(named["stats"].dtype)
+    return [named[name] for name in names] + mask
 
 
 def length_atol(key: dict) -> float:
@@ -144,6 +166,12 @@ def backward_inputs(key: dict, dtype: str, generator: torch.Generator) -> dict:
 def check_inputs(key: dict, dtype: str, generator: torch.Generator) -> list:
     named = backward_inputs(key, dtype, generator)
     return [named["q"], named["k"], named["out"], named["grad"], *named["mask"]]
+
+
+def gradient_check_inputs(key: dict, dtype: str, generator: torch.Generator) -> list:
+    """A gradient kernel's check inputs (attention_dq's, attention_dkv's)."""
+    named = backward_inputs(key, dtype, generator)
+    return [named[name] for name in gradient_inputs(key)] + named["mask"]
 
 
 FAMILY = Family(

@@ -10,6 +10,9 @@ from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
 
+#: a fixed window's fields in a key (kh, kw, sh, ...), by the names graph ops give them
+WINDOW_KEYS = {"k": "window", "s": "stride", "p": "padding", "d": "dilation"}
+
 
 def pool_key(
     rows: int,
@@ -28,7 +31,7 @@ def pool_key(
     key["kind"] = kind
     if fixed is None:
         return key | {"adaptive": "yes"}
-    for prefix, field in {"k": "window", "s": "stride", "p": "padding", "d": "dilation"}.items():
+    for prefix, field in WINDOW_KEYS.items():
         key |= {f"{prefix}h": fixed[field][0], f"{prefix}w": fixed[field][1]}
     if kind == "avg":
         key |= {"pads": "yes" if count_pad else "no", "divisor": divisor}

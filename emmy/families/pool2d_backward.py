@@ -4,38 +4,41 @@ of the windows that hold it, by max pooling's indices or over average pooling's 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from xdsl.ir import Operation
 
 from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
-
-#: a fixed window's fields in the key, by the name graph ops give them
-FIELDS = {"k": "window", "s": "stride", "p": "padding", "d": "dilation"}
+from emmy.families.pool2d import WINDOW_KEYS, pool_key
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
     assert isinstance(op, graph.PoolBackwardOp)
     *batch, oh, ow = shape_of(op.grad)
     h, w = shape_of(op.result)[-2:]
-    key: dict[str, int | str] = {"rows": math.prod(batch), "h": h, "w": w, "oh": oh, "ow": ow}
-    key |= {"T": dtype_of(op.grad), "kind": op.kind.data.value}
-    fixed = op.fixed()
-    for prefix, field in FIELDS.items():
-        key |= {f"{prefix}h": fixed[field][0], f"{prefix}w": fixed[field][1]}
-    if op.indices is None:
-        divisor = op.divisor.value.data if op.divisor is not None else 0
-        key |= {"pads": "yes" if op.count_pad is not None else "no", "divisor": divisor}
-        return Site("pool2d_backward", key, [op.grad])
-    return Site("pool2d_backward", key, [op.grad, op.indices])
+    divisor = op.divisor.value.data if op.divisor is not None else 0
+    kind, count_pad = op.kind.data.value, op.count_pad is not None
+    plane, out, dtype = (h, w), (oh, ow), dtype_of(op.grad)
+    key = backward_key(math.prod(batch), plane, out, dtype, kind, op.fixed(), count_pad, divisor)
+    inputs = [op.grad] if op.indices is None else [op.grad, op.indices]
+    return Site("pool2d_backward", key, inputs)
+
+
+def backward_key(*pooling: Any) -> dict[str, int | str]:
+    """The key of the gradient of the pooling whose key pool2d.pool_key gives of
+    `pooling`: that key, less the output's storage type."""
+    key = pool_key(*pooling)
+    del key["Y"]
+    return key
 
 
 def _geometry(key: dict) -> dict[str, tuple[int, int]]:
     defaults = {"k": 1, "s": 1, "p": 0, "d": 1}
     return {
         field: (int(key.get(f"{p}h", defaults[p])), int(key.get(f"{p}w", defaults[p])))
-        for p, field in FIELDS.items()
+        for p, field in WINDOW_KEYS.items()
     }
 
 
@@ -122,12 +125,8 @@ def check_keys(dtype: str) -> list[dict]:
     for rows, h, w, window, stride, pad, dil, ceil, kind, pads, divisor in shapes:
         oh = _out(h, window[0], stride[0], pad[0], dil[0], ceil)
         ow = _out(w, window[1], stride[1], pad[1], dil[1], ceil)
-        key: dict = {"rows": rows, "h": h, "w": w, "oh": oh, "ow": ow, "T": dtype, "kind": kind}
-        for (prefix, _), pair in zip(FIELDS.items(), (window, stride, pad, dil), strict=True):
-            key |= {f"{prefix}h": pair[0], f"{prefix}w": pair[1]}
-        if kind == "avg":
-            key |= {"pads": "yes" if pads else "no", "divisor": divisor}
-        keys.append(key)
+        fixed = {"window": window, "stride": stride, "padding": pad, "dilation": dil}
+        keys.append(backward_key(rows, (h, w), (oh, ow), dtype, kind, fixed, pads, divisor))
     return keys
 
 

@@ -278,10 +278,7 @@ def max_pool_backward(
     """Max pooling's input gradient by one kernel that sums, at each element, the output
     gradients whose saved index is it (`emmy::max_pool2d_backward`, where torch's form
     scatters with accumulation)."""
-    kernel = list(kernel_size) * (2 // len(kernel_size))
-    stride = list(stride or kernel) * (2 // max(1, len(stride or kernel)))
-    padding = list(padding) * (2 // len(padding))
-    dilation = list(dilation) * (2 // len(dilation))
+    kernel, stride, padding, dilation = _pairs(kernel_size, stride, padding, dilation)
     height, width = input.shape[-2:]
     return ops.max_pool2d_backward(
         grad_out, indices, height, width, kernel, stride, padding, dilation
@@ -301,12 +298,25 @@ def avg_pool_backward(
     """Average pooling's input gradient by one kernel that sums, at each element, the output
     gradients over their counts (`emmy::avg_pool2d_backward`; torch has no decomposition
     of it)."""
-    kernel = list(kernel_size) * (2 // len(kernel_size))
-    stride = list(stride or kernel) * (2 // max(1, len(stride or kernel)))
-    padding = list(padding) * (2 // len(padding))
+    kernel, stride, padding, _ = _pairs(kernel_size, stride, padding, [1])
     height, width = input.shape[-2:]
     return ops.avg_pool2d_backward(
         grad_out, height, width, kernel, stride, padding, count_include_pad, divisor_override or 0
+    )
+
+
+def _pairs(
+    kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A 2-D pooling's window fields as pairs (one value stands for both dims; an empty
+    stride is the window's, as torch takes it)."""
+    kernel = list(kernel_size) * (2 // len(kernel_size))
+    stride = list(stride or kernel) * (2 // len(stride or kernel))
+    return (
+        kernel,
+        stride,
+        list(padding) * (2 // len(padding)),
+        list(dilation) * (2 // len(dilation)),
     )
 
 
