@@ -90,7 +90,8 @@ class VendorAttentionBackward:
 @dataclass(frozen=True)
 class VendorConv:
     """torch's 2-D convolution (cuDNN on a GPU) of x, filters and [bias] (`args`, then y)
-    into y, in torch's shapes, with torch's geometry (height, width pairs)."""
+    into y, in torch's shapes, with torch's geometry (height, width pairs); a transposed
+    convolution where `output_padding` is given."""
 
     args: tuple[BufferArg, ...]
     shapes: tuple[tuple[int, ...], ...]
@@ -99,6 +100,7 @@ class VendorConv:
     padding: tuple[int, int]
     dilation: tuple[int, int]
     groups: int
+    output_padding: tuple[int, int] | None = None
 
     kernel: ClassVar[str] = "vendor conv"
 

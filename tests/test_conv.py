@@ -1,5 +1,5 @@
 """Convolutions are emmy kernels: conv1d and conv2d with stride, padding, dilation and
-groups (depthwise included) through both APIs on the emulator, an inference batch norm
+groups (depthwise included), and transposed ones, through both APIs on the emulator, an inference batch norm
 folded into the weights (under torch.compile too, its statistics frozen), activations and
 residuals fused as epilogues. The family's every option runs against float64 in
 tests/test_library_families.py."""
@@ -94,18 +94,49 @@ def test_a_training_graph_keeps_its_parameters_as_inputs() -> None:
     torch.testing.assert_close(compiled(x), model(x), **TOLERANCE)
 
 
-@pytest.mark.parametrize(
-    "conv, shape, reason",
-    [
-        (nn.ConvTranspose2d(3, 4, 3), (1, 3, 5, 5), "a transposed convolution is not supported"),
-        (nn.Conv3d(3, 4, 3), (1, 3, 4, 4, 4), "a convolution of 3 spatial dims is not supported"),
-    ],
-)
-def test_what_no_kernel_takes_falls_back_with_its_reason(conv, shape, reason) -> None:
+class TransposedConvolutions(nn.Module):
+    """A decoder's upsampling: a ConvTranspose2d of stride 2 with an output_padding and a
+    ReLU, then a grouped, dilated one of unequal strides, then a ConvTranspose1d over rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1)
+        self.grouped = nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 3), groups=2, dilation=(1, 2))
+        self.rows = nn.ConvTranspose1d(6, 3, 4, stride=2, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.grouped(torch.relu(self.up(x)))
+        return self.rows(y.flatten(2))
+
+
+@pytest.mark.parametrize("api", ["emmy.compile", "torch.compile"])
+def test_transposed_convolutions_run_in_the_convolution_kernel(api: str) -> None:
+    """torch.export keeps conv_transpose1d/2d, torch.compile gives aten.convolution of
+    `transposed`: each is one SIMT convolution kernel, its ReLU fused."""
+    torch.manual_seed(0)
+    model, x = TransposedConvolutions().eval(), torch.randn(2, 6, 4, 5)
+    if api == "emmy.compile":
+        compiled = emmy.compile(model, x, device=EmuDevice(), db="none")
+        torch.testing.assert_close(compiled(x), model(x), **TOLERANCE)
+        program = compiled.program
+    else:
+        programs: list[Program] = []
+        torch._dynamo.reset()
+        with torch.no_grad():
+            backend = emmy.api.backend(device=EmuDevice(), programs=programs, fallback=False)
+            torch.testing.assert_close(
+                torch.compile(model, backend=backend)(x), model(x), **TOLERANCE
+            )
+        (program,) = programs
+    assert not program.fallbacks, program.fallbacks
+    assert conv_kernels(program) == ["conv"] * 3, program.kernels
+
+
+def test_what_no_kernel_takes_falls_back_with_its_reason() -> None:
     """Under torch.compile every convolution arrives as aten.convolution, refused here by
-    what no kernel takes (torch.export keeps conv_transpose2d and conv3d, which no entry
-    claims)."""
-    x = torch.randn(*shape)
+    what no kernel takes (torch.export keeps conv3d, which no entry claims)."""
+    conv, reason = nn.Conv3d(3, 4, 3), "a convolution of 3 spatial dims is not supported"
+    x = torch.randn(1, 3, 4, 4, 4)
     programs: list[Program] = []
     torch._dynamo.reset()
     with torch.no_grad():

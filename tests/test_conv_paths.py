@@ -22,6 +22,12 @@ def expression(dtype: str) -> str:
     return f"torch.relu({conv}({x}) + torch.randn(2, 8, 5, 6, dtype={dtype}))"
 
 
+def transposed_expression(dtype: str) -> str:
+    """A transposed convolution (a decoder's upsampling) with a bias and an activation."""
+    conv = f"torch.nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1).to({dtype})"
+    return f"torch.relu({conv}(torch.randn(2, 6, 5, 4, dtype={dtype})))"
+
+
 def run_pinned(capsys, source: str, option: str, device: str = "emu") -> str:
     argv = ["run", "-c", source, "--device", device, "--check", "--db", "none"]
     code = main([*argv, "--pin", f"conv={option}"])
@@ -31,9 +37,10 @@ def run_pinned(capsys, source: str, option: str, device: str = "emu") -> str:
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
-def test_every_option_matches_eager(capsys, dtype: str) -> None:
+@pytest.mark.parametrize("source", [expression, transposed_expression])
+def test_every_option_matches_eager(capsys, source, dtype: str) -> None:
     for option, steps in [("kernel", 1), ("vendor", 2)]:
-        out = run_pinned(capsys, expression(dtype), option)
+        out = run_pinned(capsys, source(dtype), option)
         assert f"ran {steps} kernel(s)" in out, out
 
 

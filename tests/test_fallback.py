@@ -20,18 +20,18 @@ F32 = {"atol": 1e-4, "rtol": 1e-4}
 
 
 class ConvNet(nn.Module):
-    """A transposed convolution (a torch op: no kernel takes it) before a batch norm,
+    """A 3-D convolution of one plane (a torch op: no kernel takes it) before a batch norm,
     pooling, emmy's matmul and relu."""
 
     def __init__(self):
         super().__init__()
-        self.conv = nn.ConvTranspose2d(3, 8, 3, padding=1)
+        self.conv = nn.Conv3d(3, 8, (1, 3, 3), padding=(0, 1, 1))
         self.norm = nn.BatchNorm2d(8)
         self.pool = nn.MaxPool2d(2)
         self.head = nn.Linear(8 * 4 * 4, 10)
 
     def forward(self, x):
-        y = self.pool(torch.relu(self.norm(self.conv(x))))
+        y = self.pool(torch.relu(self.norm(self.conv(x.unsqueeze(2)).squeeze(2))))
         return self.head(y.flatten(1))
 
 
@@ -138,7 +138,7 @@ def test_no_fallback_names_the_op_and_its_line():
     with pytest.raises(EmmyError) as error:
         emmy.compile(_conv_net(), torch.randn(2, 3, 8, 8), device=EmuDevice(), fallback=False)
     message = str(error.value)
-    expected = "unsupported op aten.conv_transpose2d.input (node conv_transpose2d at "
+    expected = "unsupported op aten.conv3d.default (node conv3d at "
     assert message.startswith(expected), message
     assert "test_fallback.py:" in message and "\n" not in message
 

@@ -189,9 +189,11 @@ AROUND_CONVOLUTIONS = {
     "aten.native_group_norm.default",
 }
 
-#: the convolutions (1-D and 2-D, torch.export's names and AOTAutograd's)
+#: the convolutions, transposed or not (1-D and 2-D, torch.export's names and AOTAutograd's)
 CONVOLUTIONS = {
     *(f"aten.conv{d}d.{o}" for d in (1, 2) for o in ("default", "padding")),
+    "aten.conv_transpose1d.default",
+    "aten.conv_transpose2d.input",
     "aten.convolution.default",
 }
 

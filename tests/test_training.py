@@ -191,6 +191,27 @@ def test_the_convolution_gradients_are_torchs() -> None:
     assert checked > 150
 
 
+def test_the_transposed_convolution_gradients_are_torchs() -> None:
+    """A transposed convolution's (ConvTranspose's, and a strided convolution's input
+    gradient's): strides with and without an output_padding, paddings, dilations, groups,
+    1-D and 2-D."""
+    torch.manual_seed(0)
+    for dims, size, stride, pad, dilation, groups in itertools.product(
+        (1, 2), (1, 3), (1, 2, 3), (0, 1), (1, 2), (1, 2)
+    ):
+        extra = max(stride, dilation) - 1
+        if 5 * stride + dilation * (size - 1) + extra <= 2 * pad:
+            continue
+        x = torch.randn([2, 4] + [5] * dims, dtype=torch.float64)
+        weight = torch.randn([4, 6 // groups] + [size] * dims, dtype=torch.float64)
+        arguments = ([stride] * dims, [pad] * dims, [dilation] * dims, True, [extra] * dims, groups)
+        grad = torch.randn_like(aten.convolution(x, weight, None, *arguments))
+        expected = aten.convolution_backward(grad, x, weight, [6], *arguments, [True] * 3)
+        got = convolution_backward(grad, x, weight, [6], *arguments, [True] * 3)
+        for want, have in zip(expected, got, strict=True):
+            torch.testing.assert_close(have, want)
+
+
 def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[str]:
     """The families of the kernels the backward graph of a step of `model` on `x` runs
     (torch.compile(backend=emmy), strict), its parameters' gradients checked against
@@ -208,17 +229,22 @@ def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[
     return [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
 
 
-def test_a_stride_one_convolutions_input_gradient_reads_do_in_place() -> None:
-    """Convolutions of stride 1 (padded, dilated): each input gradient is a convolution of
-    dO padded by the convolution itself, with no copy of dO (no `cat`); the gradients are
-    eager's."""
+def test_every_convolutions_input_gradient_reads_do_in_place() -> None:
+    """Convolutions of stride 1 (padded, dilated), of stride 2, and a transposed one
+    (ConvTranspose2d with an output_padding): each input gradient is one convolution kernel
+    reading dO in place (at stride 1 dO padded by the convolution itself, otherwise a
+    transposed convolution), with no copy of dO (no `cat`); the gradients are eager's."""
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2),
-        nn.Flatten(), nn.Linear(8 * 64, 4),
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1),
+        nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+        nn.Conv2d(4, 4, 3, padding=2, dilation=2),
+        nn.Flatten(), nn.Linear(4 * 64, 4),
     )  # fmt: skip
     kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 8, 8))
-    assert kernels.count("conv") == 3 and "cat" not in kernels, kernels
+    # the first's weight gradient; the others' input and weight gradients
+    assert kernels.count("conv") == 7 and "cat" not in kernels, kernels
 
 
 def test_average_poolings_gradients_run_in_one_kernel_each() -> None:

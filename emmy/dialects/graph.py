@@ -477,20 +477,7 @@ class ConvOp(IRDLOperation):
         ) // sw + 1
 
     def verify_(self) -> None:
-        x = _float_tensor(self.input, "graph.conv input")
-        w = _float_tensor(self.weight, "graph.conv weight")
-        out = _float_tensor(self.result, "graph.conv result")
-        bias = _float_tensor(self.bias, "graph.conv bias") if self.bias is not None else None
-        types = [x, w, out] + ([bias] if bias is not None else [])
-        if len({t.element_type for t in types}) != 1:
-            raise VerifyException("graph.conv operands and result must share one dtype")
-        if len(x.get_shape()) != 4 or len(w.get_shape()) != 4:
-            raise VerifyException("graph.conv needs an input and a weight of rank 4")
-        for name, attr, least in (("stride", self.stride, 1), ("padding", self.padding, 0),
-                                  ("dilation", self.dilation, 1)):  # fmt: skip
-            values = _ints(attr)
-            if len(values) != 2 or min(values) < least:
-                raise VerifyException(f"graph.conv {name} must be 2 values >= {least}")
+        x, w, out, bias = _verify_convolution(self)
         batch, channels, _, _ = x.get_shape()
         filters, per_group, _, _ = w.get_shape()
         groups = self.groups.value.data
@@ -505,6 +492,117 @@ class ConvOp(IRDLOperation):
         if out.get_shape() != expected or min(expected) < 1:
             raise VerifyException(
                 f"graph.conv result shape {list(out.get_shape())} should be {list(expected)}"
+            )
+
+
+def _verify_convolution(
+    op: ConvOp | ConvTransposeOp,
+) -> tuple[TensorType, TensorType, TensorType, TensorType | None]:
+    """A convolution's checks that do not depend on which way it runs: one dtype, rank 4,
+    stride, padding and dilation pairs. Its input, weight, result and bias types."""
+    what = op.name
+    x = _float_tensor(op.input, f"{what} input")
+    w = _float_tensor(op.weight, f"{what} weight")
+    out = _float_tensor(op.result, f"{what} result")
+    bias = _float_tensor(op.bias, f"{what} bias") if op.bias is not None else None
+    types = [x, w, out] + ([bias] if bias is not None else [])
+    if len({t.element_type for t in types}) != 1:
+        raise VerifyException(f"{what} operands and result must share one dtype")
+    if len(x.get_shape()) != 4 or len(w.get_shape()) != 4:
+        raise VerifyException(f"{what} needs an input and a weight of rank 4")
+    for name, attr, least in (("stride", op.stride, 1), ("padding", op.padding, 0),
+                              ("dilation", op.dilation, 1)):  # fmt: skip
+        values = _ints(attr)
+        if len(values) != 2 or min(values) < least:
+            raise VerifyException(f"{what} {name} must be 2 values >= {least}")
+    return x, w, out, bias
+
+
+@irdl_op_definition
+class ConvTransposeOp(IRDLOperation):
+    """A 2-D transposed convolution (torch's conv_transpose2d, the gradient of a convolution
+    with respect to its input) of x [batch, in channels, h, w] with a weight [in channels,
+    out channels / groups, kh, kw], plus a bias per out channel if given. Each input pixel
+    (y, x) scatters its filters onto the output at (y · stride - padding + dilation · tap);
+    the result's size past the last pixel's reach (torch's output_padding) is below the
+    stride or the dilation.
+
+    %y = graph.conv_transpose %x, %w bias %b {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x8x5x5xf32>, tensor<8x3x3x3xf32>, tensor<3xf32> -> tensor<2x3x10x10xf32>
+    """
+
+    name = "graph.conv_transpose"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    stride = prop_def(ArrayAttr[IntegerAttr])
+    padding = prop_def(ArrayAttr[IntegerAttr])
+    dilation = prop_def(ArrayAttr[IntegerAttr])
+    groups = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,` type($weight)"
+        " (`,` type($bias)^)? `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue,
+        weight: SSAValue,
+        bias: SSAValue | None,
+        result_type: Attribute,
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+        groups: int,
+    ):
+        super().__init__(
+            operands=[input, weight, [bias] if bias is not None else []],
+            result_types=[result_type],
+            properties={
+                "stride": _int_array(stride),
+                "padding": _int_array(padding),
+                "dilation": _int_array(dilation),
+                "groups": IntegerAttr(groups, i64),
+            },
+        )
+
+    def reached_size(self) -> tuple[int, int]:
+        """The output's height and width up to the last input pixel's reach (torch's size
+        at output_padding 0)."""
+        _, _, h, w = _float_tensor(self.input, "graph.conv_transpose input").get_shape()
+        _, _, kh, kw = _float_tensor(self.weight, "graph.conv_transpose weight").get_shape()
+        (sh, sw), (ph, pw), (dh, dw) = (
+            _ints(a) for a in (self.stride, self.padding, self.dilation)
+        )
+        return (h - 1) * sh - 2 * ph + dh * (kh - 1) + 1, (w - 1) * sw - 2 * pw + dw * (kw - 1) + 1
+
+    def verify_(self) -> None:
+        x, w, out, bias = _verify_convolution(self)
+        batch, channels, _, _ = x.get_shape()
+        weight_channels, per_group, _, _ = w.get_shape()
+        groups = self.groups.value.data
+        if groups < 1 or channels % groups or weight_channels != channels:
+            raise VerifyException(
+                f"graph.conv_transpose of {channels} channels in {groups} groups with a "
+                f"weight of {weight_channels} input channels"
+            )
+        filters = per_group * groups
+        if bias is not None and bias.get_shape() != (filters,):
+            raise VerifyException(f"graph.conv_transpose bias must have {filters} elements")
+        reached, limits = (
+            self.reached_size(),
+            [max(s, d) for s, d in zip(_ints(self.stride), _ints(self.dilation), strict=True)],
+        )
+        shape = out.get_shape()
+        extra = [size - reach for size, reach in zip(shape[2:], reached, strict=True)]
+        fits = shape[:2] == (batch, filters) and min(reached) >= 1
+        if not fits or any(not 0 <= e < limit for e, limit in zip(extra, limits, strict=True)):
+            raise VerifyException(
+                f"graph.conv_transpose result shape {list(shape)} should be "
+                f"{[batch, filters, *reached]}, each spatial size up to "
+                f"{[limit - 1 for limit in limits]} more"
             )
 
 
@@ -1969,6 +2067,7 @@ Graph = Dialect(
         SoftmaxBackwardOp,
         MatmulOp,
         ConvOp,
+        ConvTransposeOp,
         LayerNormOp,
         RmsNormOp,
         LayerNormBackwardOp,

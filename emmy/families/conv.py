@@ -1,7 +1,10 @@
-"""2-D convolutions (graph.conv; a 1-D one has height 1) as implicit GEMMs with a fused
-epilogue: the tensor-core family for f16/bf16, the SIMT family otherwise (see `conv_key`)."""
+"""2-D convolutions (graph.conv; a 1-D one has height 1) and transposed convolutions
+(graph.conv_transpose) as implicit GEMMs with a fused epilogue: the tensor-core family for
+f16/bf16 convolutions, the SIMT family otherwise (see `conv_key`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from emmy import dtypes
 from emmy.dialects import graph
@@ -9,27 +12,37 @@ from emmy.families.chains import collect_group, dtype_of, required_broadcast_kin
 from emmy.families.family import Family, FamilyKind, Fuses, Fusion, Site
 from emmy.problem_key import parse_input_kinds
 
+#: the convolution ops the families take
+CONV_OPS = (graph.ConvOp, graph.ConvTransposeOp)
 
-def conv_key(op: graph.ConvOp, epilogue: str = "acc", inputs: str = "") -> tuple[str, dict]:
-    """The family (conv_tc for f16/bf16, conv otherwise) and key of a convolution."""
+
+def conv_key(
+    op: graph.ConvOp | graph.ConvTransposeOp, epilogue: str = "acc", inputs: str = ""
+) -> tuple[str, dict]:
+    """The family (conv_tc for an f16/bf16 convolution, conv otherwise: a transposed one
+    runs on the SIMT kernel) and key of a convolution."""
     batch, cin, h, w = shape_of(op.input)
-    cout, cpg, kh, kw = shape_of(op.weight)
-    oh, ow = op.output_size()
+    _, cout, oh, ow = shape_of(op.result)
+    kh, kw = shape_of(op.weight)[2:]
     (sh, sw), (ph, pw), (dh, dw) = (
         [a.value.data for a in attr.data] for attr in (op.stride, op.padding, op.dilation)
     )
+    groups = op.groups.value.data
+    cpg = cin // groups
     T = dtype_of(op.input)
     key = {
         "batch": batch, "cin": cin, "h": h, "w": w, "cout": cout, "oh": oh, "ow": ow,
         "kh": kh, "kw": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw,
-        "groups": op.groups.value.data, "cpg": cpg, "kdim": cpg * kh * kw,
+        "groups": groups, "cpg": cpg, "kdim": cpg * kh * kw,
         "spatial": oh * ow, "has_bias": int(op.bias is not None), "T": T,
         "epilogue": epilogue, "inputs": inputs,
     }  # fmt: skip
+    if isinstance(op, graph.ConvTransposeOp):
+        return "conv", key | {"transposed": 1}
     return ("conv_tc" if dtypes.is_half(T) else "conv"), key
 
 
-def site(op: graph.ConvOp, fusion: Fusion) -> Site:
+def site(op: graph.ConvOp | graph.ConvTransposeOp, fusion: Fusion) -> Site:
     """The convolution with `fusion`'s epilogue over its result `acc` (bias added)."""
     params = [op.input, op.weight, *([op.bias] if op.bias is not None else [])]
     if fusion.epilogue is None:
@@ -53,17 +66,36 @@ def reference(key: dict, inputs: list):
     x, filters = inputs[0].double(), inputs[1].double()
     bias = inputs[2].double().reshape(-1) if int(key["has_bias"]) else None
     extra = inputs[3:] if bias is not None else inputs[2:]
-    out = torch.nn.functional.conv2d(
-        x.reshape(key["batch"], key["cin"], key["h"], key["w"]),
-        filters.reshape(key["cout"], key["cpg"], key["kh"], key["kw"]),
-        bias,
-        stride=(key["sh"], key["sw"]),
-        padding=(key["ph"], key["pw"]),
-        dilation=(key["dh"], key["dw"]),
-        groups=key["groups"],
-    )
+    x = x.reshape(key["batch"], key["cin"], key["h"], key["w"])
+    geometry = {
+        "stride": (key["sh"], key["sw"]),
+        "padding": (key["ph"], key["pw"]),
+        "dilation": (key["dh"], key["dw"]),
+        "groups": key["groups"],
+    }
+    if int(key.get("transposed", 0)):
+        filters = filters.reshape(key["cin"], key["cout"] // key["groups"], key["kh"], key["kw"])
+        out_padding = output_padding(key)
+        out = torch.nn.functional.conv_transpose2d(
+            x, filters, bias, output_padding=out_padding, **geometry
+        )
+    else:
+        filters = filters.reshape(key["cout"], key["cpg"], key["kh"], key["kw"])
+        out = torch.nn.functional.conv2d(x, filters, bias, **geometry)
     out = with_epilogue(key, out, extra)
     return out.reshape(key["batch"], key["cout"], key["spatial"])
+
+
+def output_padding(key: Mapping[str, int | str]) -> tuple[int, int]:
+    """A transposed convolution's output past its last input pixel's reach, per dim (torch's
+    output_padding)."""
+
+    def extra(out: str, size: str, s: str, p: str, d: str, k: str) -> int:
+        value = {name: int(key[name]) for name in (out, size, s, p, d, k)}
+        reach = (value[size] - 1) * value[s] - 2 * value[p] + value[d] * (value[k] - 1) + 1
+        return value[out] - reach
+
+    return extra("oh", "h", "sh", "ph", "dh", "kh"), extra("ow", "w", "sw", "pw", "dw", "kw")
 
 
 def epilogue_input_sizes(key: dict) -> dict[str, int]:
@@ -99,13 +131,21 @@ def check_key(
     groups: int = 1,
     bias: bool = True,
     epilogue: tuple[str, str] = ("acc", ""),
+    transposed_by: int | None = None,
 ) -> dict:
-    """A convolution's key from its shapes (square stride, padding and dilation)."""
+    """A convolution's key from its shapes (square stride, padding and dilation); a
+    transposed one's where `transposed_by` is its output_padding."""
     (h, w), (kh, kw) = hw, kernel
     oh = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1
     ow = (w + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+    if transposed_by is not None:
+        oh, ow = (
+            (size - 1) * stride - 2 * padding + dilation * (k - 1) + 1 + transposed_by
+            for size, k in ((h, kh), (w, kw))
+        )
     cpg = cin // groups
-    return {
+    transposed = {} if transposed_by is None else {"transposed": 1}
+    return transposed | {
         "batch": batch, "cin": cin, "h": h, "w": w, "cout": cout, "oh": oh, "ow": ow,
         "kh": kh, "kw": kw, "sh": stride, "sw": stride, "ph": padding, "pw": padding,
         "dh": dilation, "dw": dilation, "groups": groups, "cpg": cpg, "kdim": cpg * kh * kw,
@@ -127,6 +167,17 @@ def check_keys(dtype: str) -> list[dict]:
                   epilogue=("(silu(acc) * in0)", "scalar")),
         check_key(dtype, 2, 5, (1, 17), 7, (1, 4), stride=2, padding=0, epilogue=("(acc + in0)", "col")),
         check_key(dtype, 1, 70, (3, 3), 33, (3, 3), padding=1),
+        *transposed_check_keys(dtype),
+    ]  # fmt: skip
+
+
+def transposed_check_keys(dtype: str) -> list[dict]:
+    """Transposed: stride 2 with an output_padding (a strided convolution's input gradient);
+    stride 3, dilated and grouped, with a fused epilogue."""
+    return [
+        check_key(dtype, 2, 6, (5, 4), 4, (3, 3), stride=2, padding=1, transposed_by=1),
+        check_key(dtype, 1, 4, (4, 5), 6, (4, 4), stride=3, padding=2, dilation=2, groups=2,
+                  bias=False, epilogue=("relu(acc)", ""), transposed_by=0),
     ]  # fmt: skip
 
 
@@ -138,7 +189,7 @@ def depth_atol(key: dict) -> float:
 FAMILY = Family(
     "conv",
     FamilyKind.KERNEL,
-    ops=(graph.ConvOp,),
+    ops=CONV_OPS,
     site=site,
     fuses=Fuses.EPILOGUE,
     reference=reference,

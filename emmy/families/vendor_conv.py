@@ -1,4 +1,4 @@
-"""The vendor library's convolution (cuDNN through torch on a GPU, the CPU's convolution on
+"""The vendor library's convolution, or transposed convolution, (cuDNN through torch on a GPU, the CPU's convolution on
 the emulator) with its bias, a host call with no kernel; conv-paths offers it, its epilogue
 a kernel of its own. It is checked as a convolution without epilogue."""
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from emmy.device_records import BufferArg, VendorConv
 from emmy.families import conv
-from emmy.families.family import Family, FamilyKind
+from emmy.families.family import Family, FamilyKind, key_int
 from emmy.problem_key import KeyValue, ProblemKey
 
 
@@ -26,13 +26,21 @@ KEY = (
 
 
 def vendor_key(key: Mapping[str, KeyValue]) -> ProblemKey:
-    return ProblemKey.of((name, key[name]) for name in KEY)
+    """The convolution's key less its epilogue (`transposed` only where it is)."""
+    transposed = [("transposed", 1)] if "transposed" in key and key_int(key, "transposed") else []
+    return ProblemKey.of([*((name, key[name]) for name in KEY), *transposed])
 
 
 def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> VendorConv:
-    """torch's 2-D convolution at a key on buffers x, filters, [bias], y."""
+    """torch's 2-D convolution, or transposed convolution, at a key on buffers x, filters,
+    [bias], y."""
     size = {name: int(key[name]) for name in ("batch", "cin", "h", "w", "cout", "oh", "ow")}
-    filter_shape = (size["cout"], int(key["cpg"]), int(key["kh"]), int(key["kw"]))
+    transposed = bool(int(key.get("transposed", 0)))
+    filter_shape = (
+        (size["cin"], size["cout"] // int(key["groups"]), int(key["kh"]), int(key["kw"]))
+        if transposed
+        else (size["cout"], int(key["cpg"]), int(key["kh"]), int(key["kw"]))
+    )
     shapes = [(size["batch"], size["cin"], size["h"], size["w"]), filter_shape]
     shapes += [(size["cout"],)] if int(key["has_bias"]) else []
     shapes += [(size["batch"], size["cout"], size["oh"], size["ow"])]
@@ -44,6 +52,7 @@ def host_call(key: Mapping[str, int | str], args: tuple[BufferArg, ...]) -> Vend
         padding=(int(key["ph"]), int(key["pw"])),
         dilation=(int(key["dh"]), int(key["dw"])),
         groups=int(key["groups"]),
+        output_padding=conv.output_padding(key) if transposed else None,
     )
 
 

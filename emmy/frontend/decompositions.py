@@ -8,7 +8,7 @@ fused kernel: the forward ops (layer_norm, softmax, attention) are none of these
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import cache
 
 import torch
@@ -199,15 +199,26 @@ def convolution_backward(
     output_mask: list[bool],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """A convolution's gradients as convolutions (implicit GEMMs, as the forward's):
-    the input's, dO with `stride - 1` zeros between its elements convolved with the
-    flipped weight of swapped channels; the weight's, the input convolved with dO as the
-    kernel, batch and channels swapped (the stride becomes the dilation); the bias's, dO
-    summed but over its channels."""
-    if transposed:
-        return NotImplemented
+    the input's, dO convolved with the flipped weight of swapped channels at stride 1, a
+    transposed convolution of dO otherwise; the weight's, the input convolved with dO as
+    the kernel, batch and channels swapped (the stride becomes the dilation); the bias's,
+    dO summed but over its channels. A transposed convolution's are the other way round:
+    its input's a convolution of dO, its weight's a convolution's with input and dO
+    swapped."""
     spatial = list(range(2, grad_out.dim()))
-    grad_input = _input_gradient(grad_out, input, weight, stride, padding, dilation, groups)
-    grad_weight = _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups)
+    geometry = (stride, padding, dilation, groups)
+    if transposed:
+        zeros = [0] * len(stride)
+        grad_input = aten.convolution(
+            grad_out, weight, None, stride, padding, dilation, False, zeros, groups
+        )
+        # an output_padding of a stride or more (under a wider dilation) is read by none
+        for axis, size in enumerate(input.shape[2:]):
+            grad_input = grad_input.narrow(2 + axis, 0, size)
+        grad_weight = _weight_gradient(input, grad_out, weight, *geometry)
+    else:
+        grad_input = _input_gradient(grad_out, input, weight, *geometry)
+        grad_weight = _weight_gradient(grad_out, input, weight, *geometry)
     grad_bias = grad_out.sum([0, *spatial]) if output_mask[2] else None
     return (
         grad_input if output_mask[0] else None,
@@ -220,49 +231,24 @@ def _input_gradient(grad_out, input, weight, stride, padding, dilation, groups):
     sizes = weight.shape[2:]
     reaches = [d * (size - 1) for d, size in zip(dilation, sizes, strict=True)]
     borders = [reach - pad for reach, pad in zip(reaches, padding, strict=True)]
-    out_channels, per_group = weight.shape[0], weight.shape[1]
-    swapped = weight.reshape(groups, out_channels // groups, per_group, *sizes).transpose(1, 2)
-    swapped = swapped.reshape(groups * per_group, out_channels // groups, *sizes)
-    flipped = swapped.flip(list(range(2, weight.dim())))
-    ones, zeros = [1] * len(sizes), [0] * len(sizes)
     if all(step == 1 for step in stride) and all(border >= 0 for border in borders):
-        # nothing to spread: the borders are the convolution's own padding, no copy of dO
+        # dO padded by the convolution itself, on the forward's kernels (tensor cores too)
+        out_channels, per_group = weight.shape[0], weight.shape[1]
+        swapped = weight.reshape(groups, out_channels // groups, per_group, *sizes)
+        swapped = swapped.transpose(1, 2).reshape(
+            groups * per_group, out_channels // groups, *sizes
+        )
+        flipped = swapped.flip(list(range(2, weight.dim())))
+        ones, zeros = [1] * len(sizes), [0] * len(sizes)
         return aten.convolution(
             grad_out, flipped, None, ones, borders, dilation, False, zeros, groups
         )
-    # dO placed as a transposed convolution reads it: each element `reach - padding` in
-    spread = _placed(
-        grad_out,
-        stride,
-        borders,
-        [length + reach for length, reach in zip(input.shape[2:], reaches, strict=True)],
-    )
-    return aten.convolution(spread, flipped, None, ones, zeros, dilation, False, zeros, groups)
-
-
-def _placed(
-    x: torch.Tensor, steps: Sequence[int], firsts: Sequence[int], lengths: Sequence[int]
-) -> torch.Tensor:
-    """x's trailing dims spread out with zeros: element i of each at `first + i · step`
-    of a dim of `length` (elements that land outside are cut off)."""
-    dims = range(x.dim() - len(steps), x.dim())
-    for dim, step in zip(dims, steps, strict=True):
-        x = _spaced(x, dim, step)
-    pads: list[int] = []
-    for dim, first, length in reversed(list(zip(dims, firsts, lengths, strict=True))):
-        pads += [first, length - first - x.shape[dim]]
-    return torch.constant_pad_nd(x, pads, 0.0)
-
-
-def _spaced(x: torch.Tensor, dim: int, step: int) -> torch.Tensor:
-    """x with `step - 1` zeros between its elements along dim."""
-    if step == 1:
-        return x
-    length = x.shape[dim]
-    zeros = x.new_zeros([*x.shape[: dim + 1], step - 1, *x.shape[dim + 1 :]])
-    spaced = torch.cat([x.unsqueeze(dim + 1), zeros], dim + 1)
-    merged = spaced.reshape([*x.shape[:dim], length * step, *x.shape[dim + 1 :]])
-    return merged.narrow(dim, 0, (length - 1) * step + 1)
+    # each element of dO scattered back onto the input: a transposed convolution, its
+    # output_padding the input's elements past the last window's reach
+    lengths = zip(grad_out.shape[2:], stride, padding, reaches, input.shape[2:], strict=True)
+    extra = [size - ((length - 1) * step - 2 * pad + reach + 1)
+             for length, step, pad, reach, size in lengths]  # fmt: skip
+    return aten.convolution(grad_out, weight, None, stride, padding, dilation, True, extra, groups)
 
 
 def max_pool_backward(

@@ -100,17 +100,22 @@ def _sdpa(
 
 
 def _conv(call: VendorConv, tensors: list[torch.Tensor]) -> None:
-    """torch's 2-D convolution (cuDNN on a GPU) with its bias, if given."""
+    """torch's 2-D convolution or transposed convolution (cuDNN on a GPU) with its bias, if
+    given."""
     x, filters, *bias, y = tensors
+    geometry = {
+        "stride": call.stride,
+        "padding": call.padding,
+        "dilation": call.dilation,
+        "groups": call.groups,
+    }
+    bias_or_none = bias[0] if bias else None
+    if call.output_padding is None:
+        y.copy_(torch.nn.functional.conv2d(x, filters, bias_or_none, **geometry))
+        return
     y.copy_(
-        torch.nn.functional.conv2d(
-            x,
-            filters,
-            bias[0] if bias else None,
-            stride=call.stride,
-            padding=call.padding,
-            dilation=call.dilation,
-            groups=call.groups,
+        torch.nn.functional.conv_transpose2d(
+            x, filters, bias_or_none, output_padding=call.output_padding, **geometry
         )
     )
 

@@ -1,4 +1,4 @@
-"""Convolutions, 1-D and 2-D, an inference batch norm that alone reads one folded into its
+"""Convolutions, 1-D and 2-D, transposed or not, an inference batch norm that alone reads one folded into its
 weights."""
 
 from __future__ import annotations
@@ -27,9 +27,23 @@ CONVOLUTIONS = {
         for d in (1, 2)
         for overload in ("default", "padding")
     },
+    # torch names conv_transpose1d's one overload `default`, conv_transpose2d's `input`
+    **{
+        name: (*_CONV_ARGUMENTS[:5], "output_padding", "groups", "dilation")
+        for name in ("aten.conv_transpose1d.default", "aten.conv_transpose2d.input")
+    },
     "aten.convolution.default": (*_CONV_ARGUMENTS[:6], "transposed", "output_padding", "groups"),
 }
-_CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+_CONV_DEFAULTS = {
+    "bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0,
+}  # fmt: skip
+
+
+def _transposed(node: fx.Node) -> bool:
+    """Whether the convolution is a transposed one (ConvTranspose's)."""
+    if op_name(node) == "aten.convolution.default":
+        return bool(_conv_argument(node, "transposed"))
+    return op_name(node).startswith("aten.conv_transpose")
 
 
 def _conv_argument(node: fx.Node, name: str) -> object:
@@ -76,9 +90,6 @@ def _conv_padding(node: fx.Node, weight: torch.Tensor) -> list[int] | None:
 
 def _conv_refusal(node: fx.Node) -> str | None:
     x, weight = arg_example(node, 0), arg_example(node, 1)
-    transposed = op_name(node) == "aten.convolution.default" and _conv_argument(node, "transposed")
-    if transposed:
-        return "a transposed convolution is not supported"
     if weight.dim() not in (3, 4):
         return f"a convolution of {weight.dim() - 2} spatial dims is not supported"
     if x.dim() not in (weight.dim() - 1, weight.dim()):
@@ -98,9 +109,9 @@ def _as_2d(
 
 @ATEN.handles(*CONVOLUTIONS, accepts=_conv_refusal)
 def _convolution(self: FunctionBuilder, node: fx.Node) -> View:
-    """A convolution (1-D as 2-D of height 1; an unbatched input as a batch of one); an
-    inference batch norm that alone reads it, of constant statistics, is folded into its
-    constant weights and bias."""
+    """A convolution, or a transposed one, (1-D as 2-D of height 1; an unbatched input as a
+    batch of one); an inference batch norm that alone reads a convolution, of constant
+    statistics, is folded into its constant weights and bias."""
     x_arg, w_arg = arg_node(node, 0), arg_node(node, 1)
     bias_arg = _conv_argument(node, "bias")
     weight = w_arg.meta["val"]
@@ -117,7 +128,8 @@ def _convolution(self: FunctionBuilder, node: fx.Node) -> View:
     batched = x_shape if len(x_shape) == weight.dim() else [1, *x_shape]
     x = _as_2d(self, self.operand(x_arg), [*batched[:2], *unit, *batched[2:]])
     w_shape = [*weight.shape[:2], *unit, *weight.shape[2:]]
-    folded = _folded_batch_norm(self, node)
+    transposed = _transposed(node)
+    folded = None if transposed else _folded_batch_norm(self, node)
     if folded is not None:
         w = self.constant_arg(f"{node.name}.folded_weight", folded[0].reshape(w_shape))
         bias = self.constant_arg(f"{node.name}.folded_bias", folded[1])
@@ -127,7 +139,8 @@ def _convolution(self: FunctionBuilder, node: fx.Node) -> View:
     out_shape = [*example.shape] if example.dim() == weight.dim() else [1, *example.shape]
     out_2d = [*out_shape[:2], *unit, *out_shape[2:]]
     typ = TensorType(x.type.element_type, out_2d)
-    value = self.insert(graph.ConvOp(x, w, bias, typ, stride, padding, dilation, groups))
+    convolution = graph.ConvTransposeOp if transposed else graph.ConvOp
+    value = self.insert(convolution(x, w, bias, typ, stride, padding, dilation, groups))
     result = _shaped_as(self, value, example)
     if folded is not None:
         (norm,) = node.users

@@ -177,3 +177,15 @@ func.func @per_query(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : 
 // CHECK: fork.site @[[ATQ:attention_[0-9]+]] "attention" "bh=8,kv_bh=4,q_len=8,kv_len=8,d=16,T=f32,causal=yes,scale=0.25,masked=yes,batch=2,mask_rows=8" {
 // CHECK: func.func @per_query(%{{[^:]*}}: tensor<2x4x8x16xf32>, %{{[^:]*}}: tensor<2x2x8x16xf32>, %{{[^:]*}}: tensor<2x2x8x16xf32>, %[[MQ:[^:]*]]: tensor<2x8x8xf32>)
 // CHECK: kernel.call @[[ATQ]](%{{.*}}, %{{.*}}, %{{.*}}, %[[MQ]])
+
+// A transposed convolution (ConvTranspose2d's; a strided convolution's input gradient): the
+// SIMT convolution family, `transposed` in its key, f16 too, its epilogue fused.
+func.func @conv_transpose(%x : tensor<2x8x5x5xf16>, %w : tensor<8x3x3x3xf16>, %b : tensor<3xf16>) -> tensor<2x3x10x10xf16> {
+  %y = graph.conv_transpose %x, %w bias %b {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x8x5x5xf16>, tensor<8x3x3x3xf16>, tensor<3xf16> -> tensor<2x3x10x10xf16>
+  %r = graph.relu %y : tensor<2x3x10x10xf16> -> tensor<2x3x10x10xf16>
+  func.return %r : tensor<2x3x10x10xf16>
+}
+// CHECK: fork.site @[[CT:conv_[0-9]+]] "conv" "batch=2,cin=8,h=5,w=5,cout=3,oh=10,ow=10,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,cpg=8,kdim=72,spatial=100,has_bias=1,T=f16,epilogue=relu(acc),transposed=1" {
+// CHECK: func.func @conv_transpose(%[[X:[^:]*]]: tensor<2x8x5x5xf16>, %[[W:[^:]*]]: tensor<8x3x3x3xf16>, %[[B:[^:]*]]: tensor<3xf16>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[CT]](%[[X]], %[[W]], %[[B]]) : (tensor<2x8x5x5xf16>, tensor<8x3x3x3xf16>, tensor<3xf16>) -> tensor<2x3x10x10xf16>
+// CHECK-NEXT: func.return
