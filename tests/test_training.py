@@ -19,7 +19,10 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import emmy.api
 from emmy.frontend.decompositions import (
+    adaptive_avg_pool_backward,
+    adaptive_max_pool_backward,
     attention_backward,
+    avg_pool_backward,
     convolution_backward,
     cudnn_attention_backward,
     efficient_attention_backward,
@@ -265,6 +268,20 @@ def test_average_poolings_gradients_run_in_one_kernel_each() -> None:
     assert kernels.count("pool2d_backward") == 2, kernels
 
 
+def test_adaptive_poolings_gradients_run_in_one_kernel_each() -> None:
+    """Adaptive average pooling to a size that is no divisor of the plane's (windows that
+    overlap), then adaptive max pooling: each input gradient is one pool2d_backward kernel
+    over adaptive windows (torch has no decomposition of adaptive_max_pool2d_backward; a
+    model with either did not train strict); the gradients are eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d((4, 3)), nn.ReLU(),
+        nn.Conv2d(4, 4, 1), nn.AdaptiveMaxPool2d((3, 2)), nn.Flatten(), nn.Linear(4 * 6, 2),
+    )  # fmt: skip
+    kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 9, 7))
+    assert kernels.count("pool2d_backward") == 2, kernels
+
+
 def test_the_attention_gradients_are_torchs() -> None:
     """Causal with fewer queries than keys (aligned top-left, as torch's CPU kernel),
     grouped-query, boolean and additive masks."""
@@ -490,4 +507,35 @@ def test_the_embedding_and_max_pooling_gradients_are_torchs() -> None:
         torch.testing.assert_close(
             max_pool_backward(grad, x, *window, indices),
             aten.max_pool2d_with_indices_backward(grad, x, *window, indices),
+        )
+
+
+def test_the_average_pooling_gradients_are_torchs() -> None:
+    """Overlapping, padded windows counting the padding or not, ceil_mode's ragged last
+    window, a divisor (the eager form of emmy::avg_pool2d_backward)."""
+    torch.manual_seed(0)
+    for size, stride, pad, ceil, count_pad, divisor in itertools.product(
+        (2, 3), (1, 2), (0, 1), (False, True), (False, True), (None, 5)
+    ):
+        x = torch.randn(2, 3, 8, 9, dtype=torch.float64)
+        window = ([size] * 2, [stride] * 2, [pad] * 2, ceil, count_pad, divisor)
+        grad = torch.randn_like(aten.avg_pool2d(x, *window))
+        torch.testing.assert_close(
+            avg_pool_backward(grad, x, *window), aten.avg_pool2d_backward(grad, x, *window)
+        )
+
+
+def test_the_adaptive_pooling_gradients_are_torchs() -> None:
+    """Outputs fewer than the plane's elements, more (windows that share them), and as many."""
+    torch.manual_seed(0)
+    for out in ((3, 4), (11, 5), (8, 9)):
+        x = torch.randn(2, 3, 8, 9, dtype=torch.float64)
+        pooled, indices = aten.adaptive_max_pool2d(x, out)
+        grad = torch.randn_like(pooled)
+        torch.testing.assert_close(
+            adaptive_max_pool_backward(grad, x, indices),
+            aten.adaptive_max_pool2d_backward(grad, x, indices),
+        )
+        torch.testing.assert_close(
+            adaptive_avg_pool_backward(grad, x), aten._adaptive_avg_pool2d_backward(grad, x)
         )

@@ -1680,7 +1680,7 @@ class PoolBackwardOp(IRDLOperation):
     window holds it; for max, the gradients of those whose `indices` (iy · w + ix of the
     tap each output kept, i64) name it; for avg, each gradient over its output's count (as
     graph.pool's average divides: `divisor`, or the taps inside the padded plane with
-    `count_pad`, or inside the plane).
+    `count_pad`, or inside the plane). An `adaptive` pooling's windows are graph.pool's.
 
     %dx = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [2, 2],
             stride = [2, 2], padding = [0, 0], dilation = [1, 1]}
@@ -1691,12 +1691,13 @@ class PoolBackwardOp(IRDLOperation):
     grad = operand_def(TensorType)
     indices = opt_operand_def(TensorType)
     kind = prop_def(PoolingAttr)
-    window = prop_def(ArrayAttr[IntegerAttr])
-    stride = prop_def(ArrayAttr[IntegerAttr])
-    padding = prop_def(ArrayAttr[IntegerAttr])
-    dilation = prop_def(ArrayAttr[IntegerAttr])
+    window = opt_prop_def(ArrayAttr[IntegerAttr])
+    stride = opt_prop_def(ArrayAttr[IntegerAttr])
+    padding = opt_prop_def(ArrayAttr[IntegerAttr])
+    dilation = opt_prop_def(ArrayAttr[IntegerAttr])
     count_pad = opt_prop_def(UnitAttr)
     divisor = opt_prop_def(IntegerAttr)
+    adaptive = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -1710,17 +1711,21 @@ class PoolBackwardOp(IRDLOperation):
         grad: SSAValue,
         indices: SSAValue | None,
         result_type: Attribute,
-        window: Sequence[int],
-        stride: Sequence[int],
-        padding: Sequence[int],
+        window: Sequence[int] | None,
+        stride: Sequence[int] = (1, 1),
+        padding: Sequence[int] = (0, 0),
         dilation: Sequence[int] = (1, 1),
         count_pad: bool = False,
         divisor: int | None = None,
     ):
-        """Max pooling's gradient where `indices` are given, else average pooling's."""
+        """Max pooling's gradient where `indices` are given, else average pooling's; an
+        adaptive pooling's where `window` is None."""
         kind = Pooling.MAX if indices is not None else Pooling.AVG
-        properties = {"kind": PoolingAttr(kind)}
-        properties |= _window_properties(window, stride, padding, dilation)
+        properties: dict[str, Attribute] = {"kind": PoolingAttr(kind)}
+        if window is None:
+            properties["adaptive"] = UnitAttr()
+        else:
+            properties |= _window_properties(window, stride, padding, dilation)
         if count_pad:
             properties["count_pad"] = UnitAttr()
         if divisor is not None:
@@ -1747,7 +1752,12 @@ class PoolBackwardOp(IRDLOperation):
             raise VerifyException(f"{what} of {grad} cannot give {out}")
         if out.element_type != grad.element_type or min(sizes[-2:]) < 1:
             raise VerifyException(f"{what} of {grad} cannot give {out}")
-        _verify_window(what, self)
+        if self.adaptive is None:
+            _verify_window(what, self)
+            return
+        fields = [self.window, self.stride, self.padding, self.dilation, self.divisor]
+        if any(f is not None for f in fields) or self.count_pad is not None:
+            raise VerifyException(f"an adaptive {what} has no window, stride, padding or count")
 
 
 class Resize(StrEnum):

@@ -56,7 +56,7 @@ def site(op: graph.PoolOp, fusion: Fusion) -> Site:
     return Site("pool2d", key, [op.input])
 
 
-def _taps(key: dict, d: int, o: int) -> tuple[list[int], int]:
+def window_taps(key: dict, d: int, o: int) -> tuple[list[int], int]:
     """The taps of output `o` along dim d (0: h, 1: w) inside the plane, and the taps an
     average counting the padding divides by."""
     axis = "hw"[d]
@@ -81,9 +81,9 @@ def reference(key: dict, inputs: list):
     kind, divisor = str(key["kind"]), int(key.get("divisor", 0))
     y = torch.zeros(rows, oh, ow, dtype=torch.int64 if kind == "argmax" else torch.float64)
     for oy in range(oh):
-        ys, padded_y = _taps(key, 0, oy)
+        ys, padded_y = window_taps(key, 0, oy)
         for ox in range(ow):
-            xs, padded_x = _taps(key, 1, ox)
+            xs, padded_x = window_taps(key, 1, ox)
             window = x[:, ys][:, :, xs].reshape(rows, -1)
             if kind == "avg":
                 if divisor:

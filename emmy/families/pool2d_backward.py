@@ -3,6 +3,7 @@ of the windows that hold it, by max pooling's indices or over average pooling's 
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -11,7 +12,7 @@ from xdsl.ir import Operation
 from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
-from emmy.families.pool2d import WINDOW_KEYS, pool_key
+from emmy.families.pool2d import WINDOW_KEYS, pool_key, window_taps
 
 
 def site(op: Operation, fusion: Fusion) -> Site:
@@ -21,7 +22,8 @@ def site(op: Operation, fusion: Fusion) -> Site:
     divisor = op.divisor.value.data if op.divisor is not None else 0
     kind, count_pad = op.kind.data.value, op.count_pad is not None
     plane, out, dtype = (h, w), (oh, ow), dtype_of(op.grad)
-    key = backward_key(math.prod(batch), plane, out, dtype, kind, op.fixed(), count_pad, divisor)
+    fixed = None if op.adaptive is not None else op.fixed()
+    key = backward_key(math.prod(batch), plane, out, dtype, kind, fixed, count_pad, divisor)
     inputs = [op.grad] if op.indices is None else [op.grad, op.indices]
     return Site("pool2d_backward", key, inputs)
 
@@ -51,6 +53,8 @@ def reference(key: dict, inputs: list):
 
     rows, h, w, oh, ow = (int(key[name]) for name in ("rows", "h", "w", "oh", "ow"))
     dy = inputs[0].double().reshape(rows, oh, ow)
+    if key.get("adaptive") == "yes":
+        return _adaptive_reference(key, dy, inputs[1:])
     g = _geometry(key)
     if key.get("kind", "max") == "avg":
         dy = dy / _counts(key, g)
@@ -67,6 +71,31 @@ def reference(key: dict, inputs: list):
             where = torch.where(kept, tap, 0).expand(rows, oh, ow).reshape(rows, -1)
             dx.scatter_add_(1, where, torch.where(kept, dy, 0.0).reshape(rows, -1))
     return dx.reshape(rows, h, w)
+
+
+def _adaptive_reference(key: dict, dy, indices: list):
+    """Per output, its window's elements (pool2d's taps): for max, dy at the output's index
+    where the window holds it; for avg, dy over the window's size at each."""
+    # torch stays off the compile path: only benches and checks call references
+    import torch
+
+    rows, h, w, oh, ow = (int(key[name]) for name in ("rows", "h", "w", "oh", "ow"))
+    dx = torch.zeros(rows, h, w, dtype=torch.float64)
+    for oy, ox in itertools.product(range(oh), range(ow)):
+        (ys, count_y), (xs, count_x) = window_taps(key, 0, oy), window_taps(key, 1, ox)
+        if key["kind"] == "avg":
+            dx[:, ys[0] : ys[-1] + 1, xs[0] : xs[-1] + 1] += (
+                dy[:, oy, ox] / (count_y * count_x)
+            ).view(rows, 1, 1)
+            continue
+        index = indices[0].long().reshape(rows, oh, ow)[:, oy, ox]
+        held = torch.isin(index // w, torch.tensor(ys)) & torch.isin(index % w, torch.tensor(xs))
+        dx.view(rows, -1).scatter_add_(
+            1,
+            torch.where(held, index, 0).view(rows, 1),
+            torch.where(held, dy[:, oy, ox], 0.0).view(rows, 1),
+        )
+    return dx
 
 
 def _counts(key: dict, g: dict):
@@ -116,7 +145,26 @@ AVG_SHAPES = [
 ]
 
 
+#: adaptive pooling's: (rows, h, w, oh, ow, kind): windows that overlap, outputs more than
+#: the plane's elements (windows that share them), torchvision's 7×7
+ADAPTIVE_SHAPES = [
+    (3, 9, 11, 4, 3, "max"),
+    (2, 5, 4, 7, 9, "max"),
+    (2, 9, 11, 4, 3, "avg"),
+    (3, 4, 6, 7, 4, "avg"),
+    (1, 10, 10, 7, 7, "avg"),
+]
+
+
 def check_keys(dtype: str) -> list[dict]:
+    adaptive = [
+        backward_key(rows, (h, w), (oh, ow), dtype, kind)
+        for rows, h, w, oh, ow, kind in ADAPTIVE_SHAPES
+    ]
+    return _fixed_check_keys(dtype) + adaptive
+
+
+def _fixed_check_keys(dtype: str) -> list[dict]:
     shapes = [(*shape, "max", True, 0) for shape in CHECK_SHAPES] + [
         (rows, h, w, window, stride, pad, (1, 1), ceil, "avg", pads, divisor)
         for rows, h, w, window, stride, pad, ceil, pads, divisor in AVG_SHAPES
@@ -143,13 +191,17 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     grad = randn((rows, oh, ow), dtype, generator)
     if key["kind"] == "avg":
         return [grad]
-    g = _geometry(key)
     h, w = int(key["h"]), int(key["w"])
+    x = torch.randn(rows, h, w, generator=generator)
+    if key.get("adaptive") == "yes":
+        _, indices = torch.nn.functional.adaptive_max_pool2d(x, (oh, ow), return_indices=True)
+        stray = torch.rand(indices.shape, generator=generator) < 1 / 7
+        return [grad, torch.where(stray, h * w - 1 - indices, indices)]
+    g = _geometry(key)
     floor = [
         _out(size, g["window"][d], g["stride"][d], g["padding"][d], g["dilation"][d], False)
         for d, size in enumerate((h, w))
     ]
-    x = torch.randn(rows, h, w, generator=generator)
     _, indices = torch.nn.functional.max_pool2d(
         x, g["window"], g["stride"], g["padding"], g["dilation"], floor != [oh, ow],
         return_indices=True,

@@ -291,6 +291,23 @@ def avg_pool_backward(
     )
 
 
+def adaptive_max_pool_backward(
+    grad_out: torch.Tensor, input: torch.Tensor, indices: torch.Tensor
+) -> torch.Tensor:
+    """Adaptive max pooling's input gradient by max pooling's kernel, its windows adaptive
+    (`emmy::max_pool2d_backward` of an empty window; torch has no decomposition of it)."""
+    height, width = input.shape[-2:]
+    return ops.max_pool2d_backward(grad_out, indices, height, width, [], [], [], [])
+
+
+def adaptive_avg_pool_backward(grad_out: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
+    """Adaptive average pooling's input gradient by average pooling's kernel, its windows
+    adaptive (`emmy::avg_pool2d_backward` of an empty window; torch's form is a loop of
+    slices and adds per output)."""
+    height, width = input.shape[-2:]
+    return ops.avg_pool2d_backward(grad_out, height, width, [], [], [], True, 0)
+
+
 def _pairs(
     kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int]
 ) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -407,6 +424,8 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,
     aten.avg_pool2d_backward.default: avg_pool_backward,
+    aten.adaptive_max_pool2d_backward.default: adaptive_max_pool_backward,
+    aten._adaptive_avg_pool2d_backward.default: adaptive_avg_pool_backward,
 }
 
 

@@ -173,9 +173,10 @@ def max_pool2d_backward(
     dilation: list[int],
 ) -> torch.Tensor:
     """Max pooling's input gradient [..., height, width] (what a training step's backward
-    decomposes `max_pool2d_with_indices_backward` to, emmy.frontend.decompositions): each
-    element sums grad [..., oh, ow] where the pooling's indices (iy · width + ix, as torch's
-    max pooling gives them) name it. Summed in f32, or in grad's dtype where it is wider."""
+    decomposes `max_pool2d_with_indices_backward` to, emmy.frontend.decompositions; an
+    empty window: adaptive max pooling's): each element sums grad [..., oh, ow] where the
+    pooling's indices (iy · width + ix, as torch's max pooling gives them) name it. Summed
+    in f32, or in grad's dtype where it is wider."""
     wide = torch.promote_types(grad.dtype, torch.float32)
     flat = grad.new_zeros((*grad.shape[:-2], height * width), dtype=wide)
     flat.scatter_add_(-1, indices.flatten(-2), grad.flatten(-2).to(wide))
@@ -208,22 +209,22 @@ def avg_pool2d_backward(
     divisor: int,
 ) -> torch.Tensor:
     """Average pooling's input gradient [..., height, width] (what a training step's
-    backward decomposes `avg_pool2d_backward` to, emmy.frontend.decompositions): each
-    element sums grad [..., oh, ow] over each output whose window holds it, divided by
-    that output's count (`divisor` where it is not 0, else as avg_pool2d counts)."""
-    planes = grad.reshape(-1, 1, *grad.shape[-2:]).double()
-    ones = torch.ones(planes.shape[0], 1, height, width, dtype=torch.float64)
-    with torch.enable_grad():
-        ones.requires_grad_()
-        pooled = torch.nn.functional.avg_pool2d(
-            ones, window, stride, padding, False, count_include_pad, divisor or None
-        )
-        if pooled.shape[-2:] != planes.shape[-2:]:  # a ragged last window: ceil_mode
-            pooled = torch.nn.functional.avg_pool2d(
-                ones, window, stride, padding, True, count_include_pad, divisor or None
-            )
-        (gradient,) = torch.autograd.grad(pooled, ones, planes)
-    return gradient.reshape(*grad.shape[:-2], height, width).to(grad.dtype)
+    backward decomposes `avg_pool2d_backward` to, emmy.frontend.decompositions; an empty
+    window: adaptive average pooling's): each element sums grad [..., oh, ow] over each
+    output whose window holds it, divided by that output's count (`divisor` where it is
+    not 0, else as avg_pool2d counts)."""
+    # torch's own backward ops read the input for its shape alone
+    input = grad.new_empty((*grad.shape[:-2], height, width))
+    if not window:
+        return torch.ops.aten._adaptive_avg_pool2d_backward(grad, input)
+    floor_sizes = [
+        (size + 2 * pad - k) // step + 1
+        for size, pad, k, step in zip((height, width), padding, window, stride, strict=True)
+    ]
+    ceil_mode = floor_sizes != list(grad.shape[-2:])  # a ragged last window
+    return torch.ops.aten.avg_pool2d_backward(
+        grad, input, window, stride, padding, ceil_mode, count_include_pad, divisor or None
+    )
 
 
 @avg_pool2d_backward.register_fake

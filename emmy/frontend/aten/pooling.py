@@ -114,27 +114,33 @@ def _pool(self: FunctionBuilder, node: fx.Node) -> object:
 
 @ATEN.handles("emmy.max_pool2d_backward.default")
 def _max_pool_backward(self: FunctionBuilder, node: fx.Node) -> View:
-    """Max pooling's input gradient, by the pooling's indices
-    (emmy.frontend.decompositions)."""
+    """Max pooling's input gradient, by the pooling's indices (an empty window: adaptive
+    max pooling's; emmy.frontend.decompositions)."""
     bound = _arguments(node)
     grad, indices = self.operand(bound["grad"]), self.operand(bound["indices"])
     window, stride, padding, dilation = (
         list(bound[name]) for name in ("window", "stride", "padding", "dilation")
     )
     out = node.meta["val"]
-    op = graph.PoolBackwardOp(grad, indices, self.type_of(out), window, stride, padding, dilation)
+    op = graph.PoolBackwardOp(
+        grad, indices, self.type_of(out), window or None, stride, padding, dilation
+    )
     return self.result(self.insert(op), out)
 
 
 @ATEN.handles("emmy.avg_pool2d_backward.default")
 def _avg_pool_backward(self: FunctionBuilder, node: fx.Node) -> View:
-    """Average pooling's input gradient over its counts (emmy.frontend.decompositions)."""
+    """Average pooling's input gradient over its counts (an empty window: adaptive average
+    pooling's, over its windows' sizes; emmy.frontend.decompositions)."""
     bound = _arguments(node)
     window, stride, padding = (list(bound[name]) for name in ("window", "stride", "padding"))
-    out = node.meta["val"]
+    out, grad = node.meta["val"], self.operand(bound["grad"])
+    if not window:
+        op = graph.PoolBackwardOp(grad, None, self.type_of(out), None)
+        return self.result(self.insert(op), out)
     divisor = int(bound["divisor"]) or None
     op = graph.PoolBackwardOp(
-        self.operand(bound["grad"]), None, self.type_of(out), window, stride, padding,
+        grad, None, self.type_of(out), window, stride, padding,
         count_pad=bool(bound["count_include_pad"]), divisor=divisor,
     )  # fmt: skip
     return self.result(self.insert(op), out)

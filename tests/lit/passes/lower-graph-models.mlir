@@ -160,6 +160,16 @@ func.func @pool_backward(%dy : tensor<2x3x4x5xf16>, %i : tensor<2x3x4x5xi64>) ->
 // CHECK-NEXT: kernel.call @[[AVG]](%[[DY]]) : (tensor<2x3x4x5xf16>) -> tensor<2x3x9x11xf16>
 // CHECK-NEXT: func.return
 
+// Adaptive average pooling's input gradient: the same family, adaptive in its key.
+func.func @adaptive_pool_backward(%dy : tensor<2x3x4x3xf32>) -> tensor<2x3x9x7xf32> {
+  %da = graph.pool_backward %dy {kind = #graph<pooling avg>, adaptive} : tensor<2x3x4x3xf32> -> tensor<2x3x9x7xf32>
+  func.return %da : tensor<2x3x9x7xf32>
+}
+// CHECK: fork.site @[[ADAPTIVE:pool2d_backward_[0-9]+]] "pool2d_backward" "rows=6,h=9,w=7,oh=4,ow=3,T=f32,kind=avg,adaptive=yes" {
+// CHECK: func.func @adaptive_pool_backward(%[[DY:[^:]*]]: tensor<2x3x4x3xf32>)
+// CHECK-NEXT: kernel.call @[[ADAPTIVE]](%[[DY]]) : (tensor<2x3x4x3xf32>) -> tensor<2x3x9x7xf32>
+// CHECK-NEXT: func.return
+
 // A padding mask [batch, kv_len]: the attention site reads it as a fourth input.
 func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
   %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>

@@ -473,3 +473,11 @@ func.func @pool_backward_window(%dy : tensor<2x3x4x5xf32>) -> tensor<2x3x8x10xf3
   func.return %dx : tensor<2x3x8x10xf32>
 }
 // CHECK: graph.pool_backward needs a positive window, stride and dilation
+
+// -----
+
+func.func @pool_backward_adaptive_window(%dy : tensor<2x3x4x5xf32>) -> tensor<2x3x8x10xf32> {
+  %dx = graph.pool_backward %dy {kind = #graph<pooling avg>, adaptive, window = [2, 2]} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
+  func.return %dx : tensor<2x3x8x10xf32>
+}
+// CHECK: an adaptive graph.pool_backward has no window, stride, padding or count

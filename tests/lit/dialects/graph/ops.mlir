@@ -155,3 +155,12 @@ func.func @pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) ->
   // CHECK-NEXT: graph.pool_backward %{{.*}} {kind = #graph<pooling avg>, {{.*}}, count_pad, divisor = 3 : i64} : tensor<2x3x4x5xf32> -> tensor<2x3x8x10xf32>
   func.return %dm, %da : tensor<2x3x8x10xf32>, tensor<2x3x8x10xf32>
 }
+
+// Adaptive pooling's input gradients: its windows are graph.pool's adaptive ones.
+func.func @adaptive_pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5xi64>) -> (tensor<2x3x9x7xf32>, tensor<2x3x9x7xf32>) {
+  %dm = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, adaptive} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x9x7xf32>
+  // CHECK: graph.pool_backward %{{.*}} indices %{{.*}} {kind = #graph<pooling max>, adaptive} : tensor<2x3x4x5xf32>, tensor<2x3x4x5xi64> -> tensor<2x3x9x7xf32>
+  %da = graph.pool_backward %dy {kind = #graph<pooling avg>, adaptive} : tensor<2x3x4x5xf32> -> tensor<2x3x9x7xf32>
+  // CHECK-NEXT: graph.pool_backward %{{.*}} {kind = #graph<pooling avg>, adaptive} : tensor<2x3x4x5xf32> -> tensor<2x3x9x7xf32>
+  func.return %dm, %da : tensor<2x3x9x7xf32>, tensor<2x3x9x7xf32>
+}
