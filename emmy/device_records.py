@@ -106,6 +106,23 @@ class VendorConv:
 
 
 @dataclass(frozen=True)
+class VendorConvWeight:
+    """torch's 2-D convolution weight gradient (cuDNN's on a GPU) from dy and x (`args`,
+    then dw) into dw, in torch's shapes, with the convolution's geometry (height, width
+    pairs)."""
+
+    args: tuple[BufferArg, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+
+    kernel: ClassVar[str] = "vendor conv weight gradient"
+
+
+@dataclass(frozen=True)
 class FallbackTensor:
     """A tensor argument of a fallback: a strided view of its input `operand`, `offset`
     elements from the input's start; `dtype` "bool" marks a mask stored as bytes."""
@@ -169,7 +186,14 @@ class TorchFallback:
 #: a step of a launch plan that the device runs through torch rather than as an emitted
 #: kernel (emmy.runtime.vendor reads them): the vendor library's matmul, attention or
 #: convolution, or a fallback
-HostCall = VendorMatmul | VendorAttention | VendorAttentionBackward | VendorConv | TorchFallback
+HostCall = (
+    VendorMatmul
+    | VendorAttention
+    | VendorAttentionBackward
+    | VendorConv
+    | VendorConvWeight
+    | TorchFallback
+)
 
 
 Step = Launch | HostCall

@@ -15,7 +15,7 @@ from xdsl.passes import ModulePass
 from emmy import compiler
 from emmy.cli import main
 from emmy.compile_options import CompileOptions
-from emmy.device_records import BufferArg, VendorAttention, VendorConv
+from emmy.device_records import BufferArg, VendorAttention, VendorConv, VendorConvWeight
 from emmy.dialects import graph
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import families, family
@@ -83,11 +83,13 @@ def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_backward_path"].forks == {"path": ("fused", "sdpa")}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
     assert FAMILIES["conv_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
+    assert FAMILIES["conv_weight_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
     assert set(of_kind(FamilyKind.HOST_CALL)) == {
         "vendor_matmul",
         "vendor_attention",
         "vendor_attention_backward",
         "vendor_conv",
+        "vendor_conv_weight",
     }
 
 
@@ -121,6 +123,22 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
         (),
         ((2, 4, 9, 8), (6, 2, 3, 1), (6,), (2, 6, 5, 8)),
         "f32",
+        stride=(2, 1),
+        padding=(1, 0),
+        dilation=(1, 2),
+        groups=2,
+    )
+    transposed = conv({**sizes, **geometry, "groups": 2, "cpg": 2, "has_bias": 0,
+                       "T": "f32", "oh": 17, "transposed": 1}, ())  # fmt: skip
+    assert transposed.shapes == ((2, 4, 9, 8), (4, 3, 3, 1), (2, 6, 17, 8))
+    assert transposed.output_padding == (0, 0)
+    weight = FAMILIES["vendor_conv_weight"].host_call
+    assert weight is not None
+    call = weight({**sizes, **geometry, "groups": 2, "cpg": 2, "T": "bf16"}, ())
+    assert call == VendorConvWeight(
+        (),
+        ((2, 6, 5, 8), (2, 4, 9, 8), (6, 2, 3, 1)),
+        "bf16",
         stride=(2, 1),
         padding=(1, 0),
         dilation=(1, 2),

@@ -155,6 +155,7 @@ BACKWARD_OPS = {
     "emmy.attention_backward.default",
     "emmy.max_pool2d_backward.default",
     "emmy.avg_pool2d_backward.default",
+    "emmy.conv2d_weight_gradient.default",
     # the attentions SDPA becomes on a GPU, whose backward ops are decomposed
     "aten._scaled_dot_product_flash_attention.default",
     "aten._scaled_dot_product_efficient_attention.default",

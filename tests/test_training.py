@@ -232,11 +232,13 @@ def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[
     return [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
 
 
-def test_every_convolutions_input_gradient_reads_do_in_place() -> None:
+def test_every_convolution_gradient_reads_do_and_the_input_in_place() -> None:
     """Convolutions of stride 1 (padded, dilated), of stride 2, and a transposed one
     (ConvTranspose2d with an output_padding): each input gradient is one convolution kernel
     reading dO in place (at stride 1 dO padded by the convolution itself, otherwise a
-    transposed convolution), with no copy of dO (no `cat`); the gradients are eager's."""
+    transposed convolution), each weight gradient one conv_weight kernel reading dO and the
+    input in place: no copy of either (no `cat`, no `permute` but the Linear's); the
+    gradients are eager's."""
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
@@ -246,8 +248,9 @@ def test_every_convolutions_input_gradient_reads_do_in_place() -> None:
         nn.Flatten(), nn.Linear(4 * 64, 4),
     )  # fmt: skip
     kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 8, 8))
-    # the first's weight gradient; the others' input and weight gradients
-    assert kernels.count("conv") == 7 and "cat" not in kernels, kernels
+    # the input gradients of all but the first, the weight gradients of all
+    assert kernels.count("conv") == 3 and kernels.count("conv_weight") == 4, kernels
+    assert "cat" not in kernels and kernels.count("permute") == 1, kernels
 
 
 def test_average_poolings_gradients_run_in_one_kernel_each() -> None:

@@ -469,12 +469,7 @@ class ConvOp(IRDLOperation):
         """The output's height and width, as torch computes them."""
         _, _, h, w = _float_tensor(self.input, "graph.conv input").get_shape()
         _, _, kh, kw = _float_tensor(self.weight, "graph.conv weight").get_shape()
-        (sh, sw), (ph, pw), (dh, dw) = (
-            _ints(a) for a in (self.stride, self.padding, self.dilation)
-        )
-        return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (
-            w + 2 * pw - dw * (kw - 1) - 1
-        ) // sw + 1
+        return _conv_output_size((h, w), (kh, kw), self)
 
     def verify_(self) -> None:
         x, w, out, bias = _verify_convolution(self)
@@ -510,12 +505,97 @@ def _verify_convolution(
         raise VerifyException(f"{what} operands and result must share one dtype")
     if len(x.get_shape()) != 4 or len(w.get_shape()) != 4:
         raise VerifyException(f"{what} needs an input and a weight of rank 4")
+    _verify_geometry(op)
+    return x, w, out, bias
+
+
+def _verify_geometry(op: ConvOp | ConvTransposeOp | ConvWeightGradientOp) -> None:
+    """A convolution's stride, padding and dilation: pairs, positive (padding: >= 0)."""
     for name, attr, least in (("stride", op.stride, 1), ("padding", op.padding, 0),
                               ("dilation", op.dilation, 1)):  # fmt: skip
         values = _ints(attr)
         if len(values) != 2 or min(values) < least:
-            raise VerifyException(f"{what} {name} must be 2 values >= {least}")
-    return x, w, out, bias
+            raise VerifyException(f"{op.name} {name} must be 2 values >= {least}")
+
+
+def _conv_output_size(
+    size: tuple[int, int], kernel: tuple[int, int], op: ConvOp | ConvWeightGradientOp
+) -> tuple[int, int]:
+    """A convolution's output height and width, as torch computes them."""
+    (sh, sw), (ph, pw), (dh, dw) = (_ints(a) for a in (op.stride, op.padding, op.dilation))
+    (h, w), (kh, kw) = size, kernel
+    return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+
+
+@irdl_op_definition
+class ConvWeightGradientOp(IRDLOperation):
+    """A 2-D convolution's weight gradient: dW [out channels, in channels / groups, kh, kw]
+    from the output's gradient dy [batch, out channels, oh, ow] and the input x [batch, in
+    channels, h, w], for the convolution's stride, padding, dilation and groups (the
+    result's shape gives the filter's size): dW[o, c, i, j] = Σ over images and output
+    pixels of dy · the x element tap (i, j) of that pixel reads.
+
+    %dw = graph.conv_weight_gradient %dy, %x {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x8x5x5xf32>, tensor<2x3x9x9xf32> -> tensor<8x3x3x3xf32>
+    """
+
+    name = "graph.conv_weight_gradient"
+    grad = operand_def(TensorType)
+    input = operand_def(TensorType)
+    stride = prop_def(ArrayAttr[IntegerAttr])
+    padding = prop_def(ArrayAttr[IntegerAttr])
+    dilation = prop_def(ArrayAttr[IntegerAttr])
+    groups = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$grad `,` $input attr-dict `:` type($grad) `,` type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        grad: SSAValue,
+        input: SSAValue,
+        result_type: Attribute,
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+        groups: int,
+    ):
+        super().__init__(
+            operands=[grad, input],
+            result_types=[result_type],
+            properties={
+                "stride": _int_array(stride),
+                "padding": _int_array(padding),
+                "dilation": _int_array(dilation),
+                "groups": IntegerAttr(groups, i64),
+            },
+        )
+
+    def verify_(self) -> None:
+        what = self.name
+        dy = _float_tensor(self.grad, f"{what} gradient")
+        x = _float_tensor(self.input, f"{what} input")
+        dw = _float_tensor(self.result, f"{what} result")
+        if len({t.element_type for t in (dy, x, dw)}) != 1:
+            raise VerifyException(f"{what} operands and result must share one dtype")
+        if any(len(t.get_shape()) != 4 for t in (dy, x, dw)):
+            raise VerifyException(f"{what} needs a gradient, an input and a result of rank 4")
+        _verify_geometry(self)
+        batch, channels, h, w = x.get_shape()
+        filters, per_group, kh, kw = dw.get_shape()
+        groups = self.groups.value.data
+        if groups < 1 or channels % groups or filters % groups or per_group * groups != channels:
+            raise VerifyException(
+                f"{what} of {channels} channels in {groups} groups cannot give a weight of "
+                f"{per_group} channels per group and {filters} filters"
+            )
+        expected = (batch, filters, *_conv_output_size((h, w), (kh, kw), self))
+        if dy.get_shape() != expected or min(expected) < 1:
+            raise VerifyException(
+                f"{what} gradient shape {list(dy.get_shape())} should be {list(expected)}"
+            )
 
 
 @irdl_op_definition
@@ -2078,6 +2158,7 @@ Graph = Dialect(
         MatmulOp,
         ConvOp,
         ConvTransposeOp,
+        ConvWeightGradientOp,
         LayerNormOp,
         RmsNormOp,
         LayerNormBackwardOp,

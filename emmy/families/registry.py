@@ -26,6 +26,8 @@ from emmy.families import (
     conv,
     conv_path,
     conv_tc,
+    conv_weight,
+    conv_weight_path,
     cumsum,
     elementwise,
     embedding,
@@ -55,6 +57,7 @@ from emmy.families import (
     vendor_attention,
     vendor_attention_backward,
     vendor_conv,
+    vendor_conv_weight,
     vendor_matmul,
 )
 from emmy.families.family import Family, FamilyKind, Fuses
@@ -89,6 +92,7 @@ FAMILIES: dict[str, Family] = {
         matmul_tc,
         conv,
         conv_tc,
+        conv_weight,
         grouped_matmul,
         split_sum,
         attention_stats,
@@ -106,8 +110,10 @@ FAMILIES: dict[str, Family] = {
         attention_decode_path,
         matmul_path,
         conv_path,
+        conv_weight_path,
         vendor_matmul,
         vendor_conv,
+        vendor_conv_weight,
         vendor_attention,
         vendor_attention_backward,
     )

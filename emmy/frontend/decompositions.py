@@ -324,21 +324,30 @@ def _pairs(
 
 
 def _weight_gradient(grad_out, input, weight, stride, padding, dilation, groups):
-    batch, channels = input.shape[:2]
-    out_channels, per_group, sizes = weight.shape[0], weight.shape[1], weight.shape[2:]
-    rest = list(range(3, input.dim() + 1))
-    # the input as [channels of a group, groups · batch, ...] and dO as a kernel of
-    # [groups · its channels, batch, ...]: a grouped convolution over the batch
-    read = input.reshape(batch, groups, per_group, *input.shape[2:]).permute(2, 1, 0, *rest)
-    read = read.reshape(per_group, groups * batch, *input.shape[2:])
-    kernel = grad_out.reshape(batch, groups, out_channels // groups, *grad_out.shape[2:])
-    kernel = kernel.permute(1, 2, 0, *rest).reshape(out_channels, batch, *grad_out.shape[2:])
-    swapped = aten.convolution(
-        read, kernel, None, dilation, padding, stride, False, [0] * len(sizes), groups
-    )
-    for axis, size in enumerate(sizes):
-        swapped = swapped.narrow(2 + axis, 0, size)
-    return swapped.transpose(0, 1)
+    """One implicit GEMM over dO and the input read in place (`emmy::conv2d_weight_gradient`;
+    a 1-D convolution's as a 2-D one of height 1)."""
+    sizes = list(weight.shape[2:])
+    reaches = [d * (size - 1) for d, size in zip(dilation, sizes, strict=True)]
+    # the outputs the input's size gives: past dO's own (a transposed convolution's
+    # output_padding of a stride or more), dO's gradient is zero there
+    outputs = [
+        (length + 2 * pad - reach - 1) // step + 1
+        for length, pad, reach, step in zip(input.shape[2:], padding, reaches, stride, strict=True)
+    ]
+    pads = [0] * (2 * len(sizes))
+    for axis, (have, want) in enumerate(zip(grad_out.shape[2:], outputs, strict=True)):
+        pads[2 * (len(sizes) - 1 - axis) + 1] = want - have
+    if any(pads):
+        grad_out = torch.constant_pad_nd(grad_out, pads, 0.0)
+    if len(sizes) == 2:
+        return ops.conv2d_weight_gradient(
+            grad_out, input, sizes, list(stride), list(padding), list(dilation), groups
+        )
+    plane = ops.conv2d_weight_gradient(
+        grad_out.unsqueeze(2), input.unsqueeze(2), [1, *sizes], [1, *stride], [0, *padding],
+        [1, *dilation], groups,
+    )  # fmt: skip
+    return plane.squeeze(2)
 
 
 def _over_the_list(single: torch._ops.OpOverloadPacket) -> Callable:

@@ -239,3 +239,38 @@ def _(
     divisor: int,
 ) -> torch.Tensor:
     return grad.new_empty((*grad.shape[:-2], height, width))
+
+
+@torch.library.custom_op("emmy::conv2d_weight_gradient", mutates_args=())
+def conv2d_weight_gradient(
+    grad: torch.Tensor,
+    input: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> torch.Tensor:
+    """A 2-D convolution's weight gradient [out channels, in channels / groups, *kernel_size]
+    from its output's gradient and its input (what a training step's backward decomposes
+    `convolution_backward`'s weight gradient to, emmy.frontend.decompositions), as torch's
+    convolution_backward gives it."""
+    weight = input.new_empty((grad.shape[1], input.shape[1] // groups, *kernel_size))
+    _, grad_weight, _ = torch.ops.aten.convolution_backward(
+        grad, input, weight, None, stride, padding, dilation, False, [0, 0], groups,
+        [False, True, False],
+    )  # fmt: skip
+    return grad_weight
+
+
+@conv2d_weight_gradient.register_fake
+def _(
+    grad: torch.Tensor,
+    input: torch.Tensor,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> torch.Tensor:
+    return input.new_empty((grad.shape[1], input.shape[1] // groups, *kernel_size))

@@ -150,6 +150,12 @@ def _transposed_convolution(args: tuple, out: torch.Tensor) -> int:
     return 2 * source.numel() * (weight.numel() // weight.shape[0])
 
 
+def _convolution_weight_gradient(args: tuple, out: torch.Tensor) -> int:
+    """2 · dy · (in channels per group · kernel size): each output element's gradient
+    meets one filter's worth of input elements, as the forward's count."""
+    return 2 * args[0].numel() * (out.numel() // out.shape[0])
+
+
 def _attention(args: tuple, out: torch.Tensor) -> int:
     """q·kᵀ and p·v: 2 · batch · heads · q_len · kv_len · (d + d_v)."""
     query, key, value = args[0], args[1], args[2]
@@ -252,6 +258,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "emmy.attention_backward": _attention_backward,
     "emmy.max_pool2d_backward": _reads_input,
     "emmy.avg_pool2d_backward": _reads_input,
+    "emmy.conv2d_weight_gradient": _convolution_weight_gradient,
 }  # fmt: skip
 
 

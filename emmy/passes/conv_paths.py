@@ -18,6 +18,10 @@ the target default takes the vendor library, as it does for a matmul.
       %y2 = kernel.call @elementwise_3(%c, %r) : (...) -> tensor<2x64x28x28xbf16>
       fork.yield %y2 : tensor<2x64x28x28xbf16>
     } : tensor<2x64x28x28xbf16>
+
+A weight gradient's call (conv_weight) is offered the same way, as a `conv_weight_path`
+choice (the same `conv` knob) whose other option is the vendor library's weight gradient
+(`vendor_conv_weight`), with no epilogue.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Region
+from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -37,9 +41,15 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from emmy.dialects import kernel
+from emmy.dialects import fork, kernel
 from emmy.dsl.library import family
-from emmy.families import conv_path, vendor_conv
+from emmy.families import (
+    conv_path,
+    conv_weight,
+    conv_weight_path,
+    vendor_conv,
+    vendor_conv_weight,
+)
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
@@ -56,17 +66,34 @@ class OfferConvPaths(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
         conv = self.sites.by_name.get(op.site.root_reference.data)
-        if conv is None or conv.family.data not in conv_path.CONV_FAMILIES or inside_choice(op):
+        if conv is None or inside_choice(op):
+            return
+        weight_gradient = conv.family.data == conv_weight.FAMILY.name
+        if conv.family.data not in conv_path.CONV_FAMILIES and not weight_gradient:
             return
         # the key's text leaves out the names at their declared defaults (a stride of 1),
         # typed here as the key's own values are
         defaults = ProblemKey.of(family(conv.family.data).key_defaults.items())
         key = {**defaults, **conv.key.data}
-        vendor = self.vendor_option(rewriter, op, key)
-        site = self.sites.choice_site(
-            rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB
-        )
+        if weight_gradient:
+            vendor = self.weight_vendor_option(rewriter, op, key)
+            choice = conv_weight_path.NAME
+        else:
+            vendor = self.vendor_option(rewriter, op, key)
+            choice = conv_path.NAME
+        options: list[str] = list(conv_path.OPTIONS)
+        site = self.sites.choice_site(rewriter, conv.key.data, options, choice, conv_path.KNOB)
         offer_choice(rewriter, op, site, conv_path.OPTIONS, [vendor])
+
+    def weight_vendor_option(
+        self, rewriter: PatternRewriter, call: kernel.CallOp, key: Mapping[str, KeyValue]
+    ) -> Region:
+        """The weight gradient by the vendor library."""
+        (result,) = call.outputs
+        vendor_key = vendor_conv_weight.vendor_key(key)
+        site = self.sites.host_call_site(rewriter, vendor_conv_weight.NAME, vendor_key)
+        gradient = kernel.CallOp(site, list(call.inputs), [result.type])
+        return Region(Block([gradient, fork.YieldOp([gradient.outputs[0]])]))
 
     def vendor_option(
         self, rewriter: PatternRewriter, call: kernel.CallOp, key: Mapping[str, KeyValue]

@@ -17,6 +17,7 @@ from emmy.device_records import (
     VendorAttention,
     VendorAttentionBackward,
     VendorConv,
+    VendorConvWeight,
     VendorMatmul,
 )
 from emmy.errors import KernelLaunchError
@@ -36,13 +37,17 @@ def run_host_call(call: HostCall, view: View, device: str) -> None:
             _attention_backward(call, _views(call, view))
         case VendorConv():
             _conv(call, _views(call, view))
+        case VendorConvWeight():
+            _conv_weight(call, _views(call, view))
         case TorchFallback():
             run_fallback(call, view, device)
         case _:
             assert_never(call)
 
 
-VendorCall = VendorMatmul | VendorAttention | VendorAttentionBackward | VendorConv
+VendorCall = (
+    VendorMatmul | VendorAttention | VendorAttentionBackward | VendorConv | VendorConvWeight
+)
 
 
 def _views(call: VendorCall, view: View) -> list[torch.Tensor]:
@@ -130,3 +135,14 @@ def tensor_view(
     if raw.numel() != count * item:
         raise KernelLaunchError(f"host call reads past the end of buffer {arg.name!r}")
     return raw.view(dtypes.torch_dtype(dtype)).view(shape)
+
+
+def _conv_weight(call: VendorConvWeight, tensors: list[torch.Tensor]) -> None:
+    """torch's convolution weight gradient (cuDNN's on a GPU), the weight read for its
+    shape alone."""
+    dy, x, dw = tensors
+    _, grad_weight, _ = torch.ops.aten.convolution_backward(
+        dy, x, dw, None, list(call.stride), list(call.padding), list(call.dilation), False,
+        [0, 0], call.groups, [False, True, False],
+    )  # fmt: skip
+    dw.copy_(grad_weight)

@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 from emmy.dialects import graph
 from emmy.errors import ConversionError
 from emmy.frontend.aten.arguments import arg_example, arg_float, arg_node
-from emmy.frontend.aten.common import ATEN, _shaped_as, _value
+from emmy.frontend.aten.common import ATEN, _arguments, _shaped_as, _value
 from emmy.frontend.aten.norms import BATCH_NORMS, _batch_norm_refusal
 from emmy.frontend.aten.products import _operands_refusal
 from emmy.frontend.function_builder import UNKNOWN, FunctionBuilder, View
@@ -181,3 +181,16 @@ def _folded_batch_norm(self: FunctionBuilder, conv: fx.Node) -> tuple[torch.Tens
     dtype = arg_example(conv, 1).dtype
     folded_weight = weight * scale.reshape(-1, *[1] * (weight.dim() - 1))
     return folded_weight.to(dtype), ((bias - mean) * scale + shift).to(dtype)
+
+
+@ATEN.handles("emmy.conv2d_weight_gradient.default")
+def _weight_gradient(self: FunctionBuilder, node: fx.Node) -> View:
+    """A 2-D convolution's weight gradient (emmy.frontend.decompositions)."""
+    bound = _arguments(node)
+    grad, input = self.operand(bound["grad"]), self.operand(bound["input"])
+    stride, padding, dilation = (list(bound[name]) for name in ("stride", "padding", "dilation"))
+    out = node.meta["val"]
+    op = graph.ConvWeightGradientOp(
+        grad, input, self.type_of(out), stride, padding, dilation, int(bound["groups"])
+    )
+    return self.result(self.insert(op), out)

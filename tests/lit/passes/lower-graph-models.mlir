@@ -199,3 +199,13 @@ func.func @conv_transpose(%x : tensor<2x8x5x5xf16>, %w : tensor<8x3x3x3xf16>, %b
 // CHECK: func.func @conv_transpose(%[[X:[^:]*]]: tensor<2x8x5x5xf16>, %[[W:[^:]*]]: tensor<8x3x3x3xf16>, %[[B:[^:]*]]: tensor<3xf16>)
 // CHECK-NEXT: %{{.*}} = kernel.call @[[CT]](%[[X]], %[[W]], %[[B]]) : (tensor<2x8x5x5xf16>, tensor<8x3x3x3xf16>, tensor<3xf16>) -> tensor<2x3x10x10xf16>
 // CHECK-NEXT: func.return
+
+// A convolution's weight gradient: one conv_weight kernel over dy and x as they are.
+func.func @conv_weight_gradient(%dy : tensor<2x8x5x5xbf16>, %x : tensor<2x6x9x9xbf16>) -> tensor<8x3x3x3xbf16> {
+  %dw = graph.conv_weight_gradient %dy, %x {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 2 : i64} : tensor<2x8x5x5xbf16>, tensor<2x6x9x9xbf16> -> tensor<8x3x3x3xbf16>
+  func.return %dw : tensor<8x3x3x3xbf16>
+}
+// CHECK: fork.site @[[CW:conv_weight_[0-9]+]] "conv_weight" "batch=2,cin=6,h=9,w=9,cout=8,oh=5,ow=5,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,groups=2,cpg=3,kdim=27,spatial=25,T=bf16" {
+// CHECK: func.func @conv_weight_gradient(%[[DY:[^:]*]]: tensor<2x8x5x5xbf16>, %[[X:[^:]*]]: tensor<2x6x9x9xbf16>)
+// CHECK-NEXT: %{{.*}} = kernel.call @[[CW]](%[[DY]], %[[X]]) : (tensor<2x8x5x5xbf16>, tensor<2x6x9x9xbf16>) -> tensor<8x3x3x3xbf16>
+// CHECK-NEXT: func.return
