@@ -46,12 +46,15 @@ FLAG_TEXT = {True: "yes", False: "no"}
 
 class InputKind(StrEnum):
     """How a chain's input is read at a flat output index: `full` has the output's
-    elements, `row` one per column, `col` one per row, `scalar` one."""
+    elements, `row` one per column, `col` one per row, `scalar` one, `mid` one per channel
+    (dim 1) of an output of rank 3 or more, read at (i / inner) % mid (an elementwise
+    kernel's key gives inner and mid)."""
 
     FULL = "full"
     ROW = "row"
     COL = "col"
     SCALAR = "scalar"
+    MIDDLE = "mid"
 
 
 def parse_input_kinds(text: str) -> tuple[InputKind, ...]:

@@ -58,25 +58,28 @@ def families(program) -> list[str]:
 
 
 class Broadcasts(nn.Module):
-    def forward(self, x, row, col, scalar, mid):
-        # x [2, 3, 16]; row [16]; col [2, 3, 1]; scalar [1]; mid [2, 1, 16]
+    def forward(self, x, row, col, scalar, mid, channel):
+        # x [2, 3, 16]; row [16]; col [2, 3, 1]; scalar [1]; mid [2, 1, 16]; channel [3, 1]
         chain = (x + row) * col - scalar / (1.0 - torch.sigmoid(x)) + 0.5 * torch.tanh(col)
-        return chain, x * mid
+        return chain, x * mid, x * channel + row
 
 
-def test_broadcast_row_column_scalar():
+def test_broadcast_row_column_scalar_channel():
     inputs = (
         torch.randn(2, 3, 16),
         torch.randn(16),
         torch.randn(2, 3, 1),
         torch.randn(1),
         torch.randn(2, 1, 16),
+        torch.randn(3, 1),
     )
     program = check(Broadcasts(), *inputs).program
-    # the chain is one kernel reading row, col and scalar in place; mid broadcasts over
-    # a middle dim, which no elementwise kernel reads in place: it is expanded by a copy
-    assert families(program) == ["elementwise", "elementwise", "permute"]
+    # the chain is one kernel reading row, col and scalar in place, and so is the one of
+    # a value per channel (dim 1: a BatchNorm's scale); mid broadcasts over a middle dim,
+    # which no elementwise kernel reads in place: it is expanded by a copy
+    assert families(program) == ["elementwise", "elementwise", "elementwise", "permute"]
     assert "inputs=full/row/col/scalar" in program.ir
+    assert "inputs=full/mid/row,fn=((in0 * in1) + in2),inner=16,mid=3" in program.ir
 
 
 class NonContiguous(nn.Module):

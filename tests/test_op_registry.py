@@ -156,6 +156,8 @@ BACKWARD_OPS = {
     "emmy.max_pool2d_backward.default",
     "emmy.avg_pool2d_backward.default",
     "emmy.conv2d_weight_gradient.default",
+    "emmy.batch_norm_stats.default",
+    "emmy.batch_norm_backward_sums.default",
     # the attentions SDPA becomes on a GPU, whose backward ops are decomposed
     "aten._scaled_dot_product_flash_attention.default",
     "aten._scaled_dot_product_efficient_attention.default",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 
 import pytest
 import torch
@@ -23,6 +24,8 @@ from emmy.frontend.decompositions import (
     adaptive_max_pool_backward,
     attention_backward,
     avg_pool_backward,
+    batch_norm_backward,
+    batch_norm_training,
     convolution_backward,
     cudnn_attention_backward,
     efficient_attention_backward,
@@ -251,6 +254,71 @@ def test_every_convolution_gradient_reads_do_and_the_input_in_place() -> None:
     # the input gradients of all but the first, the weight gradients of all
     assert kernels.count("conv") == 3 and kernels.count("conv_weight") == 4, kernels
     assert "cat" not in kernels and kernels.count("permute") == 1, kernels
+
+
+def test_the_batch_norm_forms_are_torchs() -> None:
+    """A training BatchNorm's forward (batch statistics, the running ones updated) and its
+    gradients, over 2-D, 3-D and 4-D inputs, with and without affine parameters; the
+    statistics are f32 (emmy's kernels accumulate in f32) in a float64 program."""
+    torch.manual_seed(0)
+    close = {"rtol": 1e-5, "atol": 1e-6}
+    for shape, affine in itertools.product(((6, 4), (3, 4, 5), (2, 4, 3, 5)), (True, False)):
+        x = torch.randn(shape, dtype=torch.float64) * 2.0 + 3.0
+        weight, bias = (torch.randn(4, dtype=torch.float64) if affine else None for _ in "wb")
+        running = [torch.rand(4, dtype=torch.float64) for _ in "mv"]
+        forward = (x, weight, bias, *running, True, 0.1, 1e-5)
+        want = aten._native_batch_norm_legit_functional(*forward)
+        got = batch_norm_training(*forward)
+        for have, expected in zip(got, want, strict=True):
+            torch.testing.assert_close(have, expected, **close)
+        grad = torch.randn_like(x)
+        backward = (grad, x, weight, *running, want[1], want[2], True, 1e-5, [True, affine, affine])
+        expected = aten.native_batch_norm_backward(*backward)
+        for have, theirs in zip(batch_norm_backward(*backward), expected, strict=True):
+            if theirs is None:
+                assert have is None
+                continue
+            torch.testing.assert_close(have, theirs, **close)
+
+
+def test_a_batch_norms_statistics_and_gradients_read_each_channel_in_place() -> None:
+    """A training BatchNorm2d and BatchNorm1d: the forward's batch statistics and the
+    backward's two sums are one batch_norm_stats kernel each per norm, and the per-channel
+    scale and shift are read per channel by the elementwise kernels (no copy of an
+    activation's size); losses and gradients are eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+        nn.Flatten(), nn.Linear(4 * 36, 5), nn.BatchNorm1d(5),
+    )  # fmt: skip
+    eager = copy.deepcopy(model)
+    x = torch.randn(3, 3, 6, 6)
+    programs: list = []
+    backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
+    torch._dynamo.reset()
+    loss = torch.compile(lambda m, x: m(x).square().sum(), backend=backend)(model, x)
+    loss.backward()
+    torch._dynamo.reset()
+    expected = eager(x).square().sum()
+    expected.backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
+    _assert_gradients_close(model, eager)
+    for buffer, theirs in zip(model.buffers(), eager.buffers(), strict=True):
+        torch.testing.assert_close(buffer, theirs)  # the running statistics
+    for program in programs:
+        kernels = {call.kernel: program.kernels[call.kernel] for call in program.calls}
+        assert sum(k.family == "batch_norm_stats" for k in kernels.values()) == 2, kernels
+        copies = [k.key for k in kernels.values() if k.family == "permute"]
+        activation = 3 * 4 * 6 * 6  # the BatchNorm2d's
+        assert all(_copied(key) < activation for key in copies), copies
+
+
+def _copied(permute_key: str) -> int:
+    """The elements a permute kernel writes: the product of its key's output dims."""
+    fields = dict(field.split("=") for field in permute_key.split(","))
+    return math.prod(
+        int(value) for name, value in fields.items() if name[0] == "d" and name[1:].isdigit()
+    )
 
 
 def test_average_poolings_gradients_run_in_one_kernel_each() -> None:

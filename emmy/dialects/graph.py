@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Block, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_attr_definition,
@@ -788,6 +789,56 @@ class LayerNormBackwardOp(IRDLOperation):
                 raise VerifyException(f"{what}'s mean and rstd must be {rows}, one f32 a row")
         if self.weight.type != TensorType(x.element_type, shape[-1:]):
             raise VerifyException(f"{what}'s weight must be one {x.element_type} a column")
+
+
+@irdl_op_definition
+class BatchNormStatsOp(IRDLOperation):
+    """A BatchNorm's per-channel sums over x [batch, channels, spatial] (its trailing dims
+    as one), f32 [2, channels]: the mean and the biased variance of each channel's elements
+    (a training forward's batch statistics), or, given the output's gradient dy and the
+    forward's mean (f32, one a channel), Σ dy and Σ dy · (x - mean) (its backward's).
+
+    %s = graph.batch_norm_stats %x : tensor<2x8x16xf32> -> tensor<2x8xf32>
+    %g = graph.batch_norm_stats %x grad %dy mean %m : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<8xf32> -> tensor<2x8xf32>
+    """
+
+    name = "graph.batch_norm_stats"
+    input = operand_def(TensorType)
+    grad = opt_operand_def(TensorType)
+    mean = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$input (`grad` $grad^)? (`mean` $mean^)? attr-dict `:` type($input)"
+        " (`,` type($grad)^)? (`,` type($mean)^)? `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue, grad: SSAValue | None = None, mean: SSAValue | None = None):
+        channels = _float_tensor(input, "graph.batch_norm_stats input").get_shape()[1]
+        super().__init__(
+            operands=[
+                input,
+                [grad] if grad is not None else [],
+                [mean] if mean is not None else [],
+            ],
+            result_types=[TensorType(f32, [2, channels])],
+        )
+
+    def verify_(self) -> None:
+        what = self.name
+        x = _float_tensor(self.input, f"{what} input")
+        shape = x.get_shape()
+        if len(shape) != 3:
+            raise VerifyException(f"{what} needs an input of rank 3 (batch, channels, spatial)")
+        if (self.grad is None) != (self.mean is None):
+            raise VerifyException(f"{what} takes a gradient and a mean together or neither")
+        if self.grad is not None and self.grad.type != x:
+            raise VerifyException(f"{what}'s gradient must be {x}, the input's type")
+        if self.mean is not None and self.mean.type != TensorType(f32, shape[1:2]):
+            raise VerifyException(f"{what}'s mean must be one f32 a channel")
+        if self.result.type != TensorType(f32, [2, shape[1]]):
+            raise VerifyException(f"{what} gives f32 [2, {shape[1]}], two a channel")
 
 
 class Reduction(StrEnum):
@@ -2162,6 +2213,7 @@ Graph = Dialect(
         LayerNormOp,
         RmsNormOp,
         LayerNormBackwardOp,
+        BatchNormStatsOp,
         ReduceOp,
         CumsumOp,
         EmbeddingOp,

@@ -917,6 +917,10 @@ class Lowering:
                 offset = self.add(arith.RemSIOp(index, cols))
             elif kind == InputKind.COL:
                 offset = self.add(arith.DivSIOp(index, cols))
+            elif kind == InputKind.MIDDLE:
+                inner = self.const_int(int(self.key.get("inner", 1)))
+                run = self.add(arith.DivSIOp(index, inner))
+                offset = self.add(arith.RemSIOp(run, self.const_int(int(self.key.get("mid", 1)))))
             else:
                 offset = self.const_int(0)
             names[f"in{i}"] = self.chain_input(ptr, offset)

@@ -34,8 +34,12 @@ def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def broadcast_kind(input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> InputKind | None:
-    """How an input of an elementwise site is read at a flat output index, if it can be."""
+def broadcast_kind(
+    input_shape: tuple[int, ...], output_shape: tuple[int, ...], middle: bool = False
+) -> InputKind | None:
+    """How an input of an elementwise site is read at a flat output index, if it can be;
+    one per channel (`mid`) only where `middle` (the elementwise kernel reads it, the
+    epilogues and prologues of other kernels do not)."""
     if math.prod(input_shape) == 1:
         return InputKind.SCALAR
     stripped = _strip_leading_ones(input_shape)
@@ -47,7 +51,16 @@ def broadcast_kind(input_shape: tuple[int, ...], output_shape: tuple[int, ...]) 
         output_shape[:-1]
     ):
         return InputKind.COL
+    channels = (output_shape[1],) + (1,) * (len(output_shape) - 2) if output_shape[1:] else ()
+    if middle and len(output_shape) >= 3 and stripped == channels:
+        return InputKind.MIDDLE
     return None
+
+
+def middle_run(output_shape: tuple[int, ...]) -> dict[str, int]:
+    """An elementwise key's `mid` (channels) and `inner` (elements of a channel's run) over
+    an output of rank 3 or more, as its `mid` inputs are read."""
+    return {"inner": math.prod(output_shape[2:]), "mid": output_shape[1]}
 
 
 def broadcast_kinds(
@@ -58,16 +71,18 @@ def broadcast_kinds(
     return known if len(known) == len(kinds) else None
 
 
-def required_broadcast_kinds(inputs: Sequence[SSAValue], out_shape: tuple[int, ...]) -> str:
+def required_broadcast_kinds(
+    inputs: Sequence[SSAValue], out_shape: tuple[int, ...], middle: bool = False
+) -> str:
     """The kinds of a chain's inputs as a key's `inputs`; a broadcast no kernel reads is an
     error."""
     kinds = []
     for value in inputs:
-        kind = broadcast_kind(shape_of(value), out_shape)
+        kind = broadcast_kind(shape_of(value), out_shape, middle)
         if kind is None:
             raise EmmyError(
                 f"elementwise input of shape {list(shape_of(value))} broadcast to {list(out_shape)}: "
-                "only full, row, column and scalar broadcasts are supported"
+                "only full, row, column, channel and scalar broadcasts are supported"
             )
         kinds.append(kind)
     return format_input_kinds(kinds)

@@ -1,5 +1,5 @@
 """A chain of elementwise ops as one kernel, its chain written into the key (`fn`), each
-input read as full, row-broadcast, column-broadcast or scalar."""
+input read as full, row-broadcast, column-broadcast, one per channel or scalar."""
 
 from __future__ import annotations
 
@@ -9,10 +9,19 @@ from xdsl.ir import Operation
 
 from emmy.dialects import graph
 from emmy.families import key_grid
-from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
+from emmy.families.chains import (
+    collect_group,
+    dtype_of,
+    middle_run,
+    required_broadcast_kinds,
+    shape_of,
+)
 from emmy.families.family import Family, FamilyKind, Fusion, Site, WritesOver
+from emmy.problem_key import InputKind, parse_input_kinds
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
+#: a chain of channel inputs (a BatchNorm's scale and shift) beside full and row ones
+CHANNEL_CHAIN = "((in0 - in1) * in2) + in3"
 #: chains of the pointwise table's ops, each a check key of its own: (storage type of the
 #: output, of each input (full, row, col, scalar; "T" for the float type checked), chain)
 TABLE_CHAINS = [
@@ -76,13 +85,16 @@ def site(root: Operation, fusion: Fusion) -> Site:
     group = collect_group(root)
     out_shape = shape_of(root.results[0])
     dtype = dtype_of(root.results[0])
+    inputs = required_broadcast_kinds(group.inputs, out_shape, middle=True)
     key: dict[str, int | str] = {
         "n": max(1, math.prod(out_shape)),
         "cols": out_shape[-1] if out_shape else 1,
         "T": dtype,
-        "inputs": required_broadcast_kinds(group.inputs, out_shape),
+        "inputs": inputs,
         "fn": group.text,
     }
+    if InputKind.MIDDLE in parse_input_kinds(inputs):
+        key |= middle_run(out_shape)
     input_dtypes = [dtype_of(value) for value in group.inputs]
     if any(d != dtype for d in input_dtypes):
         key["dtypes"] = "/".join(input_dtypes)
@@ -90,20 +102,36 @@ def site(root: Operation, fusion: Fusion) -> Site:
 
 
 def reference(key: dict, inputs: list):
+    """The chain over the inputs as their kinds broadcast them over [rows, cols] (a
+    channel input gathered at each element's channel)."""
     # torch stays off the compile path: only benches and checks call references
+    import torch
+
     from emmy.families.tensors import evaluate_chain, exact
 
-    return evaluate_chain(str(key["fn"]), {f"in{i}": exact(t) for i, t in enumerate(inputs)})
+    n, cols = int(key["n"]), int(key["cols"])
+    channel = torch.arange(n) // int(key.get("inner", 1)) % int(key.get("mid", 1))
+    kinds = parse_input_kinds(str(key["inputs"]))
+    named = {
+        f"in{i}": exact(t)[channel].reshape(n // cols, cols)
+        if kind == InputKind.MIDDLE
+        else exact(t)
+        for i, (kind, t) in enumerate(zip(kinds, inputs, strict=True))
+    }
+    return evaluate_chain(str(key["fn"]), named)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
+    """Each input in the shape its kind reads."""
     # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import random_of
 
     rows, cols = key["n"] // key["cols"], key["cols"]
-    shapes = [(rows, cols), (cols,), (rows, 1), (1,)]
-    named = str(key.get("dtypes") or "/".join([key["T"]] * len(shapes))).split("/")
-    return [random_of(shape, d, generator) for shape, d in zip(shapes, named, strict=True)]
+    shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,),
+              "mid": (int(key.get("mid", 1)),)}  # fmt: skip
+    kinds = parse_input_kinds(str(key["inputs"]))
+    named = str(key.get("dtypes") or "/".join([key["T"]] * len(kinds))).split("/")
+    return [random_of(shapes[kind], d, generator) for kind, d in zip(kinds, named, strict=True)]
 
 
 def grid() -> list[tuple[str, str]]:
@@ -124,6 +152,19 @@ FAMILY = Family(
             {"n": r * c, "cols": c, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
             for r, c in [(1, 1), (7, 13), (3, 64), (5, 120)]
         ],
+        # a BatchNorm's per-channel affine over [2, 3, 4, 5] and over [3, 5, 7]
+        *[
+            {
+                "n": n,
+                "cols": c,
+                "T": dtype,
+                "inputs": "full/mid/mid/row",
+                "fn": CHANNEL_CHAIN,
+                "inner": inner,
+                "mid": mid,
+            }
+            for n, c, inner, mid in [(120, 5, 20, 3), (105, 7, 7, 5)]
+        ],  # fmt: skip
         *_table_keys(dtype),
     ],
     check_inputs=check_inputs,

@@ -34,8 +34,6 @@ TORCH_DECOMPOSED = [
     aten.native_dropout_backward,
     aten._safe_softmax,
     aten.slice_backward,
-    aten._native_batch_norm_legit_functional,
-    aten.native_batch_norm_backward,
 ]
 
 
@@ -183,6 +181,93 @@ def layer_norm_backward(
     if output_mask[2] and bias is not None:
         grad_bias = grad.float().sum(0).to(bias.dtype).reshape(bias.shape)
     return grad_input, grad_weight, grad_bias
+
+
+def batch_norm_training(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    """A BatchNorm's training forward as torch's decomposition computes it, its batch
+    statistics by one kernel that reads each channel in place (`emmy::batch_norm_stats`,
+    where torch's var_mean moves the channels first); the rest is elementwise."""
+    if not training:
+        return _torch_form(aten._native_batch_norm_legit_functional.default)(
+            input, weight, bias, running_mean, running_var, training, momentum, eps
+        )
+    channels = input.shape[1]
+    stats = ops.batch_norm_stats(input.reshape(input.shape[0], channels, -1))
+    mean, variance = stats[0], stats[1]
+    rstd = torch.rsqrt(variance + eps)
+    per_channel = [1, channels] + [1] * (input.dim() - 2)
+    output = (input - mean.view(per_channel)) * rstd.view(per_channel)
+    if weight is not None:
+        output = output * weight.flatten().view(per_channel)
+    if bias is not None:
+        output = output + bias.flatten().view(per_channel)
+    count = input.numel() / channels
+    new_running_mean = momentum * mean + (1 - momentum) * running_mean
+    unbiased = variance * (count / (count - 1))
+    new_running_var = momentum * unbiased + (1 - momentum) * running_var
+    save_mean, save_rstd = mean, rstd
+    if input.device.type == "cpu":  # torch's CPU kernel saves them in the input's dtype
+        save_mean, save_rstd = mean.to(input.dtype), rstd.to(input.dtype)
+    return output.to(input.dtype), save_mean, save_rstd, new_running_mean, new_running_var
+
+
+def batch_norm_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    save_mean: torch.Tensor | None,
+    save_invstd: torch.Tensor | None,
+    train: bool,
+    eps: float,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, ...]:
+    """A training BatchNorm's gradients as torch's decomposition computes them, its two
+    per-channel sums (Σ dO, Σ dO · (x - mean)) by one kernel that reads dO and x once in
+    place (`emmy::batch_norm_backward_sums`); the input's gradient is then one elementwise
+    chain, the weight's and the bias's the sums."""
+    if not train or save_mean is None or save_invstd is None:
+        return _torch_form(aten.native_batch_norm_backward.default)(
+            grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+            train, eps, output_mask,
+        )  # fmt: skip
+    channels = input.shape[1]
+    rows = [input.shape[0], channels, -1]
+    mean, invstd = save_mean.float(), save_invstd.float()
+    sums = ops.batch_norm_backward_sums(grad_out.reshape(rows), input.reshape(rows), mean)
+    grad_sum, dot = sums[0], sums[1]
+    count = input.numel() / channels
+    per_channel = [1, channels] + [1] * (input.dim() - 2)
+    scale = invstd * weight.float() if weight is not None else invstd
+    projection = (dot / count * invstd * invstd).view(per_channel)
+    centred = input.float() - mean.view(per_channel)
+    grad_input = grad_out.float() - centred * projection - (grad_sum / count).view(per_channel)
+    grad_input = (grad_input * scale.view(per_channel)).to(input.dtype)
+    weight_dtype = weight.dtype if weight is not None else input.dtype
+    return (
+        grad_input if output_mask[0] else None,
+        (dot * invstd).to(weight_dtype) if output_mask[1] else None,
+        grad_sum.to(weight_dtype) if output_mask[2] else None,
+    )
+
+
+@cache
+def _torch_form(op: torch._ops.OpOverload) -> Callable:
+    """torch's own decomposition of `op` (for the cases emmy's leaves to it)."""
+    # torch's decompositions are loaded by a backend alone, not by emmy.compile
+    from torch._decomp import get_decompositions
+
+    return get_decompositions([op])[op]
 
 
 def convolution_backward(
@@ -430,6 +515,8 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten._scaled_dot_product_efficient_attention_backward.default: efficient_attention_backward,
     aten._scaled_dot_product_cudnn_attention_backward.default: cudnn_attention_backward,
     aten.convolution_backward.default: convolution_backward,
+    aten._native_batch_norm_legit_functional.default: batch_norm_training,
+    aten.native_batch_norm_backward.default: batch_norm_backward,
     aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,
     aten.avg_pool2d_backward.default: avg_pool_backward,

@@ -419,7 +419,7 @@ class FunctionBuilder:
         if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
             return self.insert(graph.ConstantOp(value, element))
         view = self.view(value)
-        if broadcast_kind(tuple(view.meta.shape), tuple(shape)) is None:
+        if broadcast_kind(tuple(view.meta.shape), tuple(shape), middle=True) is None:
             # a broadcast no elementwise kernel reads in place: expanded by a copy
             view = View(view.base, view.meta.expand(tuple(shape)))
         read = self.contiguous(view)

@@ -274,3 +274,33 @@ def _(
     groups: int,
 ) -> torch.Tensor:
     return input.new_empty((grad.shape[1], input.shape[1] // groups, *kernel_size))
+
+
+@torch.library.custom_op("emmy::batch_norm_stats", mutates_args=())
+def batch_norm_stats(input: torch.Tensor) -> torch.Tensor:
+    """A training BatchNorm's batch statistics of input [batch, channels, spatial]: f32
+    [2, channels], each channel's mean and biased variance (what a training step's forward
+    decomposes `_native_batch_norm_legit_functional`'s var_mean to)."""
+    variance, mean = torch.var_mean(input.float(), dim=(0, 2), correction=0)
+    return torch.stack([mean, variance])
+
+
+@batch_norm_stats.register_fake
+def _(input: torch.Tensor) -> torch.Tensor:
+    return input.new_empty((2, input.shape[1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("emmy::batch_norm_backward_sums", mutates_args=())
+def batch_norm_backward_sums(
+    grad: torch.Tensor, input: torch.Tensor, mean: torch.Tensor
+) -> torch.Tensor:
+    """A training BatchNorm's backward sums over input and its gradient [batch, channels,
+    spatial]: f32 [2, channels], each channel's Σ grad and Σ grad · (input - mean) (what a
+    training step's backward decomposes `native_batch_norm_backward`'s two sums to)."""
+    grad, centred = grad.float(), input.float() - mean.view(1, -1, 1)
+    return torch.stack([grad.sum((0, 2)), (grad * centred).sum((0, 2))])
+
+
+@batch_norm_backward_sums.register_fake
+def _(grad: torch.Tensor, input: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    return input.new_empty((2, input.shape[1]), dtype=torch.float32)

@@ -259,6 +259,8 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "emmy.max_pool2d_backward": _reads_input,
     "emmy.avg_pool2d_backward": _reads_input,
     "emmy.conv2d_weight_gradient": _convolution_weight_gradient,
+    "emmy.batch_norm_stats": _reads_input,
+    "emmy.batch_norm_backward_sums": _reads_input,
 }  # fmt: skip
 
 

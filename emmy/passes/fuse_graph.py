@@ -262,6 +262,8 @@ class FuseElementwise(RewritePattern):
             fuse_row(rewriter, rows.owner, group)
             return
         product = fusable_product(group, fusing(Fuses.EPILOGUE))
+        if product is not None and broadcast_kinds(group.inputs, shape_of(product)) is None:
+            product = None  # an input read per channel: the elementwise kernel's alone
         if product is not None and of_one_float_dtype(group, dtype_of(product)):
             assert isinstance(product.owner, Operation)
             group = collect_group(op, product)

@@ -89,6 +89,18 @@ def _layer_norm_backward(self: FunctionBuilder, node: fx.Node) -> View:
     return self.result(value, _value(node))
 
 
+@ATEN.handles("emmy.batch_norm_stats.default", "emmy.batch_norm_backward_sums.default")
+def _batch_norm_stats(self: FunctionBuilder, node: fx.Node) -> View:
+    """A training BatchNorm's per-channel sums, the forward's or the backward's
+    (emmy.frontend.decompositions)."""
+    if len(node.args) == 1:
+        op = graph.BatchNormStatsOp(self.operand(node.args[0]))
+    else:
+        grad, input, mean = (self.operand(arg) for arg in node.args)
+        op = graph.BatchNormStatsOp(input, grad, mean)
+    return self.result(self.insert(op), _value(node))
+
+
 def _used_results(node: fx.Node) -> set[int]:
     """The indices of a multi-result node's results that some node reads."""
     return {arg_int(user, 1) for user in node.users if user.target is operator.getitem}

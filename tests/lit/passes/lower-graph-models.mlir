@@ -209,3 +209,29 @@ func.func @conv_weight_gradient(%dy : tensor<2x8x5x5xbf16>, %x : tensor<2x6x9x9x
 // CHECK: func.func @conv_weight_gradient(%[[DY:[^:]*]]: tensor<2x8x5x5xbf16>, %[[X:[^:]*]]: tensor<2x6x9x9xbf16>)
 // CHECK-NEXT: %{{.*}} = kernel.call @[[CW]](%[[DY]], %[[X]]) : (tensor<2x8x5x5xbf16>, tensor<2x6x9x9xbf16>) -> tensor<8x3x3x3xbf16>
 // CHECK-NEXT: func.return
+
+// A training BatchNorm's statistics, forward and backward: one batch_norm_stats kernel
+// each, the backward's reading dy, x and the mean.
+func.func @batch_norm_stats(%x : tensor<2x8x16xf32>, %dy : tensor<2x8x16xf32>, %m : tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s = graph.batch_norm_stats %x : tensor<2x8x16xf32> -> tensor<2x8xf32>
+  %g = graph.batch_norm_stats %x grad %dy mean %m : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  func.return %s, %g : tensor<2x8xf32>, tensor<2x8xf32>
+}
+// CHECK-DAG: fork.site @[[FORWARD:batch_norm_stats_[0-9]+]] "batch_norm_stats" "batch=2,channels=8,spatial=16,T=f32" {
+// CHECK-DAG: fork.site @[[BACKWARD:batch_norm_stats_[0-9]+]] "batch_norm_stats" "batch=2,channels=8,spatial=16,T=f32,kind=backward" {
+// CHECK: func.func @batch_norm_stats(%[[X:[^:]*]]: tensor<2x8x16xf32>, %[[DY:[^:]*]]: tensor<2x8x16xf32>, %[[M:[^:]*]]: tensor<8xf32>)
+// CHECK-NEXT: kernel.call @[[FORWARD]](%[[X]]) : (tensor<2x8x16xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: kernel.call @[[BACKWARD]](%[[X]], %[[DY]], %[[M]]) : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: func.return
+
+// A value per channel (a BatchNorm's scale) read in place by the elementwise kernel, not
+// fused into the convolution before it (no convolution epilogue reads by channel).
+func.func @per_channel(%x : tensor<2x3x5x5xf32>, %w : tensor<4x3x3x3xf32>, %s : tensor<1x4x1x1xf32>) -> tensor<2x4x3x3xf32> {
+  %y = graph.conv %x, %w {stride = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1 : i64} : tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x3x3xf32>
+  %z = graph.mul %y, %s : tensor<2x4x3x3xf32>, tensor<1x4x1x1xf32> -> tensor<2x4x3x3xf32>
+  func.return %z : tensor<2x4x3x3xf32>
+}
+// CHECK: fork.site @[[SCALE:elementwise_[0-9]+]] "elementwise" "n=72,cols=3,T=f32,inputs=full/mid,fn=(in0 * in1),inner=9,mid=4" {
+// CHECK: func.func @per_channel
+// CHECK-NEXT: %[[C:.*]] = kernel.call @conv_{{[0-9]+}}
+// CHECK-NEXT: kernel.call @[[SCALE]](%[[C]], %{{.*}})
