@@ -1,6 +1,7 @@
 """A convolution is a choice (`conv_path` site, fork `conv`) between its kernel (conv or
 conv_tc, the epilogue fused) and the vendor library through torch (a host call, then the
-epilogue as an elementwise kernel), and so is its weight gradient (`conv_weight_path`): each option against eager, the target default (the
+epilogue as an elementwise kernel), and so is its weight gradient (`conv_weight_path`,
+fork `conv_weight`, with splits of its depth): each option against eager, the target default (the
 vendor library on a GPU with no evidence), a bench that times both and a compile that
 decides from its rows."""
 
@@ -28,9 +29,9 @@ def transposed_expression(dtype: str) -> str:
     return f"torch.relu({conv}(torch.randn(2, 6, 5, 4, dtype={dtype})))"
 
 
-def run_pinned(capsys, source: str, option: str, device: str = "emu") -> str:
+def run_pinned(capsys, source: str, option: str, device: str = "emu", knob: str = "conv") -> str:
     argv = ["run", "-c", source, "--device", device, "--check", "--db", "none"]
-    code = main([*argv, "--pin", f"conv={option}"])
+    code = main([*argv, "--pin", f"{knob}={option}"])
     out = capsys.readouterr().out
     assert code == 0 and "OK: matches torch eager" in out, out
     return out
@@ -46,23 +47,25 @@ def test_every_option_matches_eager(capsys, source, dtype: str) -> None:
 
 def weight_gradient_expression(dtype: str) -> str:
     """A grouped, strided convolution's weight gradient, as a training step's backward
-    decomposes it."""
-    dy, x = (f"torch.randn({shape}, dtype={dtype})" for shape in ("2, 8, 5, 6", "2, 6, 9, 11"))
+    decomposes it: few filters (4 a group) over 1024 output pixels, so its depth splits."""
+    dy, x = (f"torch.randn({shape}, dtype={dtype})" for shape in ("4, 8, 16, 16", "4, 6, 32, 32"))
     return f"torch.ops.emmy.conv2d_weight_gradient({dy}, {x}, [3, 3], [2, 2], [1, 1], [1, 1], 2)"
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
 def test_a_weight_gradient_is_a_choice_of_its_own(capsys, tmp_path, dtype: str) -> None:
-    """conv_weight or the vendor library's weight gradient (one host call), each against
-    eager; a GPU with no evidence takes the vendor library."""
-    for option in ("kernel", "vendor"):
-        out = run_pinned(capsys, weight_gradient_expression(dtype), option)
-        assert "ran 1 kernel(s)" in out, out
-    argv = ["compile", "-c", weight_gradient_expression(dtype), "--explain", "--db", "none"]
-    assert main([*argv, "-o", str(tmp_path), "--target", "nvidia-h200-sm90"]) == 0
+    """conv_weight, its depth split in 2 and 4 (parts, then split_sum), or the vendor
+    library's weight gradient (one host call), each against eager; a GPU with no evidence
+    takes the vendor library."""
+    source = weight_gradient_expression(dtype)
+    for option, steps in [("kernel", 1), ("split2", 2), ("split4", 2), ("vendor", 1)]:
+        out = run_pinned(capsys, source, option, knob="conv_weight")
+        assert f"ran {steps} kernel(s)" in out, out
+    argv = ["compile", "-c", source, "--explain", "--db", "none", "-o", str(tmp_path)]
+    assert main([*argv, "--target", "nvidia-h200-sm90"]) == 0
     rows = capsys.readouterr().out.splitlines()
     choice = next(r for r in rows if r.startswith("conv_weight_path_"))
-    assert "conv=vendor" in choice and "target default on a gpu" in choice, choice
+    assert "conv_weight=vendor" in choice and "target default on a gpu" in choice, choice
     host = next(r for r in rows if r.startswith("vendor_conv_weight_"))
     assert "sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,groups=2" in host and "host call" in host, host
 
@@ -72,8 +75,9 @@ def test_a_weight_gradient_is_a_choice_of_its_own(capsys, tmp_path, dtype: str) 
 def test_the_vendor_library_on_a_gpu(capsys, dtype: str) -> None:
     """cuDNN through torch, on tensors over the device's own buffers and stream: a
     convolution, a transposed one and a weight gradient (emulator twins above)."""
-    for source in (expression, transposed_expression, weight_gradient_expression):
+    for source in (expression, transposed_expression):
         run_pinned(capsys, source(dtype), "vendor", device="cuda")
+    run_pinned(capsys, weight_gradient_expression(dtype), "vendor", "cuda", "conv_weight")
 
 
 def test_a_gpu_with_no_evidence_takes_the_vendor_library(capsys, tmp_path) -> None:

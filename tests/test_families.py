@@ -20,7 +20,7 @@ from emmy.dialects import graph
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import families, family
 from emmy.errors import EmmyError
-from emmy.families import conv_path
+from emmy.families import conv_path, conv_weight_path
 from emmy.families.attention_path import PATHS
 from emmy.families.family import Family, FamilyKind
 from emmy.families.matmul_path import OPTIONS
@@ -83,7 +83,7 @@ def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert FAMILIES["attention_backward_path"].forks == {"path": ("fused", "sdpa")}
     assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
     assert FAMILIES["conv_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
-    assert FAMILIES["conv_weight_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
+    assert FAMILIES["conv_weight_path"].forks == {"conv_weight": conv_weight_path.OPTIONS}
     assert set(of_kind(FamilyKind.HOST_CALL)) == {
         "vendor_matmul",
         "vendor_attention",

@@ -418,20 +418,12 @@ class MatmulOp(IRDLOperation):
             )
 
 
-@irdl_op_definition
-class ConvOp(IRDLOperation):
-    """A 2-D convolution (cross-correlation, as torch's) of x [batch, in channels, h, w] with
-    a weight [out channels, in channels / groups, kh, kw], plus a bias per out channel if
-    given: stride, padding (zeros) and dilation per spatial dim, `groups` channel groups
-    (groups = in channels: depthwise). A 1-D convolution is one of height 1.
+class Convolution(IRDLOperation):
+    """A convolution's geometry, shared by graph.conv, graph.conv_transpose and
+    graph.conv_weight_gradient: stride, padding (zeros) and dilation per spatial dim,
+    `groups` channel groups. (Operands are declared by each op, in order: IRDL puts a
+    subclass's fields before its base's.)"""
 
-    %y = graph.conv %x, %w bias %b {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x3x9x9xf32>, tensor<8x3x3x3xf32>, tensor<8xf32> -> tensor<2x8x5x5xf32>
-    """
-
-    name = "graph.conv"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
     stride = prop_def(ArrayAttr[IntegerAttr])
     padding = prop_def(ArrayAttr[IntegerAttr])
     dilation = prop_def(ArrayAttr[IntegerAttr])
@@ -439,6 +431,35 @@ class ConvOp(IRDLOperation):
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
+
+    def _build(
+        self,
+        operands: Sequence[SSAValue | Sequence[SSAValue]],
+        result_type: Attribute,
+        stride: Sequence[int],
+        padding: Sequence[int],
+        dilation: Sequence[int],
+        groups: int,
+    ) -> None:
+        super().__init__(
+            operands=operands,
+            result_types=[result_type],
+            properties={
+                "stride": _int_array(stride),
+                "padding": _int_array(padding),
+                "dilation": _int_array(dilation),
+                "groups": IntegerAttr(groups, i64),
+            },
+        )
+
+
+class FilterConvolution(Convolution):
+    """A convolution of x with a weight, plus a bias per out channel if given (graph.conv,
+    graph.conv_transpose)."""
+
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
     assembly_format = (
         "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,` type($weight)"
         " (`,` type($bias)^)? `->` type($result)"
@@ -455,16 +476,21 @@ class ConvOp(IRDLOperation):
         dilation: Sequence[int],
         groups: int,
     ):
-        super().__init__(
-            operands=[input, weight, [bias] if bias is not None else []],
-            result_types=[result_type],
-            properties={
-                "stride": _int_array(stride),
-                "padding": _int_array(padding),
-                "dilation": _int_array(dilation),
-                "groups": IntegerAttr(groups, i64),
-            },
-        )
+        operands = [input, weight, [bias] if bias is not None else []]
+        self._build(operands, result_type, stride, padding, dilation, groups)
+
+
+@irdl_op_definition
+class ConvOp(FilterConvolution):
+    """A 2-D convolution (cross-correlation, as torch's) of x [batch, in channels, h, w] with
+    a weight [out channels, in channels / groups, kh, kw], plus a bias per out channel if
+    given: stride, padding (zeros) and dilation per spatial dim, `groups` channel groups
+    (groups = in channels: depthwise). A 1-D convolution is one of height 1.
+
+    %y = graph.conv %x, %w bias %b {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1 : i64} : tensor<2x3x9x9xf32>, tensor<8x3x3x3xf32>, tensor<8xf32> -> tensor<2x8x5x5xf32>
+    """
+
+    name = "graph.conv"
 
     def output_size(self) -> tuple[int, int]:
         """The output's height and width, as torch computes them."""
@@ -492,7 +518,7 @@ class ConvOp(IRDLOperation):
 
 
 def _verify_convolution(
-    op: ConvOp | ConvTransposeOp,
+    op: FilterConvolution,
 ) -> tuple[TensorType, TensorType, TensorType, TensorType | None]:
     """A convolution's checks that do not depend on which way it runs: one dtype, rank 4,
     stride, padding and dilation pairs. Its input, weight, result and bias types."""
@@ -510,7 +536,7 @@ def _verify_convolution(
     return x, w, out, bias
 
 
-def _verify_geometry(op: ConvOp | ConvTransposeOp | ConvWeightGradientOp) -> None:
+def _verify_geometry(op: Convolution) -> None:
     """A convolution's stride, padding and dilation: pairs, positive (padding: >= 0)."""
     for name, attr, least in (("stride", op.stride, 1), ("padding", op.padding, 0),
                               ("dilation", op.dilation, 1)):  # fmt: skip
@@ -520,7 +546,7 @@ def _verify_geometry(op: ConvOp | ConvTransposeOp | ConvWeightGradientOp) -> Non
 
 
 def _conv_output_size(
-    size: tuple[int, int], kernel: tuple[int, int], op: ConvOp | ConvWeightGradientOp
+    size: tuple[int, int], kernel: tuple[int, int], op: Convolution
 ) -> tuple[int, int]:
     """A convolution's output height and width, as torch computes them."""
     (sh, sw), (ph, pw), (dh, dw) = (_ints(a) for a in (op.stride, op.padding, op.dilation))
@@ -529,7 +555,7 @@ def _conv_output_size(
 
 
 @irdl_op_definition
-class ConvWeightGradientOp(IRDLOperation):
+class ConvWeightGradientOp(Convolution):
     """A 2-D convolution's weight gradient: dW [out channels, in channels / groups, kh, kw]
     from the output's gradient dy [batch, out channels, oh, ow] and the input x [batch, in
     channels, h, w], for the convolution's stride, padding, dilation and groups (the
@@ -542,13 +568,6 @@ class ConvWeightGradientOp(IRDLOperation):
     name = "graph.conv_weight_gradient"
     grad = operand_def(TensorType)
     input = operand_def(TensorType)
-    stride = prop_def(ArrayAttr[IntegerAttr])
-    padding = prop_def(ArrayAttr[IntegerAttr])
-    dilation = prop_def(ArrayAttr[IntegerAttr])
-    groups = prop_def(IntegerAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
-    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
         "$grad `,` $input attr-dict `:` type($grad) `,` type($input) `->` type($result)"
     )
@@ -563,16 +582,7 @@ class ConvWeightGradientOp(IRDLOperation):
         dilation: Sequence[int],
         groups: int,
     ):
-        super().__init__(
-            operands=[grad, input],
-            result_types=[result_type],
-            properties={
-                "stride": _int_array(stride),
-                "padding": _int_array(padding),
-                "dilation": _int_array(dilation),
-                "groups": IntegerAttr(groups, i64),
-            },
-        )
+        self._build([grad, input], result_type, stride, padding, dilation, groups)
 
     def verify_(self) -> None:
         what = self.name
@@ -600,7 +610,7 @@ class ConvWeightGradientOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ConvTransposeOp(IRDLOperation):
+class ConvTransposeOp(FilterConvolution):
     """A 2-D transposed convolution (torch's conv_transpose2d, the gradient of a convolution
     with respect to its input) of x [batch, in channels, h, w] with a weight [in channels,
     out channels / groups, kh, kw], plus a bias per out channel if given. Each input pixel
@@ -612,42 +622,6 @@ class ConvTransposeOp(IRDLOperation):
     """
 
     name = "graph.conv_transpose"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-    stride = prop_def(ArrayAttr[IntegerAttr])
-    padding = prop_def(ArrayAttr[IntegerAttr])
-    dilation = prop_def(ArrayAttr[IntegerAttr])
-    groups = prop_def(IntegerAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = (
-        "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,` type($weight)"
-        " (`,` type($bias)^)? `->` type($result)"
-    )
-
-    def __init__(
-        self,
-        input: SSAValue,
-        weight: SSAValue,
-        bias: SSAValue | None,
-        result_type: Attribute,
-        stride: Sequence[int],
-        padding: Sequence[int],
-        dilation: Sequence[int],
-        groups: int,
-    ):
-        super().__init__(
-            operands=[input, weight, [bias] if bias is not None else []],
-            result_types=[result_type],
-            properties={
-                "stride": _int_array(stride),
-                "padding": _int_array(padding),
-                "dilation": _int_array(dilation),
-                "groups": IntegerAttr(groups, i64),
-            },
-        )
 
     def reached_size(self) -> tuple[int, int]:
         """The output's height and width up to the last input pixel's reach (torch's size

@@ -51,6 +51,7 @@ def check_keys(dtype: str) -> list[dict]:
 def check_inputs(key: dict, dtype: str, generator) -> list:
     """An input of mean 3 beside its spread of 1 (a sum of squares would cancel); for the
     backward a gradient and the input's f32 channel means."""
+    # torch stays off the compile path: only checks build inputs
     from emmy.families.tensors import randn
 
     shape = (int(key["batch"]), int(key["channels"]), int(key["spatial"]))

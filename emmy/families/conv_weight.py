@@ -10,6 +10,7 @@ from emmy.dialects import graph
 from emmy.families import conv
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Family, FamilyKind, Fusion, Site
+from emmy.families.matmul import split_k_slices
 
 #: the forward convolution's key names that are no part of its weight gradient's
 FORWARD_ONLY = ("has_bias", "epilogue", "inputs")
@@ -41,20 +42,30 @@ def site(op: Operation, fusion: Fusion) -> Site:
 
 
 def reference(key: dict, inputs: list):
+    """Per group, dy's rows [filters, depth] times x's taps unfolded [depth, weights]; with
+    `split`, each part the product over its slice of the depth."""
     # torch stays off the compile path: only benches and checks call references
     import torch
 
-    batch, cout, cin = int(key["batch"]), int(key["cout"]), int(key["cin"])
-    dy = inputs[0].double().reshape(batch, cout, int(key["oh"]), int(key["ow"]))
+    batch, cout, cin, groups = (int(key[name]) for name in ("batch", "cout", "cin", "groups"))
+    m, kdim, split = cout // groups, int(key["kdim"]), int(key.get("split", 1))
+    dy = inputs[0].double().reshape(batch, groups, m, -1)
     x = inputs[1].double().reshape(batch, cin, int(key["h"]), int(key["w"]))
-    weight = x.new_empty(cout, int(key["cpg"]), int(key["kh"]), int(key["kw"]))
-    _, grad_weight, _ = torch.ops.aten.convolution_backward(
-        dy, x, weight, None,
-        [int(key["sh"]), int(key["sw"])], [int(key["ph"]), int(key["pw"])],
-        [int(key["dh"]), int(key["dw"])], False, [0, 0], int(key["groups"]),
-        [False, True, False],
-    )  # fmt: skip
-    return grad_weight.reshape(cout, int(key["kdim"]))
+    geometry = {
+        name: (int(key[f"{name[0]}h"]), int(key[f"{name[0]}w"]))
+        for name in ("kernel_size", "dilation", "padding", "stride")
+    }
+    # each output pixel's taps: [batch, groups, kdim, spatial]
+    taps = torch.nn.functional.unfold(x, **geometry).reshape(batch, groups, kdim, -1)
+    parts = []
+    for cut in split_k_slices(batch * int(key["spatial"]), split):
+        per_group = [
+            dy[:, g].permute(1, 0, 2).reshape(m, -1)[:, cut]
+            @ taps[:, g].permute(0, 2, 1).reshape(-1, kdim)[cut]
+            for g in range(groups)
+        ]
+        parts.append(torch.cat(per_group))
+    return parts[0] if split == 1 else torch.stack(parts)
 
 
 def check_inputs(key: dict, dtype: str, generator) -> list:
@@ -87,7 +98,9 @@ def check_keys(dtype: str) -> list[dict]:
         check_key(dtype, 2, 5, (1, 17), 7, (1, 4), stride=2),
         check_key(dtype, 3, 20, (6, 6), 33, (3, 3), padding=1),
     ]  # fmt: skip
-    return [weight_of(forward) for forward in forwards]
+    keys = [weight_of(forward) for forward in forwards]
+    # split-K parts: slices of 8 with empty last ones, ragged ones of a grouped gradient
+    return [*keys, keys[0] | {"split": 8}, keys[4] | {"split": 3}]
 
 
 def depth_atol(key: dict) -> float:

@@ -20,8 +20,9 @@ the target default takes the vendor library, as it does for a matmul.
     } : tensor<2x64x28x28xbf16>
 
 A weight gradient's call (conv_weight) is offered the same way, as a `conv_weight_path`
-choice (the same `conv` knob) whose other option is the vendor library's weight gradient
-(`vendor_conv_weight`), with no epilogue.
+choice (knob `conv_weight`) whose other options are its splits of the depth (conv_weight's
+f32 parts, then split_sum, as a matmul's split-K) where few tiles meet a deep sum, and the
+vendor library's weight gradient (`vendor_conv_weight`); none has an epilogue.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -53,7 +54,7 @@ from emmy.families import (
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-from emmy.problem_key import KeyValue, ProblemKey
+from emmy.problem_key import Chain, KeyValue, ProblemKey
 
 
 @dataclass(frozen=True)
@@ -68,22 +69,63 @@ class OfferConvPaths(RewritePattern):
         conv = self.sites.by_name.get(op.site.root_reference.data)
         if conv is None or inside_choice(op):
             return
-        weight_gradient = conv.family.data == conv_weight.FAMILY.name
-        if conv.family.data not in conv_path.CONV_FAMILIES and not weight_gradient:
+        if conv.family.data == conv_weight.FAMILY.name:
+            self.offer_weight_paths(rewriter, op, conv.key.data)
             return
-        # the key's text leaves out the names at their declared defaults (a stride of 1),
-        # typed here as the key's own values are
-        defaults = ProblemKey.of(family(conv.family.data).key_defaults.items())
-        key = {**defaults, **conv.key.data}
-        if weight_gradient:
-            vendor = self.weight_vendor_option(rewriter, op, key)
-            choice = conv_weight_path.NAME
-        else:
-            vendor = self.vendor_option(rewriter, op, key)
-            choice = conv_path.NAME
-        options: list[str] = list(conv_path.OPTIONS)
-        site = self.sites.choice_site(rewriter, conv.key.data, options, choice, conv_path.KNOB)
+        if conv.family.data not in conv_path.CONV_FAMILIES:
+            return
+        vendor = self.vendor_option(rewriter, op, self.typed_key(conv.family.data, conv.key.data))
+        site = self.sites.choice_site(
+            rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB
+        )
         offer_choice(rewriter, op, site, conv_path.OPTIONS, [vendor])
+
+    @staticmethod
+    def typed_key(family_name: str, key: ProblemKey) -> dict[str, KeyValue]:
+        """The key with the names its text leaves out at their declared defaults (a stride
+        of 1), typed as the key's own values are."""
+        defaults = ProblemKey.of(family(family_name).key_defaults.items())
+        return {**defaults, **key}
+
+    def offer_weight_paths(
+        self, rewriter: PatternRewriter, call: kernel.CallOp, key: ProblemKey
+    ) -> None:
+        """A weight gradient's choice: its kernel, its splits of the depth, the vendor's."""
+        typed = self.typed_key(conv_weight.FAMILY.name, key)
+        options = conv_weight_path.options_for(typed)
+        # the options' sites are made before the choice's, in the order of the options
+        regions = [
+            self.weight_vendor_option(rewriter, call, typed)
+            if option == "vendor"
+            else self.weight_split_option(rewriter, call, typed, int(option.removeprefix("split")))
+            for option in options[1:]
+        ]
+        site = self.sites.choice_site(
+            rewriter, key, options, conv_weight_path.NAME, conv_weight_path.KNOB
+        )
+        offer_choice(rewriter, call, site, options, regions)
+
+    def weight_split_option(
+        self,
+        rewriter: PatternRewriter,
+        call: kernel.CallOp,
+        key: Mapping[str, KeyValue],
+        split: int,
+    ) -> Region:
+        """The weight gradient's parts by `split` blocks per tile, and their sum."""
+        (result,) = call.outputs
+        size = key_int(key, "cout") * key_int(key, "kdim")
+        parts_site = self.sites.library_site(
+            rewriter, conv_weight.FAMILY.name, {**key, "split": split}
+        )
+        parts = kernel.CallOp(
+            parts_site, list(call.inputs), [TensorType(Float32Type(), [split, size])]
+        )
+        sum_key = {"split": split, "size": size, "n": key["kdim"], "T": key["T"]}
+        sum_key |= {"epilogue": Chain("acc"), "inputs": ()}
+        sum_site = self.sites.library_site(rewriter, "split_sum", sum_key)
+        total = kernel.CallOp(sum_site, [parts.outputs[0]], [result.type])
+        return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
 
     def weight_vendor_option(
         self, rewriter: PatternRewriter, call: kernel.CallOp, key: Mapping[str, KeyValue]

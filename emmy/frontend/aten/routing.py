@@ -44,7 +44,7 @@ def _broadcast(
     as an operand of an elementwise op of `shape`: read in place where a kernel reads
     that broadcast, else expanded by a copy."""
     meta = contiguous_meta(value.type, dtype).reshape(tuple(dims))
-    if broadcast_kind(tuple(dims), tuple(shape), middle=True) is None:
+    if broadcast_kind(tuple(dims), tuple(shape)) is None:
         return self.contiguous(View(value, meta.expand(tuple(shape))))
     return self.contiguous(View(value, meta))
 
