@@ -339,6 +339,16 @@ def test_average_poolings_gradients_run_in_one_kernel_each() -> None:
     assert kernels.count("pool2d_backward") == 2, kernels
 
 
+def test_an_embedding_scaled_by_frequency_trains_in_its_kernel() -> None:
+    """scale_grad_by_freq with a padding row: the weight's gradient is one
+    embedding_backward kernel, each row over its tokens' count, as eager's."""
+    torch.manual_seed(0)
+    model = nn.Embedding(10, 6, padding_idx=2, scale_grad_by_freq=True)
+    ids = torch.tensor([[1, 2, 1, 7], [7, 7, 0, 2]])
+    kernels = _backward_kernels_matching_eager(model, ids)
+    assert kernels.count("embedding_backward") == 1, kernels
+
+
 def test_adaptive_poolings_gradients_run_in_one_kernel_each() -> None:
     """Adaptive average pooling to a size that is no divisor of the plane's (windows that
     overlap), then adaptive max pooling: each input gradient is one pool2d_backward kernel
@@ -560,13 +570,13 @@ def test_the_layer_norm_gradients_are_torchs() -> None:
 
 def test_the_embedding_and_max_pooling_gradients_are_torchs() -> None:
     torch.manual_seed(0)
-    for padding_idx in (-1, 3):
+    for padding_idx, by_frequency in itertools.product((-1, 3), (False, True)):
         indices = torch.randint(0, 10, (3, 5))
         indices[0, 0] = 3
         grad = torch.randn(3, 5, 7, dtype=torch.float64)
         torch.testing.assert_close(
-            embedding_backward(grad, indices, 10, padding_idx, False),
-            aten.embedding_dense_backward(grad, indices, 10, padding_idx, False),
+            embedding_backward(grad, indices, 10, padding_idx, by_frequency),
+            aten.embedding_dense_backward(grad, indices, 10, padding_idx, by_frequency),
         )
     for size, stride, pad, dilation, ceil in itertools.product(
         (2, 3), (1, 2, 3), (0, 1), (1, 2), (False, True)

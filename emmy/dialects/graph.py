@@ -1042,7 +1042,8 @@ class EmbeddingOp(IRDLOperation):
 @irdl_op_definition
 class EmbeddingBackwardOp(IRDLOperation):
     """An embedding's weight gradient: row v of the result sums the gradient's rows of the
-    tokens whose id is v (zero where none is); an id outside the table adds to no row.
+    tokens whose id is v (zero where none is), divided by their count where
+    `scale_by_frequency` (scale_grad_by_freq); an id outside the table adds to no row.
 
     %dw = graph.embedding_backward %dy, %ids : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
     """
@@ -1050,12 +1051,21 @@ class EmbeddingBackwardOp(IRDLOperation):
     name = "graph.embedding_backward"
     grad = operand_def(TensorType)
     ids = operand_def(TensorType)
+    scale_by_frequency = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$grad `,` $ids attr-dict `:` type($grad) `,` type($ids) `->` type($result)"
 
-    def __init__(self, grad: SSAValue, ids: SSAValue, result_type: Attribute):
-        super().__init__(operands=[grad, ids], result_types=[result_type])
+    def __init__(
+        self,
+        grad: SSAValue,
+        ids: SSAValue,
+        result_type: Attribute,
+        scale_by_frequency: bool = False,
+    ):
+        properties = {"scale_by_frequency": UnitAttr()} if scale_by_frequency else {}
+        super().__init__(operands=[grad, ids], result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
         what = "graph.embedding_backward"

@@ -12,7 +12,10 @@ from emmy.families.family import Family, FamilyKind, Fusion, Site
 
 def site(op: Operation, fusion: Fusion) -> Site:
     assert isinstance(op, graph.EmbeddingBackwardOp)
-    return Site("embedding_backward", embedding_key(op.ids, op.result), [op.ids, op.grad])
+    key = embedding_key(op.ids, op.result)
+    if op.scale_by_frequency is not None:
+        key["scale"] = "freq"
+    return Site("embedding_backward", key, [op.ids, op.grad])
 
 
 def reference(key: dict, inputs: list):
@@ -24,13 +27,17 @@ def reference(key: dict, inputs: list):
     rows = grad.double().reshape(ids.numel(), -1)
     kept = (ids >= 0) & (ids < int(key["vocab"]))
     table = torch.zeros(int(key["vocab"]), rows.shape[1], dtype=torch.float64)
-    return table.index_add_(0, ids[kept], rows[kept])
+    table.index_add_(0, ids[kept], rows[kept])
+    if key.get("scale", "no") == "freq":
+        counts = torch.bincount(ids[kept], minlength=int(key["vocab"])).clamp(min=1)
+        table /= counts.view(-1, 1)
+    return table
 
 
 def check_keys(dtype: str) -> list[dict]:
     """Ids repeated (more tokens than rows) and spread thin (a table wider than the
-    tokens), row counts off every block size, dims off every vector width, and one wide
-    enough for a block of 512 threads."""
+    tokens), row counts off every block size, dims off every vector width, one wide
+    enough for a block of 512 threads; scaled by the ids' frequency."""
     return [
         {"tokens": tokens, "vocab": vocab, "dim": dim, "T": dtype, "I": index}
         for tokens, vocab, dim, index in [
@@ -40,6 +47,10 @@ def check_keys(dtype: str) -> list[dict]:
             (96, 50, 130, "i64"),
             (20, 70, 520, "i32"),
         ]
+    ] + [
+        # scale_grad_by_freq: each row over its tokens' count
+        {"tokens": 40, "vocab": 7, "dim": 24, "T": dtype, "I": "i64", "scale": "freq"},
+        {"tokens": 33, "vocab": 200, "dim": 66, "T": dtype, "I": "i32", "scale": "freq"},
     ]
 
 

@@ -45,15 +45,14 @@ def embedding_backward(
     scale_grad_by_freq: bool,
 ) -> torch.Tensor:
     """The embedding's weight gradient by one kernel that sums the tokens' gradient rows by
-    id (`emmy::embedding_backward`, where torch's form is an accumulating scatter); the
-    padding row's tokens come as id -1, which adds to no row."""
-    if scale_grad_by_freq:
-        return NotImplemented
+    id (`emmy::embedding_backward`, where torch's form is an accumulating scatter), each
+    row over its tokens' count where `scale_grad_by_freq`; the padding row's tokens come as
+    id -1, which adds to no row."""
     tokens = indices.reshape(-1)
     if padding_idx >= 0:
         tokens = torch.where(tokens == padding_idx, -1, tokens)
     rows = grad.reshape(tokens.numel(), grad.shape[-1])
-    return ops.embedding_backward(rows, tokens, num_weights)
+    return ops.embedding_backward(rows, tokens, num_weights, scale_grad_by_freq)
 
 
 def attention_backward(

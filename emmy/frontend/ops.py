@@ -82,19 +82,28 @@ def _(
 
 
 @torch.library.custom_op("emmy::embedding_backward", mutates_args=())
-def embedding_backward(grad: torch.Tensor, ids: torch.Tensor, num_weights: int) -> torch.Tensor:
+def embedding_backward(
+    grad: torch.Tensor, ids: torch.Tensor, num_weights: int, scale_grad_by_freq: bool = False
+) -> torch.Tensor:
     """An embedding's weight gradient [num_weights, dim] (what a training step's backward
     decomposes `embedding_dense_backward` to, emmy.frontend.decompositions): row v sums
-    grad's rows [tokens, dim] of the tokens whose id (ids [tokens]) is v; an id outside
-    [0, num_weights) adds to no row. Summed in f32, or in grad's dtype where it is wider."""
+    grad's rows [tokens, dim] of the tokens whose id (ids [tokens]) is v, over their count
+    where `scale_grad_by_freq`; an id outside [0, num_weights) adds to no row. Summed in
+    f32, or in grad's dtype where it is wider."""
     kept = (ids >= 0) & (ids < num_weights)
     wide = torch.promote_types(grad.dtype, torch.float32)
     table = grad.new_zeros((num_weights, grad.shape[-1]), dtype=wide)
-    return table.index_add_(0, ids[kept].long(), grad[kept].to(wide)).to(grad.dtype)
+    table.index_add_(0, ids[kept].long(), grad[kept].to(wide))
+    if scale_grad_by_freq:
+        counts = torch.bincount(ids[kept].long(), minlength=num_weights).clamp(min=1)
+        table /= counts.view(-1, 1)
+    return table.to(grad.dtype)
 
 
 @embedding_backward.register_fake
-def _(grad: torch.Tensor, ids: torch.Tensor, num_weights: int) -> torch.Tensor:
+def _(
+    grad: torch.Tensor, ids: torch.Tensor, num_weights: int, scale_grad_by_freq: bool = False
+) -> torch.Tensor:
     return grad.new_empty((num_weights, grad.shape[-1]))
 
 

@@ -26,7 +26,7 @@ from emmy.frontend.aten.arguments import (
     arg_optional_int,
     arg_optional_nodes,
 )
-from emmy.frontend.aten.common import ATEN, _nonempty, _shaped_as, _value
+from emmy.frontend.aten.common import ATEN, _arguments, _nonempty, _shaped_as, _value
 from emmy.frontend.function_builder import (
     INTEGER_DTYPES,
     FunctionBuilder,
@@ -57,7 +57,9 @@ def _embedding_backward(self: FunctionBuilder, node: fx.Node) -> View:
     out = node.meta["val"]
     grad = self.operand(node.args[0])
     ids = self.operand(node.args[1])
-    value = self.insert(graph.EmbeddingBackwardOp(grad, ids, self.type_of(out)))
+    bound = _arguments(node)
+    scaled = bool(bound.get("scale_grad_by_freq", False))
+    value = self.insert(graph.EmbeddingBackwardOp(grad, ids, self.type_of(out), scaled))
     return self.result(value, out)
 
 

@@ -125,6 +125,15 @@ func.func @embedding_backward(%g : tensor<2x8x64xf16>, %ids : tensor<2x8xi32>) -
 // CHECK-NEXT: %{{.*}} = kernel.call @[[EMBB]](%[[IDS]], %[[G]]) : (tensor<2x8xi32>, tensor<2x8x64xf16>) -> tensor<100x64xf16>
 // CHECK-NEXT: func.return
 
+// scale_grad_by_freq: the same family, scale=freq in its key.
+func.func @embedding_backward_by_frequency(%g : tensor<2x8x64xf16>, %ids : tensor<2x8xi32>) -> tensor<100x64xf16> {
+  %d = graph.embedding_backward %g, %ids {scale_by_frequency} : tensor<2x8x64xf16>, tensor<2x8xi32> -> tensor<100x64xf16>
+  func.return %d : tensor<100x64xf16>
+}
+// CHECK: fork.site @[[EMBF:embedding_backward_[0-9]+]] "embedding_backward" "tokens=16,vocab=100,dim=64,T=f16,I=i32,scale=freq" {
+// CHECK: func.func @embedding_backward_by_frequency
+// CHECK-NEXT: %{{.*}} = kernel.call @[[EMBF]](
+
 // An attention's backward under a padding mask: the queries' statistics, then the query,
 // key and value gradients from them, each a kernel reading the operands its part needs
 // (the value gradient reads no v).

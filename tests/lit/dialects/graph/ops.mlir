@@ -74,6 +74,8 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.embedding %{{.*}}, %{{.*}} : tensor<100x64xf32>, tensor<5xi32> -> tensor<5x64xf32>
   %de = graph.embedding_backward %e, %ids : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
   // CHECK-NEXT: graph.embedding_backward %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
+  %df = graph.embedding_backward %e, %ids {scale_by_frequency} : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
+  // CHECK-NEXT: graph.embedding_backward %{{.*}}, %{{.*}} {scale_by_frequency} : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
   %o = graph.attention %q, %k, %v {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>
   // CHECK-NEXT: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64, causal} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>
   %o2 = graph.attention %q, %q, %q {scale = 1.000000e+00 : f64} : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>
