@@ -151,6 +151,11 @@ def test_run_quick_on_emu_records_every_step(prepared, tmp_path) -> None:
     assert backward["sdpa_tflops"] > 0
     (conv,) = steps["conv"].values()
     assert conv["torch_tflops"] > 0 and conv["pick_tflops"] > 0
+    # its weight gradient: the kernel and each split offered (a batch of 32 8×8 images),
+    # each checked, beside torch's
+    gradient = conv["weight_gradient"]
+    assert set(gradient["microseconds"]) == {"1", "2", "4", "8"}, gradient
+    assert min(gradient["microseconds"].values()) > 0 and gradient["torch_microseconds"] > 0
     # GPT-2 compiled where its inputs are, through both APIs, beside eager and torch.compile
     forward = steps["forward"]
     for label in ("emmy kernels", "torch.compile emmy kernels", "torch eager", "torch.compile"):
