@@ -61,13 +61,22 @@ def test_a_weight_gradient_is_a_choice_of_its_own(capsys, tmp_path, dtype: str) 
     for option, steps in [("kernel", 1), ("split2", 2), ("split4", 2), ("vendor", 1)]:
         out = run_pinned(capsys, source, option, knob="conv_weight")
         assert f"ran {steps} kernel(s)" in out, out
+    assert_a_gpu_takes_the_vendor_library(capsys, tmp_path, source, "conv_weight", groups=2)
+
+
+def assert_a_gpu_takes_the_vendor_library(
+    capsys, tmp_path, source: str, knob: str, groups: int
+) -> None:
+    """A compile for a GPU with no evidence: the choice takes the vendor option by the
+    target default, and the host call keeps the convolution's geometry."""
     argv = ["compile", "-c", source, "--explain", "--db", "none", "-o", str(tmp_path)]
     assert main([*argv, "--target", "nvidia-h200-sm90"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    choice = next(r for r in rows if r.startswith("conv_weight_path_"))
-    assert "conv_weight=vendor" in choice and "target default on a gpu" in choice, choice
-    host = next(r for r in rows if r.startswith("vendor_conv_weight_"))
-    assert "sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,groups=2" in host and "host call" in host, host
+    choice = next(r for r in rows if r.startswith(f"{knob}_path_"))
+    assert f"{knob}=vendor" in choice and "target default on a gpu" in choice, choice
+    host = next(r for r in rows if r.startswith(f"vendor_{knob}_"))
+    geometry = f"sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,groups={groups}"
+    assert geometry in host and "host call" in host, host
 
 
 @pytest.mark.gpu
@@ -81,13 +90,7 @@ def test_the_vendor_library_on_a_gpu(capsys, dtype: str) -> None:
 
 
 def test_a_gpu_with_no_evidence_takes_the_vendor_library(capsys, tmp_path) -> None:
-    argv = ["compile", "-c", expression(BF16), "--explain", "--db", "none", "-o", str(tmp_path)]
-    assert main([*argv, "--target", "nvidia-h200-sm90"]) == 0
-    rows = capsys.readouterr().out.splitlines()
-    choice = next(r for r in rows if r.startswith("conv_path_"))
-    assert "conv=vendor" in choice and "target default on a gpu" in choice, choice
-    host = next(r for r in rows if r.startswith("vendor_conv_"))
-    assert "sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,groups=1" in host and "host call" in host, host
+    assert_a_gpu_takes_the_vendor_library(capsys, tmp_path, expression(BF16), "conv", groups=1)
 
 
 def test_bench_times_both_options_and_the_next_compile_decides_from_its_rows(

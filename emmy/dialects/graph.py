@@ -503,7 +503,7 @@ class ConvOp(FilterConvolution):
         batch, channels, _, _ = x.get_shape()
         filters, per_group, _, _ = w.get_shape()
         groups = self.groups.value.data
-        if groups < 1 or channels % groups or filters % groups or per_group * groups != channels:
+        if not _groups_fit(channels, groups, filters, per_group):
             raise VerifyException(
                 f"graph.conv of {channels} channels in {groups} groups with a weight of "
                 f"{per_group} channels per group and {filters} filters"
@@ -534,6 +534,14 @@ def _verify_convolution(
         raise VerifyException(f"{what} needs an input and a weight of rank 4")
     _verify_geometry(op)
     return x, w, out, bias
+
+
+def _groups_fit(channels: int, groups: int, filters: int, per_group: int) -> bool:
+    """Whether `channels` in `groups` groups meet a weight of `filters` filters of
+    `per_group` channels each."""
+    if groups < 1 or channels % groups or filters % groups:
+        return False
+    return per_group * groups == channels
 
 
 def _verify_geometry(op: Convolution) -> None:
@@ -597,7 +605,7 @@ class ConvWeightGradientOp(Convolution):
         batch, channels, h, w = x.get_shape()
         filters, per_group, kh, kw = dw.get_shape()
         groups = self.groups.value.data
-        if groups < 1 or channels % groups or filters % groups or per_group * groups != channels:
+        if not _groups_fit(channels, groups, filters, per_group):
             raise VerifyException(
                 f"{what} of {channels} channels in {groups} groups cannot give a weight of "
                 f"{per_group} channels per group and {filters} filters"
