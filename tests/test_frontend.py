@@ -82,6 +82,21 @@ def test_broadcast_row_column_scalar_channel():
     assert "inputs=full/mid/row,fn=((in0 * in1) + in2),inner=16,mid=3" in program.ir
 
 
+class Expanded(nn.Module):
+    def forward(self, x, g, row):
+        # x [4, 16]; g [] expanded to x's shape (as a sum's gradient is); row [16] expanded
+        # to [4, 16]; an expand alone, whose operands do not cover its shape
+        return x * g.expand(4, 16) + row.expand(4, 16), g.expand(4, 16) * 2.0
+
+
+def test_an_expanded_operand_is_read_unexpanded():
+    program = check(Expanded(), torch.randn(4, 16), torch.randn(()), torch.randn(16)).program
+    # the first chain reads g as a scalar and row as a row, in place; the second has no
+    # operand of the full shape, so its expanded g is copied out
+    assert families(program) == ["elementwise", "elementwise", "permute"]
+    assert "inputs=full/scalar/row" in program.ir
+
+
 class NonContiguous(nn.Module):
     def forward(self, x, y, z):
         # x [8, 12] read transposed; z [2, 3, 4] permuted and made contiguous

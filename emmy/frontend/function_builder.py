@@ -55,6 +55,16 @@ class View:
     meta: torch.Tensor
 
 
+def unexpanded(view: View) -> View:
+    """The view without the dims an `expand` broadcast (stride 0, more than one element):
+    one element there."""
+    meta = view.meta
+    sizes = [1 if n > 1 and not st else n for n, st in zip(meta.shape, meta.stride(), strict=True)]
+    if sizes == list(meta.shape):
+        return view
+    return View(view.base, meta.as_strided(sizes, meta.stride(), meta.storage_offset()))
+
+
 @dataclass
 class Constant:
     """A parameter or buffer, made an argument of the function on its first use."""
@@ -409,16 +419,32 @@ class FunctionBuilder:
     def scalar(self, value: float, like: SSAValue[TensorType]) -> SSAValue[TensorType]:
         return self.insert(graph.ConstantOp(float(value), like.type.element_type))
 
+    def unexpanded_operands(self, args: Sequence[object], shape: Sequence[int]) -> bool:
+        """Whether the tensors among a pointwise op's `args`, each without the dims an
+        `expand` broadcast (stride 0), still broadcast to the op's `shape`: then each is
+        read as its smaller self (a loss's gradient, expanded from one element, is read as
+        a scalar), not copied out to its expanded shape first."""
+        shapes = []
+        for arg in args:
+            value = self.values[arg] if isinstance(arg, fx.Node) else arg
+            if isinstance(value, (View, Constant)):
+                shapes.append(tuple(unexpanded(self.view(value)).meta.shape))
+        merged: tuple[int, ...] | None = ()
+        for operand in shapes:
+            merged = graph.broadcast_shapes(merged, operand) if merged is not None else None
+        return merged == tuple(shape)
+
     def tensor_or_scalar(
-        self, arg: object, element: Attribute, shape: Sequence[int]
+        self, arg: object, element: Attribute, shape: Sequence[int], unexpand: bool = False
     ) -> SSAValue[TensorType]:
         """An operand of a pointwise op whose result has `shape`, in the dtype `element`:
         a number as a constant, a tensor read in place where its broadcast is one a kernel
-        reads (else expanded by a copy), converted where its dtype is another."""
+        reads (else expanded by a copy), converted where its dtype is another; with
+        `unexpand` (see unexpanded_operands), a tensor an `expand` made is read unexpanded."""
         value = self.values[arg] if isinstance(arg, fx.Node) else arg
         if isinstance(value, (bool, int, float)):  # a number, or a size the graph computed
             return self.insert(graph.ConstantOp(value, element))
-        view = self.view(value)
+        view = unexpanded(self.view(value)) if unexpand else self.view(value)
         if broadcast_kind(tuple(view.meta.shape), tuple(shape), middle=True) is None:
             # a broadcast no elementwise kernel reads in place: expanded by a copy
             view = View(view.base, view.meta.expand(tuple(shape)))

@@ -93,8 +93,9 @@ def _pointwise(self: FunctionBuilder, node: fx.Node) -> View:
     out = node.meta["val"]
     shape = list(out.shape)
     common = _element(_values_dtype(entry, operands, out))
+    unexpand = self.unexpanded_operands(operands, shape)
     args = [
-        self.tensor_or_scalar(arg, i8 if role == CONDITION else common, shape)
+        self.tensor_or_scalar(arg, i8 if role == CONDITION else common, shape, unexpand)
         for role, arg in zip(entry.roles, operands, strict=True)
     ]
     _, form = BY_ATEN[op_name(node)]
