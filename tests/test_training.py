@@ -321,6 +321,22 @@ def _copied(permute_key: str) -> int:
     )
 
 
+def test_the_layers_around_convolutions_train_in_emmys_kernels() -> None:
+    """GroupNorm (its forward saving each group's mean and rstd), InstanceNorm (a batch
+    norm of no running statistics), PixelShuffle and the activations whose backward ops
+    torch decomposes (hardswish, mish, hardsigmoid, softplus): strict, gradients as
+    eager's. Each of these raised or fell back before."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.Hardswish(),
+        nn.Conv2d(8, 8, 3, padding=1), nn.InstanceNorm2d(8, affine=True), nn.Mish(),
+        nn.PixelShuffle(2), nn.Conv2d(2, 4, 3, padding=1), nn.Hardsigmoid(), nn.Softplus(),
+        nn.Flatten(), nn.Linear(4 * 100, 3),
+    )  # fmt: skip
+    kernels = _backward_kernels_matching_eager(model, torch.randn(2, 3, 5, 5))
+    assert kernels.count("batch_norm_stats") == 1, kernels  # the InstanceNorm's
+
+
 def test_average_poolings_gradients_run_in_one_kernel_each() -> None:
     """Average pooling, padded without counting the padding, then ceil_mode's ragged last
     window over a divisor: each input gradient is one pool2d_backward kernel (torch has no

@@ -34,6 +34,14 @@ TORCH_DECOMPOSED = [
     aten.native_dropout_backward,
     aten._safe_softmax,
     aten.slice_backward,
+    aten.hardswish_backward,
+    aten.hardsigmoid_backward,
+    aten.mish_backward,
+    aten.softplus_backward,
+    aten.logit_backward,
+    aten.native_group_norm_backward,
+    aten.pixel_shuffle,
+    aten.pixel_unshuffle,
 ]
 
 
@@ -199,6 +207,33 @@ def batch_norm_training(
         return _torch_form(aten._native_batch_norm_legit_functional.default)(
             input, weight, bias, running_mean, running_var, training, momentum, eps
         )
+    output, mean, rstd, variance = _batch_normalised(input, weight, bias, eps)
+    count = input.numel() / input.shape[1]
+    new_running_mean = momentum * mean + (1 - momentum) * running_mean
+    unbiased = variance * (count / (count - 1))
+    new_running_var = momentum * unbiased + (1 - momentum) * running_var
+    return output, *_saved(input, mean, rstd), new_running_mean, new_running_var
+
+
+def batch_norm_without_statistics(
+    input: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    """A BatchNorm of batch statistics that keeps no running ones (InstanceNorm's, over
+    [1, N · C, ...]): batch_norm_training's forward without the running statistics."""
+    output, mean, rstd, _ = _batch_normalised(input, weight, bias, eps)
+    return output, *_saved(input, mean, rstd)
+
+
+def _batch_normalised(
+    input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, ...]:
+    """x normalised by its batch statistics (one emmy::batch_norm_stats kernel), scaled and
+    shifted per channel; and the f32 mean, rstd and biased variance."""
     channels = input.shape[1]
     stats = ops.batch_norm_stats(input.reshape(input.shape[0], channels, -1))
     mean, variance = stats[0], stats[1]
@@ -209,14 +244,15 @@ def batch_norm_training(
         output = output * weight.flatten().view(per_channel)
     if bias is not None:
         output = output + bias.flatten().view(per_channel)
-    count = input.numel() / channels
-    new_running_mean = momentum * mean + (1 - momentum) * running_mean
-    unbiased = variance * (count / (count - 1))
-    new_running_var = momentum * unbiased + (1 - momentum) * running_var
-    save_mean, save_rstd = mean, rstd
-    if input.device.type == "cpu":  # torch's CPU kernel saves them in the input's dtype
-        save_mean, save_rstd = mean.to(input.dtype), rstd.to(input.dtype)
-    return output.to(input.dtype), save_mean, save_rstd, new_running_mean, new_running_var
+    return output.to(input.dtype), mean, rstd, variance
+
+
+def _saved(input: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The mean and rstd a BatchNorm saves: in the input's dtype on the CPU, as torch's CPU
+    kernel saves them, else f32."""
+    if input.device.type == "cpu":
+        return mean.to(input.dtype), rstd.to(input.dtype)
+    return mean, rstd
 
 
 def batch_norm_backward(
@@ -515,6 +551,7 @@ EMMY_DECOMPOSED: dict[torch._ops.OpOverload, Callable] = {
     aten._scaled_dot_product_cudnn_attention_backward.default: cudnn_attention_backward,
     aten.convolution_backward.default: convolution_backward,
     aten._native_batch_norm_legit_functional.default: batch_norm_training,
+    aten._native_batch_norm_legit.no_stats: batch_norm_without_statistics,
     aten.native_batch_norm_backward.default: batch_norm_backward,
     aten.native_layer_norm_backward.default: layer_norm_backward,
     aten.max_pool2d_with_indices_backward.default: max_pool_backward,

@@ -111,8 +111,15 @@ def _row_statistics(
 ) -> tuple[View, View]:
     """The mean and the rstd (1 / sqrt(biased variance + eps)) of x over its `dims` trailing
     dims, in the dtype and the keepdim shape of the node's second and third results."""
+    return _statistics_of_rows(self, node, _norm_rows(self, node.args[0], dims), eps)
+
+
+def _statistics_of_rows(
+    self: FunctionBuilder, node: fx.Node, x: SSAValue[TensorType], eps: float
+) -> tuple[View, View]:
+    """The mean and the rstd of each row of x [rows, cols], in the dtype and the shape of
+    the node's second and third results."""
     mean_example, rstd_example = node.meta["val"][1], node.meta["val"][2]
-    x = _norm_rows(self, node.args[0], dims)
     stats = self.type_of(mean_example).element_type
     if x.type.element_type != stats:
         x = self.insert(graph.elementwise("convert", [x], TensorType(stats, x.type.get_shape())))
@@ -247,9 +254,10 @@ def _channel_column(
 
 @ATEN.handles(*GROUP_NORMS, accepts=_group_norm_refusal)
 def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
-    """GroupNorm in inference: the rows [N · G, C / G · the rest] normalised (a layer norm
-    without affine), then the per-channel weight and bias over the rows [N · C, the rest]
-    as columns, as batch_norm's."""
+    """GroupNorm: the rows [N · G, C / G · the rest] normalised (a layer norm without
+    affine), then the per-channel weight and bias over the rows [N · C, the rest] as
+    columns, as batch_norm's; and each group's mean and rstd where a training step's
+    backward reads them."""
     weight_at, bias_at, groups_at, eps_at = GROUP_NORMS[op_name(node)]
     weight, bias = arg_optional_node(node, weight_at), arg_optional_node(node, bias_at)
     groups, eps = arg_int(node, groups_at), arg_optional_float(node, eps_at)
@@ -277,4 +285,9 @@ def _group_norm(self: FunctionBuilder, node: fx.Node) -> object:
                 )
             )
     y = _shaped_as(self, y, example)
-    return [y, None, None] if isinstance(node.meta["val"], (list, tuple)) else y
+    if not isinstance(node.meta["val"], (list, tuple)):
+        return y
+    if not _used_results(node) & {1, 2}:
+        return [y, None, None]
+    # a training step's backward reads each group's mean and rstd [N, G]
+    return [y, *_statistics_of_rows(self, node, x, eps)]

@@ -65,7 +65,8 @@ def _shape_only(self: FunctionBuilder, node: fx.Node) -> Constant:
     """zeros_like(x), x.new_full(size, v), ...: of x's shape and dtype alone, so computed
     at compile time, on the CPU (any contents are right for an empty one: zeros)."""
     example = arg_example(node, 0)
-    args, kwargs = map_nodes((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
+    args, mapped = map_nodes((node.args[1:], dict(node.kwargs)), lambda n: self.values[n])
+    kwargs = dict(mapped)  # fx maps a dict to an immutable one
     if "device" in kwargs:
         kwargs["device"] = "cpu"
     with torch.no_grad():
