@@ -46,15 +46,17 @@ FLAG_TEXT = {True: "yes", False: "no"}
 
 class InputKind(StrEnum):
     """How a chain's input is read at a flat output index: `full` has the output's
-    elements, `row` one per column, `col` one per row, `scalar` one, `mid` one per channel
-    (dim 1) of an output of rank 3 or more, read at (i / inner) % mid (an elementwise
-    kernel's key gives inner and mid)."""
+    elements, `row` one per column, `col` one per row, `scalar` one; over an output of rank
+    3 or more (an elementwise kernel's key gives its inner and mid), `mid` one per channel
+    (dim 1), read at (i / inner) % mid, and `batch` one per element of a batch entry (a
+    broadcast over dim 0: a position embedding's), read at i % (mid · inner)."""
 
     FULL = "full"
     ROW = "row"
     COL = "col"
     SCALAR = "scalar"
     MIDDLE = "mid"
+    BATCH = "batch"
 
 
 def parse_input_kinds(text: str) -> tuple[InputKind, ...]:

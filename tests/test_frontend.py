@@ -58,13 +58,14 @@ def families(program) -> list[str]:
 
 
 class Broadcasts(nn.Module):
-    def forward(self, x, row, col, scalar, mid, channel):
-        # x [2, 3, 16]; row [16]; col [2, 3, 1]; scalar [1]; mid [2, 1, 16]; channel [3, 1]
+    def forward(self, x, row, col, scalar, mid, channel, entry):
+        # x [2, 3, 16]; row [16]; col [2, 3, 1]; scalar [1]; mid [2, 1, 16]; channel [3, 1];
+        # entry [1, 3, 16] (a position embedding's, over the batch)
         chain = (x + row) * col - scalar / (1.0 - torch.sigmoid(x)) + 0.5 * torch.tanh(col)
-        return chain, x * mid, x * channel + row
+        return chain, x * mid, x * channel + row + entry
 
 
-def test_broadcast_row_column_scalar_channel():
+def test_broadcast_row_column_scalar_channel_batch():
     inputs = (
         torch.randn(2, 3, 16),
         torch.randn(16),
@@ -72,14 +73,16 @@ def test_broadcast_row_column_scalar_channel():
         torch.randn(1),
         torch.randn(2, 1, 16),
         torch.randn(3, 1),
+        torch.randn(1, 3, 16),
     )
     program = check(Broadcasts(), *inputs).program
     # the chain is one kernel reading row, col and scalar in place, and so is the one of
-    # a value per channel (dim 1: a BatchNorm's scale); mid broadcasts over a middle dim,
-    # which no elementwise kernel reads in place: it is expanded by a copy
+    # a value per channel (dim 1: a BatchNorm's scale) and a batch entry's values; mid
+    # broadcasts over a middle dim, which no elementwise kernel reads in place: it is
+    # expanded by a copy
     assert families(program) == ["elementwise", "elementwise", "elementwise", "permute"]
     assert "inputs=full/row/col/scalar" in program.ir
-    assert "inputs=full/mid/row,fn=((in0 * in1) + in2),inner=16,mid=3" in program.ir
+    assert "inputs=full/mid/row/batch,fn=(((in0 * in1) + in2) + in3),inner=16,mid=3" in program.ir
 
 
 class Expanded(nn.Module):

@@ -105,7 +105,7 @@ def test_a_chains_expression_is_read_where_it_is_used() -> None:
 
 
 def test_input_kinds_are_a_closed_set() -> None:
-    assert parse_input_kinds("full/row/col/scalar/mid") == tuple(InputKind)
+    assert parse_input_kinds("full/row/col/scalar/mid/batch") == tuple(InputKind)
     assert parse_input_kinds("") == ()
     with pytest.raises(EmmyError, match=r"unknown input kind 'diag' in inputs='full/diag'"):
         parse_input_kinds("full/diag")

@@ -921,6 +921,9 @@ class Lowering:
                 inner = self.const_int(int(self.key.get("inner", 1)))
                 run = self.add(arith.DivSIOp(index, inner))
                 offset = self.add(arith.RemSIOp(run, self.const_int(int(self.key.get("mid", 1)))))
+            elif kind == InputKind.BATCH:
+                entry = int(self.key.get("inner", 1)) * int(self.key.get("mid", 1))
+                offset = self.add(arith.RemSIOp(index, self.const_int(entry)))
             else:
                 offset = self.const_int(0)
             names[f"in{i}"] = self.chain_input(ptr, offset)

@@ -38,8 +38,8 @@ def broadcast_kind(
     input_shape: tuple[int, ...], output_shape: tuple[int, ...], middle: bool = False
 ) -> InputKind | None:
     """How an input of an elementwise site is read at a flat output index, if it can be;
-    one per channel (`mid`) only where `middle` (the elementwise kernel reads it, the
-    epilogues and prologues of other kernels do not)."""
+    one per channel (`mid`) or per batch entry (`batch`) only where `middle` (the
+    elementwise kernel reads them, the epilogues and prologues of other kernels do not)."""
     if math.prod(input_shape) == 1:
         return InputKind.SCALAR
     stripped = _strip_leading_ones(input_shape)
@@ -51,15 +51,22 @@ def broadcast_kind(
         output_shape[:-1]
     ):
         return InputKind.COL
-    channels = (output_shape[1],) + (1,) * (len(output_shape) - 2) if output_shape[1:] else ()
-    if middle and len(output_shape) >= 3 and stripped == channels:
+    if not middle or len(output_shape) < 3:
+        return None
+    if stripped == (output_shape[1],) + (1,) * (len(output_shape) - 2):
         return InputKind.MIDDLE
+    if stripped == _strip_leading_ones(output_shape[1:]):
+        return InputKind.BATCH
     return None
+
+
+#: the kinds of input the elementwise kernel alone reads, by its key's `inner` and `mid`
+RUN_KINDS = (InputKind.MIDDLE, InputKind.BATCH)
 
 
 def middle_run(output_shape: tuple[int, ...]) -> dict[str, int]:
     """An elementwise key's `mid` (channels) and `inner` (elements of a channel's run) over
-    an output of rank 3 or more, as its `mid` inputs are read."""
+    an output of rank 3 or more, as its `mid` and `batch` inputs are read."""
     return {"inner": math.prod(output_shape[2:]), "mid": output_shape[1]}
 
 

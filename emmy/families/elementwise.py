@@ -10,6 +10,7 @@ from xdsl.ir import Operation
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.chains import (
+    RUN_KINDS,
     collect_group,
     dtype_of,
     middle_run,
@@ -21,7 +22,7 @@ from emmy.problem_key import InputKind, parse_input_kinds
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 #: a chain of channel inputs (a BatchNorm's scale and shift) beside full and row ones
-CHANNEL_CHAIN = "((in0 - in1) * in2) + in3"
+CHANNEL_CHAIN = "(((in0 - in1) * in2) + in3) * in4"
 #: chains of the pointwise table's ops, each a check key of its own: (storage type of the
 #: output, of each input (full, row, col, scalar; "T" for the float type checked), chain)
 TABLE_CHAINS = [
@@ -93,7 +94,7 @@ def site(root: Operation, fusion: Fusion) -> Site:
         "inputs": inputs,
         "fn": group.text,
     }
-    if InputKind.MIDDLE in parse_input_kinds(inputs):
+    if any(kind in RUN_KINDS for kind in parse_input_kinds(inputs)):
         key |= middle_run(out_shape)
     input_dtypes = [dtype_of(value) for value in group.inputs]
     if any(d != dtype for d in input_dtypes):
@@ -110,11 +111,15 @@ def reference(key: dict, inputs: list):
     from emmy.families.tensors import evaluate_chain, exact
 
     n, cols = int(key["n"]), int(key["cols"])
-    channel = torch.arange(n) // int(key.get("inner", 1)) % int(key.get("mid", 1))
+    inner, mid = int(key.get("inner", 1)), int(key.get("mid", 1))
+    at = {
+        InputKind.MIDDLE: torch.arange(n) // inner % mid,
+        InputKind.BATCH: torch.arange(n) % (mid * inner),
+    }
     kinds = parse_input_kinds(str(key["inputs"]))
     named = {
-        f"in{i}": exact(t)[channel].reshape(n // cols, cols)
-        if kind == InputKind.MIDDLE
+        f"in{i}": exact(t).reshape(-1)[at[kind]].reshape(n // cols, cols)
+        if kind in at
         else exact(t)
         for i, (kind, t) in enumerate(zip(kinds, inputs, strict=True))
     }
@@ -127,8 +132,9 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     from emmy.families.tensors import random_of
 
     rows, cols = key["n"] // key["cols"], key["cols"]
+    inner, mid = int(key.get("inner", 1)), int(key.get("mid", 1))
     shapes = {"full": (rows, cols), "row": (cols,), "col": (rows, 1), "scalar": (1,),
-              "mid": (int(key.get("mid", 1)),)}  # fmt: skip
+              "mid": (mid,), "batch": (mid * inner,)}  # fmt: skip
     kinds = parse_input_kinds(str(key["inputs"]))
     named = str(key.get("dtypes") or "/".join([key["T"]] * len(kinds))).split("/")
     return [random_of(shapes[kind], d, generator) for kind, d in zip(kinds, named, strict=True)]
@@ -152,13 +158,14 @@ FAMILY = Family(
             {"n": r * c, "cols": c, "T": dtype, "inputs": "full/row/col/scalar", "fn": CHAIN}
             for r, c in [(1, 1), (7, 13), (3, 64), (5, 120)]
         ],
-        # a BatchNorm's per-channel affine over [2, 3, 4, 5] and over [3, 5, 7]
+        # a BatchNorm's per-channel affine, and a batch entry's factor (a position
+        # embedding's), over [2, 3, 4, 5] and over [3, 5, 7]
         *[
             {
                 "n": n,
                 "cols": c,
                 "T": dtype,
-                "inputs": "full/mid/mid/row",
+                "inputs": "full/mid/mid/row/batch",
                 "fn": CHANNEL_CHAIN,
                 "inner": inner,
                 "mid": mid,
