@@ -355,7 +355,7 @@ def _add_decision_options(parser: argparse.ArgumentParser) -> None:
         "--oracles",
         default="",
         metavar="LIST",
-        help="the oracle stack, in order (default: pins,golden,db,prior,target,default; target: the vendor library for matmuls and attentions on a GPU)",
+        help="the oracle stack, in order (default: pins,golden,db,prior,target,default; target: the vendor library for matmuls, convolutions, their gradients and attentions on a GPU)",
     )
     parser.add_argument(
         "--db",
