@@ -1698,6 +1698,27 @@ def _window_properties(
     return {name: _int_array(pair) for name, pair in zip(WINDOW_FIELDS, fields, strict=True)}
 
 
+def _pooling_properties(
+    kind: Pooling,
+    window: Sequence[int] | None,
+    steps: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    count_pad: bool,
+    divisor: int | None,
+) -> dict[str, Attribute]:
+    """A pooling's properties (graph.pool's and its gradient's): adaptive where `window`
+    is None, else the window with its stride, padding and dilation (`steps`)."""
+    properties: dict[str, Attribute] = {"kind": PoolingAttr(kind)}
+    if window is None:
+        properties["adaptive"] = UnitAttr()
+    else:
+        properties |= _window_properties(window, *steps)
+    if count_pad:
+        properties["count_pad"] = UnitAttr()
+    if divisor is not None:
+        properties["divisor"] = IntegerAttr(divisor, i64)
+    return properties
+
+
 def _window_of(op: IRDLOperation) -> dict[str, tuple[int, int]]:
     """A fixed window's fields by name, each (along h, along w)."""
     return {name: _pair(getattr(op, name)) for name in WINDOW_FIELDS}
@@ -1756,15 +1777,9 @@ class PoolOp(IRDLOperation):
         divisor: int | None = None,
     ):
         """An adaptive pooling where `window` is None, else a fixed window's."""
-        properties: dict[str, Attribute] = {"kind": PoolingAttr(kind)}
-        if window is None:
-            properties["adaptive"] = UnitAttr()
-        else:
-            properties |= _window_properties(window, stride, padding, dilation)
-        if count_pad:
-            properties["count_pad"] = UnitAttr()
-        if divisor is not None:
-            properties["divisor"] = IntegerAttr(divisor, i64)
+        properties = _pooling_properties(
+            kind, window, (stride, padding, dilation), count_pad, divisor
+        )
         super().__init__(operands=[input], result_types=[result_type], properties=properties)
 
     def fixed(self) -> dict[str, tuple[int, int]]:
@@ -1798,12 +1813,12 @@ class PoolOp(IRDLOperation):
 
 @irdl_op_definition
 class PoolBackwardOp(IRDLOperation):
-    """Pooling's input gradient over the last two dims (graph.pool's, of a fixed window),
-    from the output's gradient: element (iy, ix) of each plane sums over the outputs whose
-    window holds it; for max, the gradients of those whose `indices` (iy · w + ix of the
-    tap each output kept, i64) name it; for avg, each gradient over its output's count (as
-    graph.pool's average divides: `divisor`, or the taps inside the padded plane with
-    `count_pad`, or inside the plane). An `adaptive` pooling's windows are graph.pool's.
+    """Pooling's input gradient over the last two dims (graph.pool's), from the output's
+    gradient: element (iy, ix) of each plane sums over the outputs whose window holds it;
+    for max, the gradients of those whose `indices` (iy · w + ix of the tap each output
+    kept, i64) name it; for avg, each gradient over its output's count (as graph.pool's
+    average divides: `divisor`, or the taps inside the padded plane with `count_pad`, or
+    inside the plane). An `adaptive` pooling's windows are graph.pool's.
 
     %dx = graph.pool_backward %dy indices %i {kind = #graph<pooling max>, window = [2, 2],
             stride = [2, 2], padding = [0, 0], dilation = [1, 1]}
@@ -1844,15 +1859,9 @@ class PoolBackwardOp(IRDLOperation):
         """Max pooling's gradient where `indices` are given, else average pooling's; an
         adaptive pooling's where `window` is None."""
         kind = Pooling.MAX if indices is not None else Pooling.AVG
-        properties: dict[str, Attribute] = {"kind": PoolingAttr(kind)}
-        if window is None:
-            properties["adaptive"] = UnitAttr()
-        else:
-            properties |= _window_properties(window, stride, padding, dilation)
-        if count_pad:
-            properties["count_pad"] = UnitAttr()
-        if divisor is not None:
-            properties["divisor"] = IntegerAttr(divisor, i64)
+        properties = _pooling_properties(
+            kind, window, (stride, padding, dilation), count_pad, divisor
+        )
         operands = [grad, [indices] if indices is not None else []]
         super().__init__(operands=operands, result_types=[result_type], properties=properties)
 
