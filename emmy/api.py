@@ -40,6 +40,7 @@ from emmy.frontend.export import (
     kept_input_mutations,
     specialised_fx_graph,
 )
+from emmy.frontend.rms_norms import recognise_rms_norms
 from emmy.program import Program, compile_summary
 from emmy.runtime.bound import BoundProgram, as_model_dtype
 from emmy.runtime.cuda import CudaDevice, cuda_available
@@ -495,6 +496,9 @@ def backend(
         training[0] = torch.is_grad_enabled() and any(
             getattr(x, "requires_grad", False) for x in example_inputs
         )
+        # before autograd splits them into pieces: a training step's backward then reads
+        # one row kernel per norm
+        recognise_rms_norms(graph_module)
         return through_aot(graph_module, example_inputs)
 
     return compile_module

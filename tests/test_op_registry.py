@@ -151,6 +151,8 @@ BACKWARD_OPS = {
     "aten._softmax_backward_data.default",
     "aten._log_softmax_backward_data.default",
     "emmy.layer_norm_backward.default",
+    "emmy.rms_norm.default",
+    "emmy.rms_norm_backward.default",
     "emmy.embedding_backward.default",
     "emmy.attention_backward.default",
     "emmy.max_pool2d_backward.default",

@@ -758,19 +758,63 @@ class LayerNormBackwardOp(IRDLOperation):
         super().__init__(operands=[grad, x, mean, rstd, weight], result_types=[x.type])
 
     def verify_(self) -> None:
-        what = "graph.layer_norm_backward"
-        x = _float_tensor(self.x, f"{what} input")
-        shape = x.get_shape()
-        if not shape:
-            raise VerifyException(f"{what} needs a tensor of rank 1 or more")
-        if _float_tensor(self.grad, f"{what} gradient") != x or self.result.type != x:
-            raise VerifyException(f"{what}'s gradient, input and result must share one type")
-        rows = TensorType(f32, shape[:-1])
+        rows = _verify_row_gradient(self.name, self.grad, self.x, self.result, self.weight)
         for stats in (self.mean, self.rstd):
             if stats.type != rows:
-                raise VerifyException(f"{what}'s mean and rstd must be {rows}, one f32 a row")
-        if self.weight.type != TensorType(x.element_type, shape[-1:]):
-            raise VerifyException(f"{what}'s weight must be one {x.element_type} a column")
+                raise VerifyException(f"{self.name}'s mean and rstd must be {rows}, one f32 a row")
+
+
+def _verify_row_gradient(
+    what: str, grad: SSAValue, x: SSAValue, result: SSAValue, weight: SSAValue
+) -> TensorType:
+    """A norm's input gradient over rows: the gradient, the input and the result of one
+    float type, a weight of one value a column; the type of one f32 a row."""
+    x_type = _float_tensor(x, f"{what} input")
+    shape = x_type.get_shape()
+    if not shape:
+        raise VerifyException(f"{what} needs a tensor of rank 1 or more")
+    if _float_tensor(grad, f"{what} gradient") != x_type or result.type != x_type:
+        raise VerifyException(f"{what}'s gradient, input and result must share one type")
+    if weight.type != TensorType(x_type.element_type, shape[-1:]):
+        raise VerifyException(f"{what}'s weight must be one {x_type.element_type} a column")
+    return TensorType(f32, shape[:-1])
+
+
+@irdl_op_definition
+class RmsNormBackwardOp(IRDLOperation):
+    """The input gradient of an RMSNorm over the last dim, from the output's gradient, the
+    input and the weight, and the rstd of each row (f32, which the weight's gradient reads):
+    the forward saves no statistics.
+
+    %dx, %rstd = graph.rms_norm_backward %dy, %x, %w {eps = 1.0e-06 : f64} : tensor<4x64xf32>, tensor<4x64xf32>, tensor<64xf32> -> (tensor<4x64xf32>, tensor<4xf32>)
+    """
+
+    name = "graph.rms_norm_backward"
+    grad = operand_def(TensorType)
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    eps = prop_def(FloatAttr)
+    dx = result_def(TensorType)
+    rstd = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$grad `,` $x `,` $weight attr-dict `:` type($grad) `,` type($x) `,` type($weight) "
+        "`->` `(` type($dx) `,` type($rstd) `)`"
+    )
+
+    def __init__(self, grad: SSAValue, x: SSAValue, weight: SSAValue, eps: float):
+        shape = SSAValue.get(x, type=TensorType).type.get_shape()
+        super().__init__(
+            operands=[grad, x, weight],
+            result_types=[x.type, TensorType(f32, shape[:-1])],
+            properties={"eps": FloatAttr(eps, Float64Type())},
+        )
+
+    def verify_(self) -> None:
+        rows = _verify_row_gradient(self.name, self.grad, self.x, self.dx, self.weight)
+        if self.rstd.type != rows:
+            raise VerifyException(f"{self.name}'s rstd must be {rows}, one f32 a row")
 
 
 @irdl_op_definition
@@ -2214,6 +2258,7 @@ Graph = Dialect(
         LayerNormOp,
         RmsNormOp,
         LayerNormBackwardOp,
+        RmsNormBackwardOp,
         BatchNormStatsOp,
         ReduceOp,
         CumsumOp,

@@ -25,6 +25,7 @@ from emmy.errors import EmmyError
 from emmy.frontend.converter import Converter, ModelGraph
 from emmy.frontend.function_builder import _where, bind_attributes
 from emmy.frontend.op_registry import op_name, op_overload
+from emmy.frontend.rms_norms import with_rms_norms
 from emmy.frontend.torch_fallback import returns_view
 
 
@@ -210,6 +211,7 @@ def convert(
     _refuse_data_dependent_shapes(fx_graph)
     if exported.range_constraints:
         fx_graph = specialised_graph(exported, inputs)
+    fx_graph = with_rms_norms(fx_graph)
     out_spec = exported.call_spec.out_spec
     model = Converter(fx_graph, constants, out_spec, fallback, mutated_inputs(exported)).convert()
     model.in_spec = exported.call_spec.in_spec

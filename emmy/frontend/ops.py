@@ -81,6 +81,69 @@ def _(
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("emmy::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim of x [..., cols] with weight [cols], x's dtype:
+    x · rsqrt(mean(x²) + eps) · weight, computed in f32 or wider (what emmy.frontend.
+    rms_norms makes of a model's RMSNorm before autograd, so that a training step's
+    backward is `emmy::rms_norm_backward`, not the pieces autograd makes of pow, mean and
+    rsqrt)."""
+    wide = _widened(x)
+    rstd = torch.rsqrt(wide.square().mean(-1, keepdim=True) + eps)
+    return (wide * rstd * _widened(weight)).to(x.dtype)
+
+
+def _widened(t: torch.Tensor) -> torch.Tensor:
+    """t in the dtype the norms compute in: f32, or t's own where it is wider."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+@rms_norm.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("emmy::rms_norm_backward", mutates_args=())
+def rms_norm_backward(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input gradient of an RMSNorm over the last dim of x [rows, cols], and the rstd
+    of each row (f32 [rows], which its weight's gradient reads): with g = grad · weight
+    and rstd = rsqrt(mean(x²) + eps), dx = rstd · g − rstd³ · x · mean(g · x), in f32 or
+    wider. The forward saves no statistics: the one row kernel reads x anyway."""
+    g, wide = _widened(grad) * _widened(weight), _widened(x)
+    rstd = torch.rsqrt(wide.square().mean(-1) + eps)
+    projection = (g * wide).mean(-1) * rstd.pow(3)
+    dx = rstd.unsqueeze(1) * g - projection.unsqueeze(1) * wide
+    return dx.to(x.dtype), rstd.float()
+
+
+@rms_norm_backward.register_fake
+def _(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(x), x.new_empty(x.shape[:-1], dtype=torch.float32)
+
+
+def _save_rms_norm_inputs(ctx, inputs: tuple, output: torch.Tensor) -> None:
+    x, weight, eps = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def _rms_norm_gradients(ctx, grad: torch.Tensor) -> tuple:
+    x, weight = ctx.saved_tensors
+    cols = x.shape[-1]
+    rows_x, rows_grad = x.reshape(-1, cols), grad.reshape(-1, cols)
+    dx, rstd = rms_norm_backward(rows_grad, rows_x, weight, ctx.eps)
+    normalised = _widened(rows_x) * rstd.unsqueeze(1)
+    dw = (_widened(rows_grad) * normalised).sum(0).to(weight.dtype)
+    return dx.reshape(x.shape), dw, None
+
+
+rms_norm.register_autograd(_rms_norm_gradients, setup_context=_save_rms_norm_inputs)
+
+
 @torch.library.custom_op("emmy::embedding_backward", mutates_args=())
 def embedding_backward(
     grad: torch.Tensor, ids: torch.Tensor, num_weights: int, scale_grad_by_freq: bool = False

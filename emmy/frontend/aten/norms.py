@@ -22,6 +22,7 @@ from emmy.frontend.aten.arguments import (
 from emmy.frontend.aten.common import ATEN, _shaped_as, _value
 from emmy.frontend.function_builder import Constant, FunctionBuilder, View, _numel
 from emmy.frontend.op_registry import Refusal, op_name
+from emmy.frontend.rms_norms import default_eps
 
 
 def _norm_refusal(norm: str) -> Refusal:
@@ -137,10 +138,28 @@ def _rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
     weight, eps = arg_optional_node(node, 2), arg_optional_float(node, 3)
     example = _value(node)
     if eps is None:
-        eps = torch.finfo(example.dtype).eps
+        eps = default_eps(example.dtype)
     x = _norm_rows(self, x_arg, len(shape))
     w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
     return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, eps)), example)
+
+
+@ATEN.handles("emmy.rms_norm.default")
+def _emmy_rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
+    """An RMSNorm over the last dim that emmy.frontend.rms_norms found in a model."""
+    x = _norm_rows(self, node.args[0], 1)
+    w = _norm_param(self, node, node.args[1], x.type.get_shape()[-1], _value(node), 1.0)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, arg_float(node, 2))), _value(node))
+
+
+@ATEN.handles("emmy.rms_norm_backward.default")
+def _rms_norm_backward(self: FunctionBuilder, node: fx.Node) -> list:
+    """An RMSNorm's input gradient over rows, and each row's rstd (emmy.frontend.ops)."""
+    grad, x, weight = (self.operand(arg) for arg in node.args[:3])
+    op = graph.RmsNormBackwardOp(grad, x, weight, arg_float(node, 3))
+    dx, rstd = self.insert(op), SSAValue.get(op.rstd, type=TensorType)
+    dx_example, rstd_example = node.meta["val"]
+    return [self.result(dx, dx_example), self.result(rstd, rstd_example)]
 
 
 @ATEN.handles("aten._fused_rms_norm.default", accepts=_norm_refusal("rms_norm"))

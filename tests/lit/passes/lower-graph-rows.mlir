@@ -91,3 +91,13 @@ func.func @layer_norm_backward(%g : tensor<2x3x16xf32>, %x : tensor<2x3x16xf32>,
 // CHECK: fork.site @[[LNB:layer_norm_backward_[0-9]+]] "layer_norm_backward" "rows=6,cols=16,T=f32" {
 // CHECK: func.func @layer_norm_backward(%[[G:[^:]*]]: tensor<2x3x16xf32>, %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[M:[^:]*]]: tensor<2x3xf32>, %[[R:[^:]*]]: tensor<2x3xf32>, %[[W:[^:]*]]: tensor<16xf32>)
 // CHECK-NEXT: %{{.*}} = kernel.call @[[LNB]](%[[G]], %[[X]], %[[M]], %[[R]], %[[W]])
+
+// An RMSNorm's input gradient and each row's rstd: one row kernel over the gradient, the
+// input and the weight, which writes both.
+func.func @rms_norm_backward(%g : tensor<2x3x16xf32>, %x : tensor<2x3x16xf32>, %w : tensor<16xf32>) -> (tensor<2x3x16xf32>, tensor<2x3xf32>) {
+  %dx, %rstd = graph.rms_norm_backward %g, %x, %w {eps = 1.0e-05 : f64} : tensor<2x3x16xf32>, tensor<2x3x16xf32>, tensor<16xf32> -> (tensor<2x3x16xf32>, tensor<2x3xf32>)
+  func.return %dx, %rstd : tensor<2x3x16xf32>, tensor<2x3xf32>
+}
+// CHECK: fork.site @[[RNB:rms_norm_backward_[0-9]+]] "rms_norm_backward" "rows=6,cols=16,T=f32,eps=1e-05" {
+// CHECK: func.func @rms_norm_backward(%[[G:[^:]*]]: tensor<2x3x16xf32>, %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[W:[^:]*]]: tensor<16xf32>)
+// CHECK-NEXT: %{{.*}}, %{{.*}} = kernel.call @[[RNB]](%[[G]], %[[X]], %[[W]])
