@@ -695,23 +695,42 @@ class NormOp(IRDLOperation):
 
 @irdl_op_definition
 class LayerNormOp(NormOp):
-    """`%y = graph.layer_norm %x, %w, %b {eps = 1e-05 : f64} : ...`: (x - mean) * rstd * w + b."""
+    """`%y = graph.layer_norm %x, %w, %b {eps = 1e-05 : f64} : ...`: (x - mean) * rstd * w + b.
+    A training forward's also gives each row's mean and rstd (f32), which its backward
+    reads:
+
+    %y, %mean, %rstd = graph.layer_norm %x, %w, %b {eps = 1e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>, tensor<4xf32>, tensor<4xf32>
+    """
 
     name = "graph.layer_norm"
     x = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = operand_def(TensorType)
+    result = result_def(TensorType)
+    statistics = var_result_def(TensorType)
     assembly_format = (
         "$x `,` $weight `,` $bias attr-dict `:` type($x) `,` type($weight) `,` type($bias) "
-        "`->` type($result)"
+        "`->` type($result) (`,` type($statistics)^)?"
     )
 
-    def __init__(self, x: SSAValue, weight: SSAValue, bias: SSAValue, eps: float):
+    def __init__(
+        self, x: SSAValue, weight: SSAValue, bias: SSAValue, eps: float, statistics: bool = False
+    ):
+        shape = SSAValue.get(x, type=TensorType).type.get_shape()
+        rows = [TensorType(f32, shape[:-1])] * 2 if statistics else []
         super().__init__(
             operands=[x, weight, bias],
-            result_types=[x.type],
+            result_types=[x.type, rows],
             properties={"eps": FloatAttr(eps, Float64Type())},
         )
+
+    def verify_(self) -> None:
+        super().verify_()
+        if not self.statistics:
+            return
+        rows = TensorType(f32, SSAValue.get(self.x, type=TensorType).type.get_shape()[:-1])
+        if [s.type for s in self.statistics] != [rows, rows]:
+            raise VerifyException(f"{self.name}'s statistics must be a mean and an rstd {rows}")
 
 
 @irdl_op_definition

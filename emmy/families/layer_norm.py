@@ -5,7 +5,7 @@ from __future__ import annotations
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.family import Family, FamilyKind, Fuses
-from emmy.families.rows import norm_atol, norm_check_inputs, norm_keys, row_site_of
+from emmy.families.rows import ROW_SHAPES, norm_atol, norm_check_inputs, norm_keys, row_site_of
 
 
 def reference(key: dict, inputs: list):
@@ -14,10 +14,25 @@ def reference(key: dict, inputs: list):
 
     from emmy.families.tensors import fused_rows
 
-    def normalise(x, weight, bias):
-        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, float(key["eps"]))
+    eps = float(key["eps"])
 
-    return fused_rows(key, inputs, 2, normalise)
+    def normalise(x, weight, bias):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+    def statistics(x):
+        variance, mean = torch.var_mean(x, -1, correction=0)
+        return mean, torch.rsqrt(variance + eps)
+
+    return fused_rows(key, inputs, 2, normalise, statistics)
+
+
+def check_keys(dtype: str) -> list[dict]:
+    """The norms' keys, and a training forward's, which writes each row's statistics."""
+    training = [
+        {"rows": rows, "cols": cols, "T": dtype, "eps": "1e-05", "stats": "yes"}
+        for rows, cols in ROW_SHAPES[1::2]
+    ]
+    return norm_keys(dtype, {"eps": "1e-05"}) + training
 
 
 def grid() -> list[tuple[str, str]]:
@@ -35,7 +50,7 @@ FAMILY = Family(
     site=row_site_of("layer_norm"),
     fuses=Fuses.PROLOGUE_AND_EPILOGUE,
     reference=reference,
-    check_keys=lambda dtype: norm_keys(dtype, {"eps": "1e-05"}),
+    check_keys=check_keys,
     check_inputs=norm_check_inputs(2),
     extra_atol=norm_atol,
     grid=grid,

@@ -36,6 +36,8 @@ def row_site_of(family_name: str) -> SiteBuilder:
         key = row_key(x)
         if isinstance(op, graph.NormOp):
             key["eps"] = repr(float(op.eps.value.data))
+        if isinstance(op, graph.LayerNormOp) and op.statistics:
+            key["stats"] = "yes"
         key["fn"] = prologue.text if prologue else "in0"
         if fusion.epilogue is not None:
             epilogue = collect_group(fusion.epilogue, op.results[0], inputs)

@@ -132,18 +132,28 @@ def with_epilogue(key: dict, accumulator: torch.Tensor, extra: list[torch.Tensor
     return evaluate_chain(str(key["epilogue"]), named)
 
 
-def fused_rows(key: dict, inputs: list[torch.Tensor], params: int, normalise: Callable):
+def fused_rows(
+    key: dict,
+    inputs: list[torch.Tensor],
+    params: int,
+    normalise: Callable,
+    statistics: Callable | None = None,
+):
     """A row kernel (softmax, a norm with `params` weights) whose x is the key's chain `fn`
     over its inputs, followed by the `epilogue` chain; with `store = yes`, x itself is the
-    second output."""
+    next output, and with `stats = yes` the `statistics` of x's rows (a mean, an rstd)."""
     ins = inputs[: len(inputs) - params]
     weights = [t.double() for t in inputs[len(inputs) - params :]]
     shape = (int(key["rows"]), int(key["cols"]))
     named = epilogue_inputs({"inputs": key.get("inputs", "full")}, ins, shape)
     x = evaluate_chain(str(key.get("fn", "in0")), named).expand(shape)
     named["acc"] = normalise(x, *weights)
-    y = evaluate_chain(str(key.get("epilogue", "acc")), named)
-    return (y, x) if str(key.get("store", "no")) == "yes" else y
+    outputs = [evaluate_chain(str(key.get("epilogue", "acc")), named)]
+    if str(key.get("store", "no")) == "yes":
+        outputs.append(x)
+    if statistics is not None and str(key.get("stats", "no")) == "yes":
+        outputs.extend(statistics(x))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 def randn(shape, dtype: str, generator: torch.Generator, scale: float = 1.0, shift: float = 0.0):

@@ -5,9 +5,10 @@ chain that alone reads a matmul's product joins that matmul as its epilogue. A s
 norm takes the chain that computes its input as its prologue (yielded too where the value
 has other uses, as the residual stream of a transformer has) unless a matmul takes that
 chain first, and the chain that alone reads its result as its epilogue, where the chains'
-inputs are ones the kernel reads (full, row, column or scalar). Which ops take which
-chains is their family's `fuses` (emmy.families). Ops that fuse with nothing stay as they
-are; lower-sites reads each `graph.fused` as one site.
+inputs are ones the kernel reads (full, row, column or scalar); a training LayerNorm's
+statistics are yielded too. Which ops take which chains is their family's `fuses`
+(emmy.families). Ops that fuse with nothing stay as they are; lower-sites reads each
+`graph.fused` as one site.
 
     %x = graph.add %a, %b : ...
     %n = graph.layer_norm %x, %w, %bias {eps = 1.0e-05 : f64} : ...
@@ -123,17 +124,26 @@ def _outside_inputs(ordered: Sequence[Operation]) -> tuple[list[SSAValue], list[
 
 
 def _early_use(
-    root: Operation, stored: SSAValue | None, ops: Sequence[Operation]
+    root: Operation, also: Sequence[SSAValue], ops: Sequence[Operation]
 ) -> Operation | None:
-    """The first op of `root`'s block before `root` that reads `stored` (or holds an op
-    that does), other than `ops`: a `graph.fused` that yields `stored` must come before it,
-    not where `root` was. None when there is none (or no `stored`)."""
+    """The first op of `root`'s block before `root` that reads one of `also` (or holds an
+    op that does), other than `ops`: a `graph.fused` that yields them must come before it,
+    not where `root` was. None when there is none."""
     block = root.parent_block()
-    if stored is None or block is None or not isinstance(stored.owner, Operation):
+    if block is None:
         return None
-    users = {block.find_ancestor_op_in_block(use.operation) for use in stored.uses}
+    found = [op for v in also if (op := _first_use(root, v, ops, block)) is not None]
+    return min(found, key=block.get_operation_index, default=None)
+
+
+def _first_use(
+    root: Operation, value: SSAValue, ops: Sequence[Operation], block: Block
+) -> Operation | None:
+    if not isinstance(value.owner, Operation):
+        return None
+    users = {block.find_ancestor_op_in_block(use.operation) for use in value.uses}
     users.difference_update(ops)
-    op = stored.owner.next_op if stored.owner.parent_block() is block else block.first_op
+    op = value.owner.next_op if value.owner.parent_block() is block else block.first_op
     while op is not None and op is not root:
         if op in users:
             return op
@@ -157,12 +167,13 @@ def _defined_before(values: Sequence[SSAValue], place: Operation) -> bool:
     return True
 
 
-def can_fuse(ops: Sequence[Operation], result: SSAValue, stored: SSAValue | None) -> bool:
-    """Whether one `graph.fused` of `ops` fits in the block: where `stored` is read before
-    `result`'s op, the values the kernel reads are all defined before that first read."""
+def can_fuse(ops: Sequence[Operation], result: SSAValue, also: Sequence[SSAValue]) -> bool:
+    """Whether one `graph.fused` of `ops` fits in the block: where one of `also` (values it
+    yields beside `result`) is read before `result`'s op, the values the kernel reads are
+    all defined before that first read."""
     root = result.owner
     assert isinstance(root, Operation)
-    early = _early_use(root, stored, ops)
+    early = _early_use(root, also, ops)
     return early is None or _defined_before(_outside_inputs(_program_order(ops))[0], early)
 
 
@@ -170,12 +181,12 @@ def fuse(
     rewriter: PatternRewriter,
     ops: Sequence[Operation],
     result: SSAValue,
-    stored: SSAValue | None = None,
+    also: Sequence[SSAValue] = (),
 ) -> None:
-    """Replaces `ops` by a `graph.fused` yielding `result` (and `stored`, a value of the
-    group also used outside it), where `result` was computed, or before the first op that
-    reads `stored` where one does before that (can_fuse says whether the kernel's inputs
-    are there by then)."""
+    """Replaces `ops` by a `graph.fused` yielding `result` and `also` (values of the group
+    used outside it: the stored x of a row kernel, a LayerNorm's statistics), where
+    `result` was computed, or before the first op that reads one of `also` where one does
+    before that (can_fuse says whether the kernel's inputs are there by then)."""
     ordered = _program_order(ops)
     inputs, constants = _outside_inputs(ordered)
     block = Block(arg_types=[v.type for v in inputs])
@@ -184,33 +195,32 @@ def fuse(
         copy = op.clone(mapping)
         block.add_op(copy)
         mapping.update(zip(op.results, copy.results, strict=True))
-    yielded = [result, *([stored] if stored is not None else [])]
+    yielded = [result, *also]
     block.add_op(graph.YieldOp([mapping[v] for v in yielded]))
     fused = graph.FusedOp(inputs, Region(block), [v.type for v in yielded])
     for value, output in zip(yielded, fused.outputs, strict=True):
         output.name_hint = value.name_hint
     root = result.owner
     assert isinstance(root, Operation)
-    early = _early_use(root, stored, ordered)
+    early = _early_use(root, also, ordered)
     if early is None:
-        rewriter.replace(root, fused, [fused.outputs[0]])
+        rewriter.insert(fused, InsertPoint.before(root))
     else:
-        # `stored` is read before `root`: the kernel that writes it comes before that read
+        # one of `also` is read before `root`: the kernel that writes it comes before
         assert _defined_before(inputs, early), "fuse() where can_fuse() says no"
         rewriter.insert(fused, InsertPoint.before(early))
-        rewriter.replace_all_uses_with(root.results[0], fused.outputs[0])
-        rewriter.erase(root)
-    if stored is not None:
-        rewriter.replace_all_uses_with(stored, fused.outputs[1])
+    for value, output in zip(yielded, fused.outputs, strict=True):
+        rewriter.replace_all_uses_with(value, output)
     for op in reversed(ordered):
-        if op is not root:
-            rewriter.erase(op)
+        rewriter.erase(op)
 
 
 def fuse_row(rewriter: PatternRewriter, op: Operation, epilogue: ElementwiseGroup | None) -> bool:
     """Fuses a row kernel's op with the chain computing its x where that fits, and with
-    `epilogue`; whether anything was fused."""
+    `epilogue`; whether anything was fused. The op's other results (a LayerNorm's
+    statistics) are the kernel's too."""
     x = op.operands[0]
+    statistics = list(op.results[1:])
     shape = shape_of(x)
     prologue = None
     if is_group_root(x.owner):
@@ -225,14 +235,16 @@ def fuse_row(rewriter: PatternRewriter, op: Operation, epilogue: ElementwiseGrou
     result = epilogue.root.results[0] if epilogue else op.results[0]
     if prologue is not None and not x.has_one_use():
         ops = [*prologue.ops, op, *(epilogue.ops if epilogue else [])]
-        if not can_fuse(ops, result, x):
+        if not can_fuse(ops, result, [x, *statistics]):
             # x is read before the kernel could write it: x comes from its own kernel
             prologue = None
     if prologue is None and epilogue is None:
         return False
     ops = [*(prologue.ops if prologue else []), op, *(epilogue.ops if epilogue else [])]
-    stored = x if prologue is not None and not x.has_one_use() else None
-    fuse(rewriter, ops, result, stored)
+    stored = [x] if prologue is not None and not x.has_one_use() else []
+    if not can_fuse(ops, result, [*stored, *statistics]):
+        return False  # the statistics are read before the epilogue's inputs are there
+    fuse(rewriter, ops, result, [*stored, *statistics])
     return True
 
 

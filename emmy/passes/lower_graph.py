@@ -162,7 +162,8 @@ class LowerFused(RewritePattern):
             fusion = Fusion(
                 prologue=x if isinstance(x, graph.ElementwiseOp) else None,
                 epilogue=root if root is not anchor else None,
-                stores_input=len(op.outputs) == 2,
+                # the outputs past the anchor's own: the prologue's x, which it stores
+                stores_input=len(op.outputs) > len(anchor.results),
             )
         entry = implementing(anchor)
         assert entry is not None and entry.site is not None, "fuse-graph fuses family ops"

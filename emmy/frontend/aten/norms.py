@@ -58,6 +58,11 @@ def _norm_param(
 
 @ATEN.handles("aten.layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
+    op = _layer_norm_op(self, node, statistics=False)
+    return _shaped_as(self, self.insert(op), _value(node))
+
+
+def _layer_norm_op(self: FunctionBuilder, node: fx.Node, statistics: bool) -> graph.LayerNormOp:
     x_arg, shape = node.args[0], arg_list(node, 1)
     weight, bias = arg_optional_node(node, 2), arg_optional_node(node, 3)
     eps = arg_float(node, 4, default=1e-5)
@@ -66,20 +71,29 @@ def _layer_norm(self: FunctionBuilder, node: fx.Node) -> View:
     size = x.type.get_shape()[-1]
     w = _norm_param(self, node, weight, size, example, 1.0)
     b = _norm_param(self, node, bias, size, example, 0.0)
-    return _shaped_as(self, self.insert(graph.LayerNormOp(x, w, b, eps)), example)
+    return graph.LayerNormOp(x, w, b, eps, statistics)
 
 
 @ATEN.handles("aten.native_layer_norm.default", accepts=_norm_refusal("layer_norm"))
 def _native_layer_norm(self: FunctionBuilder, node: fx.Node) -> list:
     """LayerNorm's output, and the mean and rstd a training step's backward reads (None
-    where nothing reads them, as in inference)."""
-    used = _used_results(node)
-    if not used & {1, 2}:
+    where nothing reads them, as in inference), written by the same kernel."""
+    if not _used_results(node) & {1, 2}:
         return [_layer_norm(self, node), None, None]
-    mean, rstd = _row_statistics(
-        self, node, len(arg_list(node, 1)), arg_float(node, 4, default=1e-5)
-    )
-    return [_layer_norm(self, node), mean, rstd]
+    op = _layer_norm_op(self, node, statistics=True)
+    y = _shaped_as(self, self.insert(op), _value(node))
+    examples = node.meta["val"][1:]
+    statistics = [SSAValue.get(s, type=TensorType) for s in op.statistics]
+    return [y, *(_in_dtype_of(self, s, e) for s, e in zip(statistics, examples, strict=True))]
+
+
+def _in_dtype_of(self: FunctionBuilder, value: SSAValue[TensorType], example: torch.Tensor) -> View:
+    """`value` in the example's dtype and shape."""
+    element = self.type_of(example).element_type
+    if value.type.element_type != element:
+        converted = TensorType(element, value.type.get_shape())
+        value = self.insert(graph.elementwise("convert", [value], converted))
+    return _shaped_as(self, value, example)
 
 
 @ATEN.handles("emmy.layer_norm_backward.default")
@@ -105,14 +119,6 @@ def _batch_norm_stats(self: FunctionBuilder, node: fx.Node) -> View:
 def _used_results(node: fx.Node) -> set[int]:
     """The indices of a multi-result node's results that some node reads."""
     return {arg_int(user, 1) for user in node.users if user.target is operator.getitem}
-
-
-def _row_statistics(
-    self: FunctionBuilder, node: fx.Node, dims: int, eps: float
-) -> tuple[View, View]:
-    """The mean and the rstd (1 / sqrt(biased variance + eps)) of x over its `dims` trailing
-    dims, in the dtype and the keepdim shape of the node's second and third results."""
-    return _statistics_of_rows(self, node, _norm_rows(self, node.args[0], dims), eps)
 
 
 def _statistics_of_rows(

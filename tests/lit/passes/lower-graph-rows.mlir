@@ -101,3 +101,15 @@ func.func @rms_norm_backward(%g : tensor<2x3x16xf32>, %x : tensor<2x3x16xf32>, %
 // CHECK: fork.site @[[RNB:rms_norm_backward_[0-9]+]] "rms_norm_backward" "rows=6,cols=16,T=f32,eps=1e-05" {
 // CHECK: func.func @rms_norm_backward(%[[G:[^:]*]]: tensor<2x3x16xf32>, %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[W:[^:]*]]: tensor<16xf32>)
 // CHECK-NEXT: %{{.*}}, %{{.*}} = kernel.call @[[RNB]](%[[G]], %[[X]], %[[W]])
+
+// A training forward's LayerNorm, whose backward reads each row's mean and rstd: the same
+// kernel writes them beside y and the residual sum it takes as its prologue.
+func.func @statistics(%x : tensor<4x64xf32>, %r : tensor<4x64xf32>, %g : tensor<64xf32>, %b : tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %h = graph.add %x, %r : tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64xf32>
+  %n, %mean, %rstd = graph.layer_norm %h, %g, %b {eps = 1.000000e-05 : f64} : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xf32>, tensor<4xf32>, tensor<4xf32>
+  func.return %n, %h, %mean, %rstd : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4xf32>, tensor<4xf32>
+}
+// CHECK: fork.site @[[LNS:layer_norm_[0-9]+]] "layer_norm" "rows=4,cols=64,T=f32,eps=1e-05,inputs=full/full,fn=(in0 + in1),store=yes,stats=yes" {
+// CHECK: func.func @statistics(%[[SX:[^:]*]]: tensor<4x64xf32>, %[[SR:[^:]*]]: tensor<4x64xf32>, %[[SG:[^:]*]]: tensor<64xf32>, %[[SB:[^:]*]]: tensor<64xf32>)
+// CHECK-NEXT: %[[SN:[^,]*]], %[[SH:[^,]*]], %[[SM:[^,]*]], %[[SS:[^ ]*]] = kernel.call @[[LNS]](%[[SX]], %[[SR]], %[[SG]], %[[SB]])
+// CHECK-NEXT: func.return %[[SN]], %[[SH]], %[[SM]], %[[SS]]

@@ -481,3 +481,11 @@ func.func @pool_backward_adaptive_window(%dy : tensor<2x3x4x5xf32>) -> tensor<2x
   func.return %dx : tensor<2x3x8x10xf32>
 }
 // CHECK: an adaptive graph.pool_backward has no window, stride, padding or count
+
+// -----
+
+func.func @layer_norm_statistics(%x : tensor<4x8xbf16>, %w : tensor<8xbf16>) -> tensor<4x8xbf16> {
+  %y, %m, %r = graph.layer_norm %x, %w, %w {eps = 1.0e-05 : f64} : tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16> -> tensor<4x8xbf16>, tensor<4xbf16>, tensor<4xbf16>
+  func.return %y : tensor<4x8xbf16>
+}
+// CHECK: graph.layer_norm's statistics must be a mean and an rstd tensor<4xf32>

@@ -54,6 +54,8 @@ func.func @model_ops(%x : tensor<2x8x64xf32>, %w : tensor<96x64xf32>, %wkn : ten
   // CHECK-NEXT: graph.matmul %{{.*}}, %{{.*}} {transpose_a} : tensor<2x8x64xf32>, tensor<2x8x96xf32> -> tensor<2x64x96xf32>
   %ln = graph.layer_norm %x, %g, %b {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
   // CHECK-NEXT: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  %lns, %mean, %rstd = graph.layer_norm %x, %g, %b {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>, tensor<2x8xf32>, tensor<2x8xf32>
   %rn = graph.rms_norm %ln, %g {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
   // CHECK-NEXT: graph.rms_norm %{{.*}}, %{{.*}} {eps = 1.000000e-06 : f64} : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
   %rk = graph.reduce %rn {kind = #graph<reduction sum>} : tensor<2x8x64xf32> -> tensor<2x8x1xf32>
