@@ -222,6 +222,12 @@ def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[
     """The families of the kernels the backward graph of a step of `model` on `x` runs
     (torch.compile(backend=emmy), strict), its parameters' gradients checked against
     eager's."""
+    return _kernels_matching_eager(model, x)[-1]
+
+
+def _kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[list[str]]:
+    """The families of the kernels each graph of a step of `model` on `x` runs, forward
+    then backward, as _backward_kernels_matching_eager checks them."""
     programs: list = []
     backend = emmy.api.backend(device=EmuDevice(), programs=programs, db="none", fallback=False)
     torch._dynamo.reset()
@@ -232,7 +238,7 @@ def _backward_kernels_matching_eager(model: nn.Module, x: torch.Tensor) -> list[
     model(x).square().sum().backward()
     for have, parameter in zip(got, model.parameters(), strict=True):
         torch.testing.assert_close(have, parameter.grad, rtol=1e-4, atol=1e-4)
-    return [call.kernel.rsplit("_", 1)[0] for call in programs[-1].calls]
+    return [[call.kernel.rsplit("_", 1)[0] for call in p.calls] for p in programs]
 
 
 def test_every_convolution_gradient_reads_do_and_the_input_in_place() -> None:
@@ -582,6 +588,28 @@ def test_the_layer_norm_gradients_are_torchs() -> None:
                 assert have is None, (index, mask)
                 continue
             torch.testing.assert_close(have.double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_layer_norms_kernel_writes_the_statistics_its_backward_reads() -> None:
+    """A residual add before a LayerNorm in a training step: one layer_norm kernel takes
+    the add as its prologue and writes the sum (which the backward reads), y and each
+    row's mean and rstd: no elementwise kernel or row reduction but the loss's; the
+    backward reads them in layer_norm_backward; the gradients are eager's."""
+
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first, self.norm, self.last = nn.Linear(8, 32), nn.LayerNorm(32), nn.Linear(32, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.first(x)
+            return self.last(self.norm(h + h.sin()))
+
+    torch.manual_seed(0)
+    forward, backward = _kernels_matching_eager(Residual(), torch.randn(6, 8))
+    assert forward.count("layer_norm") == 1, forward
+    assert forward.count("elementwise") == forward.count("reduce_rows") == 1, forward
+    assert backward.count("layer_norm_backward") == 1, backward
 
 
 def test_the_embedding_and_max_pooling_gradients_are_torchs() -> None:
