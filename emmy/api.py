@@ -40,6 +40,7 @@ from emmy.frontend.export import (
     kept_input_mutations,
     specialised_fx_graph,
 )
+from emmy.frontend.interpolations import recognise_interpolations
 from emmy.frontend.rms_norms import recognise_rms_norms
 from emmy.program import Program, compile_summary
 from emmy.runtime.bound import BoundProgram, as_model_dtype
@@ -497,8 +498,9 @@ def backend(
             getattr(x, "requires_grad", False) for x in example_inputs
         )
         # before autograd splits them into pieces: a training step's backward then reads
-        # one row kernel per norm
+        # one kernel per norm and per upsampling
         recognise_rms_norms(graph_module)
+        recognise_interpolations(graph_module)
         return through_aot(graph_module, example_inputs)
 
     return compile_module

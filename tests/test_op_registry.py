@@ -153,6 +153,8 @@ BACKWARD_OPS = {
     "emmy.layer_norm_backward.default",
     "emmy.rms_norm.default",
     "emmy.rms_norm_backward.default",
+    "emmy.upsample2d.default",
+    "emmy.upsample2d_backward.default",
     "emmy.embedding_backward.default",
     "emmy.attention_backward.default",
     "emmy.max_pool2d_backward.default",

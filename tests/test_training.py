@@ -612,6 +612,31 @@ def test_a_layer_norms_kernel_writes_the_statistics_its_backward_reads() -> None
     assert backward.count("layer_norm_backward") == 1, backward
 
 
+def test_upsamplings_train_in_one_gather_kernel_each_way() -> None:
+    """Nearest by a scale factor, bilinear to a size, bilinear with align_corners by a
+    factor of 1.5 (a UNet's decoder, diffusion's): each forward is one resize2d kernel and
+    each input gradient one resize2d_backward kernel, where torch's decomposition made a
+    gather and an accumulating scatter by saved index tensors, which no model trained
+    strict with; the gradients are eager's."""
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+            self.c = nn.Conv2d(4, 2, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = F.interpolate(self.a(x), scale_factor=2, mode="nearest")
+            h = F.interpolate(self.b(h).relu(), size=(13, 11), mode="bilinear")
+            return F.interpolate(self.c(h), scale_factor=1.5, mode="bilinear", align_corners=True)
+
+    torch.manual_seed(0)
+    forward, backward = _kernels_matching_eager(Decoder(), torch.randn(2, 3, 5, 6))
+    assert forward.count("resize2d") == 3, forward
+    assert backward.count("resize2d_backward") == 3, backward
+    assert "gather" not in forward, forward  # the decomposition's gathers
+
+
 def test_the_embedding_and_max_pooling_gradients_are_torchs() -> None:
     torch.manual_seed(0)
     for padding_idx, by_frequency in itertools.product((-1, 3), (False, True)):

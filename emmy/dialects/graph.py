@@ -1971,19 +1971,10 @@ class ResizeAttr(EnumAttribute[Resize], SpacedOpaqueSyntaxAttribute):
     name = "graph.resize"
 
 
-@irdl_op_definition
-class ResizeOp(IRDLOperation):
-    """Each [h, w] plane of the last two dims resized to [oh, ow], as torch's upsampling:
-    output o reads source position o · scale (nearest: its floor; bilinear without
-    `align_corners`: (o + 0.5) · scale - 0.5, at least 0), per dim by `scales` (input over
-    output unless the caller's scale factor says otherwise; (h - 1) / (oh - 1) with
-    `align_corners`).
+class ResizeBase(IRDLOperation):
+    """An upsampling's properties, and the sizes both of its ops take: each [h, w] plane of
+    the last two dims of one tensor and of the other, of one float type."""
 
-    %y = graph.resize %x {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64]}
-           : tensor<2x3x5x7xf32> -> tensor<2x3x10x14xf32>
-    """
-
-    name = "graph.resize"
     input = operand_def(TensorType)
     mode = prop_def(ResizeAttr)
     scales = prop_def(ArrayAttr[FloatAttr])
@@ -2010,18 +2001,46 @@ class ResizeOp(IRDLOperation):
         super().__init__(operands=[input], result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
-        x = _float_tensor(self.input, "graph.resize input")
+        x = _float_tensor(self.input, f"{self.name} input")
         out = self.result.type
         assert isinstance(out, TensorType)
         shape, sizes = x.get_shape(), out.get_shape()
         if len(shape) < 2 or len(sizes) != len(shape) or shape[:-2] != sizes[:-2]:
-            raise VerifyException(f"graph.resize of {x} cannot give {out}")
+            raise VerifyException(f"{self.name} of {x} cannot give {out}")
         if out.element_type != x.element_type or min(*shape[-2:], *sizes[-2:]) < 1:
-            raise VerifyException(f"graph.resize of {x} cannot give {out}")
+            raise VerifyException(f"{self.name} of {x} cannot give {out}")
         if len(self.scales) != 2 or any(s.value.data < 0 for s in self.scales.data):
-            raise VerifyException("graph.resize needs two non-negative scales")
+            raise VerifyException(f"{self.name} needs two non-negative scales")
         if self.align_corners is not None and self.mode.data != Resize.BILINEAR:
-            raise VerifyException("graph.resize aligns corners in bilinear mode alone")
+            raise VerifyException(f"{self.name} aligns corners in bilinear mode alone")
+
+
+@irdl_op_definition
+class ResizeOp(ResizeBase):
+    """Each [h, w] plane of the last two dims resized to [oh, ow], as torch's upsampling:
+    output o reads source position o · scale (nearest: its floor; bilinear without
+    `align_corners`: (o + 0.5) · scale - 0.5, at least 0), per dim by `scales` (input over
+    output unless the caller's scale factor says otherwise; (h - 1) / (oh - 1) with
+    `align_corners`).
+
+    %y = graph.resize %x {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64]}
+           : tensor<2x3x5x7xf32> -> tensor<2x3x10x14xf32>
+    """
+
+    name = "graph.resize"
+
+
+@irdl_op_definition
+class ResizeBackwardOp(ResizeBase):
+    """The input gradient of a graph.resize of the same properties, from its output's
+    gradient dy [.., oh, ow]: each input element sums the elements of dy whose outputs read
+    it, by the weights they read it with.
+
+    %dx = graph.resize_backward %dy {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64]}
+            : tensor<2x3x10x14xf32> -> tensor<2x3x5x7xf32>
+    """
+
+    name = "graph.resize_backward"
 
 
 @irdl_op_definition
@@ -2296,6 +2315,7 @@ Graph = Dialect(
         PoolOp,
         PoolBackwardOp,
         ResizeOp,
+        ResizeBackwardOp,
         CatOp,
         IndexCopyOp,
         GroupedMatmulOp,

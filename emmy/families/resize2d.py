@@ -33,12 +33,16 @@ def resize_key(
     return key | {"sy": repr(float(scales[0])), "sx": repr(float(scales[1]))}
 
 
-def site(op: graph.ResizeOp, fusion: Fusion) -> Site:
-    *batch, h, w = shape_of(op.input)
-    oh, ow = shape_of(op.result)[-2:]
+def key_of(op: graph.ResizeBase) -> dict[str, int | str]:
+    """The key of a graph.resize, or of its gradient (whose input is the upsampling's
+    output, its result the upsampling's input)."""
+    forward = isinstance(op, graph.ResizeOp)
+    source, resized = (op.input, op.result) if forward else (op.result, op.input)
+    *batch, h, w = shape_of(source)
+    oh, ow = shape_of(resized)[-2:]
     # graph.resize has two scales (its verifier)
     sy, sx = (s.value.data for s in op.scales.data)
-    key = resize_key(
+    return resize_key(
         math.prod(batch),
         (h, w),
         (oh, ow),
@@ -47,7 +51,10 @@ def site(op: graph.ResizeOp, fusion: Fusion) -> Site:
         (sy, sx),
         op.align_corners is not None,
     )
-    return Site("resize2d", key, [op.input])
+
+
+def site(op: graph.ResizeOp, fusion: Fusion) -> Site:
+    return Site("resize2d", key_of(op), [op.input])
 
 
 def _sources(key: dict, axis: str):

@@ -144,6 +144,86 @@ def _rms_norm_gradients(ctx, grad: torch.Tensor) -> tuple:
 rms_norm.register_autograd(_rms_norm_gradients, setup_context=_save_rms_norm_inputs)
 
 
+@torch.library.custom_op("emmy::upsample2d", mutates_args=())
+def upsample2d(
+    x: torch.Tensor,
+    output_size: list[int],
+    mode: str,
+    align_corners: bool,
+    scales_h: float | None,
+    scales_w: float | None,
+) -> torch.Tensor:
+    """Nearest or bilinear upsampling of the last two dims of x [batch, channels, h, w] to
+    `output_size`, as `aten.upsample_nearest2d` and `aten.upsample_bilinear2d` compute it
+    (`scales_h`, `scales_w`: the caller's scale factors, or None). What emmy.frontend.
+    interpolations makes of `F.interpolate` before autograd, so that a training step's
+    backward is `emmy::upsample2d_backward`, not the accumulating scatter autograd makes of
+    the gathers torch decomposes it to."""
+    if mode == "nearest":
+        return torch.ops.aten.upsample_nearest2d(x, output_size, scales_h, scales_w)
+    return torch.ops.aten.upsample_bilinear2d(x, output_size, align_corners, scales_h, scales_w)
+
+
+@upsample2d.register_fake
+def _(
+    x: torch.Tensor,
+    output_size: list[int],
+    mode: str,
+    align_corners: bool,
+    scales_h: float | None,
+    scales_w: float | None,
+) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-2], *output_size))
+
+
+@torch.library.custom_op("emmy::upsample2d_backward", mutates_args=())
+def upsample2d_backward(
+    grad: torch.Tensor,
+    input_size: list[int],
+    mode: str,
+    align_corners: bool,
+    scales_h: float | None,
+    scales_w: float | None,
+) -> torch.Tensor:
+    """The input gradient of emmy::upsample2d: each input element sums the output
+    gradient's elements that read it, by their weights (input_size: [batch, channels, h,
+    w])."""
+    output_size = list(grad.shape[-2:])
+    if mode == "nearest":
+        return torch.ops.aten.upsample_nearest2d_backward(
+            grad, output_size, input_size, scales_h, scales_w
+        )
+    return torch.ops.aten.upsample_bilinear2d_backward(
+        grad, output_size, input_size, align_corners, scales_h, scales_w
+    )
+
+
+@upsample2d_backward.register_fake
+def _(
+    grad: torch.Tensor,
+    input_size: list[int],
+    mode: str,
+    align_corners: bool,
+    scales_h: float | None,
+    scales_w: float | None,
+) -> torch.Tensor:
+    return grad.new_empty(input_size)
+
+
+def _save_upsampling(ctx, inputs: tuple, output: torch.Tensor) -> None:
+    x, _, ctx.mode, ctx.align_corners, ctx.scales_h, ctx.scales_w = inputs
+    ctx.input_size = list(x.shape)
+
+
+def _upsampling_gradient(ctx, grad: torch.Tensor) -> tuple:
+    scales = ctx.scales_h, ctx.scales_w
+    dx = upsample2d_backward(grad, ctx.input_size, ctx.mode, ctx.align_corners, *scales)
+    return dx, None, None, None, None, None
+
+
+upsample2d.register_autograd(_upsampling_gradient, setup_context=_save_upsampling)
+
+
 @torch.library.custom_op("emmy::embedding_backward", mutates_args=())
 def embedding_backward(
     grad: torch.Tensor, ids: torch.Tensor, num_weights: int, scale_grad_by_freq: bool = False

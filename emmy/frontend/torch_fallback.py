@@ -256,6 +256,7 @@ _FORMULAS: dict[str, Callable[[tuple, torch.Tensor], int]] = {
     "emmy.layer_norm_backward": _reads_input,
     "emmy.rms_norm": _reads_input,
     "emmy.rms_norm_backward": _reads_input,
+    "emmy.upsample2d_backward": _reads_input,
     "emmy.embedding_backward": _reads_input,
     "emmy.attention_backward": _attention_backward,
     "emmy.max_pool2d_backward": _reads_input,

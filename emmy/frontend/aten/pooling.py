@@ -170,15 +170,15 @@ def _adaptive_pool(self: FunctionBuilder, node: fx.Node) -> object:
     return [values, _pooled(self, node, graph.Pooling.ARGMAX, dims, index) if read else None]
 
 
-def _resize_scales(node: fx.Node, example: torch.Tensor) -> tuple[float, float]:
-    """The source step per dim torch's upsampling takes: the inverse of the caller's scale
-    factor where given, else the input's size over the output's."""
+def _resize_scales(node: fx.Node, output: torch.Tensor, input: torch.Tensor) -> tuple[float, float]:
+    """The source step per dim torch's upsampling of `input` to `output` takes: the inverse
+    of the caller's scale factor where given, else the input's size over the output's."""
     bound = _arguments(node)
     if "scale_factors" in bound:
         factors = bound["scale_factors"] or [None, None]
     else:
         factors = [bound.get("scales_h"), bound.get("scales_w")]
-    sizes = zip(arg_example(node, 0).shape[-2:], example.shape[-2:], strict=True)
+    sizes = zip(input.shape[-2:], output.shape[-2:], strict=True)
     height, width = (
         1.0 / factor if factor else n / o for factor, (n, o) in zip(factors, sizes, strict=True)
     )
@@ -188,14 +188,36 @@ def _resize_scales(node: fx.Node, example: torch.Tensor) -> tuple[float, float]:
 @ATEN.handles(*RESIZES, accepts=_spatial_refusal)
 def _resize(self: FunctionBuilder, node: fx.Node) -> View:
     """Nearest and bilinear upsampling of the last two dims, by output size or scale factor."""
-    example = _value(node)
-    align_corners = bool(_arguments(node).get("align_corners", False))
-    x = self.operand(node.args[0])
-    op = graph.ResizeOp(
-        x,
-        RESIZES[op_name(node)],
-        self.type_of(example),
-        _resize_scales(node, example),
-        align_corners,
+    return _resized(self, node, graph.ResizeOp, RESIZES[op_name(node)], _value(node))
+
+
+@ATEN.handles("emmy.upsample2d.default", "emmy.upsample2d_backward.default")
+def _upsampling(self: FunctionBuilder, node: fx.Node) -> View:
+    """emmy.frontend.interpolations' upsampling, or its input gradient."""
+    mode = graph.Resize(str(_arguments(node)["mode"]))
+    if node.target is torch.ops.emmy.upsample2d.default:
+        return _resized(self, node, graph.ResizeOp, mode, _value(node))
+    # the gradient's scales are its forward's: from the input [.., h, w] to dy [.., oh, ow]
+    dx = _value(node)
+    scales = _resize_scales(node, arg_example(node, 0), dx)
+    op = graph.ResizeBackwardOp(
+        self.operand(node.args[0]), mode, self.type_of(dx), scales, _corners(node)
     )
+    return self.result(self.insert(op), dx)
+
+
+def _resized(
+    self: FunctionBuilder,
+    node: fx.Node,
+    op_class: type[graph.ResizeBase],
+    mode: graph.Resize,
+    example: torch.Tensor,
+) -> View:
+    x = self.operand(node.args[0])
+    scales = _resize_scales(node, example, arg_example(node, 0))
+    op = op_class(x, mode, self.type_of(example), scales, _corners(node))
     return self.result(self.insert(op), example)
+
+
+def _corners(node: fx.Node) -> bool:
+    return bool(_arguments(node).get("align_corners", False))

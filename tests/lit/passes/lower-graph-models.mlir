@@ -179,6 +179,16 @@ func.func @adaptive_pool_backward(%dy : tensor<2x3x4x3xf32>) -> tensor<2x3x9x7xf
 // CHECK-NEXT: kernel.call @[[ADAPTIVE]](%[[DY]]) : (tensor<2x3x4x3xf32>) -> tensor<2x3x9x7xf32>
 // CHECK-NEXT: func.return
 
+// An upsampling's input gradient: one gather kernel keyed as its forward.
+func.func @resize_backward(%dy : tensor<2x3x10x14xf32>) -> tensor<2x3x5x7xf32> {
+  %dx = graph.resize_backward %dy {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64], align_corners} : tensor<2x3x10x14xf32> -> tensor<2x3x5x7xf32>
+  func.return %dx : tensor<2x3x5x7xf32>
+}
+// CHECK: fork.site @[[RB:resize2d_backward_[0-9]+]] "resize2d_backward" "rows=6,h=5,w=7,oh=10,ow=14,T=f32,mode=bilinear,corners=yes,sy=0.4444444444444444,sx=0.46153846153846156" {
+// CHECK: func.func @resize_backward(%[[DY:[^:]*]]: tensor<2x3x10x14xf32>)
+// CHECK-NEXT: kernel.call @[[RB]](%[[DY]]) : (tensor<2x3x10x14xf32>) -> tensor<2x3x5x7xf32>
+// CHECK-NEXT: func.return
+
 // A padding mask [batch, kv_len]: the attention site reads it as a fourth input.
 func.func @padded(%q : tensor<2x4x8x16xf32>, %k : tensor<2x2x8x16xf32>, %v : tensor<2x2x8x16xf32>, %m : tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
   %o = graph.attention %q, %k, %v mask %m {scale = 2.500000e-01 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xf32> -> tensor<2x4x8x16xf32>

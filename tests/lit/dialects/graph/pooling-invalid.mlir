@@ -29,3 +29,11 @@ func.func @nearest_corners(%x : tensor<2x5x7xf32>) -> tensor<2x10x14xf32> {
   func.return %y : tensor<2x10x14xf32>
 }
 // CHECK: graph.resize aligns corners in bilinear mode alone
+
+// -----
+
+func.func @resize_gradient_batch(%dy : tensor<2x3x10x14xf32>) -> tensor<2x5x5x7xf32> {
+  %dx = graph.resize_backward %dy {mode = #graph<resize nearest>, scales = [0.5 : f64, 0.5 : f64]} : tensor<2x3x10x14xf32> -> tensor<2x5x5x7xf32>
+  func.return %dx : tensor<2x5x5x7xf32>
+}
+// CHECK: graph.resize_backward of tensor<2x3x10x14xf32> cannot give tensor<2x5x5x7xf32>

@@ -17,3 +17,10 @@ func.func @resizes(%x : tensor<2x3x5x7xf32>) -> tensor<2x3x10x14xf32> {
   // CHECK-NEXT: graph.resize %{{.*}} {mode = #graph<resize bilinear>, scales = [5.000000e-01 : f64, 5.000000e-01 : f64], align_corners}
   func.return %b : tensor<2x3x10x14xf32>
 }
+
+// An upsampling's input gradient: the properties of its forward, the sizes the other way.
+func.func @resize_gradient(%dy : tensor<2x3x10x14xbf16>) -> tensor<2x3x5x7xbf16> {
+  %dx = graph.resize_backward %dy {mode = #graph<resize bilinear>, scales = [0.5 : f64, 0.5 : f64]} : tensor<2x3x10x14xbf16> -> tensor<2x3x5x7xbf16>
+  // CHECK: graph.resize_backward %{{.*}} {mode = #graph<resize bilinear>, scales = [5.000000e-01 : f64, 5.000000e-01 : f64]} : tensor<2x3x10x14xbf16> -> tensor<2x3x5x7xbf16>
+  func.return %dx : tensor<2x3x5x7xbf16>
+}
