@@ -126,14 +126,59 @@ class ElementwiseGroup:
     text: str
 
 
+#: the longest chain text whose values read more than once in it are spelled out at each
+#: use; past it (values shared level after level) such a value is an input of the chain
+SHARED_TEXT_LIMIT = 2048
+
+
 def collect_group(
     root: Operation, accumulator: SSAValue | None = None, numbered: Sequence[SSAValue] = ()
 ) -> ElementwiseGroup:
     """The root and the producers it alone uses, with the chain as kernel-language text;
     `accumulator` (the result of the kernel the chain is fused into) is called `acc`, and
-    inputs are numbered after those of `numbered` (a chain the same kernel reads too)."""
+    inputs are numbered after those of `numbered` (a chain the same kernel reads too). A
+    value the chain reads more than once (x in x + 0.044715 · x³, a gradient's shared
+    factor) is the chain's where the chain reads all of its uses."""
+    group = _group(root, accumulator, numbered, _members(root))
+    if len(group.text) <= SHARED_TEXT_LIMIT:
+        return group
+    return _group(root, accumulator, numbered, None)
+
+
+def _members(root: Operation) -> set[Operation]:
+    """The root and the elementwise ops before it whose every use one of them makes."""
+    members = {root}
+    grown = True
+    while grown:
+        grown = False
+        for op in list(members):
+            for operand in op.operands:
+                producer = operand.owner
+                if not isinstance(producer, graph.ElementwiseOp) or producer in members:
+                    continue
+                if all(use.operation in members for use in producer.results[0].uses):
+                    members.add(producer)
+                    grown = True
+    return members
+
+
+def _group(
+    root: Operation,
+    accumulator: SSAValue | None,
+    numbered: Sequence[SSAValue],
+    members: set[Operation] | None,
+) -> ElementwiseGroup:
+    """collect_group's group of `members` (None: the producers read once, a tree)."""
     ops: list[Operation] = []
     inputs: list[SSAValue] = list(numbered)
+
+    def inside(producer: Operation | Block) -> bool:
+        if members is not None:
+            return producer in members
+        return producer is root or is_elementwise(producer) and value_read_once(producer)
+
+    def value_read_once(producer: Operation | Block) -> bool:
+        return isinstance(producer, Operation) and producer.results[0].has_one_use()
 
     def text(value: SSAValue) -> str:
         if value is accumulator:
@@ -141,10 +186,10 @@ def collect_group(
         producer = value.owner
         if isinstance(producer, graph.ConstantOp):
             return constant_text(producer)
-        inner = is_elementwise(producer) and producer is not root and value.has_one_use()
-        if producer is root or inner:
+        if inside(producer):
             assert isinstance(producer, Operation)
-            ops.append(producer)
+            if producer not in ops:
+                ops.append(producer)
             return expression(producer)
         if value not in inputs:
             inputs.append(value)
