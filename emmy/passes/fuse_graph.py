@@ -71,13 +71,15 @@ def is_group_root(op: Operation | Block | None) -> bool:
 def fusable_product(
     group: ElementwiseGroup, producers: tuple[type[Operation], ...]
 ) -> SSAValue | None:
-    """A result of one of `producers` the group alone reads, in full: the chain becomes
-    that kernel's epilogue."""
+    """A result of one of `producers` the group alone reads (once or more: gelu_new reads
+    x three times), in full: the chain becomes that kernel's epilogue."""
     out_shape = shape_of(group.root.results[0])
+    members = set(group.ops)
     for value in group.inputs:
-        if isinstance(value.owner, producers) and value.has_one_use():
-            if shape_of(value) == out_shape:
-                return value
+        if not isinstance(value.owner, producers) or shape_of(value) != out_shape:
+            continue
+        if all(use.operation in members for use in value.uses):
+            return value
     return None
 
 

@@ -12,6 +12,7 @@ from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.inline_host_paths import InlineHostPaths
 from emmy.passes.lower_graph import LowerGraph, LowerSites
 from emmy.passes.matmul_paths import MatmulPaths
+from emmy.passes.merge_reshapes import MergeReshapes
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
@@ -20,6 +21,7 @@ from emmy.passes.specialize_forks import SpecializeForks
 COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     RecogniseAttention,
     AttentionPaths,
+    MergeReshapes,
     FuseGraph,
     LowerSites,
     MatmulPaths,
