@@ -262,3 +262,12 @@ def test_a_recipe_compile_does_not_import_transformers() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_gpt2s_mlp_is_one_matmul_with_gelu_new_as_its_epilogue() -> None:
+    """transformers' Conv1D views addmm's product as [batch, seq, n], and gelu_new reads it
+    three times: merge-reshapes and fuse-graph make the bias add and gelu_new the matmul's
+    epilogue, not an elementwise kernel of their own."""
+    kernels = list(compiled("gpt2").program.kernels.values())
+    assert any(k.family == "matmul" and "tanh" in k.key for k in kernels), kernels
+    assert not any(k.family == "elementwise" and "tanh" in k.key for k in kernels), kernels
