@@ -139,26 +139,29 @@ def collect_group(
     inputs are numbered after those of `numbered` (a chain the same kernel reads too). A
     value the chain reads more than once (x in x + 0.044715 · x³, a gradient's shared
     factor) is the chain's where the chain reads all of its uses."""
-    group = _group(root, accumulator, numbered, _members(root))
-    if len(group.text) <= SHARED_TEXT_LIMIT:
-        return group
-    return _group(root, accumulator, numbered, None)
+    try:
+        return _group(root, accumulator, numbered, _members(root))
+    except _SharedTooLong:
+        return _group(root, accumulator, numbered, None)
+
+
+class _SharedTooLong(Exception):
+    """A chain whose shared values, spelled out at each use, pass SHARED_TEXT_LIMIT."""
 
 
 def _members(root: Operation) -> set[Operation]:
     """The root and the elementwise ops before it whose every use one of them makes."""
     members = {root}
-    grown = True
-    while grown:
-        grown = False
-        for op in list(members):
-            for operand in op.operands:
-                producer = operand.owner
-                if not isinstance(producer, graph.ElementwiseOp) or producer in members:
-                    continue
-                if all(use.operation in members for use in producer.results[0].uses):
-                    members.add(producer)
-                    grown = True
+    pending = [root]
+    while pending:
+        # a producer is looked at again as each of its users joins: the last one decides
+        for operand in pending.pop().operands:
+            producer = operand.owner
+            if not isinstance(producer, graph.ElementwiseOp) or producer in members:
+                continue
+            if all(use.operation in members for use in producer.results[0].uses):
+                members.add(producer)
+                pending.append(producer)
     return members
 
 
@@ -171,6 +174,8 @@ def _group(
     """collect_group's group of `members` (None: the producers read once, a tree)."""
     ops: list[Operation] = []
     inputs: list[SSAValue] = list(numbered)
+    #: each op's text, spelled once however often the chain reads it
+    spelled: dict[Operation, str] = {}
 
     def inside(producer: Operation | Block) -> bool:
         if members is not None:
@@ -188,9 +193,10 @@ def _group(
             return constant_text(producer)
         if inside(producer):
             assert isinstance(producer, Operation)
-            if producer not in ops:
+            if producer not in spelled:
                 ops.append(producer)
-            return expression(producer)
+                spelled[producer] = expression(producer)
+            return spelled[producer]
         if value not in inputs:
             inputs.append(value)
         return f"in{inputs.index(value)}"
@@ -200,8 +206,13 @@ def _group(
         operands = [text(operand) for operand in op.operands]
         approximate = op.approximate if isinstance(op, graph.GeluOp) else None
         if approximate is not None and approximate.data == graph.GeluApproximation.TANH:
-            return f"gelu_tanh({operands[0]})"
-        return op.OP.spell(operands, dtype_of(op.results[0]))
+            spelling = f"gelu_tanh({operands[0]})"
+        else:
+            spelling = op.OP.spell(operands, dtype_of(op.results[0]))
+        # stopped as soon as it is too long: spelled out level after level, it doubles
+        if members is not None and len(spelling) > SHARED_TEXT_LIMIT:
+            raise _SharedTooLong
+        return spelling
 
     chain = text(root.results[0])
     return ElementwiseGroup(root, ops, inputs, chain)

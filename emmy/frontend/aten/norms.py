@@ -140,22 +140,27 @@ def _statistics_of_rows(
 
 @ATEN.handles("aten.rms_norm.default", accepts=_norm_refusal("rms_norm"))
 def _rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
-    x_arg, shape = node.args[0], arg_list(node, 1)
-    weight, eps = arg_optional_node(node, 2), arg_optional_float(node, 3)
-    example = _value(node)
+    eps = arg_optional_float(node, 3)
     if eps is None:
-        eps = default_eps(example.dtype)
-    x = _norm_rows(self, x_arg, len(shape))
-    w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
-    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, eps)), example)
+        eps = default_eps(_value(node).dtype)
+    dims = len(arg_list(node, 1))
+    return _rms_normed(self, node, dims, arg_optional_node(node, 2), eps)
 
 
 @ATEN.handles("emmy.rms_norm.default")
 def _emmy_rms_norm(self: FunctionBuilder, node: fx.Node) -> View:
     """An RMSNorm over the last dim that emmy.frontend.rms_norms found in a model."""
-    x = _norm_rows(self, node.args[0], 1)
-    w = _norm_param(self, node, node.args[1], x.type.get_shape()[-1], _value(node), 1.0)
-    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, arg_float(node, 2))), _value(node))
+    return _rms_normed(self, node, 1, node.args[1], arg_float(node, 2))
+
+
+def _rms_normed(
+    self: FunctionBuilder, node: fx.Node, dims: int, weight: object, eps: float
+) -> View:
+    """The node's x (args[0]) normalised over its `dims` trailing dims, by `weight`."""
+    example = _value(node)
+    x = _norm_rows(self, node.args[0], dims)
+    w = _norm_param(self, node, weight, x.type.get_shape()[-1], example, 1.0)
+    return _shaped_as(self, self.insert(graph.RmsNormOp(x, w, eps)), example)
 
 
 @ATEN.handles("emmy.rms_norm_backward.default")
