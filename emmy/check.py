@@ -27,8 +27,8 @@ from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, family
 from emmy.errors import KernelLaunchError
-from emmy.families.family import FamilyKind
-from emmy.families.registry import of_kind, registered
+from emmy.families.family import KernelFamily
+from emmy.families.registry import of_kind, registered_as
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.problem_key import INDEX_NAME
@@ -39,11 +39,11 @@ from emmy.runtime.emu_serve import EAGER
 
 def checked_families() -> list[str]:
     """The families whose every option a check runs: the kernel families of the registry."""
-    return list(of_kind(FamilyKind.KERNEL))
+    return list(of_kind(KernelFamily))
 
 
 def dtypes_of(family_name: str) -> list[str]:
-    return list(registered(family_name).check_dtypes)
+    return list(registered_as(family_name, KernelFamily).check_dtypes)
 
 
 @dataclass
@@ -61,9 +61,7 @@ class Case:
 
 def check_keys(family_name: str, dtype: str, index: str = "i32") -> list[dict]:
     """The family's check keys in `dtype`, with `index=i64` on each for a 64-bit case."""
-    entry = registered(family_name)
-    assert entry.check_keys is not None
-    keys = entry.check_keys(dtype)
+    keys = registered_as(family_name, KernelFamily).check_keys(dtype)
     return keys if index == "i32" else [{**key, INDEX_NAME: index} for key in keys]
 
 
@@ -157,9 +155,7 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
     fork's options and on each shape, in far fewer variants than pairwise per shape.
     `index="i64"` runs the kernels lowered in 64-bit arithmetic (as a site with a tensor
     of 2^31 elements or more has them) at the family's own small shapes."""
-    entry = registered(family_name)
-    assert entry.check_keys is not None and entry.check_inputs is not None
-    inputs_of = entry.check_inputs
+    inputs_of = registered_as(family_name, KernelFamily).check_inputs
     generator = torch.Generator().manual_seed(7)
     keys = check_keys(family_name, dtype, index)
     variants = case_variants(family_name, dtype, index)

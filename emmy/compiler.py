@@ -42,7 +42,7 @@ from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
 from emmy.dtypes import dtype_name
 from emmy.errors import EmmyError
-from emmy.families.family import WritesOver
+from emmy.families.family import KernelFamily, WritesOver
 from emmy.families.registry import FAMILIES
 from emmy.identity import EMU, arch_of
 from emmy.passes.pipeline import COMPILE_PIPELINE
@@ -163,7 +163,7 @@ def _write_in_place(plan: HostPlan, value: str, target: str, families: dict[str,
     plan.mutated_inputs.append(target)
     producer = plan.calls[index]
     entry = FAMILIES.get(families.get(producer.kernel, ""))
-    writes_over = entry.writes_over if entry else WritesOver.NOTHING
+    writes_over = entry.writes_over if isinstance(entry, KernelFamily) else WritesOver.NOTHING
     over_input = producer.kernel in plan.fallbacks or writes_over == WritesOver.INPUT
     shapes = {spec.name: spec.shape for spec in [*plan.inputs, *plan.temporaries]}
     same_shape = shapes.get(target) == shapes.get(value)

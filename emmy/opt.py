@@ -1,7 +1,7 @@
 """emmy-opt: xdsl-opt with emmy's dialects, passes and the CUDA target.
 
 emmy-opt softmax.mlir -p resolve-forks{pin="vec=2"},specialize-forks -t cuda
-emmy-opt emmy/library/softmax.emmy      # a .emmy file, at each kernel's example key
+emmy-opt emmy/families/softmax/softmax.emmy      # a .emmy file, at each kernel's example key
 """
 
 from __future__ import annotations

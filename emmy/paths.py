@@ -2,11 +2,14 @@
 
 import os
 import tempfile
+from functools import cache
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
-LIBRARY_DIR = PACKAGE_DIR / "library"
+#: one folder per family: its `.emmy` declaration (a kernel family), its registry entry and
+#: reference (`__init__.py`)
+FAMILIES_DIR = PACKAGE_DIR / "families"
 #: the recipes of the repository emmy is installed from (an editable install)
 RECIPES_DIR = PACKAGE_DIR.parent / "recipes"
 #: the committed prior (emmy/recall/committed_prior/): its weights and their metadata
@@ -16,9 +19,15 @@ METADATA = "metadata.json"
 
 
 def library_dirs() -> tuple[Path, ...]:
-    """emmy's kernel library, then the folders of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
+    """emmy's kernel library (the folders of its kernel families, by name), then the folders
+    of $EMMY_LIBRARY_PATH (os.pathsep-separated)."""
     extra = os.environ.get("EMMY_LIBRARY_PATH", "")
-    return (LIBRARY_DIR, *(Path(p) for p in extra.split(os.pathsep) if p))
+    return (*_family_dirs(), *(Path(p) for p in extra.split(os.pathsep) if p))
+
+
+@cache
+def _family_dirs() -> tuple[Path, ...]:
+    return tuple(sorted(d for d in FAMILIES_DIR.iterdir() if d.is_dir() and any(d.glob("*.emmy"))))
 
 
 def prior_dir() -> Path:

@@ -413,11 +413,12 @@ def host_call_of(family_name: str, key_text: str, args: tuple[BufferArg, ...]) -
     """The host call a site of a host-call family runs on `args`: its registry entry's."""
     # the registry loads xDSL and the kernel language (lark), which a program-cache hit,
     # running no host call, does not need
+    from emmy.families.family import HostCallFamily
     from emmy.families.registry import FAMILIES
 
     entry = FAMILIES.get(family_name)
-    if entry is None or entry.host_call is None:
-        raise EmmyError(f"no host call runs family {family_name!r} (Family.host_call)")
+    if not isinstance(entry, HostCallFamily):
+        raise EmmyError(f"no host call runs family {family_name!r} (HostCallFamily.host_call)")
     return entry.host_call(parse_key(key_text), args)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Region
@@ -13,6 +14,7 @@ from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
 from emmy.dsl.library import family, instantiate
+from emmy.families.family import KernelFamily
 from emmy.recall.tuning_db import Row
 from emmy.regime import regime_for
 
@@ -86,6 +88,18 @@ def write_golden(
         )
     )
     return path
+
+
+def scaling_family(name: str, factor: float) -> KernelFamily:
+    """The registry entry of a test library's kernel of one vector (tests/library/: fault,
+    scale) whose reference is `factor` x: checked on one key of 64 ones."""
+    return KernelFamily(
+        name,
+        reference=lambda key, inputs: inputs[0].double() * factor,
+        check_keys=lambda dtype: [{"n": 64, "T": dtype}],
+        check_inputs=lambda key, dtype, generator: [torch.ones(key["n"])],
+        check_dtypes=("f32",),
+    )
 
 
 def single_site_module(family_name: str, key: dict, shape: list[int], dtype=None) -> ModuleOp:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from stores import single_site_module
+from stores import scaling_family, single_site_module
 
 from emmy.cli import main
 from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
-from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
 from emmy.measure.bench import Bench, BenchOptions
 from emmy.recall.tuning_db import ReadOnlyDB, TuningDB
@@ -100,7 +99,7 @@ def test_flags_the_emulator_cannot_honour_are_refused(capsys, tmp_path) -> None:
 @pytest.fixture
 def failing_family(monkeypatch):
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(LIBRARY))
-    scale = Family("scale", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0].double() * 2)
+    scale = scaling_family("scale", 2)
     monkeypatch.setitem(FAMILIES, "scale", scale)
 
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stores import single_site_module
+from stores import scaling_family, single_site_module
 
 from emmy.check import Case, check
 from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.errors import KernelCompileError, KernelLaunchError
-from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
 from emmy.measure.bench import Bench, BenchOptions
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
@@ -40,7 +39,7 @@ def fault_family(monkeypatch):
     """tests/library/fault.emmy: mode=oob writes 4 GiB past its output, mode=spin hangs."""
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(LIBRARY))
     build_runner()  # g++ building it at the first launch would count against TIMEOUT
-    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0].double() * 2)
+    fault = scaling_family("fault", 2)
     monkeypatch.setitem(FAMILIES, "fault", fault)
 
 

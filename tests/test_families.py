@@ -1,12 +1,15 @@
-"""The family registry (emmy/families/) is complete: every family declares every part its
-kind needs, every `.emmy` kernel has an entry, every graph op a family, and lowering reads
-the registry without torch."""
+"""The family registry (emmy/families/) is complete: each folder is a family whose kind's
+parts the type checker checks, every `.emmy` kernel has an entry, every graph op a family,
+and lowering reads the registry without torch."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -22,36 +25,59 @@ from emmy.dsl.library import families, family
 from emmy.errors import EmmyError
 from emmy.families import conv_path, conv_weight_path
 from emmy.families.attention_path import PATHS
-from emmy.families.family import Family, FamilyKind
+from emmy.families.family import ChoiceFamily, HostCallFamily, KernelFamily, MeasuredFamily
 from emmy.families.matmul_path import OPTIONS
-from emmy.families.registry import FAMILIES, missing_parts, of_kind
+from emmy.families.registry import discover, of_kind, registered_as
 from emmy.frontend.cache import parse_graph
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.program import host_call_of
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
-def test_every_family_declares_what_its_kind_needs(name: str) -> None:
-    assert not missing_parts(FAMILIES[name]), f"{name} lacks {missing_parts(FAMILIES[name])}"
+def _family_folders(root: Path, folders: dict[str, str]) -> ModuleType:
+    """A package of family folders under `root`: each folder's `__init__.py` text."""
+    package = root / "planted_families"
+    for name, text in folders.items():
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text(text)
+    (package / "__init__.py").write_text("")
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module("planted_families")
+    finally:
+        sys.path.remove(str(root))
 
 
-def test_an_entry_that_lacks_a_part_is_reported() -> None:
-    assert missing_parts(Family("softmax", FamilyKind.KERNEL)) == [
-        "check keys and inputs",
-        "a reference",
-    ]
-    assert missing_parts(Family("no_such_kernel", FamilyKind.KERNEL))[0].startswith("a kernel")
-    assert missing_parts(Family("a_choice", FamilyKind.CHOICE)) == ["its forks and options"]
-    assert missing_parts(Family("a_host_call", FamilyKind.HOST_CALL)) == [
-        "a reference",
-        "its host call",
-    ]
+KERNEL_ENTRY = (
+    "from emmy.families.family import KernelFamily\n"
+    "FAMILY = KernelFamily('{name}', reference=None, check_keys=None, check_inputs=None)\n"
+)
+
+
+def test_the_registry_finds_each_folder_and_a_kernel_family_needs_its_declaration(
+    tmp_path, monkeypatch
+) -> None:
+    """A folder is a family; a kernel family's folder without its `.emmy`, or a folder whose
+    entry is named otherwise, is a one-line error naming the folder."""
+    monkeypatch.delitem(sys.modules, "planted_families", raising=False)
+    package = _family_folders(tmp_path, {"double": KERNEL_ENTRY.format(name="double")})
+    with pytest.raises(
+        EmmyError, match=r"planted_families/double: kernel family double has no double\.emmy"
+    ):
+        discover(package)
+    (tmp_path / "planted_families" / "double" / "double.emmy").write_text("")
+    assert list(discover(package)) == ["double"]
+    (tmp_path / "planted_families" / "half").mkdir()
+    (tmp_path / "planted_families" / "half" / "__init__.py").write_text(
+        KERNEL_ENTRY.format(name="double")
+    )
+    with pytest.raises(EmmyError, match=r"half/__init__.py: FAMILY is not a family named 'half'"):
+        discover(package)
 
 
 def test_every_library_kernel_has_a_registry_entry() -> None:
-    unregistered = set(families()) - set(of_kind(FamilyKind.KERNEL))
+    unregistered = set(families()) - set(of_kind(KernelFamily))
     assert not unregistered, (
-        f"kernels of emmy/library/ with no entry in emmy/families/: {unregistered}"
+        f"kernels with no folder of their own in emmy/families/: {unregistered}"
     )
 
 
@@ -60,15 +86,17 @@ def test_every_graph_op_but_views_has_one_family() -> None:
     for op in graph.Graph.operations:
         if issubclass(op, unlowered):
             continue
-        owners = [e.name for e in FAMILIES.values() if issubclass(op, e.ops)]
+        owners = [
+            e.name
+            for e in of_kind(MeasuredFamily).values()
+            if e.lowers is not None and issubclass(op, e.lowers.ops)
+        ]
         assert len(owners) == 1, f"{op.name} is implemented by {owners or 'no family'}"
 
 
-@pytest.mark.parametrize("name", list(of_kind(FamilyKind.KERNEL)))
+@pytest.mark.parametrize("name", list(of_kind(KernelFamily)))
 def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> None:
-    entry = FAMILIES[name]
-    assert entry.check_keys is not None and entry.check_inputs is not None
-    assert entry.reference is not None
+    entry = registered_as(name, KernelFamily)
     dtype = entry.check_dtypes[0]
     keys = entry.check_keys(dtype)
     assert keys
@@ -79,12 +107,16 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
 
 
 def test_choice_families_offer_the_options_their_passes_build() -> None:
-    assert FAMILIES["attention_path"].forks == {"path": PATHS}
-    assert FAMILIES["attention_backward_path"].forks == {"path": ("fused", "sdpa")}
-    assert FAMILIES["matmul_path"].forks == {"matmul": OPTIONS}
-    assert FAMILIES["conv_path"].forks == {conv_path.KNOB: conv_path.OPTIONS}
-    assert FAMILIES["conv_weight_path"].forks == {"conv_weight": conv_weight_path.OPTIONS}
-    assert set(of_kind(FamilyKind.HOST_CALL)) == {
+    assert registered_as("attention_path", ChoiceFamily).forks == {"path": PATHS}
+    assert registered_as("attention_backward_path", ChoiceFamily).forks == {
+        "path": ("fused", "sdpa")
+    }
+    assert registered_as("matmul_path", ChoiceFamily).forks == {"matmul": OPTIONS}
+    assert registered_as("conv_path", ChoiceFamily).forks == {conv_path.KNOB: conv_path.OPTIONS}
+    assert registered_as("conv_weight_path", ChoiceFamily).forks == {
+        "conv_weight": conv_weight_path.OPTIONS
+    }
+    assert set(of_kind(HostCallFamily)) == {
         "vendor_matmul",
         "vendor_attention",
         "vendor_attention_backward",
@@ -116,8 +148,7 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
     )  # fmt: skip
     geometry = {"kh": 3, "kw": 1, "sh": 2, "sw": 1, "ph": 1, "pw": 0, "dh": 1, "dw": 2}
     sizes = {"batch": 2, "cin": 4, "h": 9, "w": 8, "cout": 6, "oh": 5, "ow": 8}
-    conv = FAMILIES["vendor_conv"].host_call
-    assert conv is not None
+    conv = registered_as("vendor_conv", HostCallFamily).host_call
     call = conv({**sizes, **geometry, "groups": 2, "cpg": 2, "has_bias": 1, "T": "f32"}, ())
     assert call == VendorConv(
         (),
@@ -132,8 +163,7 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
                        "T": "f32", "oh": 17, "transposed": 1}, ())  # fmt: skip
     assert transposed.shapes == ((2, 4, 9, 8), (4, 3, 3, 1), (2, 6, 17, 8))
     assert transposed.output_padding == (0, 0)
-    weight = FAMILIES["vendor_conv_weight"].host_call
-    assert weight is not None
+    weight = registered_as("vendor_conv_weight", HostCallFamily).host_call
     call = weight({**sizes, **geometry, "groups": 2, "cpg": 2, "T": "bf16"}, ())
     assert call == VendorConvWeight(
         (),

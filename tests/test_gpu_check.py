@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stores import scaling_family
 
-from emmy.families.family import Family, FamilyKind
 from emmy.families.registry import FAMILIES
 
 SCRIPT = Path(__file__).parent.parent / "scripts" / "gpu-check"
@@ -154,7 +154,7 @@ def test_a_fault_that_leaves_the_device_unusable_ends_its_part(script, monkeypat
     first config's figure is kept, the crash is one line, the part stops there and says
     so (the third config is not timed)."""
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
-    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0] * 2)
+    fault = scaling_family("fault", 2)
     monkeypatch.setitem(FAMILIES, "fault", fault)
     x = np.ones(64, dtype=np.float32)
     configs = [{"mode": mode, "threads": threads} for mode, threads in
@@ -181,7 +181,7 @@ def test_a_kernel_whose_output_is_wrong_is_not_timed(script, monkeypatch) -> Non
     has no figure."""
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
     # the reference wants 3x: the kernel's 2x is wrong
-    fault = Family("fault", FamilyKind.KERNEL, reference=lambda key, inputs: inputs[0] * 3)
+    fault = scaling_family("fault", 3)
     monkeypatch.setitem(FAMILIES, "fault", fault)
     x = np.ones(64, dtype=np.float32)
 

@@ -1,7 +1,7 @@
 """The tensor-core matmul's reach and fork space: every f16/bf16 product takes it (B as
 [k, n] or [n, k], any n and k), its configs fit A100/H100/H200 blocks, and GPT-2's tied
 lm_head reads the embedding in place. Its numerics: tests/test_library_families.py runs
-every option on the check keys of emmy/families/matmul_tc.py."""
+every option on the check keys of emmy/families/matmul_tc/."""
 
 from __future__ import annotations
 

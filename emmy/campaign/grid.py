@@ -4,7 +4,8 @@ scripts/make-dataset), each family's declared by its registry entry (Family.grid
 
 from __future__ import annotations
 
-from emmy.families.registry import FAMILIES
+from emmy.families.family import KernelFamily
+from emmy.families.registry import of_kind
 
 
 def grid() -> dict[str, list[tuple[str, str]]]:
@@ -13,6 +14,6 @@ def grid() -> dict[str, list[tuple[str, str]]]:
     emulator runs in well under a second, ragged and round, in f32 and bf16."""
     return {
         entry.grid_group or name: entry.grid()
-        for name, entry in FAMILIES.items()
+        for name, entry in of_kind(KernelFamily).items()
         if entry.grid is not None
     }

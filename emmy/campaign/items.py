@@ -38,8 +38,8 @@ from emmy.dsl.keys import active_params, complete_key, param_dtype
 from emmy.dsl.library import families
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
-from emmy.families.family import FamilyKind
-from emmy.families.registry import FAMILIES
+from emmy.families.family import ChoiceFamily, HostCallFamily
+from emmy.families.registry import FAMILIES, registered_as
 from emmy.identity import EMU, is_well_formed
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.paths import write_atomic
@@ -96,7 +96,7 @@ class Item:
     def choice(self) -> Choice:
         """The item as a program's host-level choice (Bench.bench_choice reads it)."""
         assert self.paths is not None
-        ((fork_name, options),) = FAMILIES[self.family].forks.items()
+        ((fork_name, options),) = registered_as(self.family, ChoiceFamily).forks.items()
         # the declared default: the first of the family's options this site has
         declared = next((o for o in options if o in self.paths), next(iter(self.paths)))
         default = self.pinned.get(fork_name, declared)
@@ -272,7 +272,7 @@ def _item(where: str, record: object, devices: tuple[str, ...]) -> Item:
         raise EmmyError(f"{where}: family and key must be strings")
     where = f"{where} ({name})"
     entry = FAMILIES.get(name)
-    if entry is None or entry.kind == FamilyKind.HOST_CALL:
+    if entry is None or isinstance(entry, HostCallFamily):
         kinds = "a kernel family or a host-level choice"
         raise EmmyError(f"{where}: unknown family {name!r} (want {kinds}, e.g. softmax)")
     try:
@@ -297,7 +297,7 @@ def _item(where: str, record: object, devices: tuple[str, ...]) -> Item:
         source=source,
         max_rows=max_rows,
     )
-    if entry.kind == FamilyKind.CHOICE:
+    if isinstance(entry, ChoiceFamily):
         item = _with_paths(where, item, record.get("paths"))
     else:
         if "paths" in record:
@@ -400,7 +400,7 @@ def _with_paths(where: str, item: Item, paths: object) -> Item:
 def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
     """Every listed config is valid at the item's key, and every swept fork is a fork."""
     if item.is_choice:
-        (fork_name,) = FAMILIES[item.family].forks
+        (fork_name,) = registered_as(item.family, ChoiceFamily).forks
         for config in item.configs if isinstance(item.configs, list) else configs:
             if set(config) != {fork_name} or config[fork_name] not in (item.paths or {}):
                 options = ", ".join(item.paths or {})

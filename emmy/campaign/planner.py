@@ -24,6 +24,7 @@ from emmy.compile_options import CompileOptions, parse_pins
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family as kernel_family
 from emmy.errors import EmmyError
+from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text
 from emmy.measure.bench import program_sites
@@ -52,7 +53,7 @@ def parse_configs(text: str) -> object:
 
 def _forks_of(family_name: str) -> set[str]:
     entry = FAMILIES[family_name]
-    if entry.forks:
+    if isinstance(entry, ChoiceFamily):
         return set(entry.forks)
     return set(ForkSpace.of(kernel_family(family_name)).names)
 

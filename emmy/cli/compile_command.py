@@ -114,7 +114,8 @@ def explain_lines(program) -> list[str]:
     why and where the model calls it; the ops whose FLOPs were counted one per element;
     then each kernel's resources (resource_lines)."""
     # the registry loads the kernel library (xDSL), which a program-cache hit does not need
-    from emmy.families.registry import registered
+    from emmy.families.family import HostCallFamily
+    from emmy.families.registry import registered_as
 
     rows = [("site", "family", "key", "config", "source", "evidence")]
     sites = [(name, c.family, c.key, c.config) for name, c in program.choices.items()]
@@ -129,7 +130,7 @@ def explain_lines(program) -> list[str]:
             (name, family_name, key, config, provenance.oracle or "?", _evidence(provenance))
         )
     for name, call in program.host_calls.items():
-        runs_by = registered(call["family"]).runs_by
+        runs_by = registered_as(call["family"], HostCallFamily).runs_by
         rows.append((name, call["family"], call["key"], "-", "host call", runs_by))
     for name, call in program.fallbacks.items():
         where = f" at {call['source']}" if call["source"] else ""

@@ -1,4 +1,4 @@
-"""The kernel library: every family declared in emmy/library/*.emmy, loaded once."""
+"""The kernel library: every family declared in emmy/families/*/*.emmy, loaded once."""
 
 from __future__ import annotations
 

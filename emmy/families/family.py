@@ -24,15 +24,6 @@ if TYPE_CHECKING:
 FLOATS = dtypes.FLOAT_NAMES
 
 
-class FamilyKind(StrEnum):
-    #: a `.emmy` kernel the compiler emits
-    KERNEL = "kernel"
-    #: a host-level choice between paths: a site with one fork and no kernel of its own
-    CHOICE = "choice"
-    #: a site the device runs as a host call (the vendor library): no emitted kernel
-    HOST_CALL = "host_call"
-
-
 class Fuses(StrEnum):
     """The elementwise chains fuse-graph puts into a family's kernel."""
 
@@ -109,20 +100,24 @@ def key_int(key: Mapping[str, KeyValue], name: str) -> int:
 
 
 @dataclass(frozen=True)
-class Family:
-    """One family. A kernel family's `.emmy` declaration is `emmy/library/<name>.emmy`'s
-    kernel `name`; `ops` are the graph ops whose sites `site` builds (it may pick a sibling
-    family, as matmul picks matmul_tc where tensor cores apply)."""
+class OpSites:
+    """The graph ops whose sites a family builds, and `site`, the builder of each one's (it
+    may pick a sibling family, as matmul picks matmul_tc where tensor cores apply)."""
 
-    name: str
-    kind: FamilyKind
-    ops: tuple[type[Operation], ...] = ()
-    site: SiteBuilder | None = None
-    fuses: Fuses = Fuses.NOTHING
-    reference: Reference | None = None
-    check_keys: CheckKeys | None = None
-    check_inputs: CheckInputs | None = None
-    check_dtypes: tuple[str, ...] = FLOATS
+    ops: tuple[type[Operation], ...]
+    site: SiteBuilder
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredFamily:
+    """What a check and a bench read of a family whose sites compute outputs (a kernel or a
+    host call): its float64 reference, the tolerance, and the inputs a bench draws."""
+
+    name: str = field(kw_only=False)
+    reference: Reference
+    #: the graph ops whose sites it builds; none where its sites come from another family's
+    #: builder or from a pass (transpose, split_sum, matmul_tc)
+    lowers: OpSites | None = None
     #: absolute error a check allows beyond the storage type's rounding (f32 accumulation
     #: that grows with a key's depth or row length)
     extra_atol: Callable[[dict], float] = no_extra_atol
@@ -134,13 +129,17 @@ class Family:
     #: contract ties them (an attention backward's statistics are its q and k's): the
     #: inputs, those replaced
     derive_inputs: Callable[[dict, list[torch.Tensor]], list[torch.Tensor]] | None = None
-    #: a host-call family's key text from a site's key (a kernel family's is its
-    #: declaration's canonical text)
-    host_key: Callable[[dict], ProblemKey] | None = None
-    #: a host-call family's step at a key (emmy.program.Program.launches, the bench)
-    host_call: HostCallBuilder | None = None
-    #: what runs a host-call family's sites, as --explain says it
-    runs_by: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelFamily(MeasuredFamily):
+    """A `.emmy` kernel the compiler emits: `emmy/families/<name>/<name>.emmy`'s kernel
+    `name`, checked on every option at its check keys."""
+
+    check_keys: CheckKeys
+    check_inputs: CheckInputs
+    check_dtypes: tuple[str, ...] = FLOATS
+    fuses: Fuses = Fuses.NOTHING
     #: which input its kernel may write its result over (a mutated input's new value)
     writes_over: WritesOver = WritesOver.NOTHING
     #: its keys in the prior's dataset (`emmy campaign plan --grid`): from tiny shapes to
@@ -148,9 +147,32 @@ class Family:
     grid: GridKeys | None = None
     #: the name of its group in the grid (`--family`) where not the family's
     grid_group: str = ""
-    #: a choice family's forks and their options
-    forks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCallFamily(MeasuredFamily):
+    """A site the device runs as a host call (the vendor library): no emitted kernel."""
+
+    #: its key text from a site's key (a kernel family's is its declaration's canonical text)
+    host_key: Callable[[dict], ProblemKey]
+    #: its step at a key (emmy.program.Program.launches, the bench)
+    host_call: HostCallBuilder
+    #: what runs its sites, as --explain says it
+    runs_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChoiceFamily:
+    """A host-level choice between paths: a site with one fork and no kernel of its own."""
+
+    name: str = field(kw_only=False)
+    #: its forks and their options
+    forks: Mapping[str, tuple[str, ...]]
     #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence
     #: takes before the declared default (the target-default oracle): on a GPU, the vendor
     #: library, which a fresh machine must never start below
     target_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+#: one family of the registry: the type checker knows each kind's parts
+Family = KernelFamily | HostCallFamily | ChoiceFamily

@@ -4,173 +4,87 @@ with no entry here is still compiled and benched, but not checked."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from pathlib import Path
+from types import ModuleType
+from typing import TypeVar
+
 from xdsl.ir import Operation
 
-from emmy.dsl.library import families
+import emmy.families
 from emmy.errors import EmmyError
-from emmy.families import (
-    arg_rows,
-    attention,
-    attention_backward_path,
-    attention_decode,
-    attention_decode_combine,
-    attention_decode_path,
-    attention_dkv,
-    attention_dkv_tc,
-    attention_dq,
-    attention_dq_tc,
-    attention_path,
-    attention_stats,
-    attention_tc,
-    batch_norm_stats,
-    cat,
-    conv,
-    conv_path,
-    conv_tc,
-    conv_weight,
-    conv_weight_path,
-    cumsum,
-    elementwise,
-    embedding,
-    embedding_backward,
-    gather,
-    grouped_matmul,
-    index_copy,
-    layer_norm,
-    layer_norm_backward,
-    mask_bias,
-    matmul,
-    matmul_path,
-    matmul_tc,
-    permute,
-    pool2d,
-    pool2d_backward,
-    reduce_cols,
-    reduce_rows,
-    reduce_rows_int,
-    resize2d,
-    resize2d_backward,
-    rms_norm,
-    rms_norm_backward,
-    rope,
-    softmax,
-    softmax_backward,
-    split_sum,
-    transpose,
-    vendor_attention,
-    vendor_attention_backward,
-    vendor_conv,
-    vendor_conv_weight,
-    vendor_matmul,
+from emmy.families.family import (
+    ChoiceFamily,
+    Family,
+    Fuses,
+    HostCallFamily,
+    KernelFamily,
+    MeasuredFamily,
+    OpSites,
 )
-from emmy.families.family import Family, FamilyKind, Fuses
 
-FAMILIES: dict[str, Family] = {
-    module.FAMILY.name: module.FAMILY
-    for module in (
-        softmax,
-        softmax_backward,
-        layer_norm,
-        layer_norm_backward,
-        batch_norm_stats,
-        rms_norm,
-        rms_norm_backward,
-        elementwise,
-        reduce_rows,
-        reduce_cols,
-        reduce_rows_int,
-        arg_rows,
-        cumsum,
-        transpose,
-        permute,
-        gather,
-        pool2d,
-        pool2d_backward,
-        resize2d,
-        resize2d_backward,
-        cat,
-        index_copy,
-        embedding,
-        embedding_backward,
-        rope,
-        mask_bias,
-        matmul,
-        matmul_tc,
-        conv,
-        conv_tc,
-        conv_weight,
-        grouped_matmul,
-        split_sum,
-        attention_stats,
-        attention_dq,
-        attention_dq_tc,
-        attention_dkv,
-        attention_dkv_tc,
-        # last of the tensor-core families: gpu-day --quick checks the last alone
-        attention,
-        attention_tc,
-        attention_decode,
-        attention_decode_combine,
-        attention_path,
-        attention_backward_path,
-        attention_decode_path,
-        matmul_path,
-        conv_path,
-        conv_weight_path,
-        vendor_matmul,
-        vendor_conv,
-        vendor_conv_weight,
-        vendor_attention,
-        vendor_attention_backward,
-    )
-}
+
+def discover(package: ModuleType) -> dict[str, Family]:
+    """The entry (`FAMILY`) of each folder of the package, by the folder's name; a kernel
+    family's folder also holds its declaration, `<name>.emmy`."""
+    entries: dict[str, Family] = {}
+    for found in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not found.ispkg:
+            continue
+        folder = Path(package.__path__[0]) / found.name
+        entry = getattr(importlib.import_module(f"{package.__name__}.{found.name}"), "FAMILY", None)
+        if not isinstance(entry, Family) or entry.name != found.name:
+            raise EmmyError(f"{folder}/__init__.py: FAMILY is not a family named {found.name!r}")
+        if isinstance(entry, KernelFamily) and not (folder / f"{found.name}.emmy").exists():
+            raise EmmyError(f"{folder}: kernel family {found.name} has no {found.name}.emmy")
+        entries[entry.name] = entry
+    return entries
+
+
+FAMILIES: dict[str, Family] = discover(emmy.families)
+
+AnyFamily = TypeVar("AnyFamily", KernelFamily, HostCallFamily, ChoiceFamily, MeasuredFamily)
 
 
 def registered(name: str) -> Family:
     entry = FAMILIES.get(name)
     if entry is None:
-        raise EmmyError(f"family {name!r} has no registry entry (emmy/families/)")
+        raise EmmyError(f"family {name!r} has no registry entry (a folder of emmy/families/)")
     return entry
 
 
-def of_kind(kind: FamilyKind) -> dict[str, Family]:
-    return {name: entry for name, entry in FAMILIES.items() if entry.kind == kind}
+def registered_as(name: str, kind: type[AnyFamily]) -> AnyFamily:
+    """The entry of `name`, which must be of this kind."""
+    entry = registered(name)
+    if not isinstance(entry, kind):
+        raise EmmyError(f"family {name!r} is a {type(entry).__name__}, not a {kind.__name__}")
+    return entry
 
 
-def implementing(op: Operation) -> Family | None:
-    """The family whose sites stand for this graph op."""
-    return next((entry for entry in FAMILIES.values() if isinstance(op, entry.ops)), None)
+def of_kind(kind: type[AnyFamily]) -> dict[str, AnyFamily]:
+    return {name: entry for name, entry in FAMILIES.items() if isinstance(entry, kind)}
+
+
+def implementing(op: Operation) -> OpSites | None:
+    """The sites of the family whose sites stand for this graph op."""
+    lowers = (entry.lowers for entry in of_kind(MeasuredFamily).values())
+    return next((each for each in lowers if each is not None and isinstance(op, each.ops)), None)
 
 
 def fusing(fuses: Fuses) -> tuple[type[Operation], ...]:
     """The graph ops whose kernels take these chains."""
-    return tuple(op for entry in FAMILIES.values() if entry.fuses == fuses for op in entry.ops)
+    return tuple(
+        op
+        for entry in of_kind(KernelFamily).values()
+        if entry.fuses == fuses and entry.lowers is not None
+        for op in entry.lowers.ops
+    )
 
 
 def choice_forks() -> dict[str, dict[str, list[str]]]:
     """Per host-level choice family: its forks and their options."""
     return {
         name: {fork: list(options) for fork, options in entry.forks.items()}
-        for name, entry in of_kind(FamilyKind.CHOICE).items()
+        for name, entry in of_kind(ChoiceFamily).items()
     }
-
-
-def missing_parts(entry: Family) -> list[str]:
-    """What the entry lacks for its kind: a kernel family its `.emmy` declaration, its
-    reference and its check keys and inputs; a choice its forks; a host call its reference
-    and its host call."""
-    missing = []
-    if entry.kind == FamilyKind.KERNEL:
-        if entry.name not in families():
-            missing.append(f"a kernel {entry.name} in emmy/library/")
-        if entry.check_keys is None or entry.check_inputs is None:
-            missing.append("check keys and inputs")
-    if entry.kind in (FamilyKind.KERNEL, FamilyKind.HOST_CALL) and entry.reference is None:
-        missing.append("a reference")
-    if entry.kind == FamilyKind.HOST_CALL and entry.host_call is None:
-        missing.append("its host call")
-    if entry.kind == FamilyKind.CHOICE and not entry.forks:
-        missing.append("its forks and options")
-    if entry.ops and entry.site is None:
-        missing.append("a site builder for its ops")
-    return missing

@@ -36,7 +36,7 @@ from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import active_params, complete_key, family
 from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
-from emmy.families.family import FamilyKind
+from emmy.families.family import HostCallFamily, MeasuredFamily
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
@@ -281,7 +281,7 @@ class Bench:
             for kind, tensors in (("inputs", call.inputs), ("outputs", call.outputs))
         )
         work = SiteWork(site, call.family, call.key, config, inputs, outputs)
-        if work.family in of_kind(FamilyKind.HOST_CALL):  # no kernel to compile: the device runs it
+        if work.family in of_kind(HostCallFamily):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", ("", None))
         return self.record(
             work, config, "forced", self.compile(work, [config])[canonical_config(config)]
@@ -503,9 +503,11 @@ def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]
         for spec, shape in zip(work.inputs, shapes, strict=True)
     ]
     entry = FAMILIES.get(work.family)
-    for index, (lo, hi) in (entry.input_ranges(key) if entry else {}).items():
+    if not isinstance(entry, MeasuredFamily):
+        return key, tensors
+    for index, (lo, hi) in entry.input_ranges(key).items():
         tensors[index] = torch.randint(lo, hi + 1, tensors[index].shape, dtype=tensors[index].dtype)
-    if entry is not None and entry.derive_inputs is not None:
+    if entry.derive_inputs is not None:
         tensors = entry.derive_inputs(key, tensors)
     return key, tensors
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 
 from emmy.errors import EmmyError
-from emmy.families.family import Reference
+from emmy.families.family import MeasuredFamily, Reference
 from emmy.families.registry import FAMILIES
 from emmy.runtime.convert import REFERENCE_TOLERANCES
 
 
 def reference(family: str) -> Reference:
     entry = FAMILIES.get(family)
-    if entry is None or entry.reference is None:
+    if not isinstance(entry, MeasuredFamily):
         raise EmmyError(f"no reference for family {family!r}: a bench cannot check it")
     return entry.reference
 
@@ -26,7 +26,7 @@ def tolerance(family: str, key: dict, dtype: torch.dtype) -> tuple[float, float]
     # an integer output (a sum of ints, an index, a flag) is exact
     rtol, atol = REFERENCE_TOLERANCES.get(dtype, (0.0, 0.0))
     entry = FAMILIES.get(family)
-    if entry is not None:
+    if isinstance(entry, MeasuredFamily):
         atol += entry.extra_atol(key)
     return rtol, atol
 

@@ -46,7 +46,7 @@ from emmy.dsl.library import family, instantiate
 from emmy.dsl.lower import NarrowIndexError
 from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
-from emmy.families.family import Fusion, Site
+from emmy.families.family import Fusion, HostCallFamily, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 from emmy.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX, ProblemKey
@@ -70,7 +70,7 @@ class SiteTable:
         big = _first_wide_tensor(site, op)
         key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
         entry = FAMILIES.get(site.family)
-        if entry is not None and entry.host_key is not None:  # a host call: no kernel
+        if isinstance(entry, HostCallFamily):  # no kernel
             site_key = entry.host_key(key)
 
             def build(name: str) -> fork.SiteOp:
@@ -131,10 +131,10 @@ class LowerOp(RewritePattern):
             return
         if is_elementwise(op):
             raise EmmyError(f"lower-sites: {op.name} is not in a graph.fused: run fuse-graph first")
-        entry = implementing(op)
-        if entry is None or entry.site is None:
+        sites = implementing(op)
+        if sites is None:
             return  # reported after the walk, with every other op no family implements
-        rewriter.replace(op, self.sites.call(rewriter, op, entry.site(op, Fusion())))
+        rewriter.replace(op, self.sites.call(rewriter, op, sites.site(op, Fusion())))
 
 
 @dataclass
@@ -165,9 +165,9 @@ class LowerFused(RewritePattern):
                 # the outputs past the anchor's own: the prologue's x, which it stores
                 stores_input=len(op.outputs) > len(anchor.results),
             )
-        entry = implementing(anchor)
-        assert entry is not None and entry.site is not None, "fuse-graph fuses family ops"
-        site = entry.site(anchor, fusion)
+        sites = implementing(anchor)
+        assert sites is not None, "fuse-graph fuses family ops"
+        site = sites.site(anchor, fusion)
         outer = Site(site.family, site.key, [self.outer(op, value) for value in site.inputs])
         rewriter.replace(op, self.sites.call(rewriter, op, outer))
 

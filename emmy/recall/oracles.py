@@ -35,6 +35,7 @@ from emmy.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOp
 from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.library import families
 from emmy.errors import EmmyError
+from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES, choice_forks
 from emmy.identity import device_class
 from emmy.problem_key import parse_key
@@ -205,7 +206,11 @@ class TargetDefaultOracle:
 
     def decide(self, query: SiteQuery) -> Decision | None:
         entry = FAMILIES.get(query.family)
-        target = entry.target_defaults.get(self.device_class) if entry is not None else None
+        target = (
+            entry.target_defaults.get(self.device_class)
+            if isinstance(entry, ChoiceFamily)
+            else None
+        )
         if not target:
             return None
         wanted = {**query.default, **target, **query.pins}

@@ -35,7 +35,7 @@ from emmy.frontend.function_builder import (
 )
 from emmy.frontend.op_registry import op_name
 
-#: the index tensors one gather reads (emmy/families/gather.py)
+#: the index tensors one gather reads (emmy/families/gather/)
 INDEX_TENSORS = INDICES
 
 

@@ -1,4 +1,4 @@
-// RUN: emmy-opt %S/../../../emmy/library/softmax.emmy -p 'resolve-forks{db=none pin="vec=4,algo=online,reduction=smem"},specialize-forks' -t cuda | filecheck %s
+// RUN: emmy-opt %S/../../../emmy/families/softmax/softmax.emmy -p 'resolve-forks{db=none pin="vec=4,algo=online,reduction=smem"},specialize-forks' -t cuda | filecheck %s
 
 // CHECK: #include "emmy_device.cuh"
 // CHECK: EMMY_KERNEL void __launch_bounds__({{[0-9]+}}, 1) softmax(const float* __restrict__ p_in0, float* __restrict__ p_y) {
