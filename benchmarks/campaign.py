@@ -22,11 +22,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from emmy.base.identity import EMU
 from emmy.campaign.grid import grid
 from emmy.campaign.items import load_campaign
 from emmy.campaign.planner import grid_sources, plan
 from emmy.campaign.ray_driver import run_campaign
-from emmy.identity import EMU
 
 #: the grid's groups the benchmark draws keys from: fast on the emulator, each a family
 GROUPS = ("softmax", "reduce_rows", "elementwise")

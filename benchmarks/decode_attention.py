@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a 4-head cache of 256, once")
     args = parser.parse_args()
     os.environ.setdefault("EMMY_CACHE_DIR", tempfile.mkdtemp(prefix="emmy-bench-"))
-    from emmy import dtypes
+    from emmy.base import dtypes
     from emmy.cli import make_device
     from emmy.families.attention_decode_path import default_for, options_for
     from emmy.runtime.convert import to_storage

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.runtime.device import BufferArg, Launch
 from emmy.runtime.emu import EmuDevice, compile_emu

@@ -14,13 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from emmy.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions
+from emmy.base.regime import regime_for
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import canonical_key, family, instantiate
 from emmy.passes.resolve_forks import record, site_query
 from emmy.recall.oracles import oracle_stack
 from emmy.recall.tuning_db import Row, TuningDB
-from emmy.regime import regime_for
 
 
 def populate(db: TuningDB, rows: int) -> list[dict]:

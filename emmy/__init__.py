@@ -1,6 +1,6 @@
 """emmy: PyTorch models to CUDA kernels, with every choice recalled from recorded knowledge."""
 
-from emmy.version import __version__
+from emmy.base.version import __version__
 
 __all__ = ["__version__", "compile"]
 

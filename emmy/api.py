@@ -21,9 +21,9 @@ from torch._guards import TracingContext
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree
 
+from emmy.base.compile_options import CompileOptions
+from emmy.base.errors import EmmyError
 from emmy.build import build_program
-from emmy.compile_options import CompileOptions
-from emmy.errors import EmmyError
 from emmy.frontend.converter import (
     HOST_SCALAR_DTYPE,
     Converter,

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from emmy import program_cache
-from emmy.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions
+from emmy.base.identity import EMU
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.recipes import recipe_dir, recipe_graph_text, resolve_case
-from emmy.identity import EMU
 from emmy.program import Program
 
 if TYPE_CHECKING:

@@ -20,18 +20,18 @@ from functools import cache
 import numpy as np
 import torch
 
-from emmy import dtypes
 from emmy.backend.emit_cuda import CudaProgram
+from emmy.base import dtypes
+from emmy.base.errors import KernelLaunchError
+from emmy.base.problem_key import INDEX_NAME
 from emmy.compiler import TensorSpec, Variant, compile_sites, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, family
-from emmy.errors import KernelLaunchError
 from emmy.families.family import KernelFamily
 from emmy.families.registry import of_kind, registered_as
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
-from emmy.problem_key import INDEX_NAME
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu_serve import EAGER

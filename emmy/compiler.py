@@ -35,16 +35,16 @@ from xdsl.passes import ModulePass
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
-from emmy.compile_options import CompileOptions
-from emmy.device_records import FallbackEntry
+from emmy.base.compile_options import CompileOptions
+from emmy.base.device_records import FallbackEntry
+from emmy.base.dtypes import dtype_name
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, arch_of
 from emmy.dialects import fallback, fork, graph, kernel
 from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
-from emmy.dtypes import dtype_name
-from emmy.errors import EmmyError
 from emmy.families.family import KernelFamily, WritesOver
 from emmy.families.registry import FAMILIES
-from emmy.identity import EMU, arch_of
 from emmy.passes.pipeline import COMPILE_PIPELINE
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from emmy import api
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.runtime.device import Device
 
 #: the seed of a generated prompt

@@ -16,14 +16,14 @@ from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
-from emmy.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions
+from emmy.base.errors import EmmyError
 from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
 from emmy.dialects.kernel import Kernel
 from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
-from emmy.errors import EmmyError
 from emmy.passes.pipeline import PASSES
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.verify import InvalidIR, verify_dominance

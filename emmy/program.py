@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
-from emmy import dtypes
-from emmy.device_records import (
+from emmy.base import dtypes
+from emmy.base.device_records import (
     BufferArg,
     FallbackEntry,
     FallbackEnum,
@@ -29,8 +29,8 @@ from emmy.device_records import (
     Step,
     TorchFallback,
 )
-from emmy.errors import EmmyError, KernelLaunchError
-from emmy.problem_key import parse_key
+from emmy.base.errors import EmmyError, KernelLaunchError
+from emmy.base.problem_key import parse_key
 from emmy.recall.query import Config
 
 
@@ -68,7 +68,7 @@ ARENA_ALIGNMENT = 256
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
-    dtype: str  # a storage type's name (emmy.dtypes)
+    dtype: str  # a storage type's name (emmy.base.dtypes)
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from emmy.compile_options import CompileOptions
-from emmy.paths import PACKAGE_DIR, cache_dir, library_dirs, prior_files, write_atomic
+from emmy.base.compile_options import CompileOptions
+from emmy.base.paths import PACKAGE_DIR, cache_dir, library_dirs, prior_files, write_atomic
+from emmy.base.version import __version__
 from emmy.program import Program
 from emmy.recall.golden import MODEL_AGNOSTIC_DIR
 from emmy.recall.tuning_db import content_stamp
-from emmy.version import __version__
 
 #: bumped when Program's fields or the key's parts change, so old pickles are never read
 FORMAT = "program-v9"

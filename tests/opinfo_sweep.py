@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils import _pytree
 
 import emmy
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.frontend.function_builder import INTEGER_DTYPES
 from emmy.runtime.convert import TOLERANCES, compare
 from emmy.runtime.emu import EmuDevice

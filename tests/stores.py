@@ -10,13 +10,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
-from emmy.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions
+from emmy.base.regime import regime_for
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
 from emmy.dsl.library import family, instantiate
 from emmy.families.family import KernelFamily
 from emmy.recall.tuning_db import Row
-from emmy.regime import regime_for
 
 SOFTMAX_KEY = "rows=8,cols=64,T=f32"
 SOFTMAX_DEFAULT = {

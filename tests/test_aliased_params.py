@@ -11,7 +11,7 @@ import pytest
 from xdsl.dialects.builtin import ArrayAttr, StringAttr, f32
 from xdsl.utils.exceptions import VerifyException
 
-from emmy.compile_options import CompileOptions, parse_golden
+from emmy.base.compile_options import CompileOptions, parse_golden
 from emmy.compiler import Span, compile_graph, overlapping_params
 from emmy.dialects import kernel
 from emmy.frontend.cache import parse_graph

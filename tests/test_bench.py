@@ -14,13 +14,13 @@ import pytest
 import torch
 from stores import scaling_family, single_site_module
 
+from emmy.base.compile_options import CompileOptions
+from emmy.base.regime import regime_for
 from emmy.cli import main
-from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
 from emmy.families.registry import FAMILIES
 from emmy.measure.bench import Bench, BenchOptions
 from emmy.recall.tuning_db import ReadOnlyDB, TuningDB
-from emmy.regime import regime_for
 from emmy.runtime.emu import EmuDevice
 
 LIBRARY = Path(__file__).parent / "library"

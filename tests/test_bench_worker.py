@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 from stores import scaling_family, single_site_module
 
+from emmy.base.compile_options import CompileOptions
+from emmy.base.errors import KernelCompileError, KernelLaunchError
+from emmy.base.regime import regime_for
 from emmy.check import Case, check
-from emmy.compile_options import CompileOptions
 from emmy.compiler import compile_graph
-from emmy.errors import KernelCompileError, KernelLaunchError
 from emmy.families.registry import FAMILIES
 from emmy.measure.bench import Bench, BenchOptions
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.recall.tuning_db import TuningDB
-from emmy.regime import regime_for
 from emmy.runtime.cuda import CudaDevice
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu import EmuDevice, build_runner

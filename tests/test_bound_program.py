@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import emmy
-from emmy.errors import EmmyError, NoDeviceError
+from emmy.base.errors import EmmyError, NoDeviceError
 from emmy.runtime.cuda import CudaDevice, check_driver
 from emmy.runtime.device import BufferArg, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice

@@ -14,10 +14,10 @@ from stores import SOFTMAX_KEY, golden_entry, softmax_config, write_golden
 from torch import nn
 
 import emmy
+from emmy.base.regime import regime_for
 from emmy.build import CACHE_HIT
 from emmy.cli import main
 from emmy.recall.tuning_db import TuningDB
-from emmy.regime import regime_for
 from emmy.runtime.emu import EmuDevice
 
 SOFTMAX = "torch.nn.Softmax(dim=-1)(torch.randn(8, 64))"

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from stores import SOFTMAX_DEFAULT, SOFTMAX_KEY, row
 
+from emmy.base.errors import EmmyError
 from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import grid_sources, parse_configs, plan
 from emmy.cli import main
 from emmy.dataset.dataset_store import read_freeze, row_cell
-from emmy.errors import EmmyError
 from emmy.families.family import KernelFamily
 from emmy.families.registry import of_kind
 from emmy.frontend.cache import traced_graph_text

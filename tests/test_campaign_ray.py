@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from emmy.base.errors import EmmyError
 from emmy.campaign.items import load_campaign
 from emmy.campaign.output import CampaignOutput
 from emmy.campaign.planner import plan
 from emmy.cli import main
 from emmy.dataset.dataset_store import frozen_line, row_cell
-from emmy.errors import EmmyError
 from emmy.frontend.cache import traced_graph_text
 from emmy.recall.tuning_db import ReadOnlyDB
 

@@ -10,7 +10,7 @@ import pytest
 
 import emmy.api
 from emmy import program_cache
-from emmy.compile_options import (
+from emmy.base.compile_options import (
     DEFAULT_ORACLES,
     CompileOptions,
     Pins,
@@ -21,7 +21,7 @@ from emmy.compile_options import (
     parse_pin_values,
     parse_pins,
 )
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.recall.golden import MODEL_AGNOSTIC_DIR
 from emmy.runtime.emu import EmuDevice
 

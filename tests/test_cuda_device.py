@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from cuda.bindings import driver as cu
 
-from emmy.errors import KernelLaunchError, NoDeviceError
-from emmy.identity import arch_of
+from emmy.base.errors import KernelLaunchError, NoDeviceError
+from emmy.base.identity import arch_of
 from emmy.runtime import cuda as cuda_module
 from emmy.runtime.cuda import CudaDevice, cuda_available
 from emmy.runtime.device import BufferArg, Launch, ScalarArg

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from emmy.base.errors import EmmyError
 from emmy.cli import main
 from emmy.dataset import dataset_store as dataset
-from emmy.errors import EmmyError
 from emmy.recall.golden import import_golden, load_golden
 from emmy.recall.tuning_db import SCHEMA_VERSION, ReadOnlyDB, TuningDB, canonical_config
 from tests.stores import SOFTMAX_KEY, golden_entry, row, softmax_config, write_golden

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import emmy
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.recall import tuning_db as dbmod
 from emmy.recall.tuning_db import (
     ORIGINS,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from emmy.paths import INCLUDE_DIR
+from emmy.base.paths import INCLUDE_DIR
 from emmy.runtime.emu import compile_emu
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc")

@@ -2,11 +2,11 @@
 
 import pytest
 
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import ProblemKey, format_key, parse_key
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import families, family, instantiate
 from emmy.dsl.parser import DslError, parse_source
-from emmy.errors import EmmyError
-from emmy.problem_key import ProblemKey, format_key, parse_key
 
 GOOD = """
 kernel copy(x: in T[n], y: out T[n]) {

@@ -1,4 +1,4 @@
-"""emmy.dtypes is the one table of storage types: its columns agree with numpy, torch, xDSL
+"""emmy.base.dtypes is the one table of storage types: its columns agree with numpy, torch, xDSL
 and the device header, and no other module keeps a dtype mapping of its own."""
 
 import ast
@@ -9,9 +9,9 @@ import pytest
 import torch
 from xdsl.dialects.builtin import Float64Type, IntegerType, Signedness, i1
 
-from emmy import dtypes
-from emmy.errors import EmmyError
-from emmy.paths import INCLUDE_DIR
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
+from emmy.base.paths import INCLUDE_DIR
 from emmy.runtime.convert import from_storage, to_storage
 
 ROOT = Path(__file__).parent.parent
@@ -146,4 +146,4 @@ def test_the_scan_finds_a_mapping(tmp_path: Path) -> None:
 
 def test_no_other_module_maps_dtypes() -> None:
     found = [line for path in _sources() for line in _dtype_mappings(path)]
-    assert not found, "dtype mappings outside emmy/dtypes.py:\n" + "\n".join(found)
+    assert not found, "dtype mappings outside emmy/base/dtypes.py:\n" + "\n".join(found)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from emmy.errors import KernelCompileError, KernelLaunchError
+from emmy.base.errors import KernelCompileError, KernelLaunchError
 from emmy.runtime import emu, emu_memory
 from emmy.runtime.device import BufferArg, Launch, ScalarArg, VendorMatmul
 from emmy.runtime.emu import EmuDevice, compile_emu

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from emmy.base.errors import KernelLaunchError
 from emmy.check import Case, emu_schedules
-from emmy.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 from emmy.runtime.emu_serve import schedule_words

@@ -13,7 +13,7 @@ from torch import nn
 
 import emmy
 import emmy.api
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.runtime.emu import EmuDevice
 
 F32 = {"atol": 1e-4, "rtol": 1e-4}
@@ -149,8 +149,8 @@ def test_a_handler_whose_later_op_fails_its_verifier_leaves_nothing_behind() -> 
     from torch import fx
     from xdsl.dialects.builtin import TensorType, f32
 
+    from emmy.base.errors import EmmyError
     from emmy.dialects import graph
-    from emmy.errors import EmmyError
     from emmy.frontend.converter import Converter
 
     converter = Converter(fx.Graph(), {})

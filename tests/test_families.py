@@ -16,13 +16,13 @@ import torch
 from xdsl.passes import ModulePass
 
 from emmy import compiler
+from emmy.base.compile_options import CompileOptions
+from emmy.base.device_records import BufferArg, VendorAttention, VendorConv, VendorConvWeight
+from emmy.base.errors import EmmyError
 from emmy.cli import main
-from emmy.compile_options import CompileOptions
-from emmy.device_records import BufferArg, VendorAttention, VendorConv, VendorConvWeight
 from emmy.dialects import graph
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import families, family
-from emmy.errors import EmmyError
 from emmy.families import conv_path, conv_weight_path
 from emmy.families.attention_path import PATHS
 from emmy.families.family import ChoiceFamily, HostCallFamily, KernelFamily, MeasuredFamily

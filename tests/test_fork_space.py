@@ -8,11 +8,11 @@ import itertools
 
 import pytest
 
+from emmy.base.errors import DslError, EmmyError
+from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family, instantiate
-from emmy.errors import DslError, EmmyError
-from emmy.problem_key import ProblemKey
 
 KEY = {"rows": 4, "cols": 1000, "T": "f32"}
 

@@ -13,7 +13,7 @@ from torch import nn
 
 import emmy
 import emmy.api
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.frontend.ops import rope
 from emmy.runtime.emu import EmuDevice
 

@@ -11,8 +11,8 @@ from torch import nn
 from torch.utils import _pytree
 
 import emmy
+from emmy.base.errors import EmmyError
 from emmy.dialects import graph, kernel
-from emmy.errors import EmmyError
 from emmy.runtime.emu import EmuDevice
 
 #: the dims of each case over a [3, 5, 7] input: one, several, negative with keepdim, all

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import emmy
+from emmy.base.errors import EmmyError
 from emmy.cli import main
 from emmy.decode import greedy, greedy_eager, prompt
-from emmy.errors import EmmyError
 from emmy.frontend.recipes import build_decoder, decode_case
 from emmy.runtime.emu import EmuDevice
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.recall import golden as goldmod
 from emmy.recall.golden import (
     GOLDEN_SCHEMA,

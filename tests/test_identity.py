@@ -1,7 +1,7 @@
 import pytest
 
-from emmy.errors import EmmyError
-from emmy.identity import EMU, KNOWN_TARGETS, arch_of, is_well_formed, slug
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, KNOWN_TARGETS, arch_of, is_well_formed, slug
 
 
 @pytest.mark.parametrize(

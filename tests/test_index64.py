@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from emmy.base.errors import EmmyError
 from emmy.check import case, check
 from emmy.cli import main
 from emmy.dsl.keys import canonical_key
 from emmy.dsl.library import family, instantiate
-from emmy.errors import EmmyError
 from emmy.runtime.emu import EmuDevice
 
 #: 2 * (2^30 + 8) elements: just over 2^31, in rows that are not a power of two

@@ -15,7 +15,7 @@ from torch import nn
 
 import emmy
 import emmy.api
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.frontend.converter import supports
 from emmy.frontend.export import export_program
 from emmy.runtime.emu import EmuDevice

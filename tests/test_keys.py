@@ -10,6 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from emmy.base.errors import DslError, EmmyError
+from emmy.base.problem_key import (
+    Chain,
+    InputKind,
+    ProblemKey,
+    format_key,
+    parse_input_kinds,
+    parse_key,
+)
 from emmy.dsl.keys import (
     canonical_key,
     chain_inputs,
@@ -20,8 +29,6 @@ from emmy.dsl.keys import (
     shift_chain,
 )
 from emmy.dsl.library import family
-from emmy.errors import DslError, EmmyError
-from emmy.problem_key import Chain, InputKind, ProblemKey, format_key, parse_input_kinds, parse_key
 
 ROOT = Path(__file__).parent.parent
 RECIPE_SITE_KEYS = Path(__file__).parent / "data" / "recipe-site-keys.json"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from stores import write_golden
 
+from emmy.base.errors import EmmyError
 from emmy.cli import main
 from emmy.dsl.keys import parse_chain
-from emmy.errors import EmmyError
 from emmy.families.matmul_path import options_for, splits_for
 from emmy.passes.matmul_paths import epilogue_chain
 from emmy.recall.golden import load_golden

@@ -10,8 +10,8 @@ from emmy.backend.nvrtc import (
     nvrtc_invocations,
     parse_resources,
 )
-from emmy.errors import EmmyError, KernelCompileError
-from emmy.paths import INCLUDE_DIR
+from emmy.base.errors import EmmyError, KernelCompileError
+from emmy.base.paths import INCLUDE_DIR
 
 ELF_MAGIC = b"\x7fELF"
 

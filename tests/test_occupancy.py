@@ -8,8 +8,8 @@ import pytest
 
 from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import DEVICES, Limit, devices_of, occupancy
+from emmy.base.identity import KNOWN_TARGETS
 from emmy.cli import main
-from emmy.identity import KNOWN_TARGETS
 
 A100 = DEVICES["nvidia-a100-sxm4-80gb-sm80"]
 H100 = DEVICES["nvidia-h100-80gb-hbm3-sm90"]

@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
+from emmy.base.pointwise_ops import BY_ATEN
 from emmy.frontend.aten import ATEN
 from emmy.frontend.converter import handler_for, supported_ops
 from emmy.frontend.converter import supports as model_supports
 from emmy.frontend.export import convert, export, export_program
 from emmy.frontend.expression import _WholeOps, trace
 from emmy.frontend.op_registry import OpRegistry
-from emmy.pointwise_ops import BY_ATEN
 
 #: every op the converter took before the registry (its tables VIEW_OPS, IDENTITY_OPS,
 #: NO_OPS, COPY_OPS, HANDLERS with REDUCTIONS, UNARY_OPS), so that none drops out unseen

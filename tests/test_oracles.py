@@ -15,14 +15,14 @@ from stores import (
 )
 from xdsl.context import Context
 
-from emmy.compile_options import CompileOptions, parse_pins
+from emmy.base.compile_options import CompileOptions, parse_pins
+from emmy.base.errors import EmmyError
+from emmy.base.regime import regime_for
 from emmy.dialects import fork
-from emmy.errors import EmmyError
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.program import SiteProvenance
 from emmy.recall.query import Decision, SiteQuery
 from emmy.recall.tuning_db import TuningDB
-from emmy.regime import regime_for
 
 
 @pytest.fixture

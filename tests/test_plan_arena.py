@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from emmy.base.dtypes import DTYPES
 from emmy.build import recipe_program
 from emmy.compiler import plan_arena
-from emmy.dtypes import DTYPES
 from emmy.program import ARENA_ALIGNMENT, Call, TensorSpec, nbytes
 
 

@@ -1,4 +1,4 @@
-"""The pointwise table (emmy/pointwise_ops.py) end to end: every op against torch
+"""The pointwise table (emmy/base/pointwise_ops.py) end to end: every op against torch
 eager on the emulator, in f32, in bf16 and on integers and bools, each converted natively
 (its graph op is in the converted graph), with torch's type promotion; 0-d tensors,
 broadcasts of rank 4 against ranks 0 to 3, non-contiguous and empty inputs, and chains of
@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import emmy
-from emmy.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions
+from emmy.base.pointwise_ops import DEVICE_FUNCTIONS, TABLE
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.export import export
-from emmy.pointwise_ops import DEVICE_FUNCTIONS, TABLE
 from emmy.runtime.emu import EmuDevice
 
 #: each op of the table on floats: x [2, 3, 4, 8], row [8], col [4, 1], s 0-d

@@ -18,15 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import format_key, parse_key
+from emmy.base.regime import regime_for
 from emmy.cli import main
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family
-from emmy.errors import EmmyError
-from emmy.problem_key import format_key, parse_key
 from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
 from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
 from emmy.recall.tuning_db import TuningDB, canonical_config
-from emmy.regime import regime_for
 
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 DEVICES = {
@@ -538,7 +538,7 @@ def test_a_refit_is_the_same_bytes(tmp_path) -> None:
 def test_the_committed_prior_decides_emu_sites_from_a_fresh_checkout(capsys, tmp_path) -> None:
     """The prior fitted on _data/dataset (benches on emu) ships in the package: with no
     golden file and an empty database it is what decides an emu softmax."""
-    from emmy.paths import PRIOR_DIR
+    from emmy.base.paths import PRIOR_DIR
 
     assert (PRIOR_DIR / "weights.npz").is_file() and (PRIOR_DIR / "metadata.json").is_file()
     env = {k: v for k, v in os.environ.items() if k != "EMMY_PRIOR_DIR"}
@@ -582,7 +582,7 @@ def test_the_mean_per_pool_weighs_each_pool_once_and_a_tie_is_no_win(capsys) -> 
     assert "golden" not in means
     assert prior_wins(reports) == (1, 3)
     # the command prints it for the committed dataset and prior, after the pools' tables
-    from emmy.paths import PRIOR_DIR
+    from emmy.base.paths import PRIOR_DIR
 
     dataset = str(committed_dataset().path)
     assert main(["eval", "emu", "--dataset", dataset, "--prior", str(PRIOR_DIR)]) == 0

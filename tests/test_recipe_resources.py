@@ -33,10 +33,10 @@ import pytest
 from emmy.backend.emit_cuda import CudaProgram, KernelInfo
 from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
+from emmy.base.problem_key import parse_key
 from emmy.compiler import Variant, compile_sites
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import families, family
-from emmy.problem_key import parse_key
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from stores import write_golden
 
+from emmy.base.paths import RECIPES_DIR
 from emmy.cli import main
-from emmy.paths import RECIPES_DIR
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from emmy.compile_options import CompileOptions, Pins
+from emmy.base.compile_options import CompileOptions, Pins
+from emmy.base.identity import EMU
 from emmy.compiler import compile_graph
 from emmy.frontend.cache import parse_graph
-from emmy.identity import EMU
 from emmy.runtime.emu import EmuDevice
 
 # 6 queries over 9 keys: causal alignment matters where q_len != kv_len

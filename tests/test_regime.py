@@ -1,7 +1,7 @@
 import pytest
 
-from emmy.errors import EmmyError
-from emmy.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
+from emmy.base.errors import EmmyError
+from emmy.base.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 
 
 @pytest.mark.parametrize(

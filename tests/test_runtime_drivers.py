@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.runtime import cuda as cuda_module  # imported without a GPU: CI loads the CUDA driver
 from emmy.runtime.device import BufferArg, Device, Launch, ScalarArg

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, Device, Launch, ScalarArg
 from emmy.runtime.emu import EmuDevice, compile_emu
 

@@ -17,12 +17,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 import emmy
 import emmy.api
 from emmy import compiler
+from emmy.base.compile_options import CompileOptions
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU
 from emmy.build import recipe_program
-from emmy.compile_options import CompileOptions
-from emmy.errors import EmmyError
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.recipes import config_names, recipe_names
-from emmy.identity import EMU
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.verify import InvalidIR, first_undominated_use, verify_dominance
 from emmy.runtime.convert import MODEL_TOLERANCES

@@ -23,10 +23,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EmitError
 from emmy.dialects import fork, kernel
 from emmy.dialects.fold import Folded, float_literal, fold, fold_int
-from emmy.errors import EmitError
 from emmy.program import KernelInfo
 
 HEADER = '#include "emmy_device.cuh"\n'

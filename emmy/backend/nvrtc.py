@@ -24,9 +24,9 @@ from pathlib import Path
 
 import cuda.bindings.nvrtc as nvrtc
 
-from emmy.errors import KernelCompileError
-from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.regime import Regime, normalise_flags
+from emmy.base.errors import KernelCompileError
+from emmy.base.paths import INCLUDE_DIR, cache_dir
+from emmy.base.regime import Regime, normalise_flags
 
 #: passed on every compile; part of the cache key through _CACHE_FORMAT. `--split-compile=0`
 #: optimises the kernels of a program on all cores at once (GPT-2's 13 kernels: 2.2 s -> 1.4 s

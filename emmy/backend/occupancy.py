@@ -24,14 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from emmy.identity import KNOWN_TARGETS, arch_of
+from emmy.base.identity import KNOWN_TARGETS, arch_of
 
 KIB = 1024
 WARP_SIZE = 32
 
 
 def _identity(name: str) -> str:
-    """The identity emmy.identity gives the device the driver calls `name`."""
+    """The identity emmy.base.identity gives the device the driver calls `name`."""
     return next(slug for slug, known in KNOWN_TARGETS.items() if known == name)
 
 
@@ -39,7 +39,7 @@ def _identity(name: str) -> str:
 class DeviceLimits:
     """What an SM of one device holds; sizes in bytes, registers of 32 bits."""
 
-    identity: str  # emmy.identity's slug, e.g. "nvidia-h200-sm90"
+    identity: str  # emmy.base.identity's slug, e.g. "nvidia-h200-sm90"
     sms: int
     smem_per_sm: int
     #: the most one block may have, static and dynamic together (after the opt-in)

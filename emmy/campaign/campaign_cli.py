@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, is_well_formed
 from emmy.campaign import DEFAULT_MAX_ROWS, DEFAULT_RETRIES
 from emmy.campaign.output import CampaignOutput, is_failure
 from emmy.campaign.resources import local_resources
-from emmy.errors import EmmyError
-from emmy.identity import EMU, is_well_formed
 
 INSTALL_RAY = "emmy campaign run needs Ray and rich: pip install 'emmy[campaign]'"
 

@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU
+from emmy.base.regime import normalise_flags
 from emmy.campaign.items import Item
-from emmy.errors import EmmyError
-from emmy.identity import EMU
 from emmy.measure.bench import Bench, BenchOptions
 from emmy.measure.bench_worker import DeviceSpec, DeviceWorker
 from emmy.recall.tuning_db import Row, TuningDB, default_db_path
-from emmy.regime import normalise_flags
 from emmy.runtime.device import Device
 from emmy.runtime.emu import EmuDevice
 

@@ -29,7 +29,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, is_well_formed
+from emmy.base.paths import write_atomic
+from emmy.base.problem_key import parse_key
+from emmy.base.regime import regime_for
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
 from emmy.dataset.dataset_store import Cell, cell
@@ -37,16 +42,11 @@ from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import active_params, complete_key, param_dtype
 from emmy.dsl.library import families
 from emmy.dsl.library import family as kernel_family
-from emmy.errors import EmmyError
 from emmy.families.family import ChoiceFamily, HostCallFamily
 from emmy.families.registry import FAMILIES, registered_as
-from emmy.identity import EMU, is_well_formed
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
-from emmy.paths import write_atomic
-from emmy.problem_key import parse_key
 from emmy.program import Choice, PathCall
 from emmy.recall.tuning_db import canonical_config
-from emmy.regime import regime_for
 
 CAMPAIGN_FORMAT = "emmy-campaign"
 CAMPAIGN_SCHEMA = 1

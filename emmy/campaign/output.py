@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from emmy.base.errors import EmmyError
 from emmy.dataset.dataset_store import (
     assemble_freeze,
     frozen_line,
@@ -20,7 +21,6 @@ from emmy.dataset.dataset_store import (
     row_cell,
     write_freeze,
 )
-from emmy.errors import EmmyError
 from emmy.recall.tuning_db import Row
 
 #: a freeze of a campaign's output folder

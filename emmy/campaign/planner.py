@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from emmy.base.compile_options import CompileOptions, parse_pins
+from emmy.base.errors import EmmyError
 from emmy.build import build_program
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.campaign.grid import grid
 from emmy.campaign.items import Campaign, Item
-from emmy.compile_options import CompileOptions, parse_pins
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import family as kernel_family
-from emmy.errors import EmmyError
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text

@@ -39,16 +39,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU
+from emmy.base.regime import regime_for
 from emmy.campaign import DEFAULT_RETRIES
 from emmy.campaign.campaign_worker import Result, Task, bench_task
 from emmy.campaign.items import Campaign
 from emmy.campaign.output import CampaignOutput, is_failure
 from emmy.campaign.resources import device_of, local_resources, resource_name
 from emmy.dataset.dataset_store import row_cell
-from emmy.errors import EmmyError
-from emmy.identity import EMU
 from emmy.recall.tuning_db import Row, canonical_config
-from emmy.regime import regime_for
 
 #: the longest temp folder under which the local Ray's session sockets fit in 107 bytes
 MAX_TEMP_ROOT = 40

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from emmy.identity import EMU
+from emmy.base.identity import EMU
 
 RESOURCE_PREFIX = "emmy:"
 

@@ -12,6 +12,7 @@ import atexit
 import os
 import sys
 
+from emmy.base.errors import EmmyError
 from emmy.campaign.campaign_cli import add_campaign_commands
 from emmy.cli.compile_command import add_compile_command, explain_lines
 from emmy.cli.generate_command import add_generate_command
@@ -19,7 +20,6 @@ from emmy.cli.golden_command import add_golden_command
 from emmy.cli.run_command import add_run_command
 from emmy.cli.sources import add_model_options, make_device, source_text
 from emmy.dataset.dataset_cli import add_db_commands
-from emmy.errors import EmmyError
 from emmy.fitting.prior_cli import add_fit_eval_commands
 
 # scripts and benchmarks import these from here

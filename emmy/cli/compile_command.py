@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from emmy.backend.occupancy import devices_of, occupancy
+from emmy.base.identity import EMU, arch_of
 from emmy.build import CACHE_HIT
 from emmy.cli.sources import add_source, compile_program, default_target, options_of, source_text
-from emmy.identity import EMU, arch_of
 from emmy.program import SiteProvenance, coverage_line, per_element_line
 
 

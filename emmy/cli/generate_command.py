@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from emmy.base.dtypes import FLOAT_NAMES
+from emmy.base.errors import EmmyError
 from emmy.cli.sources import make_device, run_config
-from emmy.dtypes import FLOAT_NAMES
-from emmy.errors import EmmyError
 from emmy.frontend import hf
 from emmy.frontend.recipes import (
     build_decoder,

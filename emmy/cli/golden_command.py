@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from emmy.base.regime import regime_for
 from emmy.recall.golden import MODEL_AGNOSTIC_DIR, promote
 from emmy.recall.tuning_db import TuningDB, default_db_path
-from emmy.regime import regime_for
 
 
 def add_golden_command(commands: argparse._SubParsersAction) -> None:

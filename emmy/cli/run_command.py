@@ -8,6 +8,9 @@ import copy
 import sys
 import time
 
+from emmy.base.compile_options import NO_DATABASE, Pins, parse_pin_values
+from emmy.base.dtypes import is_half, torch_dtype_name
+from emmy.base.errors import EmmyError
 from emmy.cli.sources import (
     add_cuda_graphs_option,
     add_source,
@@ -21,9 +24,6 @@ from emmy.cli.sources import (
     run_config,
     source_text,
 )
-from emmy.compile_options import NO_DATABASE, Pins, parse_pin_values
-from emmy.dtypes import is_half, torch_dtype_name
-from emmy.errors import EmmyError
 from emmy.frontend import hf
 from emmy.frontend.recipes import (
     build,

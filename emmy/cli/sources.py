@@ -9,10 +9,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from emmy.base.compile_options import CompileOptions, Pins, parse_pins
+from emmy.base.dtypes import FLOAT_NAMES
+from emmy.base.errors import EmmyError
 from emmy.build import build_program
-from emmy.compile_options import CompileOptions, Pins, parse_pins
-from emmy.dtypes import FLOAT_NAMES
-from emmy.errors import EmmyError
 from emmy.frontend import hf
 from emmy.frontend.cache import parse_graph, traced_graph_text
 from emmy.frontend.recipes import (

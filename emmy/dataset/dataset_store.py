@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from emmy.errors import EmmyError
-from emmy.paths import write_atomic
-from emmy.problem_key import parse_key
+from emmy.base.errors import EmmyError
+from emmy.base.paths import write_atomic
+from emmy.base.problem_key import parse_key
 from emmy.recall.golden import golden_rows, load_golden
 from emmy.recall.tuning_db import (
     LATER_FIELDS,

@@ -48,8 +48,8 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from emmy import dtypes
-from emmy.device_records import FallbackEntry
+from emmy.base import dtypes
+from emmy.base.device_records import FallbackEntry
 
 
 @irdl_attr_definition

@@ -71,8 +71,8 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
-from emmy.errors import EmmyError
-from emmy.problem_key import ProblemKey
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import ProblemKey
 
 Option = int | str
 #: what a compile records as evidence: JSON-like values
@@ -346,7 +346,7 @@ class DecisionAttr(ParametrizedAttribute):
 
 @irdl_attr_definition
 class ProblemKeyAttr(Data[ProblemKey]):
-    """The problem key of a site, typed (emmy.problem_key: integers, flags, input kinds,
+    """The problem key of a site, typed (emmy.base.problem_key: integers, flags, input kinds,
     chains); it prints as the key's canonical text, byte for byte:
 
         #fork.key<"rows=4,cols=1000,T=f32,inputs=full,fn=(in0 * 0.5)">

@@ -5,7 +5,7 @@
       func.return %y : tensor<4x1000xf32>
     }
 
-The elementwise ops are built from the pointwise table (emmy.pointwise_ops), one
+The elementwise ops are built from the pointwise table (emmy.base.pointwise_ops), one
 op per entry (`graph.add`, `graph.softplus`, `graph.where`, `graph.convert`, ...); their
 operands broadcast like torch (trailing dimensions, size-1 expands).
 """
@@ -51,8 +51,8 @@ from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
-from emmy import dtypes
-from emmy.pointwise_ops import (
+from emmy.base import dtypes
+from emmy.base.pointwise_ops import (
     CONDITION,
     POINTWISE,
     TABLE,
@@ -83,7 +83,7 @@ def _float_tensor(value: SSAValue | Attribute, what: str) -> TensorType:
 
 
 class ElementwiseOp(IRDLOperation):
-    """An op of the pointwise table (emmy.pointwise_ops), its entry `OP`: its
+    """An op of the pointwise table (emmy.base.pointwise_ops), its entry `OP`: its
     operands broadcast like torch to the result's shape; its values share one dtype of
     the op's domain, its conditions are bools (i8) and its parameters 0-d constants."""
 

@@ -70,9 +70,9 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.pointwise_ops import DEVICE_FUNCTIONS
 from emmy.dialects import fork
-from emmy.pointwise_ops import DEVICE_FUNCTIONS
 
 
 class Dimension(StrEnum):
@@ -90,7 +90,7 @@ class DimensionAttr(EnumAttribute[Dimension], SpacedOpaqueSyntaxAttribute):
     name = "kernel.dimension"
 
 
-#: emmy's storage types (emmy.dtypes: f32, f16, bf16, i8, i32, i64, c64, c128) by name; the
+#: emmy's storage types (emmy.base.dtypes: f32, f16, bf16, i8, i32, i64, c64, c128) by name; the
 #: cast says what the functional call makes, a StrEnum class, which the checker cannot infer
 StorageType = cast(
     type[StrEnum], StrEnum("StorageType", {name.upper(): name for name in dtypes.DTYPES})
@@ -746,7 +746,7 @@ class BarrierOp(IRDLOperation):
 @irdl_op_definition
 class DeviceCallOp(IRDLOperation):
     """A scalar function of emmy's device header, `emmy::<callee>(args...)`: the device
-    expression of a pointwise op (emmy.pointwise_ops) on f32, integers or i1.
+    expression of a pointwise op (emmy.base.pointwise_ops) on f32, integers or i1.
 
     %y = kernel.device_call "pw_softplus"(%x, %beta, %t) : (f32, f32, f32) -> f32
     """

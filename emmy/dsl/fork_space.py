@@ -20,13 +20,13 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from emmy.base.errors import EmmyError, EvaluationError
+from emmy.base.problem_key import KeyValue, plain_values
 from emmy.dialects import fork
 from emmy.dsl.interpret import Condition
 from emmy.dsl.keys import check_key
 from emmy.dsl.library import families
 from emmy.dsl.parser import KernelDecl, parse_expression
-from emmy.errors import EmmyError, EvaluationError
-from emmy.problem_key import KeyValue, plain_values
 
 Option = fork.Option
 Config = dict[str, Option]

@@ -12,9 +12,9 @@ from typing import Any
 
 from lark import Token, Tree
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EvaluationError
 from emmy.dsl.nodes import token
-from emmy.errors import EvaluationError
 
 Value = int | float | str | bool
 

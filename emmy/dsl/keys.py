@@ -1,7 +1,7 @@
 """A problem key as the kernel language reads it: the expressions of its chains, and a key
 against its kernel's declaration (its defaults, its parameters, the typed key of a site).
 
-The key codec itself is emmy.problem_key (below the IR, which holds typed keys); a chain
+The key codec itself is emmy.base.problem_key (below the IR, which holds typed keys); a chain
 there is its text, whose expression is read here, once per text.
 """
 
@@ -13,12 +13,8 @@ from functools import cache
 
 from lark import Token, Tree
 
-from emmy import dtypes
-from emmy.dsl.interpret import Condition
-from emmy.dsl.nodes import token
-from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
-from emmy.dsl.unparse import unparse
-from emmy.problem_key import (
+from emmy.base import dtypes
+from emmy.base.problem_key import (
     INDEX_NAME,
     WIDE_INDEX,
     Chain,
@@ -26,6 +22,10 @@ from emmy.problem_key import (
     ProblemKey,
     plain_values,
 )
+from emmy.dsl.interpret import Condition
+from emmy.dsl.nodes import token
+from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
+from emmy.dsl.unparse import unparse
 
 _INPUT_NAME = re.compile(r"in(0|[1-9][0-9]*)")
 

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
+from emmy.base.errors import EmmyError
+from emmy.base.paths import library_dirs
+from emmy.base.problem_key import KeyValue
 from emmy.dialects import fork
 from emmy.dsl.keys import active_params, canonical_key, complete_key
 from emmy.dsl.lower import Lowering
 from emmy.dsl.parser import KernelDecl, parse_file
-from emmy.errors import EmmyError
-from emmy.paths import library_dirs
-from emmy.problem_key import KeyValue
 
 
 def families() -> dict[str, KernelDecl]:

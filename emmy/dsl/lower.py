@@ -33,7 +33,16 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import (
+    DTYPES_NAME,
+    INDEX_NAME,
+    WIDE_INDEX,
+    InputKind,
+    KeyValue,
+    parse_input_kinds,
+)
 from emmy.dialects import fork, kernel
 from emmy.dsl.keys import (
     active_params,
@@ -46,15 +55,6 @@ from emmy.dsl.keys import (
 from emmy.dsl.lower_chain import ChainLowering
 from emmy.dsl.nodes import token
 from emmy.dsl.parser import DslError, KernelDecl, Param
-from emmy.errors import EmmyError
-from emmy.problem_key import (
-    DTYPES_NAME,
-    INDEX_NAME,
-    WIDE_INDEX,
-    InputKind,
-    KeyValue,
-    parse_input_kinds,
-)
 
 INT_BINARY = {
     "+": arith.AddiOp,

@@ -4,7 +4,7 @@ A chain's values are f32 (every float storage type computes in f32), i32, i64 (i
 arithmetic is exact, in its own width) or i1 (bools). The inputs have their storage
 types (a bool input, stored as i8, is read as i1); a literal takes the type of the values
 it meets (`bitwise_and(in0, 1)` on i64 is 64-bit), and the ops of the pointwise table
-(emmy.pointwise_ops) call their device functions (`kernel.device_call`) except
+(emmy.base.pointwise_ops) call their device functions (`kernel.device_call`) except
 the `inline` ones, which lower on floats as they always have (the kernel language's own
 arithmetic, so the recipes' kernels stay the same).
 
@@ -22,17 +22,17 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from emmy import dtypes
-from emmy.dialects import kernel
-from emmy.dsl.nodes import token
-from emmy.dsl.parser import DslError
-from emmy.pointwise_ops import (
+from emmy.base import dtypes
+from emmy.base.pointwise_ops import (
     BY_CALL,
     CONDITION,
     CONVERT_TARGETS,
     Gives,
     PointwiseOp,
 )
+from emmy.dialects import kernel
+from emmy.dsl.nodes import token
+from emmy.dsl.parser import DslError
 
 #: integer arithmetic of the chains' infix operators (division is on floats: an integer
 #: division is true division, done after a conversion)

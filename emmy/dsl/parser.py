@@ -10,10 +10,10 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from emmy.base.errors import DslError
 from emmy.dsl.interpret import Condition
 from emmy.dsl.nodes import subtree, token
 from emmy.dsl.unparse import unparse
-from emmy.errors import DslError
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 LAUNCH_ITEMS = ("grid", "block", "shared")

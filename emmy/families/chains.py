@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
+from emmy.base.dtypes import dtype_name, is_float
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import InputKind, format_input_kinds
 from emmy.dialects import graph
-from emmy.dtypes import dtype_name, is_float
-from emmy.errors import EmmyError
-from emmy.problem_key import InputKind, format_input_kinds
 
 ELEMENTWISE = (graph.ElementwiseOp, graph.ConstantOp)
 

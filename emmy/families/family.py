@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from xdsl.ir import Operation, SSAValue
 
-from emmy import dtypes
-from emmy.device_records import BufferArg, HostCall
-from emmy.problem_key import ProblemKey
+from emmy.base import dtypes
+from emmy.base.device_records import BufferArg, HostCall
+from emmy.base.problem_key import ProblemKey
 
 if TYPE_CHECKING:
     import torch
@@ -168,7 +168,7 @@ class ChoiceFamily:
     name: str = field(kw_only=False)
     #: its forks and their options
     forks: Mapping[str, tuple[str, ...]]
-    #: per device class (emmy.identity.DEVICE_CLASSES), the options a site with no evidence
+    #: per device class (emmy.base.identity.DEVICE_CLASSES), the options a site with no evidence
     #: takes before the declared default (the target-default oracle): on a GPU, the vendor
     #: library, which a fresh machine must never start below
     target_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from emmy.dtypes import torch_dtype
+from emmy.base.dtypes import torch_dtype
 
 #: the storage types the dataset's keys are in
 DTYPES = ("f32", "bf16")

@@ -13,7 +13,7 @@ from typing import TypeVar
 from xdsl.ir import Operation
 
 import emmy.families
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.families.family import (
     ChoiceFamily,
     Family,

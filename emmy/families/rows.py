@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from xdsl.ir import Operation, SSAValue
 
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import format_input_kinds
 from emmy.dialects import graph
-from emmy.errors import EmmyError
 from emmy.families.chains import broadcast_kinds, collect_group, dtype_of, shape_of
 from emmy.families.family import Fusion, Site, SiteBuilder
-from emmy.problem_key import format_input_kinds
 
 
 def row_key(value: SSAValue) -> dict[str, int | str]:

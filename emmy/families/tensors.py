@@ -10,11 +10,11 @@ from collections.abc import Callable
 import torch
 from lark import Token, Tree
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.dtypes import torch_dtype
+from emmy.base.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
+from emmy.base.problem_key import parse_input_kinds
 from emmy.dsl.keys import chain_tree
-from emmy.dtypes import torch_dtype
-from emmy.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
-from emmy.problem_key import parse_input_kinds
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "exp": torch.exp,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 
 NEEDS_JAX = "emmy fit needs JAX: pip install -e '.[fit]'"
 

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
+from emmy.base.paths import METADATA, RECIPES_DIR, WEIGHTS, prior_dir
 from emmy.families.registry import choice_forks
-from emmy.paths import METADATA, RECIPES_DIR, WEIGHTS, prior_dir
 from emmy.recall import golden
 from emmy.recall.oracles import default_pick, site_query
 from emmy.recall.prior import FamilyModel, read_prior

@@ -47,10 +47,11 @@ import jax  # pyright: ignore[reportMissingImports]
 import jax.numpy as jnp  # pyright: ignore[reportMissingImports]
 import numpy as np
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
+from emmy.base.paths import PRIOR_DIR
+from emmy.base.regime import regime_for
 from emmy.families.registry import choice_forks
 from emmy.fitting.prior_eval import evaluate_pool
-from emmy.paths import PRIOR_DIR
 from emmy.recall.prior import FamilyModel, Layers, write_prior
 from emmy.recall.prior_features import (
     DATASET_HASH,
@@ -64,7 +65,6 @@ from emmy.recall.prior_features import (
     load_dataset,
     split_of,
 )
-from emmy.regime import regime_for
 
 HIDDEN = (64, 64)
 LISTWISE = 1.0

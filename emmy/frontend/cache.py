@@ -12,8 +12,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from emmy.paths import cache_dir, write_atomic
-from emmy.version import __version__
+from emmy.base.paths import cache_dir, write_atomic
+from emmy.base.version import __version__
 
 #: the code a graph's text depends on: the frontend's handlers, the dialects they build,
 #: the families whose rules they ask

@@ -13,7 +13,7 @@ pair's trailing dim, `mul`, `add`, `sub`, `neg` and `polar` become real ops, and
 `view_as_real` reads the pairs in place. A complex value with no rule (a graph input, an
 op no rule takes) is read through `view_as_real` of it: computed at compile time for a
 constant, through torch otherwise. What still reads a complex value keeps it, and runs
-through torch (it has a storage type, emmy.dtypes' c64).
+through torch (it has a storage type, emmy.base.dtypes' c64).
 """
 
 from __future__ import annotations

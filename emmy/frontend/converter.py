@@ -23,10 +23,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Region, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import ConversionError, EmmyError
 from emmy.dialects import fallback, graph
 from emmy.dialects.graph import MUTATED_INPUTS
-from emmy.errors import ConversionError, EmmyError
 from emmy.frontend.aten import ATEN
 from emmy.frontend.function_builder import (
     UNKNOWN,

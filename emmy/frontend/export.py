@@ -21,7 +21,7 @@ from torch.export.graph_signature import InputSpec
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.frontend.converter import Converter, ModelGraph
 from emmy.frontend.function_builder import _where, bind_attributes
 from emmy.frontend.op_registry import op_name, op_overload

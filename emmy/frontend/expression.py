@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from xdsl.dialects.builtin import ModuleOp
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.frontend import ops
 from emmy.frontend.converter import Converter
 

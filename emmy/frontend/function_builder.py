@@ -27,9 +27,9 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import ConversionError, EmmyError
 from emmy.dialects import graph
-from emmy.errors import ConversionError, EmmyError
 from emmy.families.chains import broadcast_kind
 from emmy.families.permute import collapse_dims
 from emmy.frontend.complex import real_pairs

@@ -30,10 +30,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 
-from emmy import dtypes
-from emmy.errors import EmmyError
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
+from emmy.base.paths import cache_dir
 from emmy.frontend.cache import cached_export, frontend_stamp
-from emmy.paths import cache_dir
 
 CONFIG = "config.json"
 #: the example inputs' dims, and the dims `--dim NAME=N` may set

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import torch
 from torch import fx
 
-from emmy.errors import ConversionError
+from emmy.base.errors import ConversionError
 
 #: converts a node: called as `handler(converter, node)`, it returns the node's value
 Handler = Callable[[Any, fx.Node], object]

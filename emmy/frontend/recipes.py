@@ -26,10 +26,10 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from emmy import dtypes
-from emmy.errors import EmmyError
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
+from emmy.base.paths import RECIPES_DIR, cache_dir
 from emmy.frontend.cache import cached_export, frontend_stamp
-from emmy.paths import RECIPES_DIR, cache_dir
 
 
 def recipe_dir(name: str) -> Path:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.frontend import packages
 from emmy.frontend.hf_model import FirstOutput, example_inputs
 

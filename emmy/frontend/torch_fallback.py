@@ -34,8 +34,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from emmy.base.errors import EmmyError
 from emmy.dialects import fallback
-from emmy.errors import EmmyError
 
 #: a constant computed at compile time is kept when it is at most this large
 FOLD_LIMIT_BYTES = 64 << 20

@@ -31,19 +31,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError, KernelCompileError, KernelLaunchError
+from emmy.base.problem_key import parse_key
+from emmy.base.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import active_params, complete_key, family
-from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.families.family import HostCallFamily, MeasuredFamily
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
-from emmy.problem_key import parse_key
 from emmy.program import Choice, PathCall, host_call_of
 from emmy.recall.tuning_db import Row, TuningDB, canonical_config
-from emmy.regime import Regime
 from emmy.runtime.convert import (
     compare,
     from_storage,
@@ -67,7 +67,7 @@ MAX_REPETITIONS = 1000
 
 @dataclass
 class BenchOptions:
-    #: each fork's values to measure (`--pin fork=v1,v2`: emmy.compile_options.parse_pin_values)
+    #: each fork's values to measure (`--pin fork=v1,v2`: emmy.base.compile_options.parse_pin_values)
     pins: dict[str, list[int | str]] = field(default_factory=dict)
     sweep: list[str] = field(default_factory=list)  # fork names, or ["all"]
     max_rows: int = 32

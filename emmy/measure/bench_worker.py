@@ -32,9 +32,9 @@ from typing import IO, Any, BinaryIO
 
 import numpy as np
 
-from emmy.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDeviceError
-from emmy.identity import EMU
-from emmy.regime import DEPLOYABLE_FLAGS, Regime, regime_for
+from emmy.base.errors import EmmyError, KernelCompileError, KernelLaunchError, NoDeviceError
+from emmy.base.identity import EMU
+from emmy.base.regime import DEPLOYABLE_FLAGS, Regime, regime_for
 from emmy.runtime.device import Device, Step, Timing
 from emmy.runtime.emu import DEFAULT_SMEM_LIMIT, EmuDevice, build_runner
 from emmy.runtime.emu_serve import readable

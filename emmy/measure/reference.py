@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 from emmy.families.family import MeasuredFamily, Reference
 from emmy.families.registry import FAMILIES
 from emmy.runtime.convert import REFERENCE_TOLERANCES

@@ -45,6 +45,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork, graph
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
@@ -52,7 +53,6 @@ from emmy.families import attention, attention_backward_path, attention_path
 from emmy.families.attention import attention_key
 from emmy.families.chains import shape_of
 from emmy.passes.host_choices import offer_choice
-from emmy.problem_key import ProblemKey
 
 
 def path_site(name: str, family_name: str, key: ProblemKey, paths: list[str]) -> fork.SiteOp:

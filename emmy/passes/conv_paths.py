@@ -42,6 +42,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from emmy.base.problem_key import Chain, KeyValue, ProblemKey
 from emmy.dialects import fork, kernel
 from emmy.dsl.library import family
 from emmy.families import (
@@ -54,7 +55,6 @@ from emmy.families import (
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-from emmy.problem_key import Chain, KeyValue, ProblemKey
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,12 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork, kernel
 from emmy.families import attention_decode_path
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
 from emmy.passes.matmul_paths import PathSites
-from emmy.problem_key import ProblemKey
 
 
 @dataclass(frozen=True)

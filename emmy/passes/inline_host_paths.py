@@ -34,8 +34,8 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from emmy.base.errors import EmmyError
 from emmy.dialects import fork, kernel
-from emmy.errors import EmmyError
 
 #: the module's sites by name, read once: a symbol lookup scans the module
 Sites = dict[str, fork.SiteOp]

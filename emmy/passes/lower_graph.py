@@ -40,16 +40,16 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX, ProblemKey
 from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family, instantiate
 from emmy.dsl.lower import NarrowIndexError
-from emmy.errors import EmmyError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, HostCallFamily, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
-from emmy.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX, ProblemKey
 
 # emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]

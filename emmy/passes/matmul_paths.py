@@ -48,13 +48,13 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from emmy.base.problem_key import Chain, InputKind, KeyValue, ProblemKey
 from emmy.dialects import fork, kernel
 from emmy.dsl.keys import problem_key, rename_chain, shift_chain
 from emmy.dsl.library import family, instantiate
 from emmy.families import matmul_path, vendor_matmul
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
-from emmy.problem_key import Chain, InputKind, KeyValue, ProblemKey
 
 
 def epilogue_chain(epilogue: Chain) -> Chain:

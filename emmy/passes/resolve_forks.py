@@ -35,10 +35,10 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from emmy.compile_options import Pins
+from emmy.base.compile_options import Pins
+from emmy.base.errors import EmmyError
 from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
-from emmy.errors import EmmyError
 from emmy.recall.query import Decider, Decision, SiteQuery
 
 
@@ -125,7 +125,7 @@ class ResolveForks(ModulePass):
 
     name = "resolve-forks"
 
-    #: forks pinned to a value (emmy.compile_options.Pins)
+    #: forks pinned to a value (emmy.base.compile_options.Pins)
     pins: Pins = Pins()
     #: what decides each site: the oracle stack of the compile's options
     stack: Decider | None = field(default=None, compare=False, repr=False)

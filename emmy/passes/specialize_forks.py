@@ -23,9 +23,9 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from emmy.base.errors import EmmyError
 from emmy.dialects import fork
 from emmy.dialects.fold import fold_int
-from emmy.errors import EmmyError
 
 
 class KnobToConstant(RewritePattern):

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emmy.errors import EmmyError
-from emmy.identity import is_well_formed
-from emmy.paths import PACKAGE_DIR, write_atomic
+from emmy.base.errors import EmmyError
+from emmy.base.identity import is_well_formed
+from emmy.base.paths import PACKAGE_DIR, write_atomic
 from emmy.recall.tuning_db import Row, TuningDB
 
 GOLDEN_SCHEMA = 1

@@ -14,7 +14,7 @@ A user reorders or trims it with `--oracles`, and a package adds oracles through
 `emmy.oracles` entry point group (name → a class taking an `OracleContext`). Only rows and
 golden entries of the compile's own device and deployable regime are ever read.
 
-`oracle_stack` builds the stack of a compile from its CompileOptions (emmy.compile_options,
+`oracle_stack` builds the stack of a compile from its CompileOptions (emmy.base.compile_options,
 which parses and checks the oracles' names); the compiler (and emmy-opt) hands it to
 resolve-forks, and runs `OracleStack.import_golden_rows` first, as a step of its own: the
 database oracle weighs the golden files' measured entries beside the benches' rows.
@@ -31,19 +31,19 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from emmy.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
+from emmy.base.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
+from emmy.base.errors import EmmyError
+from emmy.base.identity import device_class
+from emmy.base.problem_key import parse_key
+from emmy.base.regime import Regime, regime_for
 from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.library import families
-from emmy.errors import EmmyError
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES, choice_forks
-from emmy.identity import device_class
-from emmy.problem_key import parse_key
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.recall.prior import load_prior
 from emmy.recall.query import Decision, SiteQuery
 from emmy.recall.tuning_db import TuningDB
-from emmy.regime import Regime, regime_for
 
 
 @dataclass

@@ -25,9 +25,9 @@ from typing import Protocol
 
 import numpy as np
 
-from emmy.errors import EmmyError
-from emmy.paths import METADATA, WEIGHTS, prior_dir, write_atomic
-from emmy.problem_key import parse_key
+from emmy.base.errors import EmmyError
+from emmy.base.paths import METADATA, WEIGHTS, prior_dir, write_atomic
+from emmy.base.problem_key import parse_key
 from emmy.recall.prior_features import FeatureSpec
 from emmy.recall.query import Decision, SiteQuery
 

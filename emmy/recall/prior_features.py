@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from emmy.errors import EmmyError
-from emmy.problem_key import parse_key
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import parse_key
 
 DATASET_SCHEMA = 1
 #: a key is held out (never fitted on; what `emmy eval` and the metadata score) when its hash

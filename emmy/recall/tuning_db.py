@@ -32,9 +32,9 @@ from typing import Any
 
 import peewee
 
-from emmy.errors import EmmyError
-from emmy.paths import default_db_path
-from emmy.version import __version__
+from emmy.base.errors import EmmyError
+from emmy.base.paths import default_db_path
+from emmy.base.version import __version__
 
 SCHEMA_VERSION = 4
 #: "host_bound": the kernel ran right, but the host's enqueueing bounded its timed windows, so

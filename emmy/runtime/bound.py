@@ -12,8 +12,8 @@ from typing import Unpack
 
 import torch
 
-from emmy import dtypes
-from emmy.errors import EmmyError, KernelLaunchError
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError, KernelLaunchError
 from emmy.program import ARENA, Program, TensorSpec
 from emmy.runtime.device import Device
 from emmy.runtime.executable import RunOptions

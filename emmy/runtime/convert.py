@@ -1,6 +1,6 @@
 """Tensors ↔ device buffers, and comparison with a reference at the dtype's tolerance.
 
-Buffers are numpy arrays of the storage type's numpy type (emmy.dtypes: bf16 is kept as
+Buffers are numpy arrays of the storage type's numpy type (emmy.base.dtypes: bf16 is kept as
 its bit pattern, numpy having no bfloat16).
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from emmy import dtypes
+from emmy.base import dtypes
 
 #: (rtol, atol) per dtype: emmy computes in f32 and rounds once, torch eager may round
 #: every intermediate of a chain, so low-precision results can differ by a few ulps
@@ -50,7 +50,7 @@ def to_storage(tensor: torch.Tensor) -> np.ndarray:
     tensor = tensor.detach().contiguous().cpu()
     if tensor.dtype == torch.bool:
         return tensor.to(torch.int8).numpy().copy()  # a boolean mask: i8, 0 or 1
-    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, as emmy.dtypes says
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, as emmy.base.dtypes says
         bits = tensor.reshape(-1).view(torch.uint8).numpy()
         return bits.view(dtypes.lookup("bf16").numpy).reshape(tensor.shape).copy()
     return tensor.numpy().copy()

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import cuda.bindings.driver as cu
 
 from emmy.backend.nvrtc import compile_cuda, nvrtc_version
-from emmy.device_records import DeviceCounters, Launch
-from emmy.errors import KernelLaunchError, NoDeviceError
-from emmy.identity import arch_of, slug
-from emmy.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
+from emmy.base.device_records import DeviceCounters, Launch
+from emmy.base.errors import KernelLaunchError, NoDeviceError
+from emmy.base.identity import arch_of, slug
+from emmy.base.regime import DEPLOYABLE_FLAGS, Regime, normalise_flags
 from emmy.runtime.device import Device
 from emmy.runtime.driver import Driver, PackedLaunch
 from emmy.runtime.faults import is_fault

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emmy.device_records import (  # noqa: F401 - the records, as every caller names them
+from emmy.base.device_records import (  # noqa: F401 - the records, as every caller names them
     Arg,
     BufferArg,
     DeviceCounters,
@@ -38,14 +38,14 @@ from emmy.device_records import (  # noqa: F401 - the records, as every caller n
     VendorConv,
     VendorMatmul,
 )
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.runtime.driver import Driver
 from emmy.runtime.executable import Executable, Roles
 
 if TYPE_CHECKING:
     import torch
 
-    from emmy.regime import Regime
+    from emmy.base.regime import Regime
 
 #: the most passes one timed window batches
 MAX_BATCH = 100_000

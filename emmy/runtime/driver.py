@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emmy import dtypes
-from emmy.device_records import BufferArg, DeviceCounters, Launch
-from emmy.errors import KernelLaunchError
+from emmy.base import dtypes
+from emmy.base.device_records import BufferArg, DeviceCounters, Launch
+from emmy.base.errors import KernelLaunchError
 
 if TYPE_CHECKING:
     import torch
 
-    from emmy.regime import Regime
+    from emmy.base.regime import Regime
 
 #: the storage types a kernel takes by value
 SCALAR_DTYPES = ("i32", "i64", "f32")

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emmy.device_records import BufferArg, DeviceCounters, Launch
-from emmy.errors import KernelCompileError, KernelLaunchError, NoDeviceError
-from emmy.identity import EMU
-from emmy.paths import INCLUDE_DIR, cache_dir
-from emmy.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
+from emmy.base.device_records import BufferArg, DeviceCounters, Launch
+from emmy.base.errors import KernelCompileError, KernelLaunchError, NoDeviceError
+from emmy.base.identity import EMU
+from emmy.base.paths import INCLUDE_DIR, cache_dir
+from emmy.base.regime import DEPLOYABLE_FLAGS, host_compiler_flags, regime_for
 from emmy.runtime.device import Device
 from emmy.runtime.driver import Driver, PackedLaunch
 from emmy.runtime.emu_memory import EmuMemory

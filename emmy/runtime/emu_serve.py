@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.runtime.device import BufferArg, DeviceCounters, Launch, ScalarArg
 from emmy.runtime.emu_memory import EmuMemory
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from emmy.device_records import BufferArg, HostCall, Launch, Step
-from emmy.errors import KernelLaunchError
+from emmy.base.device_records import BufferArg, HostCall, Launch, Step
+from emmy.base.errors import KernelLaunchError
 from emmy.runtime.driver import Driver, PackedLaunch
 
 if TYPE_CHECKING:

@@ -9,14 +9,14 @@ from collections.abc import Callable
 
 import torch
 
-from emmy.device_records import (
+from emmy.base.device_records import (
     BufferArg,
     FallbackEnum,
     FallbackTensor,
     FallbackValue,
     TorchFallback,
 )
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 
 #: the device's tensor over buffer `arg`, at a shape, of a storage type
 View = Callable[[BufferArg, tuple[int, ...], str], torch.Tensor]

@@ -9,8 +9,8 @@ from typing import assert_never
 import numpy as np
 import torch
 
-from emmy import dtypes
-from emmy.device_records import (
+from emmy.base import dtypes
+from emmy.base.device_records import (
     BufferArg,
     HostCall,
     TorchFallback,
@@ -20,7 +20,7 @@ from emmy.device_records import (
     VendorConvWeight,
     VendorMatmul,
 )
-from emmy.errors import KernelLaunchError
+from emmy.base.errors import KernelLaunchError
 from emmy.runtime.run_fallback import View, run_fallback
 
 

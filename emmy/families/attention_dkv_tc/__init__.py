@@ -4,7 +4,7 @@ family where attention picks attention_tc)."""
 
 from __future__ import annotations
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families import attention_dkv, attention_stats
 from emmy.families.attention import check_keys_of
 from emmy.families.attention_tc import TC_SHAPES

@@ -126,7 +126,7 @@ def rounded_atol(key: dict) -> float:
     # torch stays off the compile path: only benches and checks judge outputs
     import torch
 
-    from emmy import dtypes
+    from emmy.base import dtypes
 
     unit = torch.finfo(dtypes.torch_dtype(str(key["T"]))).eps / 2
     return length_atol(key) + unit * summed_terms(key) ** 0.5
@@ -153,7 +153,7 @@ def backward_inputs(key: dict, dtype: str, generator: torch.Generator) -> dict:
     """Random q, k, v, dO and mask of an attention's key, with its output and stats, by
     name."""
     # torch stays off the compile path: only checks build inputs
-    from emmy import dtypes
+    from emmy.base import dtypes
     from emmy.families.tensors import randn
 
     q, k, v, *mask = attention.check_inputs(key, dtype, generator)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families.attention import (
     check_inputs,
     check_keys_of,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.problem_key import parse_input_kinds
 from emmy.dialects import graph
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of
 from emmy.families.family import Fuses, Fusion, KernelFamily, OpSites, Site
-from emmy.problem_key import parse_input_kinds
 
 #: the convolution ops the families take
 CONV_OPS = (graph.ConvOp, graph.ConvTransposeOp)

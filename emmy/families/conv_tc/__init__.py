@@ -3,7 +3,7 @@ built by conv's (`conv.conv_key` picks it)."""
 
 from __future__ import annotations
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families.conv import check_inputs, check_key, check_keys, depth_atol, reference
 from emmy.families.family import KernelFamily
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from emmy.base.problem_key import KeyValue
 from emmy.families.family import ChoiceFamily, key_int
 from emmy.families.matmul_path import MIN_SLICE, SPLIT_TILES, SPLITS
-from emmy.problem_key import KeyValue
 
 NAME = "conv_weight_path"
 KNOB = "conv_weight"

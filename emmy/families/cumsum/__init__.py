@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Fusion, KernelFamily, OpSites, Site

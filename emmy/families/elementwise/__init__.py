@@ -7,6 +7,7 @@ import math
 
 from xdsl.ir import Operation
 
+from emmy.base.problem_key import InputKind, parse_input_kinds
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.chains import (
@@ -18,7 +19,6 @@ from emmy.families.chains import (
     shape_of,
 )
 from emmy.families.family import Fusion, KernelFamily, OpSites, Site, WritesOver
-from emmy.problem_key import InputKind, parse_input_kinds
 
 CHAIN = "((gelu((in0 * in1)) + silu((in2 - in3))) / (2.0 + exp(tanh(in0)))) - relu(gelu_tanh(in1))"
 #: a chain of channel inputs (a BatchNorm's scale and shift) beside full and row ones

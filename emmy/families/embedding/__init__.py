@@ -7,7 +7,7 @@ import math
 
 from xdsl.ir import SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.chains import dtype_of, shape_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families.embedding import embedding_key
 from emmy.families.family import Fusion, KernelFamily, OpSites, Site

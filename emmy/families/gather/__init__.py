@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import EmmyError
 from emmy.dialects import graph
-from emmy.errors import EmmyError
 from emmy.families.chains import dtype_of, shape_of
 from emmy.families.family import Fusion, KernelFamily, OpSites, Site
 

@@ -54,7 +54,7 @@ def check_inputs(key: dict, dtype: str, generator) -> list:
     # torch stays off the compile path: only checks build inputs
     import torch
 
-    from emmy import dtypes
+    from emmy.base import dtypes
     from emmy.families.tensors import randn
 
     rows, groups = int(key["rows"]), int(key["groups"])

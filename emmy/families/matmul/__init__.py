@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.chains import collect_group, dtype_of, required_broadcast_kinds, shape_of

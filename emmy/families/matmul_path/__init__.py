@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from emmy.base.problem_key import KeyValue
 from emmy.families.family import ChoiceFamily, key_int
-from emmy.problem_key import KeyValue
 
 NAME = "matmul_path"
 KNOB = "matmul"

@@ -3,7 +3,7 @@ f16/bf16, B stored [k, n] or [n, k]. Its sites are built by matmul's (`matmul.ma
 
 from __future__ import annotations
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families.family import KernelFamily
 from emmy.families.matmul import EPILOGUES, a_shape, check_key, depth_atol, grid_of
 from emmy.families.matmul import reference as matmul_reference

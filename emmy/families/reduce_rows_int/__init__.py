@@ -4,7 +4,7 @@ and i64 (`reduce_rows` builds them)."""
 
 from __future__ import annotations
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families.family import KernelFamily
 from emmy.families.reduce_cols import REDUCE
 

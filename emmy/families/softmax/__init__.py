@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families import key_grid
 from emmy.families.family import Fuses, KernelFamily, OpSites

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families.family import Fusion, KernelFamily, OpSites, Site
 from emmy.families.rows import ROW_SHAPES, norm_atol, row_key

@@ -3,7 +3,7 @@ today: strided copies are `permute`'s; its sites come from `.emmy` users and ben
 
 from __future__ import annotations
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.families.family import FLOATS, KernelFamily
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from emmy.device_records import BufferArg, VendorAttention
+from emmy.base.device_records import BufferArg, VendorAttention
+from emmy.base.problem_key import ProblemKey
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
 from emmy.families import attention
 from emmy.families.family import HostCallFamily
-from emmy.problem_key import ProblemKey
 
 
 def host_key(key: dict) -> ProblemKey:

@@ -9,15 +9,15 @@ from collections.abc import Mapping
 
 from xdsl.ir import Operation
 
-from emmy.device_records import BufferArg, VendorAttentionBackward
+from emmy.base.device_records import BufferArg, VendorAttentionBackward
+from emmy.base.errors import EmmyError
+from emmy.base.problem_key import ProblemKey
 from emmy.dialects import graph
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
-from emmy.errors import EmmyError
 from emmy.families import attention, attention_dkv, attention_dq, attention_stats
 from emmy.families.family import Fusion, HostCallFamily, OpSites, Site
 from emmy.families.vendor_attention import sdpa_shapes
-from emmy.problem_key import ProblemKey
 
 NAME = "vendor_attention_backward"
 

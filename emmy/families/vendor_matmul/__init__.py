@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from emmy.device_records import BufferArg, VendorMatmul
+from emmy.base.device_records import BufferArg, VendorMatmul
+from emmy.base.problem_key import KeyValue, ProblemKey
 from emmy.families import matmul
 from emmy.families.family import HostCallFamily
-from emmy.problem_key import KeyValue, ProblemKey
 
 
 def reference(key: dict, inputs: list):

@@ -15,7 +15,7 @@ import torch
 from torch import fx
 from torch.fx.node import Argument
 
-from emmy.errors import ConversionError
+from emmy.base.errors import ConversionError
 from emmy.frontend.op_registry import op_name
 
 #: the default of an argument that has none

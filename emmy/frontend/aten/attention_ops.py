@@ -11,7 +11,7 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.frontend.aten.arguments import arg_example
 from emmy.frontend.aten.common import ATEN, _storage_name, _value

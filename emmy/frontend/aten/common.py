@@ -12,11 +12,11 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.pointwise_ops import BOOL
 from emmy.dialects import graph
 from emmy.frontend.function_builder import FunctionBuilder, View
 from emmy.frontend.op_registry import OpRegistry, Refusal, op_name, op_overload
-from emmy.pointwise_ops import BOOL
 
 #: the ops the converter takes, each by one entry: filled as the modules of
 #: emmy.frontend.aten are imported, which importing that package does

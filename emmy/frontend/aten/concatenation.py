@@ -8,8 +8,8 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
+from emmy.base.errors import ConversionError
 from emmy.dialects import graph
-from emmy.errors import ConversionError
 from emmy.families.cat import PARTS as CAT_PARTS
 from emmy.frontend.aten.arguments import arg_given, arg_int, arg_ints, arg_nodes, arg_str
 from emmy.frontend.aten.common import ATEN, _nonempty

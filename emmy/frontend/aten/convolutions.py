@@ -10,8 +10,8 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
+from emmy.base.errors import ConversionError
 from emmy.dialects import graph
-from emmy.errors import ConversionError
 from emmy.frontend.aten.arguments import arg_example, arg_float, arg_node
 from emmy.frontend.aten.common import ATEN, _arguments, _shaped_as, _value
 from emmy.frontend.aten.norms import BATCH_NORMS, _batch_norm_refusal

@@ -1,4 +1,4 @@
-"""Elementwise ops: the pointwise table's (emmy.pointwise_ops), their operands
+"""Elementwise ops: the pointwise table's (emmy.base.pointwise_ops), their operands
 promoted as torch promotes them, and glu, gelu, triu and tril."""
 
 from __future__ import annotations
@@ -8,13 +8,8 @@ from torch import fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from xdsl.dialects.builtin import TensorType, i8
 
-from emmy import dtypes
-from emmy.dialects import graph
-from emmy.frontend.aten.arguments import arg_example, arg_float, arg_int, arg_str, kwarg_number
-from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
-from emmy.frontend.function_builder import FunctionBuilder, View
-from emmy.frontend.op_registry import op_name, op_overload
-from emmy.pointwise_ops import (
+from emmy.base import dtypes
+from emmy.base.pointwise_ops import (
     BY_ATEN,
     CONDITION,
     POINTWISE,
@@ -23,6 +18,11 @@ from emmy.pointwise_ops import (
     PointwiseOp,
     Promotion,
 )
+from emmy.dialects import graph
+from emmy.frontend.aten.arguments import arg_example, arg_float, arg_int, arg_str, kwarg_number
+from emmy.frontend.aten.common import ATEN, _element, _nonempty, _storage_name
+from emmy.frontend.function_builder import FunctionBuilder, View
+from emmy.frontend.op_registry import op_name, op_overload
 
 
 def _operands(node: fx.Node) -> tuple[PointwiseOp, list[object]]:

@@ -10,9 +10,9 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
+from emmy.base.errors import ConversionError, EmmyError
 from emmy.dialects import graph
-from emmy.errors import ConversionError, EmmyError
 from emmy.frontend.aten.arguments import arg_example, arg_node, arg_nodes, kwarg_number
 from emmy.frontend.aten.common import ATEN, _nonempty, _storage_name, _value
 from emmy.frontend.function_builder import (

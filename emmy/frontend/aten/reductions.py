@@ -10,7 +10,7 @@ from torch import fx
 from xdsl.dialects.builtin import TensorType, i8
 from xdsl.ir import Attribute, SSAValue
 
-from emmy import dtypes
+from emmy.base import dtypes
 from emmy.dialects import graph
 from emmy.families.reduce_cols import KINDS as COLUMN_KINDS
 from emmy.frontend.aten.arguments import arg_example, arg_int

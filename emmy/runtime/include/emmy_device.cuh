@@ -310,7 +310,7 @@ __device__ __forceinline__ void store(T* p, float v) {
   *p = from_float<T>(v);
 }
 
-// ---- pointwise ops: one function per op of emmy/pointwise_ops.py ----
+// ---- pointwise ops: one function per op of emmy/base/pointwise_ops.py ----
 // Each is torch's definition of the op. Floats arrive as f32 (every float storage type
 // computes in f32), integers as int or long long (exact, in their own width), bools as bool.
 #define EMMY_PW __device__ __forceinline__

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from emmy import dtypes
+from emmy.base import dtypes
 
 
 class Promotion(StrEnum):

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from emmy.errors import EmmyError
-from emmy.identity import EMU, arch_of
-from emmy.paths import default_db_path
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, arch_of
+from emmy.base.paths import default_db_path
 
 #: a fork's option, or a problem key's value, as emmy reads it from text
 Value = int | str
@@ -163,7 +163,7 @@ class CompileOptions:
     db: Path | None = field(default_factory=default_db_path)
     #: recipe folders whose golden/<target>.json come before the model-agnostic one
     golden: tuple[Path, ...] = ()
-    #: NVRTC's code-generation flags (emmy.regime); none for the deployable regime
+    #: NVRTC's code-generation flags (emmy.base.regime); none for the deployable regime
     flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 
 EMU = "emu"
 

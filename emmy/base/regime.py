@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from emmy.errors import EmmyError
-from emmy.identity import EMU, arch_of
+from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU, arch_of
 
 #: the flag set that deploys: NVRTC's defaults, which already optimise at O3
 DEPLOYABLE_FLAGS: tuple[str, ...] = ()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
-from emmy.errors import EmmyError
+from emmy.base.errors import EmmyError
 
 if TYPE_CHECKING:
     import torch

@@ -5,7 +5,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 INCLUDE_DIR = PACKAGE_DIR / "runtime" / "include"
 #: one folder per family: its `.emmy` declaration (a kernel family), its registry entry and
 #: reference (`__init__.py`)

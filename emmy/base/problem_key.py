@@ -25,8 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from emmy.compile_options import option_value
-from emmy.errors import EmmyError
+from emmy.base.compile_options import option_value
+from emmy.base.errors import EmmyError
 
 #: the key names whose values are elementwise chains
 CHAIN_NAMES = ("fn", "epilogue")
