@@ -125,7 +125,7 @@ def _sources() -> list[Path]:
     scripts = [
         p for p in ROOT.glob("scripts/*") if p.read_text().startswith("#!/usr/bin/env python")
     ]
-    return [p for p in python + scripts if p != ROOT / "emmy" / "dtypes.py"]
+    return [p for p in python + scripts if p != ROOT / "emmy" / "base" / "dtypes.py"]
 
 
 def test_the_scan_finds_a_mapping(tmp_path: Path) -> None:
