@@ -29,7 +29,7 @@ is read per batch, a broadcast the softmax's prologue does not have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -43,9 +43,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 
-from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork, graph
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family
@@ -53,12 +51,7 @@ from emmy.families import attention, attention_backward_path, attention_path
 from emmy.families.attention import attention_key
 from emmy.families.chains import shape_of
 from emmy.passes.host_choices import offer_choice
-
-
-def path_site(name: str, family_name: str, key: ProblemKey, paths: list[str]) -> fork.SiteOp:
-    site = fork.SiteOp(name, family_name, key, kind=fork.SiteKind.CHOICE)
-    site.body.block.add_op(fork.KnobOp("path", paths, paths[0]))
-    return site
+from emmy.passes.site_table import SiteTable
 
 
 def library_path(op: graph.AttentionOp) -> list[Operation]:
@@ -116,39 +109,12 @@ def _region_of(ops: list[Operation], yielded: list[SSAValue]) -> Region:
     return Region(block)
 
 
-@dataclass
-class PathSites:
-    """One site of the choice family `family_name` per key, named `<family_name>_<n>` in
-    the order keys are met and made before the function that meets its key first."""
-
-    family_name: str
-    names: dict[ProblemKey, str] = field(default_factory=dict)
-
-    def site_for(
-        self, rewriter: PatternRewriter, attention: Operation, key: ProblemKey, paths: list[str]
-    ) -> str:
-        name = self.names.get(key)
-        if name is None:
-            name = self.names[key] = f"{self.family_name}_{len(self.names)}"
-            site = path_site(name, self.family_name, key, paths)
-            rewriter.insert(site, InsertPoint.before(_top_level(attention)))
-        return name
-
-
-def _top_level(op: Operation) -> Operation:
-    """The op of the module that holds `op`."""
-    while not isinstance(parent := op.parent_op(), ModuleOp):
-        assert parent is not None, "attentions live in a module"
-        op = parent
-    return op
-
-
 @dataclass(frozen=True)
 class OfferAttentionPaths(RewritePattern):
     """An attention becomes the fused option of a choice whose other options are the
     unfused path and the vendor library."""
 
-    sites: PathSites
+    sites: SiteTable
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.AttentionOp, rewriter: PatternRewriter) -> None:
@@ -157,7 +123,8 @@ class OfferAttentionPaths(RewritePattern):
         family_name, key = attention_key(op)
         paths = attention_path.paths_for(op)
         site_key = problem_key(family(family_name), key)
-        site = self.sites.site_for(rewriter, op, site_key, paths)
+        knob = attention_path.KNOB
+        site = self.sites.choice_site(rewriter, attention_path.NAME, knob, site_key, paths, op)
         builders = {"unfused": unfused_path, "sdpa": library_path}
         offer_choice(rewriter, op, site, paths, [_region(builders[p](op)) for p in paths[1:]])
 
@@ -204,7 +171,7 @@ class OfferAttentionBackwardPaths(RewritePattern):
     """An attention's gradients become a choice between emmy's kernels and the vendor
     library's backward."""
 
-    sites: PathSites
+    sites: SiteTable
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.AttentionGradientsOp, rewriter: PatternRewriter) -> None:
@@ -214,7 +181,8 @@ class OfferAttentionBackwardPaths(RewritePattern):
         key = attention.problem_of(op.q, op.k, op.mask, scale, causal)
         site_key = problem_key(family("attention_dq"), key)
         paths: list[str] = list(attention_backward_path.PATHS)
-        site = self.sites.site_for(rewriter, op, site_key, paths)
+        name, knob = attention_backward_path.NAME, attention_backward_path.KNOB
+        site = self.sites.choice_site(rewriter, name, knob, site_key, paths, op)
         regions = [
             _region_of(ops, yielded)
             for ops, yielded in (fused_gradients(op), library_gradients(op))
@@ -232,8 +200,9 @@ class AttentionPaths(ModulePass):
         walker = PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
-                    OfferAttentionPaths(PathSites(attention_path.NAME)),
-                    OfferAttentionBackwardPaths(PathSites(attention_backward_path.NAME)),
+                    # a table each: each family's sites are counted on their own
+                    OfferAttentionPaths(SiteTable()),
+                    OfferAttentionBackwardPaths(SiteTable()),
                 ]
             ),
             apply_recursively=False,

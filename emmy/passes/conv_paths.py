@@ -54,7 +54,8 @@ from emmy.families import (
 )
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
-from emmy.passes.matmul_paths import PathSites
+from emmy.passes.matmul_paths import with_epilogue
+from emmy.passes.site_table import SiteTable
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class OfferConvPaths(RewritePattern):
     """A call of a convolution site becomes the `kernel` option of a choice whose other
     option is the vendor library."""
 
-    sites: PathSites
+    sites: SiteTable
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
@@ -76,7 +77,7 @@ class OfferConvPaths(RewritePattern):
             return
         vendor = self.vendor_option(rewriter, op, self.typed_key(conv.family.data, conv.key.data))
         site = self.sites.choice_site(
-            rewriter, conv.key.data, list(conv_path.OPTIONS), conv_path.NAME, conv_path.KNOB
+            rewriter, conv_path.NAME, conv_path.KNOB, conv.key.data, conv_path.OPTIONS
         )
         offer_choice(rewriter, op, site, conv_path.OPTIONS, [vendor])
 
@@ -101,7 +102,7 @@ class OfferConvPaths(RewritePattern):
             for option in options[1:]
         ]
         site = self.sites.choice_site(
-            rewriter, key, options, conv_weight_path.NAME, conv_weight_path.KNOB
+            rewriter, conv_weight_path.NAME, conv_weight_path.KNOB, key, options
         )
         offer_choice(rewriter, call, site, options, regions)
 
@@ -148,7 +149,7 @@ class OfferConvPaths(RewritePattern):
         site = self.sites.host_call_site(rewriter, vendor_conv.NAME, vendor_conv.vendor_key(key))
         convolution = kernel.CallOp(site, list(inputs), [result.type])
         size = key_int(key, "batch") * key_int(key, "cout") * key_int(key, "spatial")
-        return self.sites.with_epilogue(rewriter, convolution, extra, key, size, key["ow"])
+        return with_epilogue(self.sites, rewriter, convolution, extra, key, size, key["ow"])
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,6 @@ class ConvPaths(ModulePass):
     name = "conv-paths"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walker = PatternRewriteWalker(OfferConvPaths(PathSites.of(op)), apply_recursively=False)
+        walker = PatternRewriteWalker(OfferConvPaths(SiteTable.of(op)), apply_recursively=False)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             walker.rewrite_region(function.body)

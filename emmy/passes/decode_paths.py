@@ -52,7 +52,7 @@ from emmy.dialects import fork, kernel
 from emmy.families import attention_decode_path
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
-from emmy.passes.matmul_paths import PathSites
+from emmy.passes.site_table import SiteTable
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class OfferSplitKV(RewritePattern):
     """A call of an attention_decode site becomes the `one_pass` option of a choice whose
     other options split the cache."""
 
-    sites: PathSites
+    sites: SiteTable
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
@@ -79,14 +79,14 @@ class OfferSplitKV(RewritePattern):
             self.split_option(rewriter, op, key, int(option.removeprefix("split")))
             for option in options[1:]
         ]
-        default = attention_decode_path.default_for(key)
-
-        def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(name, attention_decode_path.NAME, key, kind=fork.SiteKind.CHOICE)
-            site.body.block.add_op(fork.KnobOp(attention_decode_path.KNOB, options, default))
-            return site
-
-        site = self.sites.site(rewriter, attention_decode_path.NAME, key, build)
+        site = self.sites.choice_site(
+            rewriter,
+            attention_decode_path.NAME,
+            attention_decode_path.KNOB,
+            key,
+            options,
+            default=attention_decode_path.default_for(key),
+        )
         offer_choice(rewriter, op, site, options, regions)
 
     def split_option(
@@ -120,6 +120,6 @@ class DecodePaths(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # the calls a choice is made of are in the choice: they are not offered again
-        walker = PatternRewriteWalker(OfferSplitKV(PathSites.of(op)), apply_recursively=False)
+        walker = PatternRewriteWalker(OfferSplitKV(SiteTable.of(op)), apply_recursively=False)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             walker.rewrite_region(function.body)

@@ -27,7 +27,7 @@ its input. `lower-graph` is fuse-graph then lower-sites, as one pass.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -38,10 +38,9 @@ from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
 )
-from xdsl.rewriter import InsertPoint
 
 from emmy.base.errors import EmmyError
-from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX, ProblemKey
+from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import problem_key
 from emmy.dsl.library import family, instantiate
@@ -50,6 +49,7 @@ from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, HostCallFamily, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
+from emmy.passes.site_table import SiteTable
 
 # emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]
@@ -58,44 +58,33 @@ __all__ = ["LowerGraph", "LowerSites"]
 UNLOWERED = (graph.ReshapeOp, graph.ConstantOp, graph.YieldOp)
 
 
-@dataclass
-class SiteTable:
-    """One site per (family, canonical key), named `<family>_<n>` in the order they are met."""
-
-    names: dict[tuple[str, ProblemKey], str] = field(default_factory=dict)
-
-    def call(self, rewriter: PatternRewriter, op: Operation, site: Site) -> kernel.CallOp:
-        """A call of the site (instantiated before the function the first time it is met)
-        on its inputs, with `op`'s result types."""
-        big = _first_wide_tensor(site, op)
-        key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
-        entry = FAMILIES.get(site.family)
-        if isinstance(entry, HostCallFamily):  # no kernel
-            site_key = entry.host_key(key)
-
-            def build(name: str) -> fork.SiteOp:
-                return fork.SiteOp(name, site.family, site_key, kind=fork.SiteKind.HOST_CALL)
-        else:
-            decl = family(site.family)
-            site_key = problem_key(decl, key)
-
-            def build(name: str) -> fork.SiteOp:
-                try:
-                    return instantiate(decl, key, name)
-                except NarrowIndexError as error:
-                    assert big is not None, "only a 64-bit site refuses its index type"
-                    where, number, typ = big
-                    raise EmmyError(
-                        f"site {name} ({op.name}): family {site.family} cannot index 64-bit "
-                        f"({error}), and its {where} {number} ({typ}) has {_elements(typ)} "
-                        "elements, 2^31 or more"
-                    ) from None
-
-        name = self.names.get((site.family, site_key))
-        if name is None:
-            name = self.names[site.family, site_key] = f"{site.family}_{len(self.names)}"
-            rewriter.insert(build(name), InsertPoint.before(_enclosing_function(op)))
+def site_call(
+    sites: SiteTable, rewriter: PatternRewriter, op: Operation, site: Site
+) -> kernel.CallOp:
+    """A call of the site (made before the function the first time it is met) on its
+    inputs, with `op`'s result types."""
+    big = _first_wide_tensor(site, op)
+    key = site.key if big is None else {**site.key, INDEX_NAME: WIDE_INDEX}
+    entry = FAMILIES.get(site.family)
+    if isinstance(entry, HostCallFamily):  # no kernel
+        name = sites.host_call_site(rewriter, site.family, entry.host_key(key), op)
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
+    decl = family(site.family)
+
+    def build(name: str) -> fork.SiteOp:
+        try:
+            return instantiate(decl, key, name)
+        except NarrowIndexError as error:
+            assert big is not None, "only a 64-bit site refuses its index type"
+            where, number, typ = big
+            raise EmmyError(
+                f"site {name} ({op.name}): family {site.family} cannot index 64-bit "
+                f"({error}), and its {where} {number} ({typ}) has {_elements(typ)} "
+                "elements, 2^31 or more"
+            ) from None
+
+    name = sites.site(rewriter, site.family, problem_key(decl, key), build, op)
+    return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
 
 
 def _first_wide_tensor(site: Site, op: Operation) -> tuple[str, int, Attribute] | None:
@@ -108,14 +97,6 @@ def _first_wide_tensor(site: Site, op: Operation) -> tuple[str, int, Attribute] 
 
 def _elements(typ: Attribute) -> int:
     return math.prod(typ.get_shape()) if isinstance(typ, TensorType) else 1
-
-
-def _enclosing_function(op: Operation) -> func.FuncOp:
-    parent = op.parent_op()
-    while not isinstance(parent, func.FuncOp):
-        assert parent is not None, "graph ops live in a function"
-        parent = parent.parent_op()
-    return parent
 
 
 @dataclass
@@ -134,7 +115,7 @@ class LowerOp(RewritePattern):
         sites = implementing(op)
         if sites is None:
             return  # reported after the walk, with every other op no family implements
-        rewriter.replace(op, self.sites.call(rewriter, op, sites.site(op, Fusion())))
+        rewriter.replace(op, site_call(self.sites, rewriter, op, sites.site(op, Fusion())))
 
 
 @dataclass
@@ -169,7 +150,7 @@ class LowerFused(RewritePattern):
         assert sites is not None, "fuse-graph fuses family ops"
         site = sites.site(anchor, fusion)
         outer = Site(site.family, site.key, [self.outer(op, value) for value in site.inputs])
-        rewriter.replace(op, self.sites.call(rewriter, op, outer))
+        rewriter.replace(op, site_call(self.sites, rewriter, op, outer))
 
     @staticmethod
     def outer(fused: graph.FusedOp, value: SSAValue) -> SSAValue:
@@ -183,7 +164,7 @@ class LowerSites(ModulePass):
     name = "lower-sites"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        sites = SiteTable()
+        sites = SiteTable()  # lower-sites makes the module's first sites
         rewrite_bottom_up(op, [LowerFused(sites), LowerOp(sites)])
         erase_unused_constants(op)
         # graph ops live in the host functions: the sites' kernels need no walk

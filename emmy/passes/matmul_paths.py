@@ -32,7 +32,7 @@ another choice's option (the unfused attention path) are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -46,15 +46,14 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 
 from emmy.base.problem_key import Chain, InputKind, KeyValue, ProblemKey
 from emmy.dialects import fork, kernel
-from emmy.dsl.keys import problem_key, rename_chain, shift_chain
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.keys import rename_chain, shift_chain
 from emmy.families import matmul_path, vendor_matmul
 from emmy.families.family import key_int
 from emmy.passes.host_choices import inside_choice, offer_choice
+from emmy.passes.site_table import SiteTable
 
 
 def epilogue_chain(epilogue: Chain) -> Chain:
@@ -63,109 +62,35 @@ def epilogue_chain(epilogue: Chain) -> Chain:
     return rename_chain(shift_chain(epilogue, 1), {"acc": "in0"})
 
 
-@dataclass
-class PathSites:
-    """The module's sites, by name and by (family, key), so that a site lower-graph
-    made serves the options too. A new site is named `<family>_<n>`, n counting every site
-    of the module, and made after the others, before the first function."""
-
-    by_name: dict[str, fork.SiteOp]
-    by_key: dict[tuple[str, ProblemKey], str]
-    first_function: Operation | None
-
-    @classmethod
-    def of(cls, module: ModuleOp) -> PathSites:
-        by_name = {s.sym_name.data: s for s in module.ops if isinstance(s, fork.SiteOp)}
-        return cls(
-            by_name,
-            {(s.family.data, s.key.data): name for name, s in by_name.items()},
-            next((o for o in module.ops if not isinstance(o, fork.SiteOp)), None),
-        )
-
-    def site(
-        self,
-        rewriter: PatternRewriter,
-        family_name: str,
-        key: ProblemKey,
-        build: Callable[[str], fork.SiteOp],
-    ) -> str:
-        """The site of (family, key), made by `build(name)` the first time."""
-        name = self.by_key.get((family_name, key))
-        if name is not None:
-            return name
-        name = f"{family_name}_{len(self.by_name)}"
-        self.by_name[name] = build(name)
-        self.by_key[family_name, key] = name
-        assert self.first_function is not None, "a call made a site, so a function holds it"
-        rewriter.insert(self.by_name[name], InsertPoint.before(self.first_function))
-        return name
-
-    def library_site(
-        self, rewriter: PatternRewriter, family_name: str, key: Mapping[str, KeyValue]
-    ) -> str:
-        decl = family(family_name)
-        return self.site(
-            rewriter, family_name, problem_key(decl, key), lambda n: instantiate(decl, key, n)
-        )
-
-    def choice_site(
-        self,
-        rewriter: PatternRewriter,
-        key: ProblemKey,
-        options: list[str],
-        family_name: str = matmul_path.NAME,
-        knob: str = matmul_path.KNOB,
-    ) -> str:
-        """The site of a host-level choice (a matmul's path unless named) with one knob."""
-
-        def build(name: str) -> fork.SiteOp:
-            site = fork.SiteOp(name, family_name, key, kind=fork.SiteKind.CHOICE)
-            site.body.block.add_op(fork.KnobOp(knob, options, options[0]))
-            return site
-
-        return self.site(rewriter, family_name, key, build)
-
-    def with_epilogue(
-        self,
-        rewriter: PatternRewriter,
-        call: kernel.CallOp,
-        extra: Sequence[SSAValue],
-        key: Mapping[str, KeyValue],
-        size: int,
-        cols: KeyValue,
-    ) -> Region:
-        """An option of a choice: the vendor library's `call`, then the key's epilogue (if
-        any) as an elementwise kernel over its `size` elements (rows `cols` long) and the
-        epilogue's `extra` inputs."""
-        ops: list[Operation] = [call]
-        value: SSAValue = call.outputs[0]
-        if str(key["epilogue"]) != "acc":
-            epilogue, inputs = key["epilogue"], key["inputs"]
-            assert isinstance(epilogue, Chain) and isinstance(inputs, tuple), "a typed key"
-            chain = {
-                "n": size,
-                "cols": cols,
-                "T": key["T"],
-                "inputs": (InputKind.FULL, *inputs),
-                "fn": epilogue_chain(epilogue),
-            }
-            site = self.library_site(rewriter, "elementwise", chain)
-            epilogue = kernel.CallOp(site, [value, *extra], [value.type])
-            ops.append(epilogue)
-            value = epilogue.outputs[0]
-        return Region(Block([*ops, fork.YieldOp([value])]))
-
-    def vendor_site(self, rewriter: PatternRewriter, key: ProblemKey) -> str:
-        return self.host_call_site(rewriter, vendor_matmul.NAME, vendor_matmul.vendor_key(key))
-
-    def host_call_site(self, rewriter: PatternRewriter, family_name: str, key: ProblemKey) -> str:
-        """The site of a host-call family (the vendor library's op) at a key."""
-        return self.site(
-            rewriter,
-            family_name,
-            key,
-            lambda n: fork.SiteOp(n, family_name, key, kind=fork.SiteKind.HOST_CALL),
-        )
+def with_epilogue(
+    sites: SiteTable,
+    rewriter: PatternRewriter,
+    call: kernel.CallOp,
+    extra: Sequence[SSAValue],
+    key: Mapping[str, KeyValue],
+    size: int,
+    cols: KeyValue,
+) -> Region:
+    """An option of a choice: the vendor library's `call`, then the key's epilogue (if
+    any) as an elementwise kernel over its `size` elements (rows `cols` long) and the
+    epilogue's `extra` inputs."""
+    ops: list[Operation] = [call]
+    value: SSAValue = call.outputs[0]
+    if str(key["epilogue"]) != "acc":
+        epilogue, inputs = key["epilogue"], key["inputs"]
+        assert isinstance(epilogue, Chain) and isinstance(inputs, tuple), "a typed key"
+        chain = {
+            "n": size,
+            "cols": cols,
+            "T": key["T"],
+            "inputs": (InputKind.FULL, *inputs),
+            "fn": epilogue_chain(epilogue),
+        }
+        site = sites.library_site(rewriter, "elementwise", chain)
+        epilogue = kernel.CallOp(site, [value, *extra], [value.type])
+        ops.append(epilogue)
+        value = epilogue.outputs[0]
+    return Region(Block([*ops, fork.YieldOp([value])]))
 
 
 @dataclass(frozen=True)
@@ -173,7 +98,7 @@ class OfferMatmulPaths(RewritePattern):
     """A call of a matmul site becomes the `kernel` option of a choice whose other options
     are its splits of k and the vendor library."""
 
-    sites: PathSites
+    sites: SiteTable
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.CallOp, rewriter: PatternRewriter) -> None:
@@ -193,7 +118,9 @@ class OfferMatmulPaths(RewritePattern):
             )
             for option in options[1:]
         ]
-        site = self.sites.choice_site(rewriter, matmul.key.data, options)
+        site = self.sites.choice_site(
+            rewriter, matmul_path.NAME, matmul_path.KNOB, matmul.key.data, options
+        )
         offer_choice(rewriter, op, site, options, regions)
 
     def split_option(
@@ -225,9 +152,12 @@ class OfferMatmulPaths(RewritePattern):
         chain over it and the epilogue's inputs."""
         a, b, *extra = call.inputs
         (result,) = call.outputs
-        product = kernel.CallOp(self.sites.vendor_site(rewriter, key), [a, b], [result.type])
+        vendor = self.sites.host_call_site(
+            rewriter, vendor_matmul.NAME, vendor_matmul.vendor_key(key)
+        )
+        product = kernel.CallOp(vendor, [a, b], [result.type])
         size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
-        return self.sites.with_epilogue(rewriter, product, extra, key, size, key["n"])
+        return with_epilogue(self.sites, rewriter, product, extra, key, size, key["n"])
 
 
 @dataclass(frozen=True)
@@ -237,6 +167,6 @@ class MatmulPaths(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # the calls the choices are made of are not walked again: they are in a choice; the
         # calls are in the host functions, not in the sites' kernels (most of the module)
-        walker = PatternRewriteWalker(OfferMatmulPaths(PathSites.of(op)), apply_recursively=False)
+        walker = PatternRewriteWalker(OfferMatmulPaths(SiteTable.of(op)), apply_recursively=False)
         for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             walker.rewrite_region(function.body)

@@ -7,11 +7,12 @@ from __future__ import annotations
 from emmy.families.family import ChoiceFamily
 
 NAME = "attention_backward_path"
+KNOB = "path"
 PATHS = ("fused", "sdpa")
 
 FAMILY = ChoiceFamily(
     NAME,
-    forks={"path": PATHS},
+    forks={KNOB: PATHS},
     # torch's SDPA backward until golden files, rows or the prior say emmy's kernels win
-    target_defaults={"gpu": {"path": "sdpa"}},
+    target_defaults={"gpu": {KNOB: "sdpa"}},
 )

@@ -7,6 +7,7 @@ from emmy.dialects import graph
 from emmy.families.family import ChoiceFamily
 
 NAME = "attention_path"
+KNOB = "path"
 PATHS = ("fused", "unfused", "sdpa")
 
 
@@ -18,7 +19,7 @@ def paths_for(op: graph.AttentionOp) -> list[str]:
 
 FAMILY = ChoiceFamily(
     NAME,
-    forks={"path": tuple(PATHS)},
+    forks={KNOB: tuple(PATHS)},
     # torch's SDPA until golden files, rows or the prior say emmy's kernel wins at the key
-    target_defaults={"gpu": {"path": "sdpa"}},
+    target_defaults={"gpu": {KNOB: "sdpa"}},
 )
