@@ -123,8 +123,11 @@ def _dtype_mappings(path: Path) -> list[str]:
 def _sources() -> list[Path]:
     python = [*ROOT.glob("emmy/**/*.py"), *ROOT.glob("benchmarks/*.py")]
     scripts = [
-        p for p in ROOT.glob("scripts/*") if p.read_text().startswith("#!/usr/bin/env python")
+        p
+        for p in ROOT.glob("scripts/*")
+        if p.is_file() and p.read_text().startswith("#!/usr/bin/env python")
     ]
+    scripts += ROOT.glob("scripts/gpucheck/*.py")  # gpu-check's parts
     return [p for p in python + scripts if p != ROOT / "emmy" / "base" / "dtypes.py"]
 
 

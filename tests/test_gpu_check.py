@@ -229,8 +229,11 @@ def test_the_gpu_tests_part_leaves_cuda_to_the_processes_it_forks(script, monkey
     def touched(name: str):
         raise RuntimeError(f"the part started a {name} device")
 
-    monkeypatch.setattr(script, "make_device", touched)
-    monkeypatch.setattr(script, "GPU_TESTS", ("tests/test_cuda_device.py",))
+    # where the part's context makes its device, and where the part reads its files
+    monkeypatch.setattr(sys.modules["gpucheck.context"], "make_device", touched)
+    monkeypatch.setattr(
+        sys.modules["gpucheck.process_parts"], "GPU_TESTS", ("tests/test_cuda_device.py",)
+    )
     outcome = script.run_part("gpu_tests", 120, EMU)
     assert outcome.status == "ok" and outcome.notes == [], outcome.notes
     assert outcome.data["run"] == {"ok": True, "statuses": [0], "sticky": [], "dry": True}

@@ -10,7 +10,16 @@ ROOT = Path(__file__).parent.parent
 def test_ruff_clean() -> None:
     ruff = Path(sys.executable).with_name("ruff")
     result = subprocess.run(
-        [str(ruff), "check", "emmy", "tests", "benchmarks", "scripts/gpu-check", "scripts/gpu-day"],
+        [
+            str(ruff),
+            "check",
+            "emmy",
+            "tests",
+            "benchmarks",
+            "scripts/gpu-check",
+            "scripts/gpucheck",
+            "scripts/gpu-day",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
