@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 
@@ -331,25 +331,11 @@ def _host_calls(module: ModuleOp) -> dict[str, HostCallSite]:
 
 
 def _coverage(module: ModuleOp) -> dict[str, int | dict[str, int]]:
-    """The counts the frontend recorded of where the graph's ops run (emmy.frontend.torch_fallback
-    .Coverage; `per_element_ops` by op name), or {} for a graph that came as text."""
+    """The counts the frontend recorded of where the graph's ops run (graph.CoverageAttr;
+    `per_element_ops` by op name), or {} for a graph that came as text."""
     main = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     counts = main.attributes.get("coverage") if main is not None else None
-    if not isinstance(counts, DictionaryAttr):
-        return {}
-    return {name: _count(value) for name, value in counts.data.items()}
-
-
-def _count(value: Attribute) -> int | dict[str, int]:
-    """A count, or counts by name (`per_element_ops`)."""
-    if isinstance(value, DictionaryAttr):
-        return {name: _integer(item) for name, item in value.data.items()}
-    return _integer(value)
-
-
-def _integer(value: Attribute) -> int:
-    assert isinstance(value, IntegerAttr), f"a count is an integer, not {value}"
-    return value.value.data
+    return counts.counts() if isinstance(counts, graph.CoverageAttr) else {}
 
 
 #: how a compile verifies the module (compile_graph's `verify_each`, EMMY_VERIFY_EACH):

@@ -1,6 +1,7 @@
-"""Evidence recorded on sites as builtin attributes reads back as the value recorded, in the
-order the report has always listed it (sorted keys, as JSON with sort_keys gave); the typed
-records of a site (decision, config, provenance) read back through the textual IR."""
+"""Evidence recorded on sites reads back as the value recorded, in the order the report has
+always listed it (sorted keys, as JSON with sort_keys gave): each built-in oracle's typed
+record, and an oracle of another package's plain values; the typed records of a site
+(decision, config, provenance) read back through the textual IR."""
 
 from __future__ import annotations
 
@@ -72,3 +73,51 @@ def test_a_record_of_more_names_than_values_is_refused() -> None:
     names = ArrayAttr([StringAttr("vec"), StringAttr("algo")])
     with pytest.raises(VerifyException, match="#fork.config has 2 fork names but 1 values"):
         fork.ConfigAttr.new([names, ArrayAttr([IntegerAttr(4, i64)])])
+
+
+#: each built-in oracle's typed record, and the values the report has always listed of it
+RECORDS = [
+    (fork.PinsEvidence({"vec": 4, "algo": "online"}), {"pins": {"algo": "online", "vec": 4}}),
+    (fork.GoldenEvidence("/x/emu.json", 2.5e-06), {"file": "/x/emu.json", "median_s": 2.5e-06}),
+    (fork.GoldenEvidence("/x/emu.json", None), {"file": "/x/emu.json", "median_s": None}),
+    (
+        fork.DatabaseEvidence([12, 3], 2.5e-06, "bench", 7),
+        {"measured": 7, "median_s": 2.5e-06, "origin": "bench", "rows": [12, 3]},
+    ),
+    (
+        fork.TargetEvidence("gpu", {"matmul": "vendor"}),
+        {"device_class": "gpu", "options": {"matmul": "vendor"}},
+    ),
+    (fork.DefaultEvidence(), {"declared": True}),
+    (
+        fork.DefaultEvidence(moved_by_constraints=["vec"]),
+        {"declared": False, "moved_by_constraints": ["vec"]},
+    ),
+    (
+        fork.PriorEvidence(1.0 / 3.0, "ab12", 40),
+        {"configs_scored": 40, "dataset": "ab12", "predicted_s": 1.0 / 3.0},
+    ),
+    (
+        fork.MeasuredRunnerUp({"vec": 2}, 3e-06, 9),
+        {"config": {"vec": 2}, "median_s": 3e-06, "row": 9},
+    ),
+    (
+        fork.PredictedRunnerUp({"vec": 2}, 2e-05),
+        {"config": {"vec": 2}, "predicted_s": 2e-05},
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "listed"), RECORDS)
+def test_a_typed_record_reads_back_through_the_textual_ir_as_the_report_lists_it(
+    record, listed
+) -> None:
+    decision = parse(str(fork.DecisionAttr("x", record, runner_up=record)))
+    assert isinstance(decision, fork.DecisionAttr) and decision.evidence == record
+    assert json.dumps(decision.evidence_value()) == json.dumps(listed)
+    assert json.dumps(decision.runner_up_value()) == json.dumps(listed)
+
+
+def test_a_record_field_of_another_type_is_refused() -> None:
+    with pytest.raises(VerifyException, match="parameter 'median_s' does not verify"):
+        parse('#fork.db_evidence<rows = [], median_s = "fast", origin = "x", measured = 1>')

@@ -12,11 +12,12 @@ operands broadcast like torch (trailing dimensions, size-1 expands).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -61,6 +62,7 @@ from emmy.base.pointwise_ops import (
     Gives,
     PointwiseOp,
 )
+from emmy.dialects.records import PlainValue, RecordAttr
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -2282,6 +2284,58 @@ def elementwise(name: str, operands: Sequence[SSAValue], result_type: Attribute)
     return op_class(operand, result_type)
 
 
+@irdl_attr_definition
+class CoverageAttr(RecordAttr):
+    """Where the frontend put a graph's ops: how many it took, how many run as emmy's
+    kernels and how many it computed at compile time, their FLOPs, and the ops counted one
+    FLOP per output element (no formula), by op name. The frontend records it on the
+    function; a compile's report reads it.
+
+        func.func @main(...) attributes {coverage = #graph.coverage<ops = 3 : i64,
+            native_ops = 3 : i64, folded_ops = 0 : i64, flops = 96 : i64,
+            native_flops = 96 : i64, per_element_ops = {"aten.gelu.default" = 1 : i64}>}
+    """
+
+    name = "graph.coverage"
+    ops: IntegerAttr
+    native_ops: IntegerAttr
+    folded_ops: IntegerAttr
+    flops: IntegerAttr
+    native_flops: IntegerAttr
+    per_element_ops: DictionaryAttr
+
+    def __init__(
+        self,
+        ops: int,
+        native_ops: int,
+        folded_ops: int,
+        flops: int,
+        native_flops: int,
+        per_element_ops: Mapping[str, int],
+    ):
+        counts = (ops, native_ops, folded_ops, flops, native_flops)
+        per_element = {op: IntegerAttr(n, i64) for op, n in sorted(per_element_ops.items())}
+        super().__init__(*(IntegerAttr(n, i64) for n in counts), DictionaryAttr(per_element))
+
+    def counts(self) -> dict[str, int | dict[str, int]]:
+        names = ("ops", "native_ops", "folded_ops", "flops", "native_flops")
+        counts: dict[str, int | dict[str, int]] = {n: _count(getattr(self, n)) for n in names}
+        counts["per_element_ops"] = {op: _count(n) for op, n in self.per_element_ops.data.items()}
+        return counts
+
+    def to_json(self) -> dict[str, PlainValue]:
+        return dict(self.counts())
+
+    def verify(self) -> None:
+        if not all(isinstance(n, IntegerAttr) for n in self.per_element_ops.data.values()):
+            raise VerifyException("#graph.coverage: per_element_ops counts ops by name")
+
+
+def _count(attr: Attribute) -> int:
+    assert isinstance(attr, IntegerAttr), "verified: a count is an integer"
+    return attr.value.data
+
+
 Graph = Dialect(
     "graph",
     [
@@ -2325,6 +2379,7 @@ Graph = Dialect(
     [
         GeluApproximationAttr,
         AttentionGradientAttr,
+        CoverageAttr,
         ReductionAttr,
         TriangleAttr,
         PoolingAttr,

@@ -24,7 +24,6 @@ from torch.fx.node import map_arg
 from torch.utils.flop_counter import flop_registry
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     StringAttr,
@@ -35,7 +34,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from emmy.base.errors import EmmyError
-from emmy.dialects import fallback
+from emmy.dialects import fallback, graph
 
 #: a constant computed at compile time is kept when it is at most this large
 FOLD_LIMIT_BYTES = 64 << 20
@@ -367,19 +366,8 @@ class Coverage:
             self.native += 1
             self.native_flops += work
 
-    def to_attr(self) -> DictionaryAttr:
-        counts = {
-            "ops": self.ops,
-            "native_ops": self.native,
-            "folded_ops": self.folded,
-            "flops": self.flops,
-            "native_flops": self.native_flops,
-        }
-        attrs: dict[str, Attribute] = {
-            name: IntegerAttr(value, i64) for name, value in counts.items()
-        }
+    def to_attr(self) -> graph.CoverageAttr:
         per_element = Counter(self.per_element)
-        attrs["per_element_ops"] = DictionaryAttr(
-            {op: IntegerAttr(n, i64) for op, n in sorted(per_element.items())}
+        return graph.CoverageAttr(
+            self.ops, self.native, self.folded, self.flops, self.native_flops, per_element
         )
-        return DictionaryAttr(attrs)

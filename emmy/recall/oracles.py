@@ -36,6 +36,7 @@ from emmy.base.errors import EmmyError
 from emmy.base.identity import device_class
 from emmy.base.problem_key import parse_key
 from emmy.base.regime import Regime, regime_for
+from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.library import families
 from emmy.families.family import ChoiceFamily
@@ -43,7 +44,7 @@ from emmy.families.registry import FAMILIES, choice_forks
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
 from emmy.recall.prior import load_prior
 from emmy.recall.query import Decision, SiteQuery
-from emmy.recall.tuning_db import TuningDB
+from emmy.recall.tuning_db import Row, TuningDB
 
 
 @dataclass
@@ -122,7 +123,7 @@ class PinsOracle:
             return None
         if not query.is_valid(query.pins):
             return None
-        return Decision(dict(query.pins), self.name, {"pins": dict(query.pins)})
+        return Decision(dict(query.pins), self.name, fork.PinsEvidence(query.pins))
 
 
 class GoldenOracle:
@@ -140,11 +141,8 @@ class GoldenOracle:
                 continue
             if not query.allows(entry.config):
                 continue  # e.g. pins that disagree with the golden entry
-            return Decision(
-                dict(entry.config),
-                self.name,
-                {"file": str(golden.path), "median_s": entry.median_s},
-            )
+            evidence = fork.GoldenEvidence(str(golden.path), entry.median_s)
+            return Decision(dict(entry.config), self.name, evidence)
         return None
 
 
@@ -165,18 +163,21 @@ class DatabaseOracle:
         allowed = list(itertools.islice((row for row in rows if query.allows(row.config)), 2))
         if not allowed:
             return None
-        best = allowed[0]
-        evidence = {
-            "rows": [row.id for row in allowed],
-            "median_s": best.median_s,
-            "origin": best.origin,
-            "measured": len(rows),
-        }
+        stored = [_stored(row) for row in allowed]  # (id, median), the pick's first
+        ids = [row_id for row_id, _ in stored]
+        evidence = fork.DatabaseEvidence(ids, stored[0][1], allowed[0].origin, len(rows))
         runner_up = None
         if len(allowed) > 1:
-            second = allowed[1]
-            runner_up = {"config": second.config, "median_s": second.median_s, "row": second.id}
-        return Decision(dict(best.config), self.name, evidence, runner_up)
+            second_id, second_s = stored[1]
+            runner_up = fork.MeasuredRunnerUp(allowed[1].config, second_s, second_id)
+        return Decision(dict(allowed[0].config), self.name, evidence, runner_up)
+
+
+def _stored(row: Row) -> tuple[int, float]:
+    """A stored clean row's id and median (TuningDB.best reads only those)."""
+    if row.id is None or row.median_s is None:
+        raise EmmyError(f"the tuning database gave a row with no id or no median: {row}")
+    return row.id, row.median_s
 
 
 class PriorOracle:
@@ -216,7 +217,7 @@ class TargetDefaultOracle:
         wanted = {**query.default, **target, **query.pins}
         if not query.allows(wanted):
             return None  # e.g. a pin or the key rules the target's option out
-        return Decision(wanted, self.name, {"device_class": self.device_class, "options": target})
+        return Decision(wanted, self.name, fork.TargetEvidence(self.device_class, target))
 
 
 class DefaultOracle:
@@ -234,9 +235,9 @@ class DefaultOracle:
         if nearest is None:
             return None
         if nearest == wanted:
-            return Decision(wanted, self.name, {"declared": True})
+            return Decision(wanted, self.name, fork.DefaultEvidence())
         moved = sorted(n for n in wanted if nearest[n] != wanted[n])
-        return Decision(nearest, self.name, {"declared": False, "moved_by_constraints": moved})
+        return Decision(nearest, self.name, fork.DefaultEvidence(moved_by_constraints=moved))
 
 
 #: the built-in oracles by name, in the default stack's order (DEFAULT_ORACLES, which the

@@ -28,6 +28,7 @@ import numpy as np
 from emmy.base.errors import EmmyError
 from emmy.base.paths import METADATA, WEIGHTS, prior_dir, write_atomic
 from emmy.base.problem_key import parse_key
+from emmy.dialects import fork
 from emmy.recall.prior_features import FeatureSpec
 from emmy.recall.query import Decision, SiteQuery
 
@@ -113,18 +114,11 @@ class FittedPrior:
         predicted = np.exp(model.predict_log(self.device, [key], candidates)[0])
         order = np.argsort(predicted, kind="stable")  # ties: the declared order
         best = int(order[0])
-        evidence = {
-            "predicted_s": float(predicted[best]),
-            "dataset": self.dataset,
-            "configs_scored": len(candidates),
-        }
+        evidence = fork.PriorEvidence(float(predicted[best]), self.dataset, len(candidates))
         runner_up = None
         if len(order) > 1:
             second = int(order[1])
-            runner_up = {
-                "config": dict(candidates[second]),
-                "predicted_s": float(predicted[second]),
-            }
+            runner_up = fork.PredictedRunnerUp(candidates[second], float(predicted[second]))
         return Decision(dict(candidates[best]), "prior", evidence, runner_up)
 
 

@@ -7,10 +7,13 @@ queries. This module imports nothing of emmy, so every side can import it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from emmy.dialects.fork import PlainValue, RecordAttr
 
 Config = dict[str, int | str]
 
@@ -47,8 +50,10 @@ class SiteQuery:
 class Decision:
     config: Config
     oracle: str
-    evidence: dict = field(default_factory=dict)
-    runner_up: dict | None = None
+    #: a typed record (emmy.dialects.fork.RecordAttr); an oracle of another package may
+    #: give its own as JSON-like values, recorded as `#fork.recorded`
+    evidence: RecordAttr | Mapping[str, PlainValue]
+    runner_up: RecordAttr | Mapping[str, PlainValue] | None = None
 
 
 class Decider(Protocol):

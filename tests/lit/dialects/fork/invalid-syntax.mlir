@@ -22,7 +22,7 @@ fork.site @k "softmax" "n=4" attributes {config = #fork.config<vec = 4.0>} {
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<evidence = {}>} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<evidence = #fork.recorded<record = {}>>} {
 }
 // CHECK: Expected 'oracle'
 

@@ -199,7 +199,7 @@ fork.site @k "softmax" "n=4" attributes {provenance = #fork.provenance<vec = "db
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "", evidence = {}>} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "", evidence = #fork.recorded<record = {}>>} {
 }
 // CHECK: #fork.decision names no oracle
 
@@ -211,15 +211,27 @@ fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db"
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {rows = [3 : i32]}>} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {rows = [3 : i64]}>} {
 }
-// CHECK: evidence of the decision of 'db' holds 3 : i32, which is not a recorded value (none, a bool, an i64, an f64, a string, a list or a dict of them)
+// CHECK: parameter 'evidence' does not verify:
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = {}, runner_up = {config = @k}>} {
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #fork.db_evidence<rows = [3 : i64], median_s = "fast", origin = "bench", measured = 1 : i64>>} {
 }
-// CHECK: runner_up of the decision of 'db' holds @k, which is not a recorded value
+// CHECK: parameter 'median_s' does not verify:
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "x", evidence = #fork.recorded<record = {rows = [3 : i32]}>>} {
+}
+// CHECK: #fork.recorded holds 3 : i32, which is not a recorded value (none, a bool, an i64, an f64, a string, a list or a dict of them)
+
+// -----
+
+fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "x", evidence = #fork.recorded<record = {}>, runner_up = #fork.recorded<record = {config = @k}>>} {
+}
+// CHECK: #fork.recorded holds @k, which is not a recorded value
 
 // -----
 

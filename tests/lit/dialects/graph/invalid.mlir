@@ -489,3 +489,10 @@ func.func @layer_norm_statistics(%x : tensor<4x8xbf16>, %w : tensor<8xbf16>) -> 
   func.return %y : tensor<4x8xbf16>
 }
 // CHECK: graph.layer_norm's statistics must be a mean and an rstd tensor<4xf32>
+
+// -----
+
+func.func @coverage_by_name(%x : tensor<4xf32>) -> tensor<4xf32> attributes {coverage = #graph.coverage<ops = 1, native_ops = 1, folded_ops = 0, flops = 4, native_flops = 4, per_element_ops = {"aten.gelu.default" = "once"}>} {
+  func.return %x : tensor<4xf32>
+}
+// CHECK: #graph.coverage: per_element_ops counts ops by name

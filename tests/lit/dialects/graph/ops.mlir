@@ -168,3 +168,10 @@ func.func @adaptive_pool_backward(%dy : tensor<2x3x4x5xf32>, %i : tensor<2x3x4x5
   // CHECK-NEXT: graph.pool_backward %{{.*}} {kind = #graph<pooling avg>, adaptive} : tensor<2x3x4x5xf32> -> tensor<2x3x9x7xf32>
   func.return %dm, %da : tensor<2x3x9x7xf32>, tensor<2x3x9x7xf32>
 }
+
+// The frontend records where the graph's ops run on the function: a typed record.
+func.func @covered(%x : tensor<4xf32>) -> tensor<4xf32> attributes {coverage = #graph.coverage<ops = 1, native_ops = 1, folded_ops = 0, flops = 4, native_flops = 4, per_element_ops = {"aten.gelu.default" = 1 : i64}>} {
+  // CHECK: func.func @covered(%{{.*}}: tensor<4xf32>) -> tensor<4xf32> attributes {coverage = #graph.coverage<ops = 1 : i64, native_ops = 1 : i64, folded_ops = 0 : i64, flops = 4 : i64, native_flops = 4 : i64, per_element_ops = {aten.gelu.default = 1 : i64}>} {
+  %y = graph.gelu %x : tensor<4xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
