@@ -4,11 +4,10 @@
     → decode-paths → resolve-forks → specialize-forks → inline-host-paths → emit-cuda
     → NVRTC (for a GPU target)
 
-(the passes are emmy.passes.pipeline's COMPILE_PIPELINE)
-
-Before the passes, the compile builds the oracle stack that resolve-forks asks, and imports
-the golden files' measured entries into the tuning database (a step of its own, which
-`emmy compile --explain` shows).
+(the passes are emmy.passes.pipeline's COMPILE_PIPELINE, run as the text of an xDSL
+PassPipeline that emmy-opt runs alike: compile_pipeline). resolve-forks, given the compile's
+options, builds the oracle stack it asks and first imports the golden files' measured
+entries into the tuning database (which `emmy compile --explain` shows).
 
 Between the passes and emit-cuda, the host's launch plan binds buffers to every kernel
 call: a kernel parameter that a call binds to bytes another parameter of it writes (a KV
@@ -31,7 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, SSAValue
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
@@ -45,8 +44,8 @@ from emmy.dialects.graph import MUTATED_INPUTS
 from emmy.dsl.library import family, instantiate
 from emmy.families.family import KernelFamily, WritesOver
 from emmy.families.registry import FAMILIES
-from emmy.passes.pipeline import COMPILE_PIPELINE
-from emmy.passes.resolve_forks import ResolveForks
+from emmy.passes.pipeline import COMPILE_PIPELINE, compile_pipeline
+from emmy.passes.resolve_forks import ResolveForks, golden_imports
 from emmy.passes.specialize_forks import SpecializeForks
 from emmy.passes.verify import InvalidIR, verify_dominance, verify_module
 from emmy.program import (
@@ -63,7 +62,6 @@ from emmy.program import (
     nbytes,
     poisoned,
 )
-from emmy.recall.oracles import oracle_stack
 from emmy.runtime.emu import compile_emu
 
 __all__ = [
@@ -376,40 +374,45 @@ def compile_graph(
     options = CompileOptions() if options is None else options
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    stack = oracle_stack(options)
-    golden_imports = stack.import_golden_rows()
-    _run_pipeline(module, ResolveForks(pins=options.pins, stack=stack), verify_each)
+    passes = COMPILE_PIPELINE
+    spec = compile_pipeline(ResolveForks.of(options), passes)
+    pipeline = PassPipeline.parse_spec(
+        {p.name: (lambda p=p: p) for p in passes}, spec, _verifier(verify_mode(verify_each))
+    )
+    pipeline.apply(Context(), module)
     plan = host_plan(module, constants)
     arena = plan_arena(plan.temporaries, plan.calls)
     # the launches decide which pointers may alias, so the plan comes before the source
     mark_aliased_params(module, overlapping_params(plan.calls, buffer_spans(plan, arena[0])))
     cuda: CudaProgram = emit_module(module)
     timings["passes"] = time.perf_counter() - start
-    program = _program(module, options.target, cuda, plan, arena, timings, golden_imports)
+    program = _program(module, options.target, cuda, plan, arena, timings, golden_imports(module))
     if compile_kernels:
         _compile_kernels(program, options.flags)
     return program
 
 
-def _run_pipeline(module: ModuleOp, resolve: ResolveForks, verify_each: bool | None) -> None:
-    """Runs COMPILE_PIPELINE over `module`, with `resolve` as its resolve-forks, verifying
-    the module as it comes and after every pass as verify_mode(`verify_each`) says: a
-    module that does not verify is an EmmyError naming the pass that left it so."""
-    ctx = Context()
-    mode = verify_mode(verify_each)
-    if mode != "last":
-        check = verify_dominance if mode == "dominance" else verify_module
-        _verify(module, "as the frontend gave it, before the first pass", check)
-    for pass_class in COMPILE_PIPELINE:
-        compile_pass = resolve if pass_class is ResolveForks else pass_class()
-        compile_pass.apply(ctx, module)
+def _verifier(mode: str) -> PassPipelineCallbackType:
+    """What the pipeline runs between its passes: the module verified as it comes and after
+    every pass as `mode` says (verify_mode), a module that does not verify an EmmyError
+    naming the pass that left it so."""
+    check = verify_dominance if mode == "dominance" else verify_module
+
+    def between(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None):
         if mode != "last":
-            verify_after(compile_pass, module, mode)
-    if mode == "dominance":  # the op verifiers, once (the last pass's dominance is known)
-        where = "after the passes (EMMY_VERIFY_EACH=1 verifies it after each, naming the pass)"
-        _verify(module, where, functools.partial(verify_module, dominance=False))
-    elif mode == "last":
-        _verify(module, "after the passes", verify_module)
+            if previous is None:
+                _verify(module, "as the frontend gave it, before the first pass", check)
+            else:
+                verify_after(previous, module, mode)
+        if following is not None:
+            return
+        if mode == "dominance":  # the op verifiers, once (the last pass's dominance is known)
+            where = "after the passes (EMMY_VERIFY_EACH=1 verifies it after each, naming the pass)"
+            _verify(module, where, functools.partial(verify_module, dominance=False))
+        elif mode == "last":
+            _verify(module, "after the passes", verify_module)
+
+    return between
 
 
 def _verify(module: ModuleOp, when: str, check: Callable[[ModuleOp], None]) -> None:

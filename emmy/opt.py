@@ -1,4 +1,5 @@
-"""emmy-opt: xdsl-opt with emmy's dialects, passes and the CUDA target.
+"""emmy-opt: xdsl-opt with emmy's dialects, passes and the CUDA target. A compile's whole
+pipeline is emmy.passes.pipeline.compile_pipeline's text.
 
 emmy-opt softmax.mlir -p resolve-forks{pin="vec=2"},specialize-forks -t cuda
 emmy-opt emmy/families/softmax/softmax.emmy      # a .emmy file, at each kernel's example key
@@ -7,16 +8,14 @@ emmy-opt emmy/families/softmax/softmax.emmy      # a .emmy file, at each kernel'
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import IO
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
-from emmy.base.compile_options import CompileOptions
 from emmy.base.errors import EmmyError
 from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
@@ -25,42 +24,7 @@ from emmy.dialects.kernel import Kernel
 from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
 from emmy.passes.pipeline import PASSES
-from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.verify import InvalidIR, verify_dominance
-from emmy.recall.oracles import oracle_stack
-
-
-@dataclass(frozen=True)
-class ResolveForksFromStores(ModulePass):
-    """resolve-forks as emmy-opt runs it, with textual options:
-
-        resolve-forks{pin="vec=2" target="emu" oracles="pins,golden,db,prior,target,default" db="" golden=""}
-
-    parsed into CompileOptions as the `emmy` command parses its flags; the oracle stack is
-    built from them, and the golden rows imported into the database first, as a compile
-    does."""
-
-    name = ResolveForks.name
-
-    #: pins, `fork=value` comma-separated
-    pin: str = ""
-    #: the device identity compiled for: only its measurements and golden files are read
-    target: str = "emu"
-    #: the oracle stack, comma-separated ("" for the default one)
-    oracles: str = ""
-    #: the tuning database ("" for the default path, "none" for no database)
-    db: str = ""
-    #: recipe directories, comma-separated, whose golden/ files come before the
-    #: model-agnostic ones
-    golden: str = ""
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = CompileOptions.parse(
-            target=self.target, pins=self.pin, oracles=self.oracles, db=self.db, golden=self.golden
-        )
-        stack = oracle_stack(options)
-        stack.import_golden_rows()
-        ResolveForks(pins=options.pins, stack=stack).apply(ctx, op)
 
 
 def _emmy_frontend(stream: IO[bytes]) -> ModuleOp:
@@ -86,9 +50,7 @@ class EmmyOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        # emmy-opt's resolve-forks builds its oracle stack from the pass's own options
-        passes = {**PASSES, ResolveForks.name: ResolveForksFromStores}
-        for name, emmy_pass in passes.items():
+        for name, emmy_pass in PASSES.items():
             self.register_pass(name, lambda p=emmy_pass: p)
 
     def setup_pipeline(self) -> None:

@@ -15,7 +15,7 @@ from stores import (
 )
 from xdsl.context import Context
 
-from emmy.base.compile_options import CompileOptions, parse_pins
+from emmy.base.compile_options import CompileOptions
 from emmy.base.errors import EmmyError
 from emmy.base.regime import regime_for
 from emmy.dialects import fork
@@ -217,17 +217,27 @@ class Fixed:
 def test_resolve_forks_asks_the_stack_it_is_handed_and_reads_no_store() -> None:
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
     stack = Fixed(softmax_config(vec=8))
-    ResolveForks(pins=parse_pins("algo=two_pass"), stack=stack).apply(Context(), module)
+    ResolveForks(pin="algo=two_pass", stack=stack).apply(Context(), module)
     (site,) = [op for op in module.ops if isinstance(op, fork.SiteOp)]
     assert stack.asked == [SOFTMAX_KEY]
     assert {k.knob_name.data: fork.option_value(k.value) for k in site.knobs()}["vec"] == 8
     assert site.decision is not None and site.decision.oracle.data == "fixed"
 
 
-def test_resolve_forks_without_a_stack_is_a_clear_error() -> None:
+def test_resolve_forks_builds_its_stack_from_its_textual_options(tmp_path) -> None:
+    """The pass a compile runs is the one emmy-opt spells: its options are the compile's,
+    as text, and it builds the oracle stack from them (here a pin and no database)."""
     module = single_site_module("softmax", {"rows": 8, "cols": 64, "T": "f32"}, [8, 64])
-    with pytest.raises(EmmyError, match="resolve-forks was given no oracle stack"):
-        ResolveForks().apply(Context(), module)
+    options = CompileOptions.parse(pins="algo=two_pass", db="none")
+    resolve = ResolveForks.of(options)
+    assert str(resolve.spec()).startswith('resolve-forks{pin="algo=two_pass"')
+    resolve.apply(Context(), module)
+    (site,) = [op for op in module.ops if isinstance(op, fork.SiteOp)]
+    assert site.decision is not None and site.decision.oracle.data == "default"
+    sources = {k.knob_name.data: k.provenance for k in site.knobs()}
+    assert sources["algo"] is not None and sources["algo"].data == "pin"
+    with pytest.raises(EmmyError, match="bad pin"):
+        ResolveForks(pin="no_such_fork=1", db="none").apply(Context(), module)
 
 
 GPU = "nvidia-h200-sm90"

@@ -1,5 +1,9 @@
-"""Every pass of emmy by name, and the compile pipeline: emmy-opt registers these, and the
-compiler runs COMPILE_PIPELINE in order."""
+"""Every pass of emmy by name, and the compile pipeline: emmy-opt registers these, and a
+compile runs COMPILE_PIPELINE in order, spelled as text (`compile_pipeline`) that emmy-opt
+runs alike:
+
+    emmy-opt graph.mlir -p 'recognise-attention,...,resolve-forks{pin="vec=4" target="emu" ...},...'
+"""
 
 from __future__ import annotations
 
@@ -35,3 +39,11 @@ COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
 PASSES: dict[str, type[ModulePass]] = {
     emmy_pass.name: emmy_pass for emmy_pass in (*COMPILE_PIPELINE, LowerGraph)
 }
+
+
+def compile_pipeline(
+    resolve: ResolveForks, passes: tuple[type[ModulePass], ...] = COMPILE_PIPELINE
+) -> str:
+    """The passes as a pipeline's text (`emmy-opt -p` takes it), resolve-forks with its
+    options (a compile's: ResolveForks.of)."""
+    return ",".join(str(resolve.spec()) if p is ResolveForks else p.name for p in passes)

@@ -16,10 +16,9 @@ declared default). Every
 knob records which oracle set it (or "pin"), and the site keeps the decision's evidence
 and runner-up. Same stores in, same choices out: every tie is broken by a fixed order.
 
-The pass reads no store and parses no text: it is handed the pins and the oracle stack
-(`stack`), built from a compile's CompileOptions by whoever runs it (emmy.compiler; emmy-opt,
-whose resolve-forks takes the textual options above and parses them into the same types;
-see emmy.recall.oracles).
+Its options are the compile's, as text (`ResolveForks.of(options)`): emmy-opt spells the
+pass a compile runs, and the compile runs the pass emmy-opt parses (emmy.passes.pipeline).
+A Python caller may hand its own oracle stack (`stack`) instead.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -35,11 +34,16 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from emmy.base.compile_options import Pins
+from emmy.base.compile_options import CompileOptions
 from emmy.base.errors import EmmyError
+from emmy.base.identity import EMU
 from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
+from emmy.recall.oracles import oracle_stack
 from emmy.recall.query import Decider, Decision, SiteQuery
+
+#: the module attribute resolve-forks records the golden imports' lines in
+GOLDEN_IMPORTS = "golden_imports"
 
 
 def _applies(pin: str, site: fork.SiteOp) -> str | None:
@@ -121,27 +125,64 @@ class DecideSite(RewritePattern):
 
 @dataclass(frozen=True)
 class ResolveForks(ModulePass):
-    """Chooses a value for every fork, and records where each choice came from."""
+    """Chooses a value for every fork, and records where each choice came from. Its options
+    are a compile's (CompileOptions.parse reads them as the `emmy` command's flags): the
+    oracle stack is built from them, and the golden rows in scope imported into the
+    database first, the lines saying so recorded on the module (`golden_imports`)."""
 
     name = "resolve-forks"
 
-    #: forks pinned to a value (emmy.base.compile_options.Pins)
-    pins: Pins = Pins()
-    #: what decides each site: the oracle stack of the compile's options
+    #: pins, `fork=value` comma-separated (`family.fork` for one family's)
+    pin: str = ""
+    #: the device identity compiled for: only its measurements and golden files are read
+    target: str = EMU
+    #: the oracle stack, comma-separated ("" for the default one)
+    oracles: str = ""
+    #: the tuning database ("" for the default path, "none" for no database)
+    db: str = ""
+    #: recipe folders, comma-separated, whose golden/ files come before the model-agnostic
+    #: ones
+    golden: str = ""
+    #: what decides each site in place of the stack the options build (a caller's own)
     stack: Decider | None = field(default=None, compare=False, repr=False)
 
+    @classmethod
+    def of(cls, options: CompileOptions) -> ResolveForks:
+        """The pass of a compile told `options`, its options spelled as text."""
+        return cls(
+            pin=str(options.pins),
+            target=options.target,
+            oracles=",".join(options.oracles),
+            db="none" if options.db is None else str(options.db),
+            golden=",".join(str(path) for path in options.golden),
+        )
+
+    def options(self) -> CompileOptions:
+        return CompileOptions.parse(
+            target=self.target, pins=self.pin, oracles=self.oracles, db=self.db, golden=self.golden
+        )
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pins = dict(self.pins)
+        options = self.options()
+        pins = dict(options.pins)
         check_pins(op, pins)
-        if self.stack is None:
-            if any(isinstance(site, fork.SiteOp) for site in op.ops):
-                raise EmmyError(
-                    "resolve-forks was given no oracle stack (emmy.recall.oracles.oracle_stack"
-                    " builds one from a compile's CompileOptions)"
-                )
-            return  # nothing to decide
+        stack = self.stack
+        if stack is None:
+            built = oracle_stack(options)
+            imported = built.import_golden_rows()
+            op.attributes[GOLDEN_IMPORTS] = ArrayAttr([StringAttr(line) for line in imported])
+            stack = built
         # sites are the module's top-level ops: their kernels (most of its ops) need no walk;
         # each is decided once, in order
-        decide = DecideSite(self.stack, pins)
+        decide = DecideSite(stack, pins)
         for site in [s for s in op.ops if isinstance(s, fork.SiteOp)]:
             decide.match_and_rewrite(site, PatternRewriter(site))
+
+
+def golden_imports(module: ModuleOp) -> list[str]:
+    """What resolve-forks said of the golden rows it imported (none where it was handed a
+    stack)."""
+    lines = module.attributes.get(GOLDEN_IMPORTS)
+    if not isinstance(lines, ArrayAttr):
+        return []
+    return [line.data for line in lines if isinstance(line, StringAttr)]
