@@ -20,6 +20,7 @@ from emmy.base.errors import EmmyError
 from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
+from emmy.dialects.host import Host
 from emmy.dialects.kernel import Kernel
 from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
@@ -45,7 +46,7 @@ def _cuda_target(module: ModuleOp, output: IO[str]) -> None:
 class EmmyOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        for dialect in (Graph, Fallback, Fork, Kernel):
+        for dialect in (Graph, Fallback, Fork, Kernel, Host):
             self.ctx.register_dialect(dialect.name, lambda d=dialect: d)
 
     def register_all_passes(self) -> None:

@@ -9,7 +9,6 @@ cache (emmy.program_cache) starts fast.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +18,9 @@ import numpy as np
 
 from emmy.base import dtypes
 from emmy.base.device_records import (
+    ARENA,
     BufferArg,
+    Call,
     FallbackEntry,
     FallbackEnum,
     FallbackTensor,
@@ -27,7 +28,9 @@ from emmy.base.device_records import (
     HostCall,
     Launch,
     Step,
+    TensorSpec,
     TorchFallback,
+    nbytes,
 )
 from emmy.base.errors import EmmyError, KernelLaunchError
 from emmy.base.problem_key import parse_key
@@ -56,25 +59,6 @@ class KernelInfo:
     grid: int
     block: int
     smem: int
-
-
-#: the buffer that holds every temporary of a program, each at its offset
-ARENA = "arena"
-#: offsets in the arena are multiples of this, as cudaMalloc aligns buffers
-ARENA_ALIGNMENT = 256
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str  # a storage type's name (emmy.base.dtypes)
-
-
-@dataclass(frozen=True)
-class Call:
-    kernel: str
-    buffers: tuple[str, ...]  # one per kernel parameter, in order
 
 
 #: what an oracle recorded of a decision, as it recorded it: JSON-like values by name, of
@@ -435,10 +419,6 @@ def fallback_value(value: object) -> FallbackValue:
         case None | bool() | int() | float() | str():
             return value
     raise EmmyError(f"a fallback's argument {value!r} is none the launch plan writes")
-
-
-def nbytes(spec: TensorSpec) -> int:
-    return math.prod(spec.shape) * dtypes.lookup(spec.dtype).bytes
 
 
 def poisoned(spec: TensorSpec) -> np.ndarray:

@@ -12,10 +12,11 @@ from xdsl.dialects.builtin import ArrayAttr, StringAttr, f32
 from xdsl.utils.exceptions import VerifyException
 
 from emmy.base.compile_options import CompileOptions, parse_golden
-from emmy.compiler import Span, compile_graph, overlapping_params
+from emmy.compiler import compile_graph
 from emmy.dialects import kernel
 from emmy.frontend.cache import parse_graph
 from emmy.frontend.recipes import decode_case, decode_graph_text, recipe_dir
+from emmy.passes.plan_host import Span, overlapping_params
 from emmy.program import ARENA, Call, Program
 
 # a cache's update at one position, written over the cache when the graph says it mutates

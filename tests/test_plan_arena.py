@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from emmy.base.device_records import ARENA_ALIGNMENT, Call, TensorSpec, nbytes
 from emmy.base.dtypes import DTYPES
 from emmy.build import recipe_program
-from emmy.compiler import plan_arena
-from emmy.program import ARENA_ALIGNMENT, Call, TensorSpec, nbytes
+from emmy.passes.plan_host import plan_arena
 
 
 def lifetimes(calls: Sequence[Call]) -> dict[str, tuple[int, int]]:

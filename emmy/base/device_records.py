@@ -3,8 +3,37 @@ calls, timings, and the device's own counts. Plain data, below every driver and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, TypedDict
+
+from emmy.base import dtypes
+
+#: the buffer that holds every temporary of a program, each at its offset
+ARENA = "arena"
+#: offsets in the arena are multiples of this, as cudaMalloc aligns buffers
+ARENA_ALIGNMENT = 256
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor of a launch plan: its name, shape and storage type."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # a storage type's name (emmy.base.dtypes)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of a launch plan: a site's kernel or host call, or an op torch runs."""
+
+    kernel: str
+    buffers: tuple[str, ...]  # one per kernel parameter, in order
+
+
+def nbytes(spec: TensorSpec) -> int:
+    return math.prod(spec.shape) * dtypes.lookup(spec.dtype).bytes
 
 
 @dataclass(frozen=True)
@@ -151,7 +180,7 @@ FallbackValue = (
 
 
 class FallbackEntry(TypedDict):
-    """An op torch runs (emmy.dialects.fallback.call_entry): its target, its arguments as
+    """An op torch runs (emmy.dialects.host.FallbackAttr.entry): its target, its arguments as
     emmy.dialects.fallback.to_json writes them, how many of its buffers are inputs, why
     it fell back and where the model calls it."""
 

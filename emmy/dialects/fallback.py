@@ -49,7 +49,6 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from emmy.base import dtypes
-from emmy.base.device_records import FallbackEntry
 
 
 @irdl_attr_definition
@@ -255,36 +254,6 @@ def to_json(value: Attribute) -> object:
         return value.value.data
     assert isinstance(value, StringAttr), value
     return value.data
-
-
-def call_entry(op: CallOp) -> FallbackEntry:
-    """What the launch plan keeps of a fallback: the op, its arguments, why and where."""
-    return {
-        "target": op.target.data,
-        "arguments": [to_json(item) for item in op.arguments.data],
-        "kwargs": {name: to_json(item) for name, item in op.kwargs.data.items()},
-        "inputs": len(op.inputs),
-        "reason": op.reason.data,
-        "source": op.source.data,
-    }
-
-
-def copy_entry(shape: Sequence[int], dtype: str) -> FallbackEntry:
-    """The plan entry of a copy torch runs from one buffer of `shape` into another (a
-    mutated input's new value into the input's buffer); `dtype` a storage type's name, as
-    the buffers are viewed in it (a tensor argument's own dtype only marks a mask)."""
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    view = to_json(TensorArgAttr(0, shape, strides, 0, dtype))
-    return {
-        "target": "aten.clone.default",
-        "arguments": [view],
-        "kwargs": {},
-        "inputs": 1,
-        "reason": "a mutated input is read after its new value is computed",
-        "source": "",
-    }
 
 
 def first_fallback_error(module: Operation) -> str | None:

@@ -17,11 +17,13 @@ from emmy.passes.inline_host_paths import InlineHostPaths
 from emmy.passes.lower_graph import LowerGraph, LowerSites
 from emmy.passes.matmul_paths import MatmulPaths
 from emmy.passes.merge_reshapes import MergeReshapes
+from emmy.passes.plan_host import PlanHost
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
 from emmy.passes.specialize_forks import SpecializeForks
 
-#: emmy.graph → sites → resolved forks; the compiler configures resolve-forks
+#: emmy.graph → sites → resolved forks → the launch plan; a compile configures resolve-forks
+#: and plan-host
 COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     RecogniseAttention,
     AttentionPaths,
@@ -34,6 +36,7 @@ COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     ResolveForks,
     SpecializeForks,
     InlineHostPaths,
+    PlanHost,
 )
 
 PASSES: dict[str, type[ModulePass]] = {
@@ -42,8 +45,9 @@ PASSES: dict[str, type[ModulePass]] = {
 
 
 def compile_pipeline(
-    resolve: ResolveForks, passes: tuple[type[ModulePass], ...] = COMPILE_PIPELINE
+    *configured: ModulePass, passes: tuple[type[ModulePass], ...] = COMPILE_PIPELINE
 ) -> str:
-    """The passes as a pipeline's text (`emmy-opt -p` takes it), resolve-forks with its
-    options (a compile's: ResolveForks.of)."""
-    return ",".join(str(resolve.spec()) if p is ResolveForks else p.name for p in passes)
+    """The passes as a pipeline's text (`emmy-opt -p` takes it), those `configured` with
+    their options (a compile's: ResolveForks.of(options), PlanHost(constants))."""
+    given = {p.name: p for p in configured}
+    return ",".join(str(given[p.name].spec()) if p.name in given else p.name for p in passes)
