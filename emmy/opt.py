@@ -17,6 +17,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from emmy.backend.emit_cuda import emit_module
 from emmy.base.errors import EmmyError
+from emmy.dialects.evidence import Evidence
 from emmy.dialects.fallback import Fallback
 from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
@@ -46,7 +47,7 @@ def _cuda_target(module: ModuleOp, output: IO[str]) -> None:
 class EmmyOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        for dialect in (Graph, Fallback, Fork, Kernel, Host):
+        for dialect in (Graph, Fallback, Fork, Evidence, Kernel, Host):
             self.ctx.register_dialect(dialect.name, lambda d=dialect: d)
 
     def register_all_passes(self) -> None:

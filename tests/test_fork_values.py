@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from emmy.dialects import fork
+from emmy.dialects import evidence, fork, records
 
 EVIDENCE = [
     {"rows": [12, 3], "median_s": 2.5e-06, "origin": "bench", "measured": 7},
@@ -27,25 +27,26 @@ EVIDENCE = [
 @pytest.mark.parametrize("value", EVIDENCE)
 def test_evidence_reads_back_as_recorded_with_sorted_keys(value) -> None:
     expected = json.loads(json.dumps(value, sort_keys=True))
-    recorded = fork.from_attr(fork.to_attr(value))
+    recorded = records.from_attr(records.to_attr(value))
     assert json.dumps(recorded) == json.dumps(expected)  # same values, same key order
 
 
 @pytest.mark.parametrize("value", EVIDENCE[:2])
 def test_evidence_survives_the_textual_ir(value) -> None:
-    attr = fork.to_attr(value)
+    attr = records.to_attr(value)
     parsed = Parser(Context(), str(attr)).parse_attribute()
-    assert fork.from_attr(parsed) == fork.from_attr(attr)
+    assert records.from_attr(parsed) == records.from_attr(attr)
 
 
 def test_a_value_with_no_attribute_is_refused() -> None:
     with pytest.raises(TypeError, match="no attribute holds"):
-        fork.to_attr({"when": object()})
+        records.to_attr({"when": object()})
 
 
 def parse(text: str):
     context = Context()
     context.load_dialect(fork.Fork)
+    context.load_dialect(evidence.Evidence)
     return Parser(context, text).parse_attribute()
 
 
@@ -77,32 +78,32 @@ def test_a_record_of_more_names_than_values_is_refused() -> None:
 
 #: each built-in oracle's typed record, and the values the report has always listed of it
 RECORDS = [
-    (fork.PinsEvidence({"vec": 4, "algo": "online"}), {"pins": {"algo": "online", "vec": 4}}),
-    (fork.GoldenEvidence("/x/emu.json", 2.5e-06), {"file": "/x/emu.json", "median_s": 2.5e-06}),
-    (fork.GoldenEvidence("/x/emu.json", None), {"file": "/x/emu.json", "median_s": None}),
+    (evidence.PinsEvidence({"vec": 4, "algo": "online"}), {"pins": {"algo": "online", "vec": 4}}),
+    (evidence.GoldenEvidence("/x/emu.json", 2.5e-06), {"file": "/x/emu.json", "median_s": 2.5e-06}),
+    (evidence.GoldenEvidence("/x/emu.json", None), {"file": "/x/emu.json", "median_s": None}),
     (
-        fork.DatabaseEvidence([12, 3], 2.5e-06, "bench", 7),
+        evidence.DatabaseEvidence([12, 3], 2.5e-06, "bench", 7),
         {"measured": 7, "median_s": 2.5e-06, "origin": "bench", "rows": [12, 3]},
     ),
     (
-        fork.TargetEvidence("gpu", {"matmul": "vendor"}),
+        evidence.TargetEvidence("gpu", {"matmul": "vendor"}),
         {"device_class": "gpu", "options": {"matmul": "vendor"}},
     ),
-    (fork.DefaultEvidence(), {"declared": True}),
+    (evidence.DefaultEvidence(), {"declared": True}),
     (
-        fork.DefaultEvidence(moved_by_constraints=["vec"]),
+        evidence.DefaultEvidence(moved_by_constraints=["vec"]),
         {"declared": False, "moved_by_constraints": ["vec"]},
     ),
     (
-        fork.PriorEvidence(1.0 / 3.0, "ab12", 40),
+        evidence.PriorEvidence(1.0 / 3.0, "ab12", 40),
         {"configs_scored": 40, "dataset": "ab12", "predicted_s": 1.0 / 3.0},
     ),
     (
-        fork.MeasuredRunnerUp({"vec": 2}, 3e-06, 9),
+        evidence.MeasuredRunnerUp({"vec": 2}, 3e-06, 9),
         {"config": {"vec": 2}, "median_s": 3e-06, "row": 9},
     ),
     (
-        fork.PredictedRunnerUp({"vec": 2}, 2e-05),
+        evidence.PredictedRunnerUp({"vec": 2}, 2e-05),
         {"config": {"vec": 2}, "predicted_s": 2e-05},
     ),
 ]
@@ -120,4 +121,4 @@ def test_a_typed_record_reads_back_through_the_textual_ir_as_the_report_lists_it
 
 def test_a_record_field_of_another_type_is_refused() -> None:
     with pytest.raises(VerifyException, match="parameter 'median_s' does not verify"):
-        parse('#fork.db_evidence<rows = [], median_s = "fast", origin = "x", measured = 1>')
+        parse('#evidence.db<rows = [], median_s = "fast", origin = "x", measured = 1>')

@@ -210,7 +210,7 @@ class Fixed:
         self.asked: list[str] = []
 
     def decide(self, query: SiteQuery) -> Decision:
-        self.asked.append(query.key)
+        self.asked.append(str(query.key))
         return Decision(dict(self.config), "fixed", {"why": "handed in"})
 
 

@@ -18,16 +18,11 @@ from typing import TypeVar
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
-    DictionaryAttr,
-    FloatAttr,
     IntegerAttr,
     NoneAttr,
-    NoneType,
     StringAttr,
     SymbolRefAttr,
     TensorType,
-    f64,
-    i1,
     i32,
     i64,
 )
@@ -73,7 +68,7 @@ from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey
-from emmy.dialects.records import PlainValue, RecordAttr
+from emmy.dialects.records import PlainValue, RecordAttr, RecordedAttr
 
 Option = int | str
 T = TypeVar("T")
@@ -88,42 +83,6 @@ def option_value(attr: Attribute) -> Option:
         return attr.data
     assert isinstance(attr, IntegerAttr)
     return attr.value.data
-
-
-def to_attr(value: PlainValue) -> Attribute:
-    """A JSON-like value as builtin attributes; `from_attr` gives the same value back.
-
-    Dicts are keyed in sorted order: the order in which evidence was always recorded."""
-    if value is None:
-        return NoneAttr()
-    if isinstance(value, bool):  # before int: a bool is an int to Python
-        return IntegerAttr(int(value), i1)
-    if isinstance(value, int | str):
-        return option_attr(value)
-    if isinstance(value, float):
-        return FloatAttr(float(value), f64)
-    if isinstance(value, list | tuple):
-        return ArrayAttr([to_attr(v) for v in value])
-    if isinstance(value, dict):
-        return DictionaryAttr({str(k): to_attr(value[k]) for k in sorted(value)})
-    raise TypeError(f"no attribute holds {value!r} ({type(value).__name__})")
-
-
-def from_attr(attr: Attribute) -> PlainValue:
-    """The JSON-like value `to_attr` made `attr` of."""
-    if isinstance(attr, NoneAttr | NoneType):  # `none` parses back as the type
-        return None
-    if isinstance(attr, IntegerAttr) and attr.type == i1:
-        return bool(attr.value.data)
-    if isinstance(attr, IntegerAttr | StringAttr):
-        return option_value(attr)
-    if isinstance(attr, FloatAttr):
-        return float(attr.value.data)
-    if isinstance(attr, ArrayAttr):
-        return [from_attr(a) for a in attr]
-    if isinstance(attr, DictionaryAttr):
-        return {k: from_attr(v) for k, v in attr.data.items()}
-    raise TypeError(f"{attr} is not an attribute to_attr makes")
 
 
 def _print_option(printer: Printer, value: Option) -> None:
@@ -190,21 +149,6 @@ def _check_names(record: str, what: str, names: ArrayAttr[StringAttr], values: A
         seen.add(name.data)
 
 
-def _unrecorded(attr: Attribute) -> Attribute | None:
-    """The first part of `attr` that `from_attr` cannot read back, or None."""
-    if isinstance(attr, ArrayAttr):
-        return next((bad for a in attr if (bad := _unrecorded(a)) is not None), None)
-    if isinstance(attr, DictionaryAttr):
-        return next((bad for a in attr.data.values() if (bad := _unrecorded(a)) is not None), None)
-    if isinstance(attr, NoneAttr | NoneType | StringAttr):
-        return None
-    if isinstance(attr, IntegerAttr) and attr.type in (i1, i64):
-        return None
-    if isinstance(attr, FloatAttr) and attr.type == f64:
-        return None
-    return attr
-
-
 @irdl_attr_definition
 class ConfigAttr(ParametrizedAttribute):
     """Each fork's value, in the forks' order: an integer or a symbol.
@@ -269,229 +213,8 @@ class ProvenanceAttr(ParametrizedAttribute):
         _check_names("#fork.provenance", "fork", self.forks, self.sources)
 
 
-def _seconds(value: float | None) -> FloatAttr | NoneType:
-    """A time, or `none` (the type: what `none` parses back as) where none was recorded."""
-    return NoneType() if value is None else FloatAttr(value, f64)
-
-
-def _seconds_value(attr: FloatAttr | NoneType) -> float | None:
-    return None if isinstance(attr, NoneType) else float(attr.value.data)
-
-
-def _int(value: int) -> IntegerAttr:
-    return IntegerAttr(value, i64)
-
-
-@irdl_attr_definition
-class PinsEvidence(RecordAttr):
-    """The pins set every fork.
-
-    #fork.pins_evidence<pins = #fork.config<vec = 4, algo = "online">>
-    """
-
-    name = "fork.pins_evidence"
-    pins: ConfigAttr
-
-    def __init__(self, pins: Mapping[str, Option]):
-        super().__init__(ConfigAttr(pins))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {"pins": dict(self.pins.as_dict())}
-
-
-@irdl_attr_definition
-class GoldenEvidence(RecordAttr):
-    """The entry of a golden file, and the median it was measured at (none if unrecorded).
-
-    #fork.golden_evidence<file = "recipes/gpt2/golden/emu.json", median_s = 2.5e-06 : f64>
-    """
-
-    name = "fork.golden_evidence"
-    file: StringAttr
-    median_s: FloatAttr | NoneType
-
-    def __init__(self, file: str, median_s: float | None):
-        super().__init__(StringAttr(file), _seconds(median_s))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {"file": self.file.data, "median_s": _seconds_value(self.median_s)}
-
-
-@irdl_attr_definition
-class DatabaseEvidence(RecordAttr):
-    """The tuning database's rows: the fastest allowed ones (the pick first), its median
-    and origin, and how many rows were measured at the key.
-
-    #fork.db_evidence<rows = [3 : i64, 7 : i64], median_s = 2.5e-06 : f64,
-                      origin = "bench", measured = 2 : i64>
-    """
-
-    name = "fork.db_evidence"
-    rows: ArrayAttr[IntegerAttr]
-    median_s: FloatAttr
-    origin: StringAttr
-    measured: IntegerAttr
-
-    def __init__(self, rows: Sequence[int], median_s: float, origin: str, measured: int):
-        super().__init__(
-            ArrayAttr([_int(r) for r in rows]),
-            FloatAttr(median_s, f64),
-            StringAttr(origin),
-            _int(measured),
-        )
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {
-            "rows": [r.value.data for r in self.rows],
-            "median_s": float(self.median_s.value.data),
-            "origin": self.origin.data,
-            "measured": self.measured.value.data,
-        }
-
-
-@irdl_attr_definition
-class TargetEvidence(RecordAttr):
-    """The target default of a class of device: no evidence at the key.
-
-    #fork.target_evidence<device_class = "gpu", options = #fork.config<matmul = "vendor">>
-    """
-
-    name = "fork.target_evidence"
-    device_class: StringAttr
-    options: ConfigAttr
-
-    def __init__(self, device_class: str, options: Mapping[str, Option]):
-        super().__init__(StringAttr(device_class), ConfigAttr(options))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {"device_class": self.device_class.data, "options": dict(self.options.as_dict())}
-
-
-@irdl_attr_definition
-class DefaultEvidence(RecordAttr):
-    """The declared defaults, or the valid config nearest them and the forks the
-    constraints moved.
-
-    #fork.default_evidence<declared = true, moved_by_constraints = []>
-    """
-
-    name = "fork.default_evidence"
-    declared: IntegerAttr
-    moved_by_constraints: ArrayAttr[StringAttr]
-
-    def __init__(self, moved_by_constraints: Sequence[str] | None = None):
-        moved = () if moved_by_constraints is None else moved_by_constraints
-        super().__init__(
-            IntegerAttr(int(moved_by_constraints is None), i1),
-            ArrayAttr([StringAttr(name) for name in moved]),
-        )
-
-    def to_json(self) -> dict[str, PlainValue]:
-        if self.declared.value.data:
-            return {"declared": True}
-        return {
-            "declared": False,
-            "moved_by_constraints": [m.data for m in self.moved_by_constraints],
-        }
-
-
-@irdl_attr_definition
-class PriorEvidence(RecordAttr):
-    """The prior's prediction for the pick, its dataset, and how many configs it scored.
-
-    #fork.prior_evidence<predicted_s = 1.0e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>
-    """
-
-    name = "fork.prior_evidence"
-    predicted_s: FloatAttr
-    dataset: StringAttr
-    configs_scored: IntegerAttr
-
-    def __init__(self, predicted_s: float, dataset: str, configs_scored: int):
-        super().__init__(FloatAttr(predicted_s, f64), StringAttr(dataset), _int(configs_scored))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {
-            "predicted_s": float(self.predicted_s.value.data),
-            "dataset": self.dataset.data,
-            "configs_scored": self.configs_scored.value.data,
-        }
-
-
-@irdl_attr_definition
-class MeasuredRunnerUp(RecordAttr):
-    """The second-fastest allowed row: its config, median and id.
-
-    #fork.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.0e-06 : f64, row = 7 : i64>
-    """
-
-    name = "fork.measured_runner_up"
-    config: ConfigAttr
-    median_s: FloatAttr
-    row: IntegerAttr
-
-    def __init__(self, config: Mapping[str, Option], median_s: float, row: int):
-        super().__init__(ConfigAttr(config), FloatAttr(median_s, f64), _int(row))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {
-            "config": dict(self.config.as_dict()),
-            "median_s": float(self.median_s.value.data),
-            "row": self.row.value.data,
-        }
-
-
-@irdl_attr_definition
-class PredictedRunnerUp(RecordAttr):
-    """The config the prior predicted second-fastest, and its prediction.
-
-    #fork.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.0e-05 : f64>
-    """
-
-    name = "fork.predicted_runner_up"
-    config: ConfigAttr
-    predicted_s: FloatAttr
-
-    def __init__(self, config: Mapping[str, Option], predicted_s: float):
-        super().__init__(ConfigAttr(config), FloatAttr(predicted_s, f64))
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {
-            "config": dict(self.config.as_dict()),
-            "predicted_s": float(self.predicted_s.value.data),
-        }
-
-
-@irdl_attr_definition
-class RecordedEvidence(RecordAttr):
-    """What an oracle of another package records, as JSON-like builtin attributes
-    (`to_attr`): the built-in oracles' records are typed.
-
-    #fork.recorded<record = {why = "handed in"}>
-    """
-
-    name = "fork.recorded"
-    record: DictionaryAttr
-
-    def __init__(self, record: Mapping[str, PlainValue]):
-        attr = to_attr(dict(record))
-        assert isinstance(attr, DictionaryAttr)
-        super().__init__(attr)
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {k: from_attr(v) for k, v in self.record.data.items()}
-
-    def verify(self) -> None:
-        bad = _unrecorded(self.record)
-        if bad is not None:
-            raise VerifyException(
-                f"#fork.recorded holds {bad}, which is not a recorded value (none, a bool, "
-                "an i64, an f64, a string, a list or a dict of them)"
-            )
-
-
 def _as_record(value: RecordAttr | Mapping[str, PlainValue]) -> RecordAttr:
-    return value if isinstance(value, RecordAttr) else RecordedEvidence(value)
+    return value if isinstance(value, RecordAttr) else RecordedAttr(value)
 
 
 def _sorted_json(value: PlainValue) -> PlainValue:
@@ -506,11 +229,11 @@ def _sorted_json(value: PlainValue) -> PlainValue:
 @irdl_attr_definition
 class DecisionAttr(ParametrizedAttribute):
     """How resolve-forks decided a site: the oracle (a string: a package may add oracles),
-    its evidence, and the runner-up where it weighed one, as typed records (an oracle of
-    another package records its own as `#fork.recorded`).
+    its evidence, and the runner-up where it weighed one, as typed records (emmy.dialects.
+    evidence; an oracle of another package records its own as `#fork.recorded`).
 
-        #fork.decision<oracle = "db", evidence = #fork.db_evidence<rows = [3 : i64], ...>,
-                       runner_up = #fork.measured_runner_up<...>>
+        #fork.decision<oracle = "db", evidence = #evidence.db<rows = [3 : i64], ...>,
+                       runner_up = #evidence.measured_runner_up<...>>
     """
 
     name = "fork.decision"
@@ -696,7 +419,7 @@ class SiteOp(IRDLOperation):
     once specialised, and for a choice the kernel calls of every option (`paths`):
 
     fork.site @softmax_1 "softmax" "n=4" attributes {
-        decision = #fork.decision<oracle = "db", evidence = #fork.db_evidence<...>>,
+        decision = #fork.decision<oracle = "db", evidence = #evidence.db<...>>,
         config = #fork.config<vec = 4, algo = "online">,
         provenance = #fork.provenance<vec = "db", algo = "pin">} {
     }
@@ -1090,15 +813,7 @@ Fork = Dialect(
         ConfigAttr,
         ProvenanceAttr,
         DecisionAttr,
-        PinsEvidence,
-        GoldenEvidence,
-        DatabaseEvidence,
-        TargetEvidence,
-        DefaultEvidence,
-        PriorEvidence,
-        MeasuredRunnerUp,
-        PredictedRunnerUp,
-        RecordedEvidence,
+        RecordedAttr,
         PathCallAttr,
         PathsAttr,
     ],

@@ -6,7 +6,7 @@
       %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
     }
   → (no pin, no row: the declared default, moved to the nearest valid option)
-    fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = false, moved_by_constraints = ["vec"]>>} {
+    fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = false, moved_by_constraints = ["vec"]>>} {
       %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0" = 2 by "default"
     }
 
@@ -89,7 +89,7 @@ def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]) -> SiteQuery:
     return SiteQuery(
         site=site.sym_name.data,
         family=site.family.data,
-        key=str(key),
+        key=key,
         default=dict(space.declared),
         pins=site_pins(site, options, pins),
         is_valid=lambda config: space.is_valid(key, config),

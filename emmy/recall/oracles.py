@@ -34,9 +34,9 @@ from typing import Protocol
 from emmy.base.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
 from emmy.base.errors import EmmyError
 from emmy.base.identity import device_class
-from emmy.base.problem_key import parse_key
+from emmy.base.problem_key import ProblemKey
 from emmy.base.regime import Regime, regime_for
-from emmy.dialects import fork
+from emmy.dialects import evidence
 from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.library import families
 from emmy.families.family import ChoiceFamily
@@ -123,7 +123,7 @@ class PinsOracle:
             return None
         if not query.is_valid(query.pins):
             return None
-        return Decision(dict(query.pins), self.name, fork.PinsEvidence(query.pins))
+        return Decision(dict(query.pins), self.name, evidence.PinsEvidence(query.pins))
 
 
 class GoldenOracle:
@@ -136,13 +136,13 @@ class GoldenOracle:
 
     def decide(self, query: SiteQuery) -> Decision | None:
         for golden in self.context.golden:
-            entry = golden.entry(query.family, query.key)
+            entry = golden.entry(query.family, str(query.key))
             if entry is None:
                 continue
             if not query.allows(entry.config):
                 continue  # e.g. pins that disagree with the golden entry
-            evidence = fork.GoldenEvidence(str(golden.path), entry.median_s)
-            return Decision(dict(entry.config), self.name, evidence)
+            found = evidence.GoldenEvidence(str(golden.path), entry.median_s)
+            return Decision(dict(entry.config), self.name, found)
         return None
 
 
@@ -158,19 +158,20 @@ class DatabaseOracle:
         db = self.context.db
         if db is None:
             return None
-        rows = db.best(self.context.device, self.context.regime.id, query.family, query.key)
+        device, regime = self.context.device, self.context.regime.id
+        rows = db.best(device, regime, query.family, str(query.key))
         # fastest first: the first two allowed rows are the pick and its runner-up
         allowed = list(itertools.islice((row for row in rows if query.allows(row.config)), 2))
         if not allowed:
             return None
         stored = [_stored(row) for row in allowed]  # (id, median), the pick's first
         ids = [row_id for row_id, _ in stored]
-        evidence = fork.DatabaseEvidence(ids, stored[0][1], allowed[0].origin, len(rows))
+        measured = evidence.DatabaseEvidence(ids, stored[0][1], allowed[0].origin, len(rows))
         runner_up = None
         if len(allowed) > 1:
             second_id, second_s = stored[1]
-            runner_up = fork.MeasuredRunnerUp(allowed[1].config, second_s, second_id)
-        return Decision(dict(allowed[0].config), self.name, evidence, runner_up)
+            runner_up = evidence.MeasuredRunnerUp(allowed[1].config, second_s, second_id)
+        return Decision(dict(allowed[0].config), self.name, measured, runner_up)
 
 
 def _stored(row: Row) -> tuple[int, float]:
@@ -217,7 +218,7 @@ class TargetDefaultOracle:
         wanted = {**query.default, **target, **query.pins}
         if not query.allows(wanted):
             return None  # e.g. a pin or the key rules the target's option out
-        return Decision(wanted, self.name, fork.TargetEvidence(self.device_class, target))
+        return Decision(wanted, self.name, evidence.TargetEvidence(self.device_class, target))
 
 
 class DefaultOracle:
@@ -235,9 +236,9 @@ class DefaultOracle:
         if nearest is None:
             return None
         if nearest == wanted:
-            return Decision(wanted, self.name, fork.DefaultEvidence())
+            return Decision(wanted, self.name, evidence.DefaultEvidence())
         moved = sorted(n for n in wanted if nearest[n] != wanted[n])
-        return Decision(nearest, self.name, fork.DefaultEvidence(moved_by_constraints=moved))
+        return Decision(nearest, self.name, evidence.DefaultEvidence(moved_by_constraints=moved))
 
 
 #: the built-in oracles by name, in the default stack's order (DEFAULT_ORACLES, which the
@@ -316,13 +317,13 @@ def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
     """The SiteQuery a compile would make for (family, key) with no pins, from the library;
     for a family the library does not know, a query over `fallback` configs."""
     decl = families().get(family)
-    values = parse_key(key)
+    values = ProblemKey.parse(key)
     if decl is None:
         listed = [dict(c) for c in fallback]
         return SiteQuery(
             site=f"{family}_0",
             family=family,
-            key=key,
+            key=values,
             default=dict(listed[0]) if listed else {},
             pins={},
             is_valid=lambda c: c in listed,
@@ -332,7 +333,7 @@ def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
     return SiteQuery(
         site=f"{family}_0",
         family=family,
-        key=key,
+        key=values,
         default=dict(space.declared),
         pins={},
         is_valid=lambda c: space.is_valid(values, c),

@@ -27,8 +27,8 @@ import numpy as np
 
 from emmy.base.errors import EmmyError
 from emmy.base.paths import METADATA, WEIGHTS, prior_dir, write_atomic
-from emmy.base.problem_key import parse_key
-from emmy.dialects import fork
+from emmy.base.problem_key import plain_values
+from emmy.dialects import evidence
 from emmy.recall.prior_features import FeatureSpec
 from emmy.recall.query import Decision, SiteQuery
 
@@ -107,19 +107,21 @@ class FittedPrior:
         model = self.models.get(query.family)
         if model is None or self.device not in model.spec.devices:
             return None
-        key = parse_key(query.key)
+        key = plain_values(query.key)
         candidates = query.allowed
         if not candidates or not model.spec.accepts(key, candidates[0]):
             return None
         predicted = np.exp(model.predict_log(self.device, [key], candidates)[0])
         order = np.argsort(predicted, kind="stable")  # ties: the declared order
         best = int(order[0])
-        evidence = fork.PriorEvidence(float(predicted[best]), self.dataset, len(candidates))
+        predicted_best = evidence.PriorEvidence(
+            float(predicted[best]), self.dataset, len(candidates)
+        )
         runner_up = None
         if len(order) > 1:
             second = int(order[1])
-            runner_up = fork.PredictedRunnerUp(candidates[second], float(predicted[second]))
-        return Decision(dict(candidates[best]), "prior", evidence, runner_up)
+            runner_up = evidence.PredictedRunnerUp(candidates[second], float(predicted[second]))
+        return Decision(dict(candidates[best]), "prior", predicted_best, runner_up)
 
 
 # --- reading and writing ----------------------------------------------------------------

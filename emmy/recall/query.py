@@ -2,7 +2,7 @@
 
 resolve-forks asks a `Decider` (the oracle stack) one `SiteQuery` per site and writes the
 `Decision` into the IR; the oracles, the prior and `emmy eval` build and answer the same
-queries. This module imports nothing of emmy, so every side can import it.
+queries. This module imports only emmy's base, so every side can import it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
+from emmy.base.problem_key import ProblemKey
+
 if TYPE_CHECKING:
-    from emmy.dialects.fork import PlainValue, RecordAttr
+    from emmy.dialects.records import PlainValue, RecordAttr
 
 Config = dict[str, int | str]
 
@@ -24,7 +26,8 @@ class SiteQuery:
 
     site: str
     family: str
-    key: str
+    #: the site's problem key, typed (its text is what the stores are keyed by)
+    key: ProblemKey
     default: Config
     pins: Config
     is_valid: Callable[[Config], bool]
@@ -50,7 +53,7 @@ class SiteQuery:
 class Decision:
     config: Config
     oracle: str
-    #: a typed record (emmy.dialects.fork.RecordAttr); an oracle of another package may
+    #: a typed record (emmy.dialects.records.RecordAttr); an oracle of another package may
     #: give its own as JSON-like values, recorded as `#fork.recorded`
     evidence: RecordAttr | Mapping[str, PlainValue]
     runner_up: RecordAttr | Mapping[str, PlainValue] | None = None

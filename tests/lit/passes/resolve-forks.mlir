@@ -9,7 +9,7 @@ fork.site @s "f" "n=6,T=f32" {
   %algo = fork.knob "algo" ["a", "b"] default "a"
 }
 // n % 4 != 0: the default oracle moves vec to the nearest valid option, and says so.
-// DEFAULT: fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = false, moved_by_constraints = ["vec"]>>} {
+// DEFAULT: fork.site @s "f" "n=6,T=f32" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = false, moved_by_constraints = ["vec"]>>} {
 // DEFAULT-NEXT: fork.knob "threads" [64, 128] default 64 = 64 by "default"
 // DEFAULT-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0 && threads * vec <= 256" = 2 by "default"
 // DEFAULT-NEXT: fork.knob "algo" ["a", "b"] default "a" = "a" by "default"

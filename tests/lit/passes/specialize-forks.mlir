@@ -18,7 +18,7 @@ fork.site @s "f" "n=8" {
 }
 // Knobs become constants (a symbol by its index), the chosen region is inlined, and the
 // site keeps its config and the provenance of each choice.
-// CHECK: fork.site @s "f" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = true, moved_by_constraints = []>>, config = #fork.config<vec = 2, algo = "b">, provenance = #fork.provenance<vec = "default", algo = "default">} {
+// CHECK: fork.site @s "f" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = true, moved_by_constraints = []>>, config = #fork.config<vec = 2, algo = "b">, provenance = #fork.provenance<vec = "default", algo = "default">} {
 // CHECK-NEXT: %[[VEC:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: kernel.func @s(%[[X:.*]] : !kernel.ptr<f32> "x") {
 // CHECK-NEXT: %[[CB:.*]] = arith.constant 2.000000e+00 : f32
@@ -37,5 +37,5 @@ func.func @f(%t : tensor<4xf32>) -> tensor<4xf32> {
   } : tensor<4xf32>
   func.return %y : tensor<4xf32>
 }
-// CHECK: fork.site choice @c "attention_path" "n=4" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = true, moved_by_constraints = []>>, config = #fork.config<path = "x">, provenance = #fork.provenance<path = "default">} {
+// CHECK: fork.site choice @c "attention_path" "n=4" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = true, moved_by_constraints = []>>, config = #fork.config<path = "x">, provenance = #fork.provenance<path = "default">} {
 // CHECK: fork.alternatives @c ["x", "y"] {

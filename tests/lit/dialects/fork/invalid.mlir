@@ -217,12 +217,6 @@ fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db"
 
 // -----
 
-fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #fork.db_evidence<rows = [3 : i64], median_s = "fast", origin = "bench", measured = 1 : i64>>} {
-}
-// CHECK: parameter 'median_s' does not verify:
-
-// -----
-
 fork.site @k "softmax" "n=4" attributes {decision = #fork.decision<oracle = "x", evidence = #fork.recorded<record = {rows = [3 : i32]}>>} {
 }
 // CHECK: #fork.recorded holds 3 : i32, which is not a recorded value (none, a bool, an i64, an f64, a string, a list or a dict of them)

@@ -48,32 +48,32 @@ func.func @choice(%t : tensor<4xf32>) -> tensor<4xf32> {
 
 // What the passes record on sites: the decision with its evidence and runner-up, the
 // config and provenance, and a choice's paths (the calls of each option).
-fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #fork.db_evidence<rows = [3 : i64, 7 : i64], median_s = 2.5e-06 : f64, origin = "bench", measured = 2 : i64>, runner_up = #fork.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.0e-06 : f64, row = 7 : i64>>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
+fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #evidence.db<rows = [3 : i64, 7 : i64], median_s = 2.5e-06 : f64, origin = "bench", measured = 2 : i64>, runner_up = #evidence.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.0e-06 : f64, row = 7 : i64>>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
 }
-// CHECK: fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #fork.db_evidence<rows = [3 : i64, 7 : i64], median_s = 2.500000e-06 : f64, origin = "bench", measured = 2 : i64>, runner_up = #fork.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.000000e-06 : f64, row = 7 : i64>>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
+// CHECK: fork.site @softmax_1 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "db", evidence = #evidence.db<rows = [3 : i64, 7 : i64], median_s = 2.500000e-06 : f64, origin = "bench", measured = 2 : i64>, runner_up = #evidence.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.000000e-06 : f64, row = 7 : i64>>, config = #fork.config<vec = 4, algo = "online">, provenance = #fork.provenance<vec = "db", algo = "pin">} {
 
 // Each built-in oracle's evidence is a typed record; an oracle of another package records
 // its own as plain values.
-fork.site @softmax_2 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "prior", evidence = #fork.prior_evidence<predicted_s = 1.0e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>, runner_up = #fork.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.0e-05 : f64>>} {
+fork.site @softmax_2 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "prior", evidence = #evidence.prior<predicted_s = 1.0e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>, runner_up = #evidence.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.0e-05 : f64>>} {
 }
-// CHECK: #fork.decision<oracle = "prior", evidence = #fork.prior_evidence<predicted_s = 1.000000e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>, runner_up = #fork.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.000000e-05 : f64>>
-fork.site @softmax_3 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "golden", evidence = #fork.golden_evidence<file = "emu.json", median_s = none>>} {
+// CHECK: #fork.decision<oracle = "prior", evidence = #evidence.prior<predicted_s = 1.000000e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>, runner_up = #evidence.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.000000e-05 : f64>>
+fork.site @softmax_3 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "golden", evidence = #evidence.golden<file = "emu.json", median_s = none>>} {
 }
-// CHECK: #fork.decision<oracle = "golden", evidence = #fork.golden_evidence<file = "emu.json", median_s = none>>
-fork.site @softmax_4 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "target", evidence = #fork.target_evidence<device_class = "gpu", options = #fork.config<vec = 4>>>} {
+// CHECK: #fork.decision<oracle = "golden", evidence = #evidence.golden<file = "emu.json", median_s = none>>
+fork.site @softmax_4 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "target", evidence = #evidence.target<device_class = "gpu", options = #fork.config<vec = 4>>>} {
 }
-// CHECK: #fork.decision<oracle = "target", evidence = #fork.target_evidence<device_class = "gpu", options = #fork.config<vec = 4>>>
-fork.site @softmax_6 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "pins", evidence = #fork.pins_evidence<pins = #fork.config<vec = 4>>>} {
+// CHECK: #fork.decision<oracle = "target", evidence = #evidence.target<device_class = "gpu", options = #fork.config<vec = 4>>>
+fork.site @softmax_6 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "pins", evidence = #evidence.pins<pins = #fork.config<vec = 4>>>} {
 }
-// CHECK: #fork.decision<oracle = "pins", evidence = #fork.pins_evidence<pins = #fork.config<vec = 4>>>
+// CHECK: #fork.decision<oracle = "pins", evidence = #evidence.pins<pins = #fork.config<vec = 4>>>
 fork.site @softmax_7 "softmax" "n=4" attributes {decision = #fork.decision<oracle = "fixed", evidence = #fork.recorded<record = {why = "handed in"}>>} {
 }
 // CHECK: #fork.decision<oracle = "fixed", evidence = #fork.recorded<record = {why = "handed in"}>>
 
 // A decision with no runner-up (the declared default) prints none.
-fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = true, moved_by_constraints = []>>} {
+fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = true, moved_by_constraints = []>>} {
 }
-// CHECK: fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #fork.default_evidence<declared = true, moved_by_constraints = []>>} {
+// CHECK: fork.site @softmax_5 "softmax" "n=8" attributes {decision = #fork.decision<oracle = "default", evidence = #evidence.default<declared = true, moved_by_constraints = []>>} {
 
 // A host call (the vendor library) has no kernel and no forks.
 fork.site host_call @vendor_matmul_2 "vendor_matmul" "m=4" {
