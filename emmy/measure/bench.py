@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -90,11 +91,17 @@ class Outcome:
 class SiteWork:
     site: str
     family: str
+    #: the key's text, as the stores key rows by it
     key: str
     pick: dict[str, int | str]
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     pinned: frozenset[str] = frozenset()
+
+    @cached_property
+    def values(self) -> dict[str, int | str]:
+        """The key's values, parsed once."""
+        return parse_key(self.key)
 
 
 def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, int | str]]:
@@ -105,7 +112,7 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     and the same bench run twice must ask for the same rows. `--sample N` adds N valid
     configs drawn at random with a seed of the site (a dataset's unbiased columns)."""
     space = ForkSpace.of(family(work.family))
-    key = parse_key(work.key)
+    key = work.values
     valid = list(space.configs(key))
     forks = set(space.names)
     # the default a compile takes: the declared one, or the valid config nearest to it
@@ -362,8 +369,7 @@ class Bench:
     def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, object]:
         """All configs of a site in one source; on a compile error, one by one, so each
         failing config gets its own message."""
-        key = parse_key(work.key)
-        program = compile_variants(work.family, key, configs, prefix="bench_")
+        program = compile_variants(work.family, work.values, configs, prefix="bench_")
         try:
             self.prepare(program.source)
             return {
@@ -374,7 +380,7 @@ class Bench:
             pass
         result: dict[str, object] = {}
         for config in configs:
-            single = compile_variants(work.family, key, [config], prefix="bench_")
+            single = compile_variants(work.family, work.values, [config], prefix="bench_")
             try:
                 self.prepare(single.source)
                 result[canonical_config(config)] = (
@@ -491,7 +497,7 @@ class Bench:
 def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]:
     """The key its reference reads and fresh random inputs (never zeros) of a site, in
     the shapes its family declares (a host call: the vendor product's)."""
-    key = parse_key(work.key)
+    key = dict(work.values)
     if host:  # the vendor library's operation: no kernel declares its shapes
         shapes: list = list(host_call_of(work.family, work.key, ()).shapes[: len(work.inputs)])
     else:
