@@ -1,7 +1,7 @@
 """The compile pipeline: emmy.graph → sites → resolved forks → CUDA → a runnable program.
 
-    recognise-attention → attention-paths → merge-reshapes → fuse-graph → lower-sites
-    → matmul-paths → conv-paths → decode-paths → resolve-forks → specialize-forks
+    recognise-attention → offer-paths → merge-reshapes → fuse-graph → lower-sites
+    → offer-paths → resolve-forks → specialize-forks
     → inline-host-paths → plan-host → emit-cuda → NVRTC (for a GPU target)
 
 (the passes are emmy.passes.pipeline's COMPILE_PIPELINE, run as the text of an xDSL

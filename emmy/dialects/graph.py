@@ -1201,7 +1201,7 @@ class AttentionOp(IRDLOperation):
     added per head too.
 
     `library` runs it by the vendor library (torch's scaled_dot_product_attention) as a
-    host call, not by emmy's kernels: attention-paths offers it as an option.
+    host call, not by emmy's kernels: offer-paths offers it as an option.
 
     %o = graph.attention %q, %k, %v mask %m {scale = 0.25 : f64, causal} : ..., tensor<2x16xf32> -> ...
     %o = graph.attention %q, %k, %v {scale = 0.25 : f64, library} : ...
@@ -1251,7 +1251,7 @@ class AttentionOp(IRDLOperation):
 class AttentionGradientsOp(IRDLOperation):
     """The gradients of graph.attention's q, k and v from its output's gradient `grad` and
     its output `out`; operands and attributes are the attention's (k and v of fewer heads
-    get their groups' gradients summed). attention-paths offers it as a choice between
+    get their groups' gradients summed). offer-paths offers it as a choice between
     emmy's kernels (its parts, graph.attention_backward) and, with `library`, the vendor
     library's backward (torch's SDPA) as a host call.
 

@@ -1,7 +1,7 @@
-"""attention-paths: offers each attention as an `alternatives` fork between the fused kernel,
-the unfused path built from the other families (matmul → scaled causal softmax → matmul)
-and the vendor library (torch's SDPA, a host call), decided like any fork by the `path`
-knob of an `attention_path` site.
+"""An attention's paths (offer-paths, before fuse-graph): each attention becomes an
+`alternatives` fork between the fused kernel, the unfused path built from the other families
+(matmul → scaled causal softmax → matmul) and the vendor library (torch's SDPA, a host
+call), decided like any fork by the `path` knob of an `attention_path` site.
 
     %o = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : ...
   →
@@ -31,15 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -189,23 +184,3 @@ class OfferAttentionBackwardPaths(RewritePattern):
         ]
         choice = fork.AlternativesOp(site, paths, regions, [r.type for r in op.results])
         rewriter.replace(op, choice)
-
-
-@dataclass(frozen=True)
-class AttentionPaths(ModulePass):
-    name = "attention-paths"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # the choices made are not walked again: their options are attentions' own
-        walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier(
-                [
-                    # a table each: each family's sites are counted on their own
-                    OfferAttentionPaths(SiteTable()),
-                    OfferAttentionBackwardPaths(SiteTable()),
-                ]
-            ),
-            apply_recursively=False,
-        )
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)

@@ -1,8 +1,9 @@
-"""conv-paths: offers each convolution as an `alternatives` fork between its kernel (conv
-or conv_tc, the epilogue fused) and the vendor library (cuDNN through torch on a GPU, the
-CPU's convolution on the emulator), the epilogue then an elementwise kernel of its own.
-The `conv` knob of a `conv_path` site decides, like any fork; on a GPU with no evidence,
-the target default takes the vendor library, as it does for a matmul.
+"""A convolution's paths (offer-paths, after lower-sites): each convolution becomes an
+`alternatives` fork between its kernel (conv or conv_tc, the epilogue fused) and the vendor
+library (cuDNN through torch on a GPU, the CPU's convolution on the emulator), the epilogue
+then an elementwise kernel of its own. The `conv` knob of a `conv_path` site decides, like
+any fork; on a GPU with no evidence, the target default takes the vendor library, as it does
+for a matmul.
 
     %y = kernel.call @conv_tc_0(%x, %w, %b, %r) : (...) -> tensor<2x64x28x28xbf16>
   →
@@ -30,14 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, Region
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -150,13 +147,3 @@ class OfferConvPaths(RewritePattern):
         convolution = kernel.CallOp(site, list(inputs), [result.type])
         size = key_int(key, "batch") * key_int(key, "cout") * key_int(key, "spatial")
         return with_epilogue(self.sites, rewriter, convolution, extra, key, size, key["ow"])
-
-
-@dataclass(frozen=True)
-class ConvPaths(ModulePass):
-    name = "conv-paths"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walker = PatternRewriteWalker(OfferConvPaths(SiteTable.of(op)), apply_recursively=False)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)

@@ -1,8 +1,9 @@
-"""decode-paths: offers each decode attention (a call of an attention_decode site) as an
-`alternatives` fork between its one-pass kernel and split-KV ("flash-decoding"): `splits`
-blocks per query, each reading one chunk of the cache and writing its part (the chunk's
-normalised output and log-sum-exp), then attention_decode_combine adding the parts up. The
-`path` knob of an `attention_decode_path` site decides, like any fork.
+"""A decode attention's paths (offer-paths, after lower-sites): each decode attention (a call
+of an attention_decode site) becomes an `alternatives` fork between its one-pass kernel and
+split-KV ("flash-decoding"): `splits` blocks per query, each reading one chunk of the cache
+and writing its part (the chunk's normalised output and log-sum-exp), then
+attention_decode_combine adding the parts up. The `path` knob of an `attention_decode_path`
+site decides, like any fork.
 
     %o = kernel.call @attention_decode_0(%q, %k, %v, %len) : (...) -> tensor<1x4x1x64xf32>
   →
@@ -35,14 +36,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, Region
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -112,14 +109,3 @@ class OfferSplitKV(RewritePattern):
         )
         total = kernel.CallOp(combine_site, list(parts.outputs), [result.type])
         return Region(Block([parts, total, fork.YieldOp([total.outputs[0]])]))
-
-
-@dataclass(frozen=True)
-class DecodePaths(ModulePass):
-    name = "decode-paths"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # the calls a choice is made of are in the choice: they are not offered again
-        walker = PatternRewriteWalker(OfferSplitKV(SiteTable.of(op)), apply_recursively=False)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)

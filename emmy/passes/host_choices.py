@@ -1,5 +1,5 @@
-"""A host op offered as the first option of a choice: what attention-paths and matmul-paths
-both make of the ops they offer alternatives to.
+"""A host op offered as the first option of a choice: what offer-paths makes of each op it
+offers alternatives to.
 
     %c = kernel.call @matmul_0(%a, %b) : ...
   → (the choice's site and its other options given)

@@ -1,9 +1,9 @@
-"""matmul-paths: offers each matmul as an `alternatives` fork between its one kernel, the
-vendor library (cuBLAS through torch on a GPU, the CPU's BLAS on the emulator) with the
-epilogue as an emmy kernel of its own, and, where few output tiles meet a deep k, split-K:
-`split` blocks per tile, each summing a k-slice into f32 parts, then a split_sum kernel
-that adds the parts and applies the epilogue. The `matmul` knob of a `matmul_path` site
-decides, like any fork.
+"""A matmul's paths (offer-paths, after lower-sites): each matmul becomes an `alternatives`
+fork between its one kernel, the vendor library (cuBLAS through torch on a GPU, the CPU's
+BLAS on the emulator) with the epilogue as an emmy kernel of its own, and, where few output
+tiles meet a deep k, split-K: `split` blocks per tile, each summing a k-slice into f32
+parts, then a split_sum kernel that adds the parts and applies the epilogue. The `matmul`
+knob of a `matmul_path` site decides, like any fork.
 
     %c = kernel.call @matmul_tc_0(%a, %b, %bias) : (...) -> tensor<16x768xbf16>
   →
@@ -35,14 +35,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -158,15 +154,3 @@ class OfferMatmulPaths(RewritePattern):
         product = kernel.CallOp(vendor, [a, b], [result.type])
         size = key_int(key, "batch") * key_int(key, "m") * key_int(key, "n")
         return with_epilogue(self.sites, rewriter, product, extra, key, size, key["n"])
-
-
-@dataclass(frozen=True)
-class MatmulPaths(ModulePass):
-    name = "matmul-paths"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # the calls the choices are made of are not walked again: they are in a choice; the
-        # calls are in the host functions, not in the sites' kernels (most of the module)
-        walker = PatternRewriteWalker(OfferMatmulPaths(SiteTable.of(op)), apply_recursively=False)
-        for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            walker.rewrite_region(function.body)

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from xdsl.passes import ModulePass
 
-from emmy.passes.attention_paths import AttentionPaths
-from emmy.passes.conv_paths import ConvPaths
-from emmy.passes.decode_paths import DecodePaths
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.passes.inline_host_paths import InlineHostPaths
 from emmy.passes.lower_graph import LowerGraph, LowerSites
-from emmy.passes.matmul_paths import MatmulPaths
 from emmy.passes.merge_reshapes import MergeReshapes
+from emmy.passes.offer_paths import OfferPaths
 from emmy.passes.plan_host import PlanHost
 from emmy.passes.recognise_attention import RecogniseAttention
 from emmy.passes.resolve_forks import ResolveForks
@@ -26,13 +23,11 @@ from emmy.passes.specialize_forks import SpecializeForks
 #: and plan-host
 COMPILE_PIPELINE: tuple[type[ModulePass], ...] = (
     RecogniseAttention,
-    AttentionPaths,
+    OfferPaths,  # an attention's paths: graph ops
     MergeReshapes,
     FuseGraph,
     LowerSites,
-    MatmulPaths,
-    ConvPaths,
-    DecodePaths,
+    OfferPaths,  # a matmul's, a convolution's and a decode attention's: kernel calls
     ResolveForks,
     SpecializeForks,
     InlineHostPaths,

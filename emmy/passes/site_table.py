@@ -29,7 +29,7 @@ from emmy.dsl.library import family, instantiate
 class SiteTable:
     """One site per (family, key). A table `of` a module starts with the module's sites
     (the sites lower-sites made serve a choice's options too) and puts a new one before the
-    module's first function; an empty table (lower-sites, attention-paths) puts each before
+    module's first function; an empty table (lower-sites, offer-paths) puts each before
     the function of the op that first meets it."""
 
     by_name: dict[str, fork.SiteOp] = field(default_factory=dict)

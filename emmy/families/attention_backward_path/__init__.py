@@ -1,5 +1,5 @@
 """The host-level choice of an attention's gradients' path: emmy's kernels (attention_stats,
-attention_dq, attention_dkv) or the vendor library's backward (attention-paths builds its
+attention_dq, attention_dkv) or the vendor library's backward (offer-paths builds its
 sites and options)."""
 
 from __future__ import annotations

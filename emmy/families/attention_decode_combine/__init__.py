@@ -1,5 +1,5 @@
 """The second kernel of split-KV decode attention: the chunks' parts, weighted by their
-log-sum-exps, added up. Its sites come from decode-paths (the split options of an
+log-sum-exps, added up. Its sites come from offer-paths (the split options of an
 `attention_decode_path`)."""
 
 from __future__ import annotations

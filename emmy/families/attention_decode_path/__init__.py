@@ -1,5 +1,5 @@
 """The host-level choice of a decode attention's path: the one-pass kernel or split-KV
-(decode-paths builds its sites and options, and its default rule)."""
+(offer-paths builds its sites and options, and its default rule)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The host-level choice of an attention's path: the fused kernel, the unfused matmul →
-softmax → matmul, or the vendor library (attention-paths builds its sites and options)."""
+softmax → matmul, or the vendor library (offer-paths builds its sites and options)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The host-level choice of a convolution's kernel: its own or the vendor library
-(conv-paths builds its sites and options)."""
+(offer-paths builds its sites and options)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The host-level choice of a convolution's weight gradient: its own kernel (conv_weight),
-split-K with split_sum where few tiles meet a deep sum, or the vendor library (conv-paths
+split-K with split_sum where few tiles meet a deep sum, or the vendor library (offer-paths
 builds its sites and options)."""
 
 from __future__ import annotations

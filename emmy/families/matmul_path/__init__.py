@@ -1,5 +1,5 @@
 """The host-level choice of a matmul's kernel: its own, split-K with split_sum, or the
-vendor library (matmul-paths builds its sites and options)."""
+vendor library (offer-paths builds its sites and options)."""
 
 from __future__ import annotations
 

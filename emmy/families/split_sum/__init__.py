@@ -1,5 +1,5 @@
 """The sum of a split-K matmul's f32 parts, then the matmul's epilogue. Its sites come from
-matmul-paths (the split-K option of a `matmul_path`)."""
+offer-paths (the split-K option of a `matmul_path`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The vendor library's attention (torch's scaled_dot_product_attention: FlashAttention-2,
 cuDNN or the memory-efficient kernel on a GPU, torch's CPU kernel on the emulator), a host
-call with no kernel; attention-paths offers it as the `sdpa` path. Its key is the
+call with no kernel; offer-paths offers it as the `sdpa` path. Its key is the
 attention's, and it is checked against the same reference."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vendor library's attention backward (torch's SDPA backward: FlashAttention-2, cuDNN
 or the memory-efficient kernel on a GPU, torch's CPU kernel on the emulator), a host call
-with no kernel; attention-paths offers it as the `sdpa` path of an attention's gradients.
+with no kernel; offer-paths offers it as the `sdpa` path of an attention's gradients.
 Its key is the attention's."""
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ NAME = "vendor_attention_backward"
 
 def site(op: Operation, fusion: Fusion) -> Site:
     """The host call of the library's gradients on q, k, v, dO[, mask]; emmy's own are the
-    parts attention-paths offers beside it (graph.attention_backward)."""
+    parts offer-paths offers beside it (graph.attention_backward)."""
     assert isinstance(op, graph.AttentionGradientsOp)
     if op.library is None:
         raise EmmyError(
-            "graph.attention_gradients has no kernel of its own: attention-paths makes it a "
+            "graph.attention_gradients has no kernel of its own: offer-paths makes it a "
             "choice between its parts (graph.attention_backward) and the library's"
         )
     scale, causal = float(op.scale.value.data), op.causal is not None

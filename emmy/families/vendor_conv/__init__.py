@@ -1,5 +1,5 @@
 """The vendor library's convolution, or transposed convolution, (cuDNN through torch on a GPU, the CPU's convolution on
-the emulator) with its bias, a host call with no kernel; conv-paths offers it, its epilogue
+the emulator) with its bias, a host call with no kernel; offer-paths offers it, its epilogue
 a kernel of its own. It is checked as a convolution without epilogue."""
 
 from __future__ import annotations

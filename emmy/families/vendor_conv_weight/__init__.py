@@ -1,5 +1,5 @@
 """The vendor library's convolution weight gradient (cuDNN's through torch on a GPU, the
-CPU's on the emulator), a host call with no kernel; conv-paths offers it beside
+CPU's on the emulator), a host call with no kernel; offer-paths offers it beside
 conv_weight. It is checked as conv_weight is."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The vendor library's product (cuBLAS through torch on a GPU, the CPU's BLAS on the
-emulator), a host call with no kernel; matmul-paths offers it, its epilogue a kernel of
+emulator), a host call with no kernel; offer-paths offers it, its epilogue a kernel of
 its own. It is checked as a matmul without epilogue."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def _attention_backward_refusal(node: fx.Node) -> str | None:
 
 @ATEN.handles("emmy.attention_backward.default", accepts=_attention_backward_refusal)
 def _attention_backward(self: FunctionBuilder, node: fx.Node) -> list[View]:
-    """The gradients of q, k and v (emmy.frontend.decompositions): attention-paths makes
+    """The gradients of q, k and v (emmy.frontend.decompositions): offer-paths makes
     them a choice between FlashAttention-2's kernels and the vendor library's backward."""
     bound: dict = dict(zip(_BACKWARD_ARGS, node.args, strict=False)) | dict(node.kwargs)
     q, k, v, out, grad = (

@@ -1,5 +1,5 @@
-// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default" pin="path=unfused"},specialize-forks,inline-host-paths' | filecheck %s
-// RUN: emmy-opt %s -p 'attention-paths,lower-graph,resolve-forks{db=none oracles="pins,default"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=FUSED
+// RUN: emmy-opt %s -p 'offer-paths,lower-graph,resolve-forks{db=none oracles="pins,default" pin="path=unfused"},specialize-forks,inline-host-paths' | filecheck %s
+// RUN: emmy-opt %s -p 'offer-paths,lower-graph,resolve-forks{db=none oracles="pins,default"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=FUSED
 
 // The pinned path's calls are inlined where the choice was; the choice's site keeps every
 // option's calls (for a bench) and the kernel sites of the option not taken are dropped.

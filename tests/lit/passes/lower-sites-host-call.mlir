@@ -1,6 +1,6 @@
 // RUN: emmy-opt %s -p lower-graph | filecheck %s
 
-// An attention the vendor library runs (attention-paths' `sdpa` option) becomes a call of a
+// An attention the vendor library runs (offer-paths' `sdpa` option) becomes a call of a
 // host-call site: no kernel, the attention's key.
 func.func @library(%q : tensor<2x4x6x16xbf16>, %k : tensor<2x2x6x16xbf16>, %v : tensor<2x2x6x16xbf16>) -> tensor<2x4x6x16xbf16> {
   %o = graph.attention %q, %k, %v {scale = 0.25 : f64, causal, library} : tensor<2x4x6x16xbf16>, tensor<2x2x6x16xbf16>, tensor<2x2x6x16xbf16> -> tensor<2x4x6x16xbf16>
@@ -11,7 +11,7 @@ func.func @library(%q : tensor<2x4x6x16xbf16>, %k : tensor<2x2x6x16xbf16>, %v : 
 // CHECK:      %o = kernel.call @vendor_attention_0(%q, %k, %v)
 // CHECK-NEXT: func.return %o
 
-// An attention's gradients the vendor library runs (attention-paths' `sdpa` option): one
+// An attention's gradients the vendor library runs (offer-paths' `sdpa` option): one
 // host call on q, k, v and the output's gradient, giving dq, dk and dv.
 func.func @library_gradients(%q : tensor<2x4x6x16xbf16>, %k : tensor<2x2x6x16xbf16>, %v : tensor<2x2x6x16xbf16>, %do : tensor<2x4x6x16xbf16>, %o : tensor<2x4x6x16xbf16>) -> (tensor<2x4x6x16xbf16>, tensor<2x2x6x16xbf16>, tensor<2x2x6x16xbf16>) {
   %dq, %dk, %dv = graph.attention_gradients %q, %k, %v, %do, %o {scale = 0.25 : f64, causal, library} : tensor<2x4x6x16xbf16>, tensor<2x2x6x16xbf16>, tensor<2x2x6x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x16xbf16> -> (tensor<2x4x6x16xbf16>, tensor<2x2x6x16xbf16>, tensor<2x2x6x16xbf16>)

@@ -1,7 +1,7 @@
-// RUN: emmy-opt %s -p lower-graph,decode-paths | filecheck %s
+// RUN: emmy-opt %s -p lower-graph,offer-paths | filecheck %s
 // A second run offers nothing again: the calls of a choice's options stay as they are.
-// RUN: emmy-opt %s -p lower-graph,decode-paths,decode-paths | filecheck %s
-// RUN: emmy-opt %s -p 'lower-graph,decode-paths,resolve-forks{db=none oracles="pins,default" pin="attention_decode_path.path=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
+// RUN: emmy-opt %s -p lower-graph,offer-paths,offer-paths | filecheck %s
+// RUN: emmy-opt %s -p 'lower-graph,offer-paths,resolve-forks{db=none oracles="pins,default" pin="attention_decode_path.path=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
 
 // One query of 4 heads over a cache of 1024: the one pass or split-KV, 4 or 16 chunks (64
 // would leave chunks under 64 positions); few queries and a long cache: split by default.

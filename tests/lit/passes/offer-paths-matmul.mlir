@@ -1,8 +1,8 @@
-// RUN: emmy-opt %s -p lower-graph,matmul-paths | filecheck %s
+// RUN: emmy-opt %s -p lower-graph,offer-paths | filecheck %s
 // A second run offers nothing again: the calls of a choice's options stay as they are.
-// RUN: emmy-opt %s -p lower-graph,matmul-paths,matmul-paths | filecheck %s
-// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
-// RUN: emmy-opt %s -p 'lower-graph,matmul-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=vendor"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=VENDOR
+// RUN: emmy-opt %s -p lower-graph,offer-paths,offer-paths | filecheck %s
+// RUN: emmy-opt %s -p 'lower-graph,offer-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=split4"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=SPLIT
+// RUN: emmy-opt %s -p 'lower-graph,offer-paths,resolve-forks{db=none oracles="pins,default" pin="matmul_path.matmul=vendor"},specialize-forks,inline-host-paths' | filecheck %s --check-prefix=VENDOR
 
 // Few output tiles and a deep k: the matmul is a choice between its kernel, splits of k
 // (slices of 256 or more: the parts' kernel, then split_sum adding them up under the

@@ -1,6 +1,6 @@
-// RUN: emmy-opt %s -p attention-paths --split-input-file | filecheck %s
+// RUN: emmy-opt %s -p offer-paths --split-input-file | filecheck %s
 // A second run offers nothing again: an attention that is already the fused option stays.
-// RUN: emmy-opt %s -p attention-paths,attention-paths --split-input-file | filecheck %s
+// RUN: emmy-opt %s -p offer-paths,offer-paths --split-input-file | filecheck %s
 
 // A causal grouped-query attention: a site with the `path` knob, and the choice between the
 // fused op, matmul → scaled causal softmax → matmul (the query heads of each key/value head
