@@ -27,7 +27,7 @@ def path_program(key: dict, path: str):
     launch's (kernel, its buffers' names)."""
     from emmy.backend.emit_cuda import emit_module
     from emmy.dsl.fork_space import ForkSpace
-    from emmy.dsl.library import family, instantiate
+    from emmy.dsl.library import declaration, instantiate
     from emmy.families.attention_decode_path import (
         COMBINE_FAMILY,
         DECODE_FAMILY,
@@ -47,7 +47,7 @@ def path_program(key: dict, path: str):
         ]
     sites = []
     for i, (family_name, site_key, _) in enumerate(steps):
-        decl = family(family_name)
+        decl = declaration(family_name)
         site = instantiate(decl, site_key, f"step_{i}")
         space = ForkSpace.of(decl)
         config = space.declared

@@ -29,14 +29,14 @@ def main() -> None:
     from emmy.backend.nvrtc import compile_cuda
     from emmy.compiler import compile_variants
     from emmy.dsl.fork_space import ForkSpace
-    from emmy.dsl.library import family
+    from emmy.dsl.library import declaration
     from emmy.runtime.device import BufferArg, Launch
     from emmy.runtime.emu import EmuDevice, compile_emu
 
     def default_config(family_name: str, key: dict) -> dict:
         """What a compile with no stores picks: the declared default, or the valid config
         nearest to it (a declared 16-byte vector of 8 f32 moves to 4)."""
-        return ForkSpace.of(family(family_name)).default_config(key)
+        return ForkSpace.of(declaration(family_name)).default_config(key)
 
     for family_name, key in (
         ("softmax", {"rows": 4096, "cols": 1024, "T": "f32"}),
@@ -51,7 +51,7 @@ def main() -> None:
             },
         ),
     ):
-        covering = ForkSpace.of(family(family_name)).pairwise([key])
+        covering = ForkSpace.of(declaration(family_name)).pairwise([key])
         options = [config for _, config in covering][:variants]
         program = compile_variants(family_name, key, options)
         start = time.perf_counter()

@@ -17,14 +17,14 @@ from pathlib import Path
 from emmy.base.compile_options import CompileOptions
 from emmy.base.regime import regime_for
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import canonical_key, family, instantiate
+from emmy.dsl.library import canonical_key, declaration, instantiate
 from emmy.passes.resolve_forks import record, site_query
 from emmy.recall.oracles import oracle_stack
 from emmy.recall.tuning_db import Row, TuningDB
 
 
 def populate(db: TuningDB, rows: int) -> list[dict]:
-    decl = family("softmax")
+    decl = declaration("softmax")
     regime = regime_for("emu")
     keys = []
     for rows_dim, cols in itertools.product(
@@ -74,7 +74,7 @@ def main() -> None:
             print(f"database: {db.count()} rows, {path.stat().st_size / 1e6:.1f} MB")
         stack = oracle_stack(CompileOptions(db=path))
         stack.import_golden_rows()
-        decl = family("softmax")
+        decl = declaration("softmax")
         sites = [instantiate(decl, key, f"softmax_{i}") for i, key in enumerate(keys[: args.sites])]
         misses = [
             instantiate(decl, {"rows": 3, "cols": 100 + i, "T": "f32"}, f"miss_{i}")

@@ -27,7 +27,7 @@ from emmy.base.problem_key import INDEX_NAME
 from emmy.compiler import TensorSpec, Variant, compile_sites, poisoned
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
-from emmy.dsl.library import active_params, family
+from emmy.dsl.library import active_params, declaration
 from emmy.families.family import KernelFamily
 from emmy.families.registry import of_kind, registered_as
 from emmy.measure.bench_worker import DeviceWorker, isolated
@@ -72,7 +72,7 @@ def case_variants(family_name: str, dtype: str, index: str = "i32") -> list[tupl
     if index == "i32":
         return [(shape, v) for d, shape, v in checked_variants(family_name) if d == dtype]
     keys = check_keys(family_name, dtype, index)
-    space = ForkSpace.of(family(family_name))
+    space = ForkSpace.of(declaration(family_name))
     chosen = space.pairwise(keys, 1, keys_paired=True)
     return [
         (shape, Variant(f"s{shape}_{n}", family_name, keys[shape], config))
@@ -106,7 +106,7 @@ def _cover_in_every_dtype(
     `archs`, where several), a type and an arch paired with the options as a fork is:
     (arch, storage type, shape index, kernel)."""
     keyed = [(arch, *each) for arch in archs for each in _keys_in_every_dtype(family_name)]
-    chosen = ForkSpace.of(family(family_name)).pairwise(
+    chosen = ForkSpace.of(declaration(family_name)).pairwise(
         [key for *_, key in keyed],
         keys_paired=keys_paired,
         key_labels=[shape for _, _, shape, _ in keyed],
@@ -174,7 +174,7 @@ def case(family_name: str, dtype: str, index: str = "i32") -> Case:
         wants = as_outputs(reference(family_name)(key, tensors))
         stored = [
             param_dtype(p, key)
-            for p in active_params(family(family_name), key)
+            for p in active_params(declaration(family_name), key)
             if p.direction == "out"
         ]
         for variant in at_key:

@@ -38,7 +38,7 @@ from emmy.base.dtypes import dtype_name
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, arch_of
 from emmy.dialects import fork, graph
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 from emmy.passes.pipeline import COMPILE_PIPELINE, compile_pipeline
 from emmy.passes.plan_host import PlanHost, recorded_plan
 from emmy.passes.resolve_forks import ResolveForks, golden_imports
@@ -299,7 +299,7 @@ def compile_sites(variants: Sequence[Variant]) -> CudaProgram:
     so many options at many sites compile in a single compiler invocation."""
     sites = []
     for variant in variants:
-        site = instantiate(family(variant.family), variant.key, variant.name)
+        site = instantiate(declaration(variant.family), variant.key, variant.name)
         for knob in site.knobs():
             knob.resolve(variant.config[knob.knob_name.data], "forced")
         sites.append(site)

@@ -14,7 +14,7 @@ from emmy.base.compile_options import CompileOptions
 from emmy.base.regime import regime_for
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 from emmy.families.family import KernelFamily
 from emmy.recall.tuning_db import Row
 
@@ -104,7 +104,7 @@ def scaling_family(name: str, factor: float) -> KernelFamily:
 
 def single_site_module(family_name: str, key: dict, shape: list[int], dtype=None) -> ModuleOp:
     """`@main` calling one site of a family, as lower-graph would build it."""
-    decl = family(family_name)
+    decl = declaration(family_name)
     site = instantiate(decl, key, f"{family_name}_0")
     tensor = TensorType(dtype or Float32Type(), shape)
     block = Block(arg_types=[tensor])

@@ -5,7 +5,7 @@ import pytest
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey, format_key, parse_key
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import families, family, instantiate
+from emmy.dsl.library import declaration, declarations, instantiate
 from emmy.dsl.parser import DslError, parse_source
 
 GOOD = """
@@ -29,8 +29,8 @@ def lower_body(body: str, key: str = "n, T") -> None:
 
 
 def test_library_declares_both_families() -> None:
-    assert {"softmax", "elementwise"} <= set(families())
-    softmax = family("softmax")
+    assert {"softmax", "elementwise"} <= set(declarations())
+    softmax = declaration("softmax")
     assert [f.name for f in softmax.forks] == [
         "threads",
         "rows_per_block",
@@ -42,7 +42,7 @@ def test_library_declares_both_families() -> None:
 
 
 def test_constraints_keep_invalid_options_out() -> None:
-    softmax = family("softmax")
+    softmax = declaration("softmax")
     space = ForkSpace.of(softmax)
     for config in space.configs({"rows": 4, "cols": 7, "T": "f16"}):
         assert config["vec"] == 1
@@ -226,7 +226,7 @@ def test_keys_round_trip_with_commas_inside_parentheses() -> None:
 
 def test_unknown_family_is_a_clear_error() -> None:
     with pytest.raises(EmmyError, match="unknown kernel family 'conv2d'"):
-        family("conv2d")
+        declaration("conv2d")
 
 
 def test_shared_arrays_and_reductions_share_the_block_memory(monkeypatch) -> None:
@@ -242,7 +242,7 @@ def test_shared_arrays_and_reductions_share_the_block_memory(monkeypatch) -> Non
 
     monkeypatch.setenv("EMMY_LIBRARY_PATH", str(Path(__file__).parent / "library"))
     key = {"rows": 3, "cols": 100, "T": "f32"}
-    configs_ = list(ForkSpace.of(family("staged_sum")).configs(key))
+    configs_ = list(ForkSpace.of(declaration("staged_sum")).configs(key))
     program = compile_variants("staged_sum", key, configs_)
     assert "emmy::smem() + 400" in program.source
     x = np.random.default_rng(0).standard_normal((3, 100)).astype(np.float32)

@@ -22,7 +22,7 @@ from emmy.base.errors import EmmyError
 from emmy.cli import main
 from emmy.dialects import graph
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import families, family
+from emmy.dsl.library import declaration, declarations
 from emmy.families import conv_path, conv_weight_path
 from emmy.families.attention_path import PATHS
 from emmy.families.family import ChoiceFamily, HostCallFamily, KernelFamily, MeasuredFamily
@@ -75,7 +75,7 @@ def test_the_registry_finds_each_folder_and_a_kernel_family_needs_its_declaratio
 
 
 def test_every_library_kernel_has_a_registry_entry() -> None:
-    unregistered = set(families()) - set(of_kind(KernelFamily))
+    unregistered = set(declarations()) - set(of_kind(KernelFamily))
     assert not unregistered, (
         f"kernels with no folder of their own in emmy/families/: {unregistered}"
     )
@@ -101,7 +101,7 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
     keys = entry.check_keys(dtype)
     assert keys
     for key in keys:
-        assert list(ForkSpace.of(family(name)).configs(key)), f"{name} {key}: no valid config"
+        assert list(ForkSpace.of(declaration(name)).configs(key)), f"{name} {key}: no valid config"
     expected = entry.reference(keys[0], entry.check_inputs(keys[0], dtype, torch.Generator()))
     assert isinstance(expected, (torch.Tensor, tuple))
 

@@ -12,22 +12,22 @@ from emmy.base.errors import DslError, EmmyError
 from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 
 KEY = {"rows": 4, "cols": 1000, "T": "f32"}
 
 
 def test_a_declaration_has_one_space_of_its_parsed_constraints() -> None:
-    decl = family("softmax")
+    decl = declaration("softmax")
     space = ForkSpace.of(decl)
-    assert ForkSpace.of(family("softmax")) is space
+    assert ForkSpace.of(declaration("softmax")) is space
     assert space.names == tuple(f.name for f in decl.forks)
     # the constraints are the declaration's own parsed expressions, not text read again
     assert [f.constraint for f in space.forks] == [f.where for f in decl.forks]
 
 
 def test_the_default_moves_to_the_nearest_valid_config() -> None:
-    space = ForkSpace.of(family("softmax"))
+    space = ForkSpace.of(declaration("softmax"))
     assert space.declared["vec"] == 8
     # 8 bf16s are a 16-byte vector, as declared; 8 f32s are 32 bytes: the nearest is 4
     assert space.default_config({**KEY, "T": "bf16"}) == space.declared
@@ -37,7 +37,7 @@ def test_the_default_moves_to_the_nearest_valid_config() -> None:
 
 
 def test_configs_are_the_product_that_satisfies_every_constraint() -> None:
-    space = ForkSpace.of(family("softmax"))
+    space = ForkSpace.of(declaration("softmax"))
     every = [
         dict(zip(space.names, values, strict=True))
         for values in itertools.product(*space.options.values())
@@ -49,11 +49,11 @@ def test_configs_are_the_product_that_satisfies_every_constraint() -> None:
 
 def test_a_key_the_declaration_does_not_allow_is_refused() -> None:
     with pytest.raises(DslError, match="kernel softmax needs key cols"):
-        list(ForkSpace.of(family("softmax")).configs({"rows": 4, "T": "f32"}))
+        list(ForkSpace.of(declaration("softmax")).configs({"rows": 4, "T": "f32"}))
 
 
 def test_pairwise_covers_every_pair_of_options_at_each_key() -> None:
-    space = ForkSpace.of(family("softmax"))
+    space = ForkSpace.of(declaration("softmax"))
     keys = [KEY, {**KEY, "cols": 7}]
     chosen = space.pairwise(keys, keys_paired=True)
     valid = [(i, c) for i, key in enumerate(keys) for c in space.configs(key)]
@@ -72,7 +72,7 @@ def test_pairwise_covers_every_pair_of_options_at_each_key() -> None:
 def test_keys_of_one_shape_in_several_types_share_the_pairs_of_one_cover() -> None:
     """A storage type as a fork of the keys: each option in each type and at each shape,
     each pair of options somewhere, far fewer configs than a cover per type."""
-    space = ForkSpace.of(family("softmax"))
+    space = ForkSpace.of(declaration("softmax"))
     shapes = [KEY, {**KEY, "cols": 7}]
     types = ("f32", "bf16")
     keys = [{**shape, "T": dtype} for dtype in types for shape in shapes]
@@ -95,7 +95,7 @@ def test_keys_of_one_shape_in_several_types_share_the_pairs_of_one_cover() -> No
 
 
 def test_a_site_the_compiler_made_has_its_declarations_space() -> None:
-    decl = family("softmax")
+    decl = declaration("softmax")
     site = instantiate(decl, KEY, "softmax_0")
     assert ForkSpace.of_site(site) is ForkSpace.of(decl)
 

@@ -12,7 +12,7 @@ from emmy.base.errors import EmmyError
 from emmy.check import case, check
 from emmy.cli import main
 from emmy.dsl.keys import canonical_key
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 from emmy.runtime.emu import EmuDevice
 
 #: 2 * (2^30 + 8) elements: just over 2^31, in rows that are not a power of two
@@ -36,7 +36,7 @@ def test_a_wide_site_gets_the_key_field_and_long_long_and_compiles_with_nvrtc(
 
 
 def test_the_field_is_absent_below_2_to_the_31() -> None:
-    decl = family("elementwise")
+    decl = declaration("elementwise")
     key = {"n": 8, "cols": 8, "T": "f32", "inputs": "full", "fn": "relu(in0)"}
     assert "index" not in canonical_key(decl, key)
     assert "index" not in canonical_key(decl, {**key, "index": "i32"})

@@ -28,7 +28,7 @@ from emmy.dsl.keys import (
     rename_chain,
     shift_chain,
 )
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 
 ROOT = Path(__file__).parent.parent
 RECIPE_SITE_KEYS = Path(__file__).parent / "data" / "recipe-site-keys.json"
@@ -73,7 +73,7 @@ def test_a_key_of_values_is_typed_as_its_text_would_be() -> None:
     key = ProblemKey.of([("n", 8), ("store", "yes"), ("inputs", "full/row"), ("fn", "in0")])
     assert key == ProblemKey.parse("n=8,store=yes,inputs=full/row,fn=in0")
     assert key["store"] is True and key["inputs"] == (InputKind.FULL, InputKind.ROW)
-    decl = family("softmax")
+    decl = declaration("softmax")
     site_key = problem_key(decl, {"rows": 4, "cols": 8, "T": "f32", "store": False})
     assert str(site_key) == canonical_key(decl, {"rows": 4, "cols": 8, "T": "f32"})
 
@@ -82,10 +82,10 @@ def test_a_typed_key_prints_as_its_plain_values_do() -> None:
     plain = parse_key("split=2,size=64,n=8,T=f32,epilogue=(acc + in0),inputs=row/scalar")
     typed = ProblemKey.parse(format_key(list(plain), plain))
     assert format_key(list(plain), typed) == format_key(list(plain), plain)
-    decl = family("split_sum")
+    decl = declaration("split_sum")
     assert canonical_key(decl, typed) == canonical_key(decl, plain)
     # a flag at its declared default is left out either way
-    norm = family("layer_norm")
+    norm = declaration("layer_norm")
     flags = {"rows": 2, "cols": 8, "T": "f32", "eps": "1e-05", "store": False}
     assert canonical_key(norm, flags) == "rows=2,cols=8,T=f32,eps=1e-05"
     assert canonical_key(norm, flags | {"store": True}).endswith(",store=yes")

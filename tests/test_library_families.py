@@ -24,7 +24,7 @@ from emmy.check import (
     dtypes_of,
     register_program,
 )
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.runtime.emu import EmuDevice
 
 FAMILIES = checked_families()
@@ -56,7 +56,7 @@ def test_pairwise_runs_every_option(family_name: str) -> None:
         for n, v in config.items()
         if n != "shape"
     }
-    for fork in family(family_name).forks:
+    for fork in declaration(family_name).forks:
         for option in fork.options:
             assert (fork.name, option) in seen, f"{family_name} {fork.name}={option} never runs"
 

@@ -11,7 +11,7 @@ from xdsl.ir import Block
 
 from emmy.dialects import graph
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import active_params, family
+from emmy.dsl.library import active_params, declaration
 from emmy.families.matmul import matmul_key
 
 #: shared memory a block may have on A100 (164 KiB) and H100/H200 (228 KiB), with room
@@ -32,12 +32,14 @@ def test_every_half_product_takes_tensor_cores(a, b, transpose_b, layout) -> Non
     family_name, key = matmul_key(product(f16, a, b, transpose_b))
     assert family_name == "matmul_tc"
     assert key["layout"] == layout and key["n"] == (b[-2] if transpose_b else b[-1])
-    assert list(ForkSpace.of(family("matmul_tc")).configs(key)), "no config for a ragged product"
+    assert list(ForkSpace.of(declaration("matmul_tc")).configs(key)), (
+        "no config for a ragged product"
+    )
     assert matmul_key(product(Float32Type(), a, b, transpose_b))[0] == "matmul"
 
 
 def test_the_layout_picks_the_b_parameter() -> None:
-    decl = family("matmul_tc")
+    decl = declaration("matmul_tc")
     key = {"batch": 1, "m": 3, "n": 50257, "k": 768, "b_batch": 1, "T": "bf16"}
     kn = [p.name for p in active_params(decl, key)]
     nk = [p.name for p in active_params(decl, {**key, "layout": "nk"})]
@@ -56,7 +58,7 @@ def test_every_config_fits_a_block_of_the_gpus() -> None:
     """Warp tiles up to 64 x 64 (32 mma tiles), block tiles up to 128 x 256, 2-4 stages;
     none over 256 threads or 160 KiB of shared memory; rows of A and B not whole 16-byte
     chunks (k = 43) only with element fills."""
-    decl = family("matmul_tc")
+    decl = declaration("matmul_tc")
     key = {"batch": 1, "m": 1024, "n": 50257, "k": 768, "b_batch": 1, "layout": "nk"}
     space = list(ForkSpace.of(decl).configs({**key, "T": "bf16", "epilogue": "acc", "inputs": ""}))
     for config in space:

@@ -23,7 +23,7 @@ from emmy.base.problem_key import format_key, parse_key
 from emmy.base.regime import regime_for
 from emmy.cli import main
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
 from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
 from emmy.recall.tuning_db import TuningDB, canonical_config
@@ -77,7 +77,7 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
     directory.mkdir(parents=True, exist_ok=True)
     manifest = {"schema": 1, "created": "now", "sources": [], "pools": [], "features": {}}
     for family_name, device in pools:
-        decl = family(family_name)
+        decl = declaration(family_name)
         keys: dict[str, dict] = {}
         while len(keys) < n_keys:
             key = {
@@ -134,7 +134,7 @@ def synthetic_dataset(directory: Path, pools=POOLS, n_keys: int = 48, seed: int 
 
 def library_spec(family_name: str, devices=("emu",)) -> FeatureSpec:
     """A family's feature layout from its declaration alone (what a fit would build)."""
-    decl = family(family_name)
+    decl = declaration(family_name)
     ints = tuple(n for n in required(decl) if isinstance(decl.example[n], int))
     symbols = {
         n: ("bf16", "f16", "f32") if n == "T" else ("1e-05",)
@@ -253,14 +253,14 @@ def test_no_prior_or_another_device_decides_nothing(tmp_path, monkeypatch) -> No
 def test_the_prior_takes_only_keys_with_the_names_it_was_fitted_on() -> None:
     spec = library_spec("softmax")
     key = parse_key("rows=8,cols=1000,T=f32")
-    config = dict(ForkSpace.of(family("softmax")).declared)
+    config = dict(ForkSpace.of(declaration("softmax")).declared)
     assert spec.accepts(key, config)
     # e.g. a matmul's `split`: features without it would predict the unsplit kernel
     assert not spec.accepts({**key, "split": 4}, config)
     assert not spec.accepts({n: v for n, v in key.items() if n != "cols"}, config)
     assert not spec.accepts(key, {**config, "extra": 1})
     # a name the fit never saw is taken at its declared default, which every key of the fit had
-    decl = family("matmul")
+    decl = declaration("matmul")
     spec = replace(library_spec("matmul"), key_defaults=dict(decl.key_defaults))
     assert "split" not in spec.key_names and spec.key_defaults["split"] == 1
     key = {n: 64 if isinstance(v, int) else v for n, v in decl.example.items() if n != "split"}
@@ -306,7 +306,7 @@ def test_a_compile_with_a_prior_records_its_prediction_and_never_imports_jax(tmp
     # the pick is the numpy model's fastest of every valid config
     _, models = read_prior(prior)
     key = parse_key("rows=8,cols=64,T=f32")
-    valid = list(ForkSpace.of(family("softmax")).configs(key))
+    valid = list(ForkSpace.of(declaration("softmax")).configs(key))
     predicted = np.exp(models["softmax"].predict_log("emu", [key], valid)[0])
     assert evidence["configs_scored"] == len(valid)
     assert out["config"] == valid[int(np.argmin(predicted))]
@@ -343,7 +343,7 @@ def test_a_corrupt_prior_is_one_error_naming_the_file(tmp_path, monkeypatch, cap
 def exported_dataset(tmp_path: Path) -> Path:
     """A dataset written by `emmy db export` from planted softmax rows on emu."""
     regime = regime_for("emu")
-    decl = family("softmax")
+    decl = declaration("softmax")
     rng = np.random.default_rng(1)
     rows = []
     for rows_n in (1, 4, 16, 64, 256, 1024):

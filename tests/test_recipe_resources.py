@@ -36,7 +36,7 @@ from emmy.backend.occupancy import devices_of, occupancy
 from emmy.base.problem_key import parse_key
 from emmy.compiler import Variant, compile_sites
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import families, family
+from emmy.dsl.library import declaration, declarations
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"
@@ -51,7 +51,7 @@ def recipe_sites() -> dict[str, list[str]]:
         if case.endswith(f":{TARGET}")
         for family_name, key in listed
     }
-    kernels = families()
+    kernels = declarations()
     by_family: dict[str, list[str]] = {}
     for family_name, key in sorted(sites):
         if family_name in kernels:
@@ -71,7 +71,7 @@ def program(arch: str) -> CudaProgram:
     variants = []
     for family_name, keys in recipe_sites().items():
         parsed = [parse_key(k) for k in keys]
-        chosen = ForkSpace.of(family(family_name)).pairwise(
+        chosen = ForkSpace.of(declaration(family_name)).pairwise(
             parsed * len(ARCHS),
             key_labels=[index for _ in ARCHS for index in range(len(parsed))],
             key_forks=[{"arch": each} for each in ARCHS for _ in parsed],

@@ -40,8 +40,7 @@ from emmy.compiler import TensorSpec
 from emmy.dataset.dataset_store import Cell, cell
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import active_params, complete_key, param_dtype
-from emmy.dsl.library import families
-from emmy.dsl.library import family as kernel_family
+from emmy.dsl.library import declaration, declarations
 from emmy.families.family import ChoiceFamily, HostCallFamily
 from emmy.families.registry import FAMILIES, registered_as
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
@@ -85,7 +84,7 @@ class Item:
     def work(self) -> SiteWork:
         """The site as the bench measures it; its pick, the declared default (moved by the
         constraints) with the pins."""
-        decl = families().get(self.family)
+        decl = declarations().get(self.family)
         default = None if decl is None else ForkSpace.of(decl).default_config(parse_key(self.key))
         pick = {**(default or {}), **self.pinned}
         return SiteWork(
@@ -365,7 +364,7 @@ def _declared_specs(
 ) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """The buffers a family declares at a key, where every parameter has a shape of its
     own (not a variadic one, whose shapes depend on how each input is read)."""
-    decl = kernel_family(family_name)
+    decl = declaration(family_name)
     values = complete_key(decl, parse_key(key))
     specs: dict[str, list[TensorSpec]] = {"in": [], "out": []}
     for param in active_params(decl, values):
@@ -406,7 +405,7 @@ def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
                 options = ", ".join(item.paths or {})
                 raise EmmyError(f"{where}: {config} is not one of the paths ({options})")
         return
-    space = ForkSpace.of(kernel_family(item.family))
+    space = ForkSpace.of(declaration(item.family))
     forks = set(space.names)
     if isinstance(item.configs, dict) and "sweep" in item.configs:
         unknown = sorted(set(item.configs["sweep"]) - forks)

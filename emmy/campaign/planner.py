@@ -23,7 +23,7 @@ from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.campaign.grid import grid
 from emmy.campaign.items import Campaign, Item
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import family as kernel_family
+from emmy.dsl.library import declaration
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text
@@ -55,7 +55,7 @@ def _forks_of(family_name: str) -> set[str]:
     entry = FAMILIES[family_name]
     if isinstance(entry, ChoiceFamily):
         return set(entry.forks)
-    return set(ForkSpace.of(kernel_family(family_name)).names)
+    return set(ForkSpace.of(declaration(family_name)).names)
 
 
 def _configs_for(family_name: str, configs: object) -> object:

@@ -545,7 +545,7 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
     example decides). A family no longer declared is typed from its rows alone.
     """
     # the library loads xDSL, which the other `emmy db` commands (import, freeze, stats) need not
-    from emmy.dsl.library import family as declared
+    from emmy.dsl.library import declaration
 
     seen_keys: dict[str, list[int | str]] = defaultdict(list)
     for key in sorted({r.key for r in rows}):
@@ -556,7 +556,7 @@ def _features(family: str, rows: Sequence[Row]) -> dict[str, dict[str, str]]:
         for name, value in row.config.items():
             seen_configs[name].append(value)
     try:
-        decl = declared(family)
+        decl = declaration(family)
     except EmmyError:
         decl = None
     if decl is None:

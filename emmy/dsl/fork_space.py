@@ -1,7 +1,7 @@
 """The fork space of a kernel: its forks, their options and defaults, the constraints that
 rule configs out, and the configs a problem key allows.
 
-    space = ForkSpace.of(family("softmax"))
+    space = ForkSpace.of(declaration("softmax"))
     space.configs(key)          # every valid config at the key, in declared order
     space.default_config(key)   # the declared default, or the valid config nearest to it
     space.pairwise(keys)        # a few configs covering every pair of options
@@ -25,7 +25,7 @@ from emmy.base.problem_key import KeyValue, plain_values
 from emmy.dialects import fork
 from emmy.dsl.interpret import Condition
 from emmy.dsl.keys import check_key
-from emmy.dsl.library import families
+from emmy.dsl.library import declarations
 from emmy.dsl.parser import KernelDecl, parse_expression
 
 Option = fork.Option
@@ -77,7 +77,7 @@ class ForkSpace:
         """The space of a site: its family's declared space where its knobs are the
         declared forks (a site the compiler instantiated), else one of its knobs, their
         constraints read from the IR's text (a site written by hand)."""
-        decl = families().get(site.family.data)
+        decl = declarations().get(site.family.data)
         knobs = site.knobs()
         if decl is not None and _declares(decl, knobs):
             return cls.of(decl)

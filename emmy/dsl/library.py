@@ -1,4 +1,6 @@
-"""The kernel library: every family declared in emmy/families/*/*.emmy, loaded once."""
+"""The kernel library: every kernel family's declaration (emmy/families/*/*.emmy, and the
+folders of $EMMY_LIBRARY_PATH), loaded once. A declaration is what the kernel language says
+of a family; the family's registry entry (emmy.families.registry) is the rest."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ from emmy.dsl.lower import Lowering
 from emmy.dsl.parser import KernelDecl, parse_file
 
 
-def families() -> dict[str, KernelDecl]:
-    return _families(library_dirs())
+def declarations() -> dict[str, KernelDecl]:
+    """Every declaration of the library, by its kernel's name."""
+    return _declarations(library_dirs())
 
 
 @cache
-def _families(directories: tuple[Path, ...]) -> dict[str, KernelDecl]:
+def _declarations(directories: tuple[Path, ...]) -> dict[str, KernelDecl]:
     decls: dict[str, KernelDecl] = {}
     for directory in directories:
         for path in sorted(directory.glob("*.emmy")):
@@ -36,8 +39,8 @@ def _parse(path: Path, mtime_ns: int) -> tuple[KernelDecl, ...]:
     return tuple(parse_file(path))
 
 
-def family(name: str) -> KernelDecl:
-    """A family by name. By convention `<name>.emmy` declares it, so a compile parses only
+def declaration(name: str) -> KernelDecl:
+    """A family's declaration by name. By convention `<name>.emmy` declares it, so a compile parses only
     the files of the families it uses; any other file is searched after."""
     for directory in library_dirs():
         path = directory / f"{name}.emmy"
@@ -45,9 +48,11 @@ def family(name: str) -> KernelDecl:
             for decl in _parse(path, path.stat().st_mtime_ns):
                 if decl.name == name:
                     return decl
-    decl = families().get(name)
+    decl = declarations().get(name)
     if decl is None:
-        raise EmmyError(f"unknown kernel family {name!r}; known: {', '.join(sorted(families()))}")
+        raise EmmyError(
+            f"unknown kernel family {name!r}; known: {', '.join(sorted(declarations()))}"
+        )
     return decl
 
 
@@ -57,8 +62,8 @@ def instantiate(decl: KernelDecl, key: Mapping[str, KeyValue], site_name: str) -
 
 
 __all__ = [
-    "families",
-    "family",
+    "declarations",
+    "declaration",
     "instantiate",
     "canonical_key",
     "active_params",

@@ -38,7 +38,7 @@ from emmy.base.problem_key import parse_key
 from emmy.base.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import active_params, complete_key, family
+from emmy.dsl.library import active_params, complete_key, declaration
 from emmy.families.family import HostCallFamily, MeasuredFamily
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
@@ -111,7 +111,7 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     user's single-valued pins), not around the pick: the pick moves as rows are recorded,
     and the same bench run twice must ask for the same rows. `--sample N` adds N valid
     configs drawn at random with a seed of the site (a dataset's unbiased columns)."""
-    space = ForkSpace.of(family(work.family))
+    space = ForkSpace.of(declaration(work.family))
     key = work.values
     valid = list(space.configs(key))
     forks = set(space.names)
@@ -160,7 +160,7 @@ def declared_input_shapes(family_name: str, key: dict, count: int) -> list[tuple
     """The shape each of a family's `count` inputs declares at a key (a program's buffer
     may hold the same elements under another shape); None for the inputs of a variadic
     parameter, whose shapes depend on how each is read."""
-    decl = family(family_name)
+    decl = declaration(family_name)
     key = complete_key(decl, key)
     params = [p for p in active_params(decl, key) if p.direction == "in"]
     variadic = count - sum(not p.variadic for p in params)
@@ -186,7 +186,7 @@ def program_sites(program: Program) -> list[SiteWork]:
         if (info.family, info.key) in seen:
             continue  # one site measured once, however often the program calls it
         seen.add((info.family, info.key))
-        decl = family(info.family)
+        decl = declaration(info.family)
         params = active_params(decl, parse_key(info.key))
         count = sum(p.direction == "out" for p in params)
         buffers = [specs[b] for b in call.buffers]
@@ -224,7 +224,7 @@ class Bench:
 
     def run(self, program: Program) -> list[Outcome]:
         sites = program_sites(program)
-        forks = {f.name for work in sites for f in family(work.family).forks}
+        forks = {f.name for work in sites for f in declaration(work.family).forks}
         forks |= {name for choice in program.choices.values() for name in choice.config}
         for name in set(self.options.sweep) - {"all"} - forks:
             raise EmmyError(
@@ -503,7 +503,7 @@ def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]
     else:
         shapes = declared_input_shapes(work.family, key, len(work.inputs))
         # the canonical text leaves out keys at their defaults; references read them all
-        key = complete_key(family(work.family), key)
+        key = complete_key(declaration(work.family), key)
     tensors = [
         random_input(spec) if shape is None else random_input(spec).reshape(shape)
         for spec, shape in zip(work.inputs, shapes, strict=True)

@@ -41,7 +41,7 @@ from xdsl.pattern_rewriter import (
 
 from emmy.dialects import fork, graph
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.families import attention, attention_backward_path, attention_path
 from emmy.families.attention import attention_key
 from emmy.families.chains import shape_of
@@ -117,7 +117,7 @@ class OfferAttentionPaths(RewritePattern):
             return  # already an option of a choice
         family_name, key = attention_key(op)
         paths = attention_path.paths_for(op)
-        site_key = problem_key(family(family_name), key)
+        site_key = problem_key(declaration(family_name), key)
         knob = attention_path.KNOB
         site = self.sites.choice_site(rewriter, attention_path.NAME, knob, site_key, paths, op)
         builders = {"unfused": unfused_path, "sdpa": library_path}
@@ -174,7 +174,7 @@ class OfferAttentionBackwardPaths(RewritePattern):
             return  # already an option of a choice
         scale, causal = op.scale.value.data, op.causal is not None
         key = attention.problem_of(op.q, op.k, op.mask, scale, causal)
-        site_key = problem_key(family("attention_dq"), key)
+        site_key = problem_key(declaration("attention_dq"), key)
         paths: list[str] = list(attention_backward_path.PATHS)
         name, knob = attention_backward_path.NAME, attention_backward_path.KNOB
         site = self.sites.choice_site(rewriter, name, knob, site_key, paths, op)

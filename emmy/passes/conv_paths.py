@@ -41,7 +41,7 @@ from xdsl.pattern_rewriter import (
 
 from emmy.base.problem_key import Chain, KeyValue, ProblemKey
 from emmy.dialects import fork, kernel
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.families import (
     conv_path,
     conv_weight,
@@ -82,7 +82,7 @@ class OfferConvPaths(RewritePattern):
     def typed_key(family_name: str, key: ProblemKey) -> dict[str, KeyValue]:
         """The key with the names its text leaves out at their declared defaults (a stride
         of 1), typed as the key's own values are."""
-        defaults = ProblemKey.of(family(family_name).key_defaults.items())
+        defaults = ProblemKey.of(declaration(family_name).key_defaults.items())
         return {**defaults, **key}
 
     def offer_weight_paths(

@@ -43,7 +43,7 @@ from emmy.base.errors import EmmyError
 from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 from emmy.dsl.lower import NarrowIndexError
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, HostCallFamily, Site
@@ -69,7 +69,7 @@ def site_call(
     if isinstance(entry, HostCallFamily):  # no kernel
         name = sites.host_call_site(rewriter, site.family, entry.host_key(key), op)
         return kernel.CallOp(name, site.inputs, [r.type for r in op.results])
-    decl = family(site.family)
+    decl = declaration(site.family)
 
     def build(name: str) -> fork.SiteOp:
         try:

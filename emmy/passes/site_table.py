@@ -22,7 +22,7 @@ from xdsl.rewriter import InsertPoint
 from emmy.base.problem_key import KeyValue, ProblemKey
 from emmy.dialects import fork
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import family, instantiate
+from emmy.dsl.library import declaration, instantiate
 
 
 @dataclass
@@ -75,7 +75,7 @@ class SiteTable:
         meets: Operation | None = None,
     ) -> str:
         """The site of a kernel family of the library at a key, with its forks open."""
-        decl = family(family_name)
+        decl = declaration(family_name)
         return self.site(
             rewriter,
             family_name,

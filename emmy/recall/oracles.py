@@ -38,7 +38,7 @@ from emmy.base.problem_key import ProblemKey
 from emmy.base.regime import Regime, regime_for
 from emmy.dialects import evidence
 from emmy.dsl.fork_space import ForkSpace, nearest_config
-from emmy.dsl.library import families
+from emmy.dsl.library import declarations
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES, choice_forks
 from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_golden
@@ -85,7 +85,7 @@ def check_against_library(golden: GoldenFile) -> None:
     """Every entry names a known family and a config of its forks' options; otherwise the
     whole file is refused, naming the entry, before anything of it is used."""
     known = {
-        name: {f.name: list(f.options) for f in decl.forks} for name, decl in families().items()
+        name: {f.name: list(f.options) for f in decl.forks} for name, decl in declarations().items()
     }
     known |= choice_forks()
     for i, entry in enumerate(golden.entries):
@@ -316,7 +316,7 @@ def oracle_stack(options: CompileOptions) -> OracleStack:
 def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
     """The SiteQuery a compile would make for (family, key) with no pins, from the library;
     for a family the library does not know, a query over `fallback` configs."""
-    decl = families().get(family)
+    decl = declarations().get(family)
     values = ProblemKey.parse(key)
     if decl is None:
         listed = [dict(c) for c in fallback]

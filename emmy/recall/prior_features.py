@@ -416,9 +416,9 @@ def _declaration(family: str) -> tuple[dict[str, tuple], dict[str, Value]]:
     key's optional names (nothing for a family the library does not know)."""
     # the library loads xDSL, which a program-cache hit (it reads prior_files()) does not
     from emmy.dsl.fork_space import ForkSpace
-    from emmy.dsl.library import families
+    from emmy.dsl.library import declarations
 
-    decl = families().get(family)
+    decl = declarations().get(family)
     if decl is None:
         return {}, {}
     space = ForkSpace.of(decl)

@@ -21,7 +21,7 @@ from emmy.base import dtypes
 from emmy.compiler import compile_variants
 from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import complete_key
-from emmy.dsl.library import canonical_key, family
+from emmy.dsl.library import canonical_key, declaration
 from emmy.families.family import KernelFamily
 from emmy.families.registry import registered
 from emmy.measure.bench_worker import ends_worker
@@ -193,7 +193,7 @@ def reference_outputs(ctx: Context, family_name: str, key: dict, arrays: list) -
     known = (family_name, json.dumps(key, sort_keys=True))
     if known not in ctx._references:
         kernel = isinstance(registered(family_name), KernelFamily)
-        full = complete_key(family(family_name), key) if kernel else dict(key)
+        full = complete_key(declaration(family_name), key) if kernel else dict(key)
         where = ctx.device.torch_device
         with torch.device(where):  # where the reference makes its masks and ranges too
             tensors = [from_storage(a, storage_dtype(a)).to(where) for a in arrays]
@@ -273,7 +273,7 @@ def site_pick(ctx: Context, family_name: str, key: dict) -> dict:
     from emmy.base.compile_options import CompileOptions
     from emmy.recall.oracles import oracle_stack, site_query
 
-    query = site_query(family_name, canonical_key(family(family_name), key))
+    query = site_query(family_name, canonical_key(declaration(family_name), key))
     return dict(oracle_stack(CompileOptions(target=ctx.device.identity)).decide(query).config)
 
 
@@ -282,7 +282,7 @@ def largest_tiles(family_name: str, valid: list[dict]) -> list[dict]:
     value, ties going to the largest product of all tile forks: that tile with each
     combination of the other forks."""
     tiles = [
-        f.name for f in family(family_name).forks if all(isinstance(o, int) for o in f.options)
+        f.name for f in declaration(family_name).forks if all(isinstance(o, int) for o in f.options)
     ]
     chosen: list[dict] = []
     for name in tiles:
@@ -295,7 +295,7 @@ def largest_tiles(family_name: str, valid: list[dict]) -> list[dict]:
 def sweep(ctx: Context, family_name: str, key: dict, first: list[dict]) -> list[dict]:
     """`first`, the largest tiles, then a pairwise cover of the fork space at `key`, each
     once; --max-sweep K keeps K of them beside `first`."""
-    space = ForkSpace.of(family(family_name))
+    space = ForkSpace.of(declaration(family_name))
     valid = list(space.configs(key))
     covering = [config for _, config in space.pairwise([key])]
     ordered: list[dict] = []
@@ -359,7 +359,7 @@ def kernel_sweep(
     each figure, the best and the pick's go under `path`. The configs, fastest first."""
     name, key = problem.family, problem.key
     where = " ".join((name, *path))
-    valid = list(ForkSpace.of(family(name)).configs(key))
+    valid = list(ForkSpace.of(declaration(name)).configs(key))
     if not valid:
         ctx.note(f"{where}: no valid config for {key}")
         return []

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from emmy.base.device_records import BufferArg, VendorAttention
 from emmy.base.problem_key import ProblemKey
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.families import attention
 from emmy.families.family import HostCallFamily
 
@@ -18,7 +18,7 @@ from emmy.families.family import HostCallFamily
 def host_key(key: dict) -> ProblemKey:
     """The key text of the attention kernels' declaration (attention.emmy): one key for the
     fused kernel, the unfused path and the library."""
-    return problem_key(family("attention"), key)
+    return problem_key(declaration("attention"), key)
 
 
 def reference(key: dict, inputs: list):

@@ -14,7 +14,7 @@ from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey
 from emmy.dialects import graph
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import family
+from emmy.dsl.library import declaration
 from emmy.families import attention, attention_dkv, attention_dq, attention_stats
 from emmy.families.family import Fusion, HostCallFamily, OpSites, Site
 from emmy.families.vendor_attention import sdpa_shapes
@@ -40,7 +40,7 @@ def site(op: Operation, fusion: Fusion) -> Site:
 def host_key(key: dict) -> ProblemKey:
     """The key text of emmy's backward kernels' declarations (attention_dq.emmy's): one key
     for them and the library."""
-    return problem_key(family("attention_dq"), key)
+    return problem_key(declaration("attention_dq"), key)
 
 
 def reference(key: dict, inputs: list):
