@@ -33,7 +33,7 @@ from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 from emmy.backend.emit_cuda import CudaProgram, emit_module
 from emmy.backend.nvrtc import compile_cuda
-from emmy.base.compile_options import CompileOptions
+from emmy.base.compile_options import CompileOptions, Pins
 from emmy.base.dtypes import dtype_name
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, arch_of
@@ -277,11 +277,23 @@ def compile_variants(
     prefix: str | None = None,
 ) -> CudaProgram:
     """One source holding a kernel per config of one site (`<prefix><i>`, by default
-    `<family>_<i>`), so many options compile in a single compiler invocation."""
+    `<family>_<i>`), so many options compile in a single compiler invocation: what a bench
+    measures. Each kernel is made as a compile makes a site's, from the same passes:
+    resolve-forks with its config as pins and the pins oracle alone (a config the
+    constraints rule out is an error, not a kernel), then specialize-forks, the module
+    verified in full before and after each."""
     prefix = prefix or f"{family_name}_"
-    return compile_sites(
-        [Variant(f"{prefix}{i}", family_name, key, config) for i, config in enumerate(configs)]
+    decl = declaration(family_name)
+    names = [f"{prefix}{i}" for i in range(len(configs))]
+    module = ModuleOp([instantiate(decl, key, name) for name in names])
+    pins = Pins(
+        (f"{name}.{fork_name}", value)
+        for name, config in zip(names, configs, strict=True)
+        for fork_name, value in config.items()
     )
+    resolve = ResolveForks(pin=str(pins), oracles="pins", db="none")
+    PassPipeline((resolve, SpecializeForks()), _verifier("full")).apply(Context(), module)
+    return emit_module(module)
 
 
 @dataclass(frozen=True)

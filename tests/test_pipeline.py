@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from emmy.base.compile_options import CompileOptions
-from emmy.compiler import compile_graph
+from emmy.base.errors import EmmyError
+from emmy.compiler import compile_graph, compile_variants
 from emmy.frontend.cache import parse_graph
 from emmy.passes.pipeline import COMPILE_PIPELINE, compile_pipeline
 from emmy.passes.resolve_forks import ResolveForks
@@ -54,3 +57,18 @@ def test_emmy_opt_run_on_the_compiles_pipeline_text_decides_as_the_compile(tmp_p
     sites = _sites(done.stdout)
     assert sites == _sites(program.ir)
     assert any('"matmul_path"' in line and 'oracle = "target"' in line for line in sites)
+
+
+def test_a_bench_variant_is_made_by_the_compiles_passes() -> None:
+    """A bench's kernels come from resolve-forks (each config its site's pins, the pins
+    oracle alone) and specialize-forks, verified: each variant is its config, and a
+    config the constraints rule out is an error naming its site, not a kernel."""
+    key = {"rows": 8, "cols": 6, "T": "f32"}
+    good = {"threads": 64, "rows_per_block": 2, "vec": 2, "algo": "online", "reduction": "smem"}
+    program = compile_variants("softmax", key, [good, {**good, "vec": 1}], prefix="v_")
+    assert [(name, info.config) for name, info in program.kernels.items()] == [
+        ("v_0", good),
+        ("v_1", {**good, "vec": 1}),
+    ]
+    with pytest.raises(EmmyError, match="no oracle decided site v_0"):
+        compile_variants("softmax", key, [{**good, "vec": 4}], prefix="v_")  # 6 % 4 != 0

@@ -43,7 +43,7 @@ from emmy.families.family import HostCallFamily, MeasuredFamily
 from emmy.families.registry import FAMILIES, of_kind
 from emmy.measure.bench_worker import DeviceWorker, isolated
 from emmy.measure.reference import as_outputs, reference, tolerance
-from emmy.program import Choice, PathCall, host_call_of
+from emmy.program import Choice, KernelInfo, PathCall, host_call_of
 from emmy.recall.tuning_db import Row, TuningDB, canonical_config
 from emmy.runtime.convert import (
     compare,
@@ -85,6 +85,25 @@ class Outcome:
     config: dict[str, int | str]
     row: Row
     recalled: bool
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A config compiled: the source holding its kernel, and the kernel (none for a host
+    call, which the device runs)."""
+
+    source: str
+    kernel: KernelInfo | None
+
+
+@dataclass(frozen=True)
+class CompileFailed:
+    """A config whose source did not compile: the compiler's first lines."""
+
+    message: str
+
+
+CompileResult = Compiled | CompileFailed
 
 
 @dataclass
@@ -289,17 +308,17 @@ class Bench:
         )
         work = SiteWork(site, call.family, call.key, config, inputs, outputs)
         if work.family in of_kind(HostCallFamily):  # no kernel to compile: the device runs it
-            return self.record(work, config, "forced", ("", None))
+            return self.record(work, config, "forced", Compiled("", None))
         return self.record(
             work, config, "forced", self.compile(work, [config])[canonical_config(config)]
         )
 
-    def record(self, work: SiteWork, config: dict, origin: str, source) -> Row:
+    def record(self, work: SiteWork, config: dict, origin: str, compiled: CompileResult) -> Row:
         """Measures a compiled config (or notes its compile error) and records the row."""
-        if isinstance(source, str) and source.startswith("compile_error:"):
-            row = self.row(work, config, origin, "compile_error", message=source[14:])
+        if isinstance(compiled, CompileFailed):
+            row = self.row(work, config, origin, "compile_error", message=compiled.message)
         else:
-            row = self.measure(work, config, origin, *source)
+            row = self.measure(work, config, origin, compiled.source, compiled.kernel)
         return self.store(row)
 
     def store(self, row: Row) -> Row:
@@ -362,33 +381,32 @@ class Bench:
         self.progress(f"{work.site} ({work.family}, {work.key}): measuring {len(fresh)} config(s)")
         sources = self.compile(work, [c for c, _ in fresh])
         for index, (config, origin) in enumerate(fresh, 1):
-            row = self.record(work, config, origin, sources.get(canonical_config(config)))
+            row = self.record(work, config, origin, sources[canonical_config(config)])
             self.outcomes.append(Outcome(work.site, config, row, recalled=False))
             self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {_shown(row)}")
 
-    def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, object]:
+    def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, CompileResult]:
         """All configs of a site in one source; on a compile error, one by one, so each
         failing config gets its own message."""
         program = compile_variants(work.family, work.values, configs, prefix="bench_")
         try:
             self.prepare(program.source)
             return {
-                canonical_config(c): (program.source, info)
+                canonical_config(c): Compiled(program.source, info)
                 for c, info in zip(configs, program.kernels.values(), strict=True)
             }
         except KernelCompileError:
             pass
-        result: dict[str, object] = {}
+        result: dict[str, CompileResult] = {}
         for config in configs:
             single = compile_variants(work.family, work.values, [config], prefix="bench_")
             try:
                 self.prepare(single.source)
-                result[canonical_config(config)] = (
-                    single.source,
-                    next(iter(single.kernels.values())),
+                result[canonical_config(config)] = Compiled(
+                    single.source, next(iter(single.kernels.values()))
                 )
             except KernelCompileError as error:
-                result[canonical_config(config)] = "compile_error:" + _first_lines(str(error))
+                result[canonical_config(config)] = CompileFailed(_first_lines(str(error)))
         return result
 
     def prepare(self, source: str) -> None:
@@ -397,7 +415,9 @@ class Bench:
         if prepare is not None:
             prepare(source)
 
-    def measure(self, work: SiteWork, config: dict, origin: str, source: str, info) -> Row:
+    def measure(
+        self, work: SiteWork, config: dict, origin: str, source: str, info: KernelInfo | None
+    ) -> Row:
         """Runs one compiled config (or a host call: `info` None) on fresh inputs, checks it
         against its reference, and times it."""
         dtype = dtypes.torch_dtype(work.outputs[0].dtype)
