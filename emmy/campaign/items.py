@@ -78,6 +78,11 @@ class Item:
     def is_choice(self) -> bool:
         return self.paths is not None
 
+    @cached_property
+    def values(self) -> dict[str, int | str]:
+        """The key's values, parsed once (the campaign file holds its text)."""
+        return parse_key(self.key)
+
     def describe(self) -> str:
         return f"{self.family} {self.key}"
 
@@ -85,7 +90,7 @@ class Item:
         """The site as the bench measures it; its pick, the declared default (moved by the
         constraints) with the pins."""
         decl = declarations().get(self.family)
-        default = None if decl is None else ForkSpace.of(decl).default_config(parse_key(self.key))
+        default = None if decl is None else ForkSpace.of(decl).default_config(self.values)
         pick = {**(default or {}), **self.pinned}
         return SiteWork(
             self.family, self.family, self.key, pick, list(self.inputs), list(self.outputs),
@@ -355,17 +360,17 @@ def _with_buffers(where: str, item: Item, record: dict) -> Item:
         inputs = _specs(f"{where}: inputs", record["inputs"])
         outputs = _specs(f"{where}: outputs", record["outputs"])
     else:
-        inputs, outputs = _declared_specs(where, item.family, item.key)
+        inputs, outputs = _declared_specs(where, item.family, item.values)
     return replace(item, inputs=inputs, outputs=outputs)
 
 
 def _declared_specs(
-    where: str, family_name: str, key: str
+    where: str, family_name: str, key: dict[str, int | str]
 ) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """The buffers a family declares at a key, where every parameter has a shape of its
     own (not a variadic one, whose shapes depend on how each input is read)."""
     decl = declaration(family_name)
-    values = complete_key(decl, parse_key(key))
+    values = complete_key(decl, key)
     specs: dict[str, list[TensorSpec]] = {"in": [], "out": []}
     for param in active_params(decl, values):
         if param.variadic:
@@ -414,7 +419,7 @@ def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
                 f"{where}: no fork named {unknown[0]!r} (forks: {', '.join(sorted(forks))})"
             )
     if isinstance(item.configs, list):
-        valid = {canonical_config(c) for c in space.configs(parse_key(item.key))}
+        valid = {canonical_config(c) for c in space.configs(item.values)}
         for config in configs:
             if canonical_config(config) not in valid:
                 raise EmmyError(f"{where}: {canonical_config(config)} is not a valid config here")
