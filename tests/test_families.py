@@ -106,6 +106,14 @@ def test_check_keys_are_keys_of_the_kernel_and_its_reference_runs(name: str) -> 
     assert isinstance(expected, (torch.Tensor, tuple))
 
 
+def test_an_entry_asked_for_as_another_kind_is_a_one_line_error() -> None:
+    assert isinstance(registered_as("softmax", MeasuredFamily), KernelFamily)
+    with pytest.raises(EmmyError, match="family 'softmax' is a KernelFamily, not a ChoiceFamily"):
+        registered_as("softmax", ChoiceFamily)
+    with pytest.raises(EmmyError, match="family 'no_such' has no registry entry"):
+        registered_as("no_such", KernelFamily)
+
+
 def test_choice_families_offer_the_options_their_passes_build() -> None:
     assert registered_as("attention_path", ChoiceFamily).forks == {"path": PATHS}
     assert registered_as("attention_backward_path", ChoiceFamily).forks == {
