@@ -27,7 +27,7 @@ from xdsl.ir import Dialect
 from xdsl.irdl import irdl_attr_definition
 
 from emmy.dialects.fork import ConfigAttr, Option
-from emmy.dialects.records import PlainValue, RecordAttr
+from emmy.dialects.records import EvidenceAttr, PlainValue
 
 
 def _seconds(value: float | None) -> FloatAttr | NoneType:
@@ -44,7 +44,7 @@ def _int(value: int) -> IntegerAttr:
 
 
 @irdl_attr_definition
-class PinsEvidence(RecordAttr):
+class PinsEvidence(EvidenceAttr):
     """The pins set every fork.
 
     #evidence.pins<pins = #fork.config<vec = 4, algo = "online">>
@@ -61,7 +61,7 @@ class PinsEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class GoldenEvidence(RecordAttr):
+class GoldenEvidence(EvidenceAttr):
     """The entry of a golden file, and the median it was measured at (none if unrecorded).
 
     #evidence.golden<file = "recipes/gpt2/golden/emu.json", median_s = 2.5e-06 : f64>
@@ -79,7 +79,7 @@ class GoldenEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class DatabaseEvidence(RecordAttr):
+class DatabaseEvidence(EvidenceAttr):
     """The tuning database's rows: the fastest allowed ones (the pick first), its median
     and origin, and how many rows were measured at the key.
 
@@ -111,7 +111,7 @@ class DatabaseEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class TargetEvidence(RecordAttr):
+class TargetEvidence(EvidenceAttr):
     """The target default of a class of device: no evidence at the key.
 
     #evidence.target<device_class = "gpu", options = #fork.config<matmul = "vendor">>
@@ -129,7 +129,7 @@ class TargetEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class DefaultEvidence(RecordAttr):
+class DefaultEvidence(EvidenceAttr):
     """The declared defaults, or the valid config nearest them and the forks the
     constraints moved.
 
@@ -157,7 +157,7 @@ class DefaultEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class PriorEvidence(RecordAttr):
+class PriorEvidence(EvidenceAttr):
     """The prior's prediction for the pick, its dataset, and how many configs it scored.
 
     #evidence.prior<predicted_s = 1.0e-05 : f64, dataset = "ab12", configs_scored = 40 : i64>
@@ -180,7 +180,7 @@ class PriorEvidence(RecordAttr):
 
 
 @irdl_attr_definition
-class MeasuredRunnerUp(RecordAttr):
+class MeasuredRunnerUp(EvidenceAttr):
     """The second-fastest allowed row: its config, median and id.
 
     #evidence.measured_runner_up<config = #fork.config<vec = 2>, median_s = 3.0e-06 : f64, row = 7 : i64>
@@ -203,7 +203,7 @@ class MeasuredRunnerUp(RecordAttr):
 
 
 @irdl_attr_definition
-class PredictedRunnerUp(RecordAttr):
+class PredictedRunnerUp(EvidenceAttr):
     """The config the prior predicted second-fastest, and its prediction.
 
     #evidence.predicted_runner_up<config = #fork.config<vec = 2>, predicted_s = 2.0e-05 : f64>

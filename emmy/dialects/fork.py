@@ -68,7 +68,7 @@ from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey
-from emmy.dialects.records import PlainValue, RecordAttr, RecordedAttr
+from emmy.dialects.records import EvidenceAttr, PlainValue, RecordedAttr
 
 Option = int | str
 T = TypeVar("T")
@@ -213,12 +213,17 @@ class ProvenanceAttr(ParametrizedAttribute):
         _check_names("#fork.provenance", "fork", self.forks, self.sources)
 
 
-def _as_record(value: RecordAttr | Mapping[str, PlainValue]) -> RecordAttr:
-    return value if isinstance(value, RecordAttr) else RecordedAttr(value)
+def _as_record(value: EvidenceAttr | Mapping[str, PlainValue]) -> EvidenceAttr:
+    return value if isinstance(value, EvidenceAttr) else RecordedAttr(value)
+
+
+def _listed(record: EvidenceAttr) -> dict[str, PlainValue]:
+    """A record's values as the report lists them: every dict's keys sorted, the order it
+    has always listed them in."""
+    return {k: _sorted_json(v) for k, v in sorted(record.to_json().items())}
 
 
 def _sorted_json(value: PlainValue) -> PlainValue:
-    """The value with every dict's keys sorted: the order the report has always listed."""
     if isinstance(value, dict):
         return {k: _sorted_json(value[k]) for k in sorted(value)}
     if isinstance(value, list):
@@ -238,14 +243,14 @@ class DecisionAttr(ParametrizedAttribute):
 
     name = "fork.decision"
     oracle: StringAttr
-    evidence: RecordAttr
-    runner_up: RecordAttr | NoneAttr
+    evidence: EvidenceAttr
+    runner_up: EvidenceAttr | NoneAttr
 
     def __init__(
         self,
         oracle: str,
-        evidence: RecordAttr | Mapping[str, PlainValue],
-        runner_up: RecordAttr | Mapping[str, PlainValue] | None = None,
+        evidence: EvidenceAttr | Mapping[str, PlainValue],
+        runner_up: EvidenceAttr | Mapping[str, PlainValue] | None = None,
     ):
         super().__init__(
             StringAttr(oracle),
@@ -254,16 +259,10 @@ class DecisionAttr(ParametrizedAttribute):
         )
 
     def evidence_value(self) -> dict[str, PlainValue]:
-        value = _sorted_json(self.evidence.to_json())
-        assert isinstance(value, dict)
-        return value
+        return _listed(self.evidence)
 
     def runner_up_value(self) -> dict[str, PlainValue] | None:
-        if isinstance(self.runner_up, NoneAttr):
-            return None
-        value = _sorted_json(self.runner_up.to_json())
-        assert isinstance(value, dict)
-        return value
+        return None if isinstance(self.runner_up, NoneAttr) else _listed(self.runner_up)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:

@@ -62,7 +62,7 @@ from emmy.base.pointwise_ops import (
     Gives,
     PointwiseOp,
 )
-from emmy.dialects.records import PlainValue, RecordAttr
+from emmy.dialects.records import RecordAttr
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -2322,9 +2322,6 @@ class CoverageAttr(RecordAttr):
         counts: dict[str, int | dict[str, int]] = {n: _count(getattr(self, n)) for n in names}
         counts["per_element_ops"] = {op: _count(n) for op, n in self.per_element_ops.data.items()}
         return counts
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return dict(self.counts())
 
     def verify(self) -> None:
         if not all(isinstance(n, IntegerAttr) for n in self.per_element_ops.data.values()):

@@ -13,7 +13,6 @@ temporary's offset in one arena.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute, Dialect
@@ -23,7 +22,7 @@ from xdsl.utils.exceptions import VerifyException
 from emmy.base import dtypes
 from emmy.base.device_records import Call, FallbackEntry, TensorSpec
 from emmy.dialects import fallback
-from emmy.dialects.records import PlainValue, RecordAttr
+from emmy.dialects.records import RecordAttr
 
 
 def _ints(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:
@@ -46,8 +45,8 @@ class BufferAttr(RecordAttr):
     shape: ArrayAttr[IntegerAttr]
     dtype: StringAttr
 
-    def __init__(self, buffer: str, shape: Sequence[int], dtype: str):
-        super().__init__(StringAttr(buffer), _ints(shape), StringAttr(dtype))
+    def __init__(self, tensor: str, shape: Sequence[int], dtype: str):
+        super().__init__(StringAttr(tensor), _ints(shape), StringAttr(dtype))
 
     @classmethod
     def of(cls, spec: TensorSpec) -> BufferAttr:
@@ -58,9 +57,6 @@ class BufferAttr(RecordAttr):
 
     def dims(self) -> tuple[int, ...]:
         return tuple(d.value.data for d in self.shape)
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {"name": self.tensor.data, "shape": list(self.dims()), "dtype": self.dtype.data}
 
     def verify(self) -> None:
         if not dtypes.is_storage(self.dtype.data):
@@ -92,9 +88,6 @@ class CallAttr(RecordAttr):
 
     def buffer_names(self) -> tuple[str, ...]:
         return tuple(b.data for b in self.buffers)
-
-    def to_json(self) -> dict[str, PlainValue]:
-        return {"kernel": self.kernel.data, "buffers": list(self.buffer_names())}
 
 
 @irdl_attr_definition
@@ -167,10 +160,6 @@ class FallbackAttr(RecordAttr):
             "source": self.source.data,
         }
 
-    def to_json(self) -> dict[str, PlainValue]:
-        # fallback.to_json writes JSON values: numbers, strings, lists, dicts and None
-        return cast(dict[str, PlainValue], dict(self.entry()))
-
 
 @irdl_attr_definition
 class PlanAttr(RecordAttr):
@@ -226,26 +215,6 @@ class PlanAttr(RecordAttr):
             name: offset.value.data
             for name, offset in self.arena.data.items()
             if isinstance(offset, IntegerAttr)
-        }
-
-    def to_json(self) -> dict[str, PlainValue]:
-        def buffers(specs: ArrayAttr[BufferAttr]) -> list[PlainValue]:
-            return [spec.to_json() for spec in specs]
-
-        return {
-            "inputs": buffers(self.inputs),
-            "constants": buffers(self.constants),
-            "outputs": buffers(self.outputs),
-            "temporaries": buffers(self.temporaries),
-            "calls": [call.to_json() for call in self.calls],
-            "fallbacks": {
-                name: entry.to_json()
-                for name, entry in self.fallbacks.data.items()
-                if isinstance(entry, FallbackAttr)
-            },
-            "mutated_inputs": [name.data for name in self.mutated_inputs],
-            "arena": dict(self.offsets()),
-            "arena_bytes": self.arena_bytes.value.data,
         }
 
     def verify(self) -> None:

@@ -8,6 +8,7 @@ values a report lists.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping
 
 from xdsl.dialects.builtin import (
@@ -88,11 +89,7 @@ def unrecorded(attr: Attribute) -> Attribute | None:
 
 
 class RecordAttr(ParametrizedAttribute):
-    """A typed record: its fields print by name, in order (`<name = value, ...>`), and
-    `to_json` gives the values a report lists of it."""
-
-    def to_json(self) -> dict[str, PlainValue]:
-        raise NotImplementedError(f"{self.name} gives no JSON")
+    """A typed record: its fields print by name, in order (`<name = value, ...>`)."""
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
@@ -117,8 +114,16 @@ class RecordAttr(ParametrizedAttribute):
             printer.print_list(zip(names, self.parameters, strict=True), field)
 
 
+class EvidenceAttr(RecordAttr):
+    """What an oracle decided a site by, or the runner-up it weighed (a `#fork.decision`'s
+    parts): `to_json` gives the values the report lists of it."""
+
+    @abstractmethod
+    def to_json(self) -> dict[str, PlainValue]: ...
+
+
 @irdl_attr_definition
-class RecordedAttr(RecordAttr):
+class RecordedAttr(EvidenceAttr):
     """What an oracle of another package records, as JSON-like builtin attributes
     (`to_attr`): the built-in oracles' records are typed.
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from emmy.base.problem_key import ProblemKey
 
 if TYPE_CHECKING:
-    from emmy.dialects.records import PlainValue, RecordAttr
+    from emmy.dialects.records import EvidenceAttr, PlainValue
 
 Config = dict[str, int | str]
 
@@ -53,10 +53,10 @@ class SiteQuery:
 class Decision:
     config: Config
     oracle: str
-    #: a typed record (emmy.dialects.records.RecordAttr); an oracle of another package may
+    #: a typed record (emmy.dialects.evidence); an oracle of another package may
     #: give its own as JSON-like values, recorded as `#fork.recorded`
-    evidence: RecordAttr | Mapping[str, PlainValue]
-    runner_up: RecordAttr | Mapping[str, PlainValue] | None = None
+    evidence: EvidenceAttr | Mapping[str, PlainValue]
+    runner_up: EvidenceAttr | Mapping[str, PlainValue] | None = None
 
 
 class Decider(Protocol):
