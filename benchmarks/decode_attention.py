@@ -26,8 +26,7 @@ def path_program(key: dict, path: str):
     """The CUDA program of one path: its kernels at their declared defaults, and each
     launch's (kernel, its buffers' names)."""
     from emmy.backend.emit_cuda import emit_module
-    from emmy.dsl.fork_space import ForkSpace
-    from emmy.dsl.library import declaration, instantiate
+    from emmy.dsl.library import declaration
     from emmy.families.attention_decode_path import (
         COMBINE_FAMILY,
         DECODE_FAMILY,
@@ -35,6 +34,8 @@ def path_program(key: dict, path: str):
         queries_of,
     )
     from emmy.passes.specialize_forks import SpecializeForks
+    from emmy.sites.fork_space import ForkSpace
+    from emmy.sites.lower import instantiate
 
     if path == ONE_PASS:
         steps = [(DECODE_FAMILY, key, ("q", "k", "v", "length", "o"))]

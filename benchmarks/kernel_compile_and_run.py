@@ -28,10 +28,10 @@ def main() -> None:
     os.environ["EMMY_CACHE_DIR"] = tempfile.mkdtemp(prefix="emmy-bench-")
     from emmy.backend.nvrtc import compile_cuda
     from emmy.compiler import compile_variants
-    from emmy.dsl.fork_space import ForkSpace
     from emmy.dsl.library import declaration
     from emmy.runtime.device import BufferArg, Launch
     from emmy.runtime.emu import EmuDevice, compile_emu
+    from emmy.sites.fork_space import ForkSpace
 
     def default_config(family_name: str, key: dict) -> dict:
         """What a compile with no stores picks: the declared default, or the valid config

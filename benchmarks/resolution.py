@@ -16,11 +16,12 @@ from pathlib import Path
 
 from emmy.base.compile_options import CompileOptions
 from emmy.base.regime import regime_for
-from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import canonical_key, declaration, instantiate
+from emmy.dsl.library import canonical_key, declaration
 from emmy.passes.resolve_forks import record, site_query
 from emmy.recall.oracles import oracle_stack
 from emmy.recall.tuning_db import Row, TuningDB
+from emmy.sites.fork_space import ForkSpace
+from emmy.sites.lower import instantiate
 
 
 def populate(db: TuningDB, rows: int) -> list[dict]:

@@ -25,7 +25,6 @@ from emmy.base import dtypes
 from emmy.base.errors import KernelLaunchError
 from emmy.base.problem_key import INDEX_NAME
 from emmy.compiler import TensorSpec, Variant, compile_sites, poisoned
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import param_dtype
 from emmy.dsl.library import active_params, declaration
 from emmy.families.family import KernelFamily
@@ -35,6 +34,7 @@ from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.runtime.convert import from_storage, to_storage
 from emmy.runtime.device import BufferArg, Device, Launch
 from emmy.runtime.emu_serve import EAGER
+from emmy.sites.fork_space import ForkSpace
 
 
 def checked_families() -> list[str]:

@@ -38,7 +38,7 @@ from emmy.base.dtypes import dtype_name
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, arch_of
 from emmy.dialects import fork, graph
-from emmy.dsl.library import declaration, instantiate
+from emmy.dsl.library import declaration
 from emmy.passes.pipeline import COMPILE_PIPELINE, compile_pipeline
 from emmy.passes.plan_host import PlanHost, recorded_plan
 from emmy.passes.resolve_forks import ResolveForks, golden_imports
@@ -55,6 +55,7 @@ from emmy.program import (
     poisoned,
 )
 from emmy.runtime.emu import compile_emu
+from emmy.sites.lower import instantiate
 
 __all__ = [
     "Program",

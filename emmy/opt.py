@@ -23,10 +23,10 @@ from emmy.dialects.fork import Fork
 from emmy.dialects.graph import Graph
 from emmy.dialects.host import Host
 from emmy.dialects.kernel import Kernel
-from emmy.dsl.library import instantiate
 from emmy.dsl.parser import parse_source
 from emmy.passes.pipeline import PASSES
 from emmy.passes.verify import InvalidIR, verify_dominance
+from emmy.sites.lower import instantiate
 
 
 def _emmy_frontend(stream: IO[bytes]) -> ModuleOp:

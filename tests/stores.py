@@ -14,9 +14,10 @@ from emmy.base.compile_options import CompileOptions
 from emmy.base.regime import regime_for
 from emmy.compiler import compile_graph
 from emmy.dialects import kernel
-from emmy.dsl.library import declaration, instantiate
+from emmy.dsl.library import declaration
 from emmy.families.family import KernelFamily
 from emmy.recall.tuning_db import Row
+from emmy.sites.lower import instantiate
 
 SOFTMAX_KEY = "rows=8,cols=64,T=f32"
 SOFTMAX_DEFAULT = {

@@ -4,9 +4,10 @@ import pytest
 
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey, format_key, parse_key
-from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import declaration, declarations, instantiate
+from emmy.dsl.library import declaration, declarations
 from emmy.dsl.parser import DslError, parse_source
+from emmy.sites.fork_space import ForkSpace
+from emmy.sites.lower import instantiate
 
 GOOD = """
 kernel copy(x: in T[n], y: out T[n]) {

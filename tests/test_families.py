@@ -21,7 +21,6 @@ from emmy.base.device_records import BufferArg, VendorAttention, VendorConv, Ven
 from emmy.base.errors import EmmyError
 from emmy.cli import main
 from emmy.dialects import graph
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import declaration, declarations
 from emmy.families import conv_path, conv_weight_path
 from emmy.families.attention_path import PATHS
@@ -31,6 +30,7 @@ from emmy.families.registry import discover, of_kind, registered_as
 from emmy.frontend.cache import parse_graph
 from emmy.passes.fuse_graph import FuseGraph
 from emmy.program import host_call_of
+from emmy.sites.fork_space import ForkSpace
 
 
 def _family_folders(root: Path, folders: dict[str, str]) -> ModuleType:

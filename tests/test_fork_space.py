@@ -11,8 +11,10 @@ import pytest
 from emmy.base.errors import DslError, EmmyError
 from emmy.base.problem_key import ProblemKey
 from emmy.dialects import fork
-from emmy.dsl.fork_space import ForkSpace
-from emmy.dsl.library import declaration, instantiate
+from emmy.dsl.library import declaration
+from emmy.dsl.parser import parse_expression
+from emmy.sites.fork_space import ForkSpace
+from emmy.sites.lower import instantiate
 
 KEY = {"rows": 4, "cols": 1000, "T": "f32"}
 
@@ -23,7 +25,11 @@ def test_a_declaration_has_one_space_of_its_parsed_constraints() -> None:
     assert ForkSpace.of(declaration("softmax")) is space
     assert space.names == tuple(f.name for f in decl.forks)
     # the constraints are the declaration's own parsed expressions, not text read again
-    assert [f.constraint for f in space.forks] == [f.where for f in decl.forks]
+    held = [None if f.constraint is None else f.constraint.expr for f in space.forks]
+    assert held == [f.where for f in decl.forks]
+    # and a site's knobs hold them as the IR's attributes, the same trees
+    site = instantiate(decl, KEY, "softmax_0")
+    assert [k.constraint and k.constraint.data for k in site.knobs()] == held
 
 
 def test_the_default_moves_to_the_nearest_valid_config() -> None:
@@ -102,7 +108,7 @@ def test_a_site_the_compiler_made_has_its_declarations_space() -> None:
 
 def test_a_site_written_by_hand_has_the_space_of_its_knobs() -> None:
     site = fork.SiteOp("s", "softmax", ProblemKey.parse("rows=4,cols=6,T=f32"))
-    site.body.block.add_op(fork.KnobOp("vec", [1, 2, 4], 4, "cols % vec == 0"))
+    site.body.block.add_op(fork.KnobOp("vec", [1, 2, 4], 4, parse_expression("cols % vec == 0")))
     space = ForkSpace.of_site(site)
     assert space.names == ("vec",)
     assert list(space.configs({"cols": 6})) == [{"vec": 1}, {"vec": 2}]
@@ -111,6 +117,6 @@ def test_a_site_written_by_hand_has_the_space_of_its_knobs() -> None:
 
 def test_a_constraint_that_cannot_be_evaluated_names_its_site() -> None:
     site = fork.SiteOp("s", "f", ProblemKey.parse("n=6"))
-    site.body.block.add_op(fork.KnobOp("vec", [1, 2], 1, "n % (vec - 1) == 0"))
+    site.body.block.add_op(fork.KnobOp("vec", [1, 2], 1, parse_expression("n % (vec - 1) == 0")))
     with pytest.raises(EmmyError, match=r"site s: constraint of fork 'vec' \(n % \(vec - 1\)"):
         list(ForkSpace.of_site(site).configs({"n": 6}))

@@ -12,8 +12,9 @@ from emmy.base.errors import EmmyError
 from emmy.check import case, check
 from emmy.cli import main
 from emmy.dsl.keys import canonical_key
-from emmy.dsl.library import declaration, instantiate
+from emmy.dsl.library import declaration
 from emmy.runtime.emu import EmuDevice
+from emmy.sites.lower import instantiate
 
 #: 2 * (2^30 + 8) elements: just over 2^31, in rows that are not a power of two
 WIDE = "torch.relu(torch.randn(2, 2**30 + 8) * 2.0)"

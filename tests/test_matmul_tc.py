@@ -10,9 +10,9 @@ from xdsl.dialects.builtin import Float32Type, TensorType, f16
 from xdsl.ir import Block
 
 from emmy.dialects import graph
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import active_params, declaration
 from emmy.families.matmul import matmul_key
+from emmy.sites.fork_space import ForkSpace
 
 #: shared memory a block may have on A100 (164 KiB) and H100/H200 (228 KiB), with room
 SHARED_LIMIT = 160 * 1024

@@ -22,11 +22,11 @@ from emmy.base.errors import EmmyError
 from emmy.base.problem_key import format_key, parse_key
 from emmy.base.regime import regime_for
 from emmy.cli import main
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import declaration
 from emmy.recall.prior import FamilyModel, load_prior, read_prior, write_prior
 from emmy.recall.prior_features import FeatureSpec, load_dataset, split_of
 from emmy.recall.tuning_db import TuningDB, canonical_config
+from emmy.sites.fork_space import ForkSpace
 
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 DEVICES = {

@@ -35,8 +35,8 @@ from emmy.backend.nvrtc import compile_cuda
 from emmy.backend.occupancy import devices_of, occupancy
 from emmy.base.problem_key import parse_key
 from emmy.compiler import Variant, compile_sites
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import declaration, declarations
+from emmy.sites.fork_space import ForkSpace
 
 SITES = Path(__file__).parent / "data" / "recipe-site-keys.json"
 TARGET = "nvidia-h200-sm90"

@@ -6,11 +6,6 @@ line. The others are emmy's own signals between its layers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from lark import Token, Tree
-
 
 class EmmyError(Exception):
     """A failure caused by the user's input or environment, reported without a traceback."""
@@ -35,12 +30,12 @@ class ConversionError(EmmyError):
 
 
 class EvaluationError(Exception):
-    """An expression of the kernel language cannot be evaluated; `node` is the parse tree
-    (a lark Tree or Token) it failed at, so the caller can report it as a DslError there."""
+    """An expression of the kernel language cannot be evaluated; `at` is the line and
+    column of the node it failed at, so the caller can report it as a DslError there."""
 
-    def __init__(self, node: Tree | Token, message: str):
+    def __init__(self, at: tuple[int, int], message: str):
         super().__init__(message)
-        self.node = node
+        self.at = at
 
 
 class EmitError(EmmyError):

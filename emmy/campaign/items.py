@@ -38,7 +38,6 @@ from emmy.base.regime import regime_for
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
 from emmy.dataset.dataset_store import Cell, cell
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import active_params, complete_key, param_dtype
 from emmy.dsl.library import declaration, declarations
 from emmy.families.family import ChoiceFamily, HostCallFamily
@@ -46,6 +45,7 @@ from emmy.families.registry import FAMILIES, registered_as
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
 from emmy.program import Choice, PathCall
 from emmy.recall.tuning_db import canonical_config
+from emmy.sites.fork_space import ForkSpace
 
 CAMPAIGN_FORMAT = "emmy-campaign"
 CAMPAIGN_SCHEMA = 1

@@ -22,13 +22,13 @@ from emmy.build import build_program
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.campaign.grid import grid
 from emmy.campaign.items import Campaign, Item
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import declaration
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES
 from emmy.frontend.cache import traced_graph_text
 from emmy.measure.bench import program_sites
 from emmy.program import Program
+from emmy.sites.fork_space import ForkSpace
 
 #: the oracle stack of a planning compile: the pins, else the declared defaults
 PLAN_ORACLES = ("pins", "default")

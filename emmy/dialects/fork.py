@@ -69,6 +69,9 @@ from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey
 from emmy.dialects.records import EvidenceAttr, PlainValue, RecordedAttr
+from emmy.dsl.ast import Expr
+from emmy.dsl.parser import parse_expression
+from emmy.dsl.unparse import unparse
 
 Option = int | str
 T = TypeVar("T")
@@ -331,6 +334,44 @@ def parse_problem_key(parser: AttrParser) -> ProblemKey:
 
 
 @irdl_attr_definition
+class ConstraintAttr(Data[Expr]):
+    """A fork's constraint, as the kernel language's syntax tree (emmy.dsl.ast), which the
+    fork space evaluates; it prints as the expression's text:
+
+        #fork.constraint<"cols % vec == 0">
+
+    (a knob shows the text alone: `fork.knob "vec" [1, 2, 4] default 4 where "..."`)."""
+
+    name = "fork.constraint"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Expr:
+        with parser.in_angle_brackets():
+            return parse_constraint(parser)
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(f'<"{self}">')
+
+    def __str__(self) -> str:
+        return unparse(self.data)
+
+    def verify(self) -> None:
+        if not isinstance(self.data, Expr):
+            raise VerifyException(f"#fork.constraint holds an expression, not {self.data!r}")
+
+
+def parse_constraint(parser: AttrParser) -> Expr:
+    """A constraint written as its text (a string literal); a malformed one is a parse
+    error, its one line."""
+    start = parser.pos
+    text = parser.parse_str_literal()
+    try:
+        return parse_expression(text, "<fork constraint>")
+    except EmmyError as error:
+        parser.raise_error(str(error), start, parser.pos)
+
+
+@irdl_attr_definition
 class PathCallAttr(ParametrizedAttribute):
     """One kernel call of an option of a host-level choice, with what a bench needs to run
     it alone: the family, key and config of its site and the types of its tensors.
@@ -562,7 +603,7 @@ class KnobOp(IRDLOperation):
     knob_name = prop_def(StringAttr, prop_name="name")
     options = prop_def(ArrayAttr)
     default = prop_def(Attribute)
-    constraint = opt_prop_def(StringAttr)
+    constraint = opt_prop_def(ConstraintAttr)
     value = opt_prop_def(Attribute)
     provenance = opt_prop_def(StringAttr)
     result = result_def(i32)
@@ -572,15 +613,15 @@ class KnobOp(IRDLOperation):
         name: str,
         options: Sequence[Option],
         default: Option,
-        constraint: str | None = None,
+        constraint: Expr | None = None,
     ):
         properties: dict[str, Attribute] = {
             "name": StringAttr(name),
             "options": ArrayAttr([option_attr(o) for o in options]),
             "default": option_attr(default),
         }
-        if constraint:
-            properties["constraint"] = StringAttr(constraint)
+        if constraint is not None:
+            properties["constraint"] = ConstraintAttr(constraint)
         super().__init__(properties=properties, result_types=[i32])
 
     @property
@@ -605,7 +646,7 @@ class KnobOp(IRDLOperation):
         printer.print_string("] default ")
         _print_option(printer, option_value(self.default))
         if self.constraint is not None:
-            printer.print_string(f' where "{self.constraint.data}"')
+            printer.print_string(f' where "{self.constraint}"')
         if self.value is not None:
             printer.print_string(" = ")
             _print_option(printer, option_value(self.value))
@@ -623,7 +664,7 @@ class KnobOp(IRDLOperation):
         default = _parse_option(parser)
         constraint = None
         if parser.parse_optional_keyword("where"):
-            constraint = parser.parse_str_literal()
+            constraint = parse_constraint(parser)
         op = cls(name, options, default, constraint)
         if parser.parse_optional_punctuation("="):
             op.value = option_attr(_parse_option(parser))
@@ -809,6 +850,7 @@ Fork = Dialect(
     [
         SiteKindAttr,
         ProblemKeyAttr,
+        ConstraintAttr,
         ConfigAttr,
         ProvenanceAttr,
         DecisionAttr,

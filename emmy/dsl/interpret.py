@@ -1,20 +1,34 @@
 """Evaluates kernel-language expressions over a problem key and a config, in Python.
 
 Used for fork constraints (which configs are valid for a key) and the conditions of a
-kernel's parameters, before any IR is built; both are read from their declaration's parse
-tree, never from text.
+kernel's parameters, before any IR is built; both are syntax trees (emmy.dsl.ast), in their
+declaration or in a knob's constraint, never text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
-
-from lark import Token, Tree
 
 from emmy.base import dtypes
 from emmy.base.errors import EvaluationError
-from emmy.dsl.nodes import token
+from emmy.dsl.ast import (
+    And,
+    Call,
+    Compare,
+    Expr,
+    FloatLit,
+    Index,
+    Infix,
+    IntLit,
+    Name,
+    Neg,
+    Not,
+    Operator,
+    Or,
+    names_read,
+)
 
 Value = int | float | str | bool
 
@@ -58,61 +72,50 @@ def _negative(value: Any) -> Value:
     return -value
 
 
-def evaluate(
-    node: Tree | Token, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()
-) -> Value:
+def evaluate(expr: Expr, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> Value:
     """The value of an expression; names not in `env` but in `symbols` stand for themselves."""
-    if isinstance(node, Token):
-        raise EvaluationError(node, f"unexpected {node!s}")
-    kind = node.data
-    children = node.children
-    if kind == "int_lit":
-        return int(token(children[0]))
-    if kind == "float_lit":
-        return float(token(children[0]))
-    if kind == "name":
-        name = str(children[0])
-        if name in env:
-            return env[name]
-        if name in symbols or dtypes.is_storage(name):  # a symbolic option, or a dtype (T == bf16)
-            return name
-        raise EvaluationError(node, f"unknown name {name!r}")
-    if kind == "neg":
-        return _negative(evaluate(children[0], env, symbols))
-    if kind == "not_":
-        return not evaluate(children[0], env, symbols)
-    if kind == "and_expr":
-        return all(evaluate(c, env, symbols) for c in children)
-    if kind == "or_expr":
-        return any(evaluate(c, env, symbols) for c in children)
-    if kind in ("sum_expr", "product", "cmp_expr"):
-        value = evaluate(children[0], env, symbols)
-        for op, rhs in zip(children[1::2], children[2::2], strict=True):
+    match expr:
+        case IntLit(value) | FloatLit(value=value):
+            return value
+        case Name(name):
+            if name in env:
+                return env[name]
+            if name in symbols or dtypes.is_storage(name):  # a symbolic option, or a dtype
+                return name
+            raise EvaluationError(expr.at, f"unknown name {name!r}")
+        case Neg(operand):
+            return _negative(evaluate(operand, env, symbols))
+        case Not(operand):
+            return not evaluate(operand, env, symbols)
+        case And(operands):
+            return all(evaluate(o, env, symbols) for o in operands)
+        case Or(operands):
+            return any(evaluate(o, env, symbols) for o in operands)
+        case Compare(lhs, op, rhs):
+            return _apply(expr, evaluate(lhs, env, symbols), op, evaluate(rhs, env, symbols))
+        case Infix(first, rest):
+            value = evaluate(first, env, symbols)
+            for op, rhs in rest:
+                value = _apply(expr, value, op, evaluate(rhs, env, symbols))
+            return value
+        case Call(function_name, args):
+            function = FUNCTIONS.get(function_name)
+            if function is None:
+                raise EvaluationError(expr.at, f"{function_name}() cannot be used here")
+            values = [evaluate(a, env, symbols) for a in args]
             try:
-                value = BINARY[str(op)](value, evaluate(rhs, env, symbols))
-            except (ZeroDivisionError, TypeError) as error:
-                raise EvaluationError(node, str(error)) from None
-        return value
-    if kind == "call":
-        fname = str(children[0])
-        function = FUNCTIONS.get(fname)
-        if function is None:
-            raise EvaluationError(node, f"{fname}() cannot be used here")
-        args = [evaluate(a, env, symbols) for a in children[1].children] if children[1] else []
-        try:
-            return function(*args)
-        except (TypeError, ValueError) as error:
-            raise EvaluationError(node, f"{fname}(): {error}") from None
-    raise EvaluationError(node, f"{kind} cannot be used here")
+                return function(*values)
+            except (TypeError, ValueError) as error:
+                raise EvaluationError(expr.at, f"{function_name}(): {error}") from None
+    assert isinstance(expr, Index), f"{type(expr).__name__} is not an expression"
+    raise EvaluationError(expr.at, "indexing cannot be used here")
 
 
-def names_read(node: Tree | Token) -> set[str]:
-    """The names an expression reads."""
-    if isinstance(node, Token):
-        return set()
-    if node.data == "name":
-        return {str(node.children[0])}
-    return set().union(set(), *(names_read(c) for c in node.children if c is not None))
+def _apply(expr: Expr, lhs: Value, op: Operator, rhs: Value) -> Value:
+    try:
+        return BINARY[op](lhs, rhs)
+    except (ZeroDivisionError, TypeError) as error:
+        raise EvaluationError(expr.at, str(error)) from None
 
 
 class Condition:
@@ -124,10 +127,15 @@ class Condition:
     #: combinations of values remembered per condition, before it starts afresh
     REMEMBERED = 65536
 
-    def __init__(self, tree: Tree):
-        self.tree = tree
-        self.names = tuple(sorted(names_read(tree)))
+    def __init__(self, expr: Expr):
+        self.expr = expr
+        self.names = tuple(sorted(names_read(expr)))
         self._known: dict[tuple, bool] = {}
+
+    @staticmethod
+    def of(expr: Expr) -> Condition:
+        """The condition of an expression, one per expression (equal ones share it)."""
+        return _condition(expr)
 
     def holds(self, env: Mapping[str, Value]) -> bool:
         values = tuple(env.get(name, _MISSING) for name in self.names)
@@ -138,8 +146,13 @@ class Condition:
         symbols = frozenset(self.names).difference(given)
         if len(self._known) >= self.REMEMBERED:
             self._known.clear()
-        known = self._known[values] = bool(evaluate(self.tree, given, symbols))
+        known = self._known[values] = bool(evaluate(self.expr, given, symbols))
         return known
 
 
 _MISSING = object()
+
+
+@cache
+def _condition(expr: Expr) -> Condition:
+    return Condition(expr)

@@ -8,10 +8,8 @@ there is its text, whose expression is read here, once per text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import cache
-
-from lark import Token, Tree
 
 from emmy.base import dtypes
 from emmy.base.problem_key import (
@@ -22,9 +20,9 @@ from emmy.base.problem_key import (
     ProblemKey,
     plain_values,
 )
+from emmy.dsl.ast import Expr, KernelDecl, Name, Param, renamed, walk
 from emmy.dsl.interpret import Condition
-from emmy.dsl.nodes import token
-from emmy.dsl.parser import DslError, KernelDecl, Param, parse_expression
+from emmy.dsl.parser import DslError, parse_expression
 from emmy.dsl.unparse import unparse
 
 _INPUT_NAME = re.compile(r"in(0|[1-9][0-9]*)")
@@ -33,13 +31,13 @@ _INPUT_NAME = re.compile(r"in(0|[1-9][0-9]*)")
 # -- the chains of a key ------------------------------------------------------------------
 
 
-def chain_tree(chain: Chain | str, where: str = "<chain of a key>") -> Tree:
+def chain_tree(chain: Chain | str, where: str = "<chain of a key>") -> Expr:
     """The expression of a chain (or of a chain's text)."""
     return _parsed_chain(str(chain), where)
 
 
 @cache
-def _parsed_chain(text: str, where: str) -> Tree:
+def _parsed_chain(text: str, where: str) -> Expr:
     # a model's layers repeat their keys: each chain text is parsed once (a tree is never
     # changed in place)
     return parse_expression(text, where)
@@ -53,7 +51,7 @@ def parse_chain(text: str, where: str = "<chain of a key>") -> Chain:
 
 def rename_chain(chain: Chain, names: Mapping[str, str]) -> Chain:
     """The chain with each name in `names` replaced, all at once."""
-    return Chain(unparse(_renamed(chain_tree(chain), names), grouped=True))
+    return Chain(unparse(renamed(chain_tree(chain), names), grouped=True))
 
 
 def shift_chain(chain: Chain, by: int) -> Chain:
@@ -64,33 +62,11 @@ def shift_chain(chain: Chain, by: int) -> Chain:
 def chain_inputs(chain: Chain) -> list[int]:
     """The numbers of the inputs the chain reads, in order of first use."""
     numbers: list[int] = []
-    for name in _names(chain_tree(chain)):
-        match = _INPUT_NAME.fullmatch(name)
+    for node in walk(chain_tree(chain)):
+        match = _INPUT_NAME.fullmatch(node.id) if isinstance(node, Name) else None
         if match and int(match.group(1)) not in numbers:
             numbers.append(int(match.group(1)))
     return numbers
-
-
-def _names(node: Tree | Token) -> Iterator[str]:
-    if isinstance(node, Token):
-        return
-    if node.data == "name":
-        yield str(node.children[0])
-        return
-    for child in node.children:
-        if isinstance(child, Tree):
-            yield from _names(child)
-
-
-def _renamed(node: Tree | Token, names: Mapping[str, str]) -> Tree | Token:
-    if isinstance(node, Token):
-        return node
-    if node.data == "name":
-        (child,) = node.children
-        name = token(child)
-        return Tree("name", [name.update(value=names.get(str(name), str(name)))])
-    children = [c if c is None else _renamed(c, names) for c in node.children]
-    return Tree(node.data, children)
 
 
 # -- a key against its kernel's declaration ----------------------------------------------
@@ -152,11 +128,11 @@ def active_params(decl: KernelDecl, key: Mapping[str, KeyValue]) -> list[Param]:
     return [p for p in decl.params if p.when is None or _present(p.when, full)]
 
 
-def _present(condition: Condition, key: Mapping[str, int | str]) -> bool:
+def _present(condition: Expr, key: Mapping[str, int | str]) -> bool:
     """Whether a parameter's condition holds at a key: a bare key name where it is `yes`."""
-    if condition.tree.data == "name":
-        return str(key.get(condition.names[0])) == "yes"
-    return condition.holds(key)
+    if isinstance(condition, Name):
+        return str(key.get(condition.id)) == "yes"
+    return Condition.of(condition).holds(key)
 
 
 def param_dtype(param: Param, key: Mapping[str, int | str]) -> str:

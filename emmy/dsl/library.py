@@ -4,17 +4,14 @@ of a family; the family's registry entry (emmy.families.registry) is the rest.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 from emmy.base.errors import EmmyError
 from emmy.base.paths import library_dirs
-from emmy.base.problem_key import KeyValue
-from emmy.dialects import fork
+from emmy.dsl.ast import KernelDecl
 from emmy.dsl.keys import active_params, canonical_key, complete_key
-from emmy.dsl.lower import Lowering
-from emmy.dsl.parser import KernelDecl, parse_file
+from emmy.dsl.parser import parse_file
 
 
 def declarations() -> dict[str, KernelDecl]:
@@ -56,15 +53,9 @@ def declaration(name: str) -> KernelDecl:
     return decl
 
 
-def instantiate(decl: KernelDecl, key: Mapping[str, KeyValue], site_name: str) -> fork.SiteOp:
-    """The site of `decl` for one problem key, with all its forks unresolved."""
-    return Lowering(decl, key, site_name).site()
-
-
 __all__ = [
     "declarations",
     "declaration",
-    "instantiate",
     "canonical_key",
     "active_params",
     "complete_key",

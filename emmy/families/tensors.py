@@ -8,12 +8,12 @@ import math
 from collections.abc import Callable
 
 import torch
-from lark import Token, Tree
 
 from emmy.base import dtypes
 from emmy.base.dtypes import torch_dtype
 from emmy.base.pointwise_ops import BOOL, BY_CALL, CONVERT_TARGETS, PARAM
 from emmy.base.problem_key import parse_input_kinds
+from emmy.dsl import ast
 from emmy.dsl.keys import chain_tree
 
 _FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -29,34 +29,25 @@ _BINARY = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}
 _NAMED_FLOATS = {"inf": math.inf, "nan": math.nan}
 
 
-def _chain(node: Tree | Token, inputs: dict[str, torch.Tensor]):
-    if isinstance(node, Token):
-        raise TypeError(f"a chain's {node!s} where an expression should be")
-    kind = node.data
-    if kind == "float_lit":
-        return float(_text(node))
-    if kind == "int_lit":
-        return int(_text(node))
-    if kind == "name":
-        name = _text(node)
-        return _NAMED_FLOATS[name] if name in _NAMED_FLOATS else inputs[name]
-    if kind == "neg":
-        return -_chain(node.children[0], inputs)
-    if kind == "call":
-        name = str(node.children[0])
-        args = [_chain(arg, inputs) for arg in node.children[1].children]
-        if name in _FUNCTIONS:
-            return _FUNCTIONS[name](as_tensor(args[0]))
-        return _pointwise(name, args)
-    value = _chain(node.children[0], inputs)
-    for op, rhs in zip(node.children[1::2], node.children[2::2], strict=True):
-        value = _BINARY[str(op)](as_tensor(value), _chain(rhs, inputs))
-    return value
-
-
-def _text(node: Tree) -> str:
-    """The text of a literal's or a name's token."""
-    return str(node.children[0])
+def _chain(node: ast.Expr, inputs: dict[str, torch.Tensor]):
+    match node:
+        case ast.FloatLit() | ast.IntLit():
+            return node.value
+        case ast.Name(name):
+            return _NAMED_FLOATS[name] if name in _NAMED_FLOATS else inputs[name]
+        case ast.Neg(operand):
+            return -_chain(operand, inputs)
+        case ast.Call(name, args):
+            values = [_chain(arg, inputs) for arg in args]
+            if name in _FUNCTIONS:
+                return _FUNCTIONS[name](as_tensor(values[0]))
+            return _pointwise(name, values)
+        case ast.Infix(first, rest):
+            value = _chain(first, inputs)
+            for op, rhs in rest:
+                value = _BINARY[op](as_tensor(value), _chain(rhs, inputs))
+            return value
+    raise TypeError(f"a chain's {type(node).__name__} where an operation should be")
 
 
 def _pointwise(name: str, args: list) -> torch.Tensor:

@@ -37,7 +37,6 @@ from emmy.base.errors import EmmyError, KernelCompileError, KernelLaunchError
 from emmy.base.problem_key import parse_key
 from emmy.base.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.library import active_params, complete_key, declaration
 from emmy.families.family import HostCallFamily, MeasuredFamily
 from emmy.families.registry import FAMILIES, of_kind
@@ -52,6 +51,7 @@ from emmy.runtime.convert import (
 )
 from emmy.runtime.device import BufferArg, Device, Launch, Step, Timing
 from emmy.runtime.faults import is_timeout
+from emmy.sites.fork_space import ForkSpace
 
 #: a timing whose interquartile range exceeds this fraction of its median is unstable; the
 #: emulator shares the CPU with everything else on the machine, so it is allowed more

@@ -43,13 +43,13 @@ from emmy.base.errors import EmmyError
 from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import declaration, instantiate
-from emmy.dsl.lower import NarrowIndexError
+from emmy.dsl.library import declaration
 from emmy.families.chains import is_elementwise
 from emmy.families.family import Fusion, HostCallFamily, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 from emmy.passes.site_table import SiteTable
+from emmy.sites.lower import NarrowIndexError, instantiate
 
 # emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]

@@ -38,9 +38,9 @@ from emmy.base.compile_options import CompileOptions
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU
 from emmy.dialects import fork
-from emmy.dsl.fork_space import ForkSpace
 from emmy.recall.oracles import oracle_stack
 from emmy.recall.query import Decider, Decision, SiteQuery
+from emmy.sites.fork_space import ForkSpace
 
 #: the module attribute resolve-forks records the golden imports' lines in
 GOLDEN_IMPORTS = "golden_imports"

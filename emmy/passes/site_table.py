@@ -22,7 +22,8 @@ from xdsl.rewriter import InsertPoint
 from emmy.base.problem_key import KeyValue, ProblemKey
 from emmy.dialects import fork
 from emmy.dsl.keys import problem_key
-from emmy.dsl.library import declaration, instantiate
+from emmy.dsl.library import declaration
+from emmy.sites.lower import instantiate
 
 
 @dataclass

@@ -37,7 +37,6 @@ from emmy.base.identity import device_class
 from emmy.base.problem_key import ProblemKey
 from emmy.base.regime import Regime, regime_for
 from emmy.dialects import evidence
-from emmy.dsl.fork_space import ForkSpace, nearest_config
 from emmy.dsl.library import declarations
 from emmy.families.family import ChoiceFamily
 from emmy.families.registry import FAMILIES, choice_forks
@@ -45,6 +44,7 @@ from emmy.recall.golden import GoldenFile, golden_paths, import_golden, load_gol
 from emmy.recall.prior import load_prior
 from emmy.recall.query import Decision, SiteQuery
 from emmy.recall.tuning_db import Row, TuningDB
+from emmy.sites.fork_space import ForkSpace, nearest_config
 
 
 @dataclass

@@ -415,8 +415,8 @@ def _declaration(family: str) -> tuple[dict[str, tuple], dict[str, Value]]:
     """What the library declares of a family: each fork's options, and the defaults of the
     key's optional names (nothing for a family the library does not know)."""
     # the library loads xDSL, which a program-cache hit (it reads prior_files()) does not
-    from emmy.dsl.fork_space import ForkSpace
     from emmy.dsl.library import declarations
+    from emmy.sites.fork_space import ForkSpace
 
     decl = declarations().get(family)
     if decl is None:

@@ -19,7 +19,6 @@ import torch
 import emmy.api
 from emmy.base import dtypes
 from emmy.compiler import compile_variants
-from emmy.dsl.fork_space import ForkSpace
 from emmy.dsl.keys import complete_key
 from emmy.dsl.library import canonical_key, declaration
 from emmy.families.family import KernelFamily
@@ -28,6 +27,7 @@ from emmy.measure.bench_worker import ends_worker
 from emmy.measure.reference import as_outputs, reference, tolerance
 from emmy.runtime.convert import compare, from_storage
 from emmy.runtime.device import BufferArg, Launch
+from emmy.sites.fork_space import ForkSpace
 from gpucheck.settings import CARRIED, CHUNK, REPETITIONS, SWEEP_SHARE, UNITS
 
 # --- what a part sees --------------------------------------------------------------------

@@ -46,3 +46,19 @@ fork.site @s "f" "n=1,oops" {
 ^bb0:
 }) : () -> ()
 // CHECK: problem key n=1,T=f32,n=2: n given more than once
+
+// -----
+
+// A knob's constraint is an expression of the kernel language, parsed with the IR.
+fork.site @s "f" "n=4" {
+  %vec = fork.knob "vec" [1, 2] default 1 where "n % % vec"
+}
+// CHECK: <fork constraint>:1:5: unexpected '%'; expected one of:
+
+// -----
+
+"fork.site"() <{sym_name = "s", family = "f", key = #fork.key<"n=4">}> ({
+^bb0:
+  %vec = "fork.knob"() <{name = "vec", options = [1, 2], default = 1, constraint = #fork.constraint<"n ==">}> : () -> i32
+}) : () -> ()
+// CHECK: <fork constraint>:1:3: unexpected end of file

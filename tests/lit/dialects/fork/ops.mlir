@@ -6,6 +6,9 @@ fork.site @scale_0 "scale" "n=64,T=f32" {
   // CHECK: %{{.*}} = fork.knob "threads" [64, 128, 256] default 128
   %vec = fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
   // CHECK-NEXT: fork.knob "vec" [1, 2, 4] default 4 where "n % vec == 0"
+  // A constraint is held as its syntax tree: it prints back in the parentheses it needs.
+  %rows = fork.knob "rows" [1, 2] default 1 where "((n % (rows)))==0 && (n > 1 || rows == 1)"
+  // CHECK-NEXT: fork.knob "rows" [1, 2] default 1 where "n % rows == 0 && (n > 1 || rows == 1)"
   %algo = fork.knob "algo" ["a", "b"] default "a" = "b" by "pin"
   // CHECK-NEXT: fork.knob "algo" ["a", "b"] default "a" = "b" by "pin"
   kernel.func @scale_0(%x : !kernel.ptr<f32> "x") {

@@ -17,12 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from lark import Token, Tree
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from emmy.base import dtypes
+from emmy.base.errors import DslError
 from emmy.base.pointwise_ops import (
     BY_CALL,
     CONDITION,
@@ -31,8 +31,7 @@ from emmy.base.pointwise_ops import (
     PointwiseOp,
 )
 from emmy.dialects import kernel
-from emmy.dsl.nodes import token
-from emmy.dsl.parser import DslError
+from emmy.dsl import ast
 
 #: integer arithmetic of the chains' infix operators (division is on floats: an integer
 #: division is true division, done after a conversion)
@@ -42,17 +41,17 @@ _FLOAT_NAMES = {"inf": math.inf, "nan": math.nan}
 
 
 class _Lowering(Protocol):
-    """What a chain needs of the kernel's lowering (emmy.dsl.lower.Lowering)."""
+    """What a chain needs of the kernel's lowering (emmy.sites.lower.Lowering)."""
 
     def add(self, op: Operation) -> SSAValue: ...
 
     def const_float(self, value: float) -> SSAValue: ...
 
-    def binary(self, node: Tree, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue: ...
+    def binary(self, node: ast.Expr, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue: ...
 
-    def builtin(self, node: Tree, fname: str, args: list[SSAValue]) -> SSAValue: ...
+    def builtin(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue: ...
 
-    def error(self, node: Tree | Token, message: str) -> DslError: ...
+    def error(self, node: ast.Node, message: str) -> DslError: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ class ChainLowering:
         return self.lowering.add(op)
 
     # -- values -------------------------------------------------------------------------
-    def value(self, node: Tree, want: Attribute | None = None) -> SSAValue:
+    def value(self, node: ast.Expr, want: Attribute | None = None) -> SSAValue:
         """The SSA value of a chain node; a literal becomes a constant of type `want`."""
         operand = self.operand(node)
         if isinstance(operand, Literal):
@@ -94,31 +93,29 @@ class ChainLowering:
             return self.cast(operand, want)
         return operand
 
-    def operand(self, node: Tree) -> SSAValue | Literal:
-        kind = node.data
-        if kind == "float_lit":
-            return Literal(float(token(node.children[0])))
-        if kind == "int_lit":
-            return Literal(int(token(node.children[0])))
-        if kind == "name":
-            return self.name(node)
-        if kind == "neg":
-            return self.negate(node)
-        if kind == "call":
-            return self.call(node)
-        if kind in ("sum_expr", "product"):
-            return self.infix(node)
+    def operand(self, node: ast.Expr) -> SSAValue | Literal:
+        match node:
+            case ast.FloatLit() | ast.IntLit():
+                return Literal(node.value)
+            case ast.Name():
+                return self.name(node)
+            case ast.Neg():
+                return self.negate(node)
+            case ast.Call():
+                return self.call(node)
+            case ast.Sum() | ast.Product():
+                return self.infix(node)
+        kind = type(node).__name__.lower()
         raise self.lowering.error(node, f"{kind} is not an operation of an elementwise chain")
 
-    def name(self, node: Tree) -> SSAValue | Literal:
-        name = str(node.children[0])
-        if name in _FLOAT_NAMES:
-            return Literal(_FLOAT_NAMES[name])
-        if name not in self.names:
-            raise self.lowering.error(node, f"unknown name {name!r} in an elementwise chain")
-        return self.names[name]
+    def name(self, node: ast.Name) -> SSAValue | Literal:
+        if node.id in _FLOAT_NAMES:
+            return Literal(_FLOAT_NAMES[node.id])
+        if node.id not in self.names:
+            raise self.lowering.error(node, f"unknown name {node.id!r} in an elementwise chain")
+        return self.names[node.id]
 
-    def constant(self, node: Tree, literal: Literal, typ: Attribute) -> SSAValue:
+    def constant(self, node: ast.Expr, literal: Literal, typ: Attribute) -> SSAValue:
         if typ == f32:
             return self.lowering.const_float(float(literal.value))
         if isinstance(literal.value, float) and not literal.value.is_integer():
@@ -151,8 +148,8 @@ class ChainLowering:
         typed = [o.type for o in operands if not isinstance(o, Literal)]
         return typed[0] if typed else operands[0].type
 
-    def negate(self, node: Tree) -> SSAValue | Literal:
-        inner = self.operand(node.children[0])
+    def negate(self, node: ast.Neg) -> SSAValue | Literal:
+        inner = self.operand(node.operand)
         if isinstance(inner, Literal):
             return Literal(-inner.value)
         if inner.type == f32:
@@ -160,35 +157,32 @@ class ChainLowering:
         zero = self.constant(node, Literal(0), inner.type)
         return self.add(arith.SubiOp(zero, inner))
 
-    def infix(self, node: Tree) -> SSAValue:
-        children = node.children
-        values = [self.operand(children[0])]
-        for rhs in children[2::2]:
-            values.append(self.operand(rhs))
+    def infix(self, node: ast.Infix) -> SSAValue:
+        values = [self.operand(node.first), *(self.operand(rhs) for _, rhs in node.rest)]
         typ = self.common(values)
         result = self.value_of(node, values[0], typ)
-        for op, rhs in zip(children[1::2], values[1:], strict=True):
-            result = self.arithmetic(node, str(op), result, self.value_of(node, rhs, typ))
+        for (op, _), rhs in zip(node.rest, values[1:], strict=True):
+            result = self.arithmetic(node, op, result, self.value_of(node, rhs, typ))
         return result
 
-    def value_of(self, node: Tree, operand: SSAValue | Literal, typ: Attribute) -> SSAValue:
+    def value_of(self, node: ast.Expr, operand: SSAValue | Literal, typ: Attribute) -> SSAValue:
         if isinstance(operand, Literal):
             return self.constant(node, operand, typ)
         return operand
 
-    def arithmetic(self, node: Tree, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+    def arithmetic(self, node: ast.Expr, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         if lhs.type == f32:
             return self.lowering.binary(node, op, lhs, rhs)
         if op not in _INT_INFIX or lhs.type == i1:
             raise self.lowering.error(node, f"{op} of {lhs.type} values in an elementwise chain")
         return self.add(_INT_INFIX[op](lhs, rhs))
 
-    def call(self, node: Tree) -> SSAValue:
-        fname = str(node.children[0])
+    def call(self, node: ast.Call) -> SSAValue:
+        fname = node.function
         entry = BY_CALL.get(fname)
         if entry is None:
             raise self.lowering.error(node, f"{fname}() is not a pointwise op")
-        arg_nodes = node.children[1].children if node.children[1] is not None else []
+        arg_nodes = node.args
         if len(arg_nodes) != entry.arity:
             raise self.lowering.error(node, f"{fname}() takes {entry.arity} operand(s)")
         operands = [self.operand(arg) for arg in arg_nodes]
@@ -203,7 +197,7 @@ class ChainLowering:
         result = self.result_type(entry, fname, typ)
         return self.add(kernel.DeviceCallOp(entry.device(fname), args, result))
 
-    def inline(self, node: Tree, fname: str, args: list[SSAValue]) -> SSAValue:
+    def inline(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
         """An op the kernel language computes itself: on floats as it always has; relu
         of integers as a max."""
         (x,) = args

@@ -20,13 +20,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from emmy.base.errors import EmmyError, EvaluationError
+from emmy.base.errors import DslError, EmmyError, EvaluationError
 from emmy.base.problem_key import KeyValue, plain_values
 from emmy.dialects import fork
+from emmy.dsl.ast import KernelDecl
 from emmy.dsl.interpret import Condition
 from emmy.dsl.keys import check_key
 from emmy.dsl.library import declarations
-from emmy.dsl.parser import KernelDecl, parse_expression
+from emmy.dsl.unparse import unparse
 
 Option = fork.Option
 Config = dict[str, Option]
@@ -40,8 +41,6 @@ class Fork:
     options: tuple[Option, ...]
     default: Option
     constraint: Condition | None = None
-    #: the constraint as the IR shows it, for error messages
-    constraint_text: str | None = None
 
 
 class ForkSpace:
@@ -75,8 +74,8 @@ class ForkSpace:
     @classmethod
     def of_site(cls, site: fork.SiteOp) -> ForkSpace:
         """The space of a site: its family's declared space where its knobs are the
-        declared forks (a site the compiler instantiated), else one of its knobs, their
-        constraints read from the IR's text (a site written by hand)."""
+        declared forks (a site the compiler instantiated), else one of its knobs (a site
+        written by hand)."""
         decl = declarations().get(site.family.data)
         knobs = site.knobs()
         if decl is not None and _declares(decl, knobs):
@@ -86,8 +85,7 @@ class ForkSpace:
                 k.knob_name.data,
                 tuple(k.option_values),
                 fork.option_value(k.default),
-                None if k.constraint is None else _condition(k.constraint.data),
-                None if k.constraint is None else k.constraint.data,
+                None if k.constraint is None else Condition.of(k.constraint.data),
             )
             for k in knobs
         ]
@@ -180,10 +178,10 @@ class ForkSpace:
     def _refusal(self, each: Fork, error: EvaluationError) -> EmmyError:
         """A constraint that cannot be evaluated, as an error at its declaration or site."""
         if self.decl is not None:
-            return self.decl.error(error.node, f"constraint of fork {each.name}: {error}")
-        return EmmyError(
-            f"site {self.site}: constraint of fork {each.name!r} ({each.constraint_text}): {error}"
-        )
+            return DslError(self.decl.path, *error.at, f"constraint of fork {each.name}: {error}")
+        assert each.constraint is not None, f"fork {each.name} has no constraint to refuse"
+        text = unparse(each.constraint.expr)
+        return EmmyError(f"site {self.site}: constraint of fork {each.name!r} ({text}): {error}")
 
 
 #: the name a key's index takes among the options `pairwise` covers
@@ -234,16 +232,13 @@ def _declares(decl: KernelDecl, knobs: Sequence[fork.KnobOp]) -> bool:
         )
         for k in knobs
     ]
-    return made == [(f.name, f.options, f.default, f.where_text) for f in decl.forks]
+    return made == [(f.name, f.options, f.default, f.where) for f in decl.forks]
 
 
 @cache
 def _declared_space(decl: KernelDecl) -> ForkSpace:
-    forks = [Fork(f.name, f.options, f.default, f.where, f.where_text) for f in decl.forks]
+    forks = [
+        Fork(f.name, f.options, f.default, None if f.where is None else Condition.of(f.where))
+        for f in decl.forks
+    ]
     return ForkSpace(forks, decl.key_defaults, decl=decl)
-
-
-@cache
-def _condition(text: str) -> Condition:
-    """A constraint of a knob written by hand, parsed once per text."""
-    return Condition(parse_expression(text, "<fork constraint>"))

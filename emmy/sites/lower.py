@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import singledispatchmethod
 
-from lark import Token, Tree
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from emmy.base import dtypes
-from emmy.base.errors import EmmyError
+from emmy.base.errors import DslError, EmmyError
 from emmy.base.problem_key import (
     DTYPES_NAME,
     INDEX_NAME,
@@ -44,6 +44,8 @@ from emmy.base.problem_key import (
     parse_input_kinds,
 )
 from emmy.dialects import fork, kernel
+from emmy.dsl import ast
+from emmy.dsl.ast import KernelDecl, Param, assigned_names, names_read
 from emmy.dsl.keys import (
     active_params,
     chain_tree,
@@ -52,9 +54,7 @@ from emmy.dsl.keys import (
     param_dtype,
     problem_key,
 )
-from emmy.dsl.lower_chain import ChainLowering
-from emmy.dsl.nodes import token
-from emmy.dsl.parser import DslError, KernelDecl, Param
+from emmy.sites.lower_chain import ChainLowering
 
 INT_BINARY = {
     "+": arith.AddiOp,
@@ -140,7 +140,7 @@ class Lowering:
         shared or local memory, all small): truncated from the index type."""
         return value if value.type == i32 else self.add(arith.TruncIOp(value, i32))
 
-    def narrow_expr(self, node: Tree) -> SSAValue:
+    def narrow_expr(self, node: ast.Expr) -> SSAValue:
         return self.narrow(self.int_expr(node))
 
     def widened(self, value: SSAValue) -> SSAValue:
@@ -157,7 +157,7 @@ class Lowering:
         assert ssa is not None, f"{name!r} is bound to a constant of the key, not a value"
         return ssa
 
-    def error(self, node: Tree | Token, message: str) -> DslError:
+    def error(self, node: ast.Node, message: str) -> DslError:
         return self.decl.error(node, message)
 
     # -- the site -----------------------------------------------------------------------
@@ -169,7 +169,7 @@ class Lowering:
             self.scope.names[name] = Value(constant=value)
         for decl_fork in decl.forks:
             knob = fork.KnobOp(
-                decl_fork.name, list(decl_fork.options), decl_fork.default, decl_fork.where_text
+                decl_fork.name, list(decl_fork.options), decl_fork.default, decl_fork.where
             )
             self.knobs[decl_fork.name] = knob
             self.emit(knob)
@@ -248,64 +248,62 @@ class Lowering:
             raise DslError(self.decl.path, self.decl.line, 1, str(error)) from None
 
     # -- statements --------------------------------------------------------------------
-    def statement(self, node: Tree) -> None:
-        handler = getattr(self, f"stmt_{node.data}", None)
-        if handler is None:
-            raise self.error(node, f"unsupported statement {node.data}")
-        handler(node)
+    @singledispatchmethod
+    def statement(self, stmt: ast.Stmt) -> None:
+        raise self.error(stmt, f"unsupported statement {type(stmt).__name__}")
 
-    def bind(self, name_token: Token, value: Value) -> None:
-        name = str(name_token)
-        if name in self.scope.names and self.scope.names[name].constant is not None:
-            raise self.error(name_token, f"{name!r} is a key name and cannot be rebound")
-        if name in self.knobs:
-            raise self.error(name_token, f"{name!r} is a fork and cannot be rebound")
-        self.scope.names[name] = value
+    def bind(self, name: ast.Name, value: Value) -> None:
+        if name.id in self.scope.names and self.scope.names[name.id].constant is not None:
+            raise self.error(name, f"{name.id!r} is a key name and cannot be rebound")
+        if name.id in self.knobs:
+            raise self.error(name, f"{name.id!r} is a fork and cannot be rebound")
+        self.scope.names[name.id] = value
         for _, _, defined in self.hoist_stack:
-            defined.add(name)
+            defined.add(name.id)
 
-    def stmt_let_stmt(self, node: Tree) -> None:
-        target, expr = node.children
-        if target.data == "single_target":
-            self.bind(token(target.children[0]), Value(ssa=self.expr(expr)))
+    @statement.register
+    def let(self, stmt: ast.Let) -> None:
+        if len(stmt.targets) == 1:
+            self.bind(stmt.targets[0], Value(ssa=self.expr(stmt.value)))
             return
-        values = self.multi_expr(expr)
-        if len(values) != len(target.children):
-            raise self.error(node, f"expected {len(values)} names, got {len(target.children)}")
-        for name, value in zip(target.children, values, strict=True):
-            self.bind(token(name), Value(ssa=value))
+        values = self.multi_expr(stmt.value)
+        if len(values) != len(stmt.targets):
+            raise self.error(stmt, f"expected {len(values)} names, got {len(stmt.targets)}")
+        for name, value in zip(stmt.targets, values, strict=True):
+            self.bind(name, Value(ssa=value))
 
-    def stmt_var_stmt(self, node: Tree) -> None:
-        name, expr = node.children
-        self.bind(token(name), Value(ssa=self.expr(expr), mutable=True))
+    @statement.register
+    def var(self, stmt: ast.Var) -> None:
+        self.bind(stmt.target, Value(ssa=self.expr(stmt.value), mutable=True))
 
-    def stmt_assign_stmt(self, node: Tree) -> None:
-        name, expr = node.children
-        current = self.scope.names.get(str(name))
+    @statement.register
+    def assign(self, stmt: ast.Assign) -> None:
+        name = stmt.target.id
+        current = self.scope.names.get(name)
         if current is None or not current.mutable:
-            raise self.error(name, f"{name!s} is not a var (declare it with `var`)")
-        current_type = self.bound(str(name)).type
-        value = self.expr(expr)
+            raise self.error(stmt.target, f"{name} is not a var (declare it with `var`)")
+        current_type = self.bound(name).type
+        value = self.expr(stmt.value)
         if value.type == i32 and current_type == self.index:
             value = self.widened(value)
         if value.type != current_type:
             raise self.error(
-                expr, f"{name!s} is {_type_name(current_type)}, not {_type_name(value.type)}"
+                stmt.value, f"{name} is {_type_name(current_type)}, not {_type_name(value.type)}"
             )
-        self.scope.names[str(name)] = Value(ssa=value, mutable=True)
+        self.scope.names[name] = Value(ssa=value, mutable=True)
         for _, _, defined in self.hoist_stack:
-            defined.add(str(name))
+            defined.add(name)
 
-    def stmt_store_stmt(self, node: Tree) -> None:
-        name, args, expr = node.children
-        ptr, offset = self.address(node, str(name), args.children)
-        value = self.expr(expr)
+    @statement.register
+    def store(self, stmt: ast.Store) -> None:
+        ptr, offset = self.address(stmt, stmt.tensor.id, stmt.indices)
+        value = self.expr(stmt.value)
         target = kernel.loaded_type(_element(ptr))
         if value.type != target:
-            value = self.stored_integer(expr, value, target)
+            value = self.stored_integer(stmt.value, value, target)
         self.emit(kernel.StoreOp(value, ptr, offset))
 
-    def stored_integer(self, node: Tree, value: SSAValue, target: Attribute) -> SSAValue:
+    def stored_integer(self, node: ast.Expr, value: SSAValue, target: Attribute) -> SSAValue:
         """An integer converted to an integer tensor's element type (a sum accumulated in
         i64 stored to i32, a flag to i8); floats go to float tensors only."""
         width = _integer_width(value.type)
@@ -315,33 +313,28 @@ class Lowering:
             return self.add(arith.TruncIOp(value, target))
         return self.add(arith.ExtSIOp(value, target))
 
-    def stmt_for_stmt(self, node: Tree) -> None:
-        index_name, lo_node, hi_node, step_node, *rest = node.children
-        width_node = (
-            rest[0]
-            if rest and isinstance(rest[0], Tree) and rest[0].data not in _STATEMENTS
-            else None
-        )
-        body = rest[1:] if width_node is not None else rest
-        lower, upper, step = (self.int_expr(n) for n in (lo_node, hi_node, step_node))
+    @statement.register
+    def for_(self, stmt: ast.For) -> None:
+        lower, upper, step = (self.int_expr(n) for n in (stmt.start, stmt.stop, stmt.step))
         width = self.narrow(
-            self.int_expr(width_node) if width_node is not None else self.const_int(1)
+            self.int_expr(stmt.width) if stmt.width is not None else self.const_int(1)
         )
         carried = sorted(
             n
-            for n in _assigned_names(body)
+            for n in assigned_names(stmt.body)
             if n in self.scope.names and self.scope.names[n].mutable
         )
         inits = [self.bound(n) for n in carried]
         body_block = Block(arg_types=[self.index, *(v.type for v in inits)])
         outer_block, outer_names = self.block, dict(self.scope.names)
-        self.scope.names[str(index_name)] = Value(ssa=body_block.args[0])
+        index_name = stmt.index.id
+        self.scope.names[index_name] = Value(ssa=body_block.args[0])
         for name, arg in zip(carried, body_block.args[1:], strict=True):
             self.scope.names[name] = Value(ssa=arg, mutable=True)
-        self.hoist_stack.append((outer_block, str(index_name), {str(index_name), *carried}))
+        self.hoist_stack.append((outer_block, index_name, {index_name, *carried}))
         self.block = body_block
-        for stmt in body:
-            self.statement(stmt)
+        for inner in stmt.body:
+            self.statement(inner)
         self.emit(kernel.YieldOp(*(self.bound(n) for n in carried)))
         self.hoist_stack.pop()
         self.block, self.scope.names = outer_block, outer_names
@@ -350,85 +343,85 @@ class Lowering:
         for name, result in zip(carried, loop.res, strict=True):
             self.scope.names[name] = Value(ssa=result, mutable=True)
 
-    def stmt_match_stmt(self, node: Tree) -> None:
-        name, *arms = node.children
-        if str(name) in self.key:
-            self.static_match(node, str(name), arms)
+    @statement.register
+    def match(self, stmt: ast.Match) -> None:
+        name = stmt.subject.id
+        if name in self.key:
+            self.static_match(stmt, name)
             return
-        decl_fork = self.decl.fork(str(name))
+        decl_fork = self.decl.fork(name)
         if decl_fork is None or not decl_fork.is_symbolic:
-            raise self.error(name, f"match needs a symbolic fork, and {name!s} is not one")
-        arm_names = [str(arm.children[0]) for arm in arms]
+            raise self.error(stmt.subject, f"match needs a symbolic fork, and {name} is not one")
+        arm_names = [arm.label for arm in stmt.arms]
         if sorted(arm_names) != sorted(map(str, decl_fork.options)):
             raise self.error(
-                node,
-                f"match {name!s} must have one arm per option {list(decl_fork.options)}, got {arm_names}",
+                stmt,
+                f"match {name} must have one arm per option {list(decl_fork.options)}, got {arm_names}",
             )
         regions = []
-        by_name = {str(arm.children[0]): arm for arm in arms}
+        by_name = {arm.label: arm for arm in stmt.arms}
         outer_block, outer_names = self.block, dict(self.scope.names)
         for option in decl_fork.options:
             arm = by_name[str(option)]
-            for assigned in _assigned_names(arm.children[1:]):
+            for assigned in assigned_names(arm.body):
                 if assigned in outer_names:
                     raise self.error(
                         arm, f"a match arm cannot assign {assigned!r} declared outside it"
                     )
             self.block = Block()
-            for stmt in arm.children[1:]:
-                self.statement(stmt)
+            for inner in arm.body:
+                self.statement(inner)
             regions.append(Region(self.block))
             self.scope.names = dict(outer_names)
         self.block = outer_block
         self.emit(
-            fork.AlternativesOp(
-                self.knobs[str(name)].result, list(map(str, decl_fork.options)), regions
-            )
+            fork.AlternativesOp(self.knobs[name].result, list(map(str, decl_fork.options)), regions)
         )
 
-    def static_match(self, node: Tree, name: str, arms: list[Tree]) -> None:
+    def static_match(self, stmt: ast.Match, name: str) -> None:
         """`match` on a key name is decided at instantiation: the arm of the key's value
         (or `_`) stands in its place."""
         value = str(self.key[name])
-        by_name = {str(arm.children[0]): arm for arm in arms}
+        by_name = {arm.label: arm for arm in stmt.arms}
         arm = by_name.get(value, by_name.get("_"))
         if arm is None:
             raise self.error(
-                node, f"match {name}: no arm for {value!r} (arms: {', '.join(by_name)})"
+                stmt, f"match {name}: no arm for {value!r} (arms: {', '.join(by_name)})"
             )
-        for stmt in arm.children[1:]:
-            self.statement(stmt)
+        for inner in arm.body:
+            self.statement(inner)
 
-    def stmt_if_stmt(self, node: Tree) -> None:
-        condition_node, *body = node.children
-        condition = self.condition(condition_node)
-        for assigned in _assigned_names(body):
+    @statement.register
+    def if_(self, stmt: ast.If) -> None:
+        condition = self.condition(stmt.condition)
+        for assigned in assigned_names(stmt.body):
             if assigned in self.scope.names:
-                raise self.error(node, f"an if cannot assign {assigned!r} declared outside it")
+                raise self.error(stmt, f"an if cannot assign {assigned!r} declared outside it")
         outer_block, outer_names = self.block, dict(self.scope.names)
         self.block = Block()
         self.in_if += 1
-        for stmt in body:
-            self.statement(stmt)
+        for inner in stmt.body:
+            self.statement(inner)
         self.in_if -= 1
         region = Region(self.block)
         self.block, self.scope.names = outer_block, outer_names
         self.emit(kernel.IfOp(condition, region))
 
-    def stmt_sync_stmt(self, node: Tree) -> None:
+    @statement.register
+    def sync(self, stmt: ast.Sync) -> None:
         if self.in_if:
-            raise self.error(node, "sync() inside an if: threads that skip it would never arrive")
+            raise self.error(stmt, "sync() inside an if: threads that skip it would never arrive")
         self.emit(kernel.BarrierOp())
 
-    def stmt_shared_stmt(self, node: Tree) -> None:
+    @statement.register
+    def shared(self, stmt: ast.SharedArray) -> None:
         """`shared tile: f32[n];` an array in the block's dynamic shared memory."""
-        name, dtype, count_node = node.children
-        element_name = str(self.key.get(str(dtype), dtype))
+        element_name = str(self.key.get(stmt.dtype.id, stmt.dtype.id))
         if not dtypes.is_storage(element_name):
-            raise self.error(dtype, "shared arrays hold a storage type, or that of a key name")
+            raise self.error(stmt.dtype, "shared arrays hold a storage type, or that of a key name")
         if self.hoist_stack or self.in_if:
-            raise self.error(node, "shared arrays are declared at the top level of a kernel")
-        count = self.int_expr(count_node)
+            raise self.error(stmt, "shared arrays are declared at the top level of a kernel")
+        count = self.int_expr(stmt.count)
         offset = self.shared_bytes if self.shared_bytes is not None else self.const_int(0)
         element = dtypes.xdsl_type(element_name)
         array = self.add(kernel.SharedArrayOp(self.narrow(offset), self.narrow(count), element))
@@ -439,23 +432,24 @@ class Lowering:
             arith.MuliOp(self.add(arith.DivSIOp(rounded, self.const_int(16))), self.const_int(16))
         )
         self.shared_bytes = self.add(arith.AddiOp(offset, padded))
-        self.params[str(name)] = ("",)
-        self.bind(token(name), Value(ssa=array))
+        self.params[stmt.name.id] = ("",)
+        self.bind(stmt.name, Value(ssa=array))
 
-    def stmt_local_stmt(self, node: Tree) -> None:
+    @statement.register
+    def local(self, stmt: ast.LocalArray) -> None:
         """`local acc: f32[n];` a thread's own array (its size a constant once forks are)."""
-        name, dtype, count_node = node.children
-        if str(dtype) not in ("f32", "u32"):
-            raise self.error(dtype, "local arrays hold f32, or u32 (tensor-core fragments)")
+        if stmt.dtype.id not in ("f32", "u32"):
+            raise self.error(stmt.dtype, "local arrays hold f32, or u32 (tensor-core fragments)")
         if self.hoist_stack or self.in_if:
-            raise self.error(node, "local arrays are declared at the top level of a kernel")
-        count = self.narrow_expr(count_node)
-        element = f32 if str(dtype) == "f32" else i32
+            raise self.error(stmt, "local arrays are declared at the top level of a kernel")
+        count = self.narrow_expr(stmt.count)
+        element = f32 if stmt.dtype.id == "f32" else i32
         array = self.add(kernel.LocalArrayOp(count, element))
-        self.params[str(name)] = ("",)
-        self.bind(token(name), Value(ssa=array))
+        self.params[stmt.name.id] = ("",)
+        self.bind(stmt.name, Value(ssa=array))
 
-    def stmt_call_stmt(self, node: Tree) -> None:
+    @statement.register
+    def intrinsic(self, stmt: ast.CallStmt) -> None:
         """Tensor-core and asynchronous-copy intrinsics, as statements:
 
         ldmatrix(frag, frag_offset, tile, offset, count) and ldmatrix_trans(...);
@@ -463,8 +457,7 @@ class Lowering:
         pack_half2(frag, offset, lo, hi): frag[offset] = lo and hi as two T (f16/bf16);
         cp_async(tile, offset, tensor, index..., valid_elements): 16 bytes, zero-filled;
         cp_async_wait(pending): commit this thread's copies, wait for all but `pending`."""
-        name, args = node.children
-        arg_nodes = args.children if args is not None else []
+        name = stmt.function.id
         handler = {
             "ldmatrix": self.call_ldmatrix,
             "ldmatrix_trans": self.call_ldmatrix,
@@ -472,22 +465,22 @@ class Lowering:
             "pack_half2": self.call_pack_half2,
             "cp_async": self.call_cp_async,
             "cp_async_wait": self.call_cp_async_wait,
-        }.get(str(name))
+        }.get(name)
         if handler is None:
-            raise self.error(name, f"{name!s}(...) is not a statement")
-        handler(node, str(name), arg_nodes)
+            raise self.error(stmt.function, f"{name}(...) is not a statement")
+        handler(stmt, name, stmt.args)
 
-    def array(self, node: Tree) -> SSAValue:
-        if node.data != "name" or str(node.children[0]) not in self.params:
+    def array(self, node: ast.Expr) -> SSAValue:
+        if not isinstance(node, ast.Name) or node.id not in self.params:
             raise self.error(node, "expected the name of an array")
-        return self.bound(str(node.children[0]))
+        return self.bound(node.id)
 
-    def literal(self, node: Tree, what: str) -> int:
-        if node.data != "int_lit":
+    def literal(self, node: ast.Expr, what: str) -> int:
+        if not isinstance(node, ast.IntLit):
             raise self.error(node, f"{what} must be an integer literal")
-        return int(token(node.children[0]))
+        return node.value
 
-    def call_ldmatrix(self, node: Tree, name: str, args: list[Tree]) -> None:
+    def call_ldmatrix(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
         if len(args) != 5:
             raise self.error(node, f"{name}(frag, frag_offset, tile, offset, count)")
         count = self.literal(args[4], "the number of matrices")
@@ -502,14 +495,14 @@ class Lowering:
             )
         )
 
-    def half_dtype(self, node: Tree, what: str) -> str:
+    def half_dtype(self, node: ast.Node, what: str) -> str:
         """The key's T, which a tensor-core statement needs to be f16 or bf16."""
         dtype = str(self.key.get("T"))
         if not dtypes.is_half(dtype):
             raise self.error(node, f"{what} f16 or bf16, and T is {dtype}")
         return dtype
 
-    def call_mma(self, node: Tree, name: str, args: list[Tree]) -> None:
+    def call_mma(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
         if len(args) != 6:
             raise self.error(node, "mma(acc, offset, a_frag, a_offset, b_frag, b_offset)")
         dtype = self.half_dtype(node, "mma multiplies")
@@ -517,14 +510,14 @@ class Lowering:
         offsets = [self.narrow_expr(args[i]) for i in (1, 3, 5)]
         self.emit(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
 
-    def call_pack_half2(self, node: Tree, name: str, args: list[Tree]) -> None:
+    def call_pack_half2(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
         if len(args) != 4:
             raise self.error(node, "pack_half2(frag, offset, lo, hi)")
         dtype = self.half_dtype(node, "pack_half2 packs")
         lo, hi = (self.float_expr(args[i]) for i in (2, 3))
         self.emit(kernel.PackHalf2Op(self.array(args[0]), self.narrow_expr(args[1]), lo, hi, dtype))
 
-    def call_cp_async(self, node: Tree, name: str, args: list[Tree]) -> None:
+    def call_cp_async(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
         if len(args) < 5:
             raise self.error(node, "cp_async(tile, offset, tensor, index..., valid_elements)")
         if self.index != i32:
@@ -533,7 +526,8 @@ class Lowering:
                 f"{self.decl.name} reads global memory with cp_async, whose offsets are 32-bit"
             )
         tile, tensor = self.array(args[0]), self.array(args[2])
-        tensor_name = str(args[2].children[0])
+        assert isinstance(args[2], ast.Name)  # as `array` checked
+        tensor_name = args[2].id
         dims = self.params[tensor_name]
         indices = args[3:-1]
         if len(indices) != len(dims):
@@ -543,13 +537,13 @@ class Lowering:
         valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
         self.emit(kernel.CopyAsyncOp(tile, self.narrow_expr(args[1]), tensor, source, valid))
 
-    def call_cp_async_wait(self, node: Tree, name: str, args: list[Tree]) -> None:
+    def call_cp_async_wait(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
         if len(args) != 1:
             raise self.error(node, "cp_async_wait(pending)")
         self.emit(kernel.CopyAsyncWaitOp(self.int_expr(args[0])))
 
     # -- expressions --------------------------------------------------------------------
-    def int_expr(self, node: Tree) -> SSAValue:
+    def int_expr(self, node: ast.Expr) -> SSAValue:
         value = self.expr(node)
         if value.type == i32 and self.index != i32:
             return self.widened(value)
@@ -557,90 +551,87 @@ class Lowering:
             raise self.error(node, f"expected an integer, got {_type_name(value.type)}")
         return value
 
-    def float_expr(self, node: Tree) -> SSAValue:
+    def float_expr(self, node: ast.Expr) -> SSAValue:
         value = self.expr(node)
         if value.type != f32:
             raise self.error(node, f"expected a float, got {_type_name(value.type)}")
         return value
 
-    def multi_expr(self, node: Tree) -> list[SSAValue]:
-        if node.data == "call" and str(node.children[0]) == "group_reduce":
-            return self.group_reduce(node)
-        return [self.expr(node)]
-
-    def expr(self, node: Tree | Token) -> SSAValue:
-        if isinstance(node, Token):
-            raise self.error(node, f"unexpected {node!s}")
-        handler = getattr(self, f"expr_{node.data}", None)
-        if handler is None:
-            raise self.error(node, f"unsupported expression {node.data}")
-        return handler(node)
-
-    def expr_int_lit(self, node: Tree) -> SSAValue:
-        return self.const_int(int(token(node.children[0])))
-
-    def expr_float_lit(self, node: Tree) -> SSAValue:
-        return self.const_float(float(token(node.children[0])))
-
-    def expr_name(self, node: Tree) -> SSAValue:
-        name = str(node.children[0])
-        if name == "inf":
-            return self.const_float(math.inf)
-        binding = self.scope.names.get(name)
-        if binding is None:
-            raise self.error(node, f"unknown name {name!r}")
-        if binding.ssa is not None:
-            return binding.ssa
-        if isinstance(binding.constant, int):
-            return self.const_int(binding.constant)
-        assert binding.constant is not None, f"{name!r} is bound to nothing"
-        try:  # a float of the key, e.g. a norm's eps
-            return self.const_float(float(binding.constant))
-        except (TypeError, ValueError):
-            raise self.error(node, f"{name!r} is {binding.constant!r}, not a number") from None
-
-    def expr_neg(self, node: Tree) -> SSAValue:
-        value = self.expr(node.children[0])
-        if value.type == f32:
-            return self.add(arith.NegfOp(value))
-        return self.binary(node, "-", self.const_int(0), value)
-
-    def expr_not_(self, node: Tree) -> SSAValue:
-        value = self.condition(node.children[0])
-        return self.add(arith.XOrIOp(value, self.add(arith.ConstantOp(IntegerAttr(1, i1)))))
-
-    def condition(self, node: Tree) -> SSAValue:
+    def condition(self, node: ast.Expr) -> SSAValue:
         value = self.expr(node)
         if value.type != i1:
             raise self.error(node, "expected a condition")
         return value
 
-    def expr_and_expr(self, node: Tree) -> SSAValue:
-        result = self.condition(node.children[0])
-        for child in node.children[1:]:
-            result = self.add(arith.AndIOp(result, self.condition(child)))
+    def multi_expr(self, node: ast.Expr) -> list[SSAValue]:
+        if isinstance(node, ast.Call) and node.function == "group_reduce":
+            return self.group_reduce(node)
+        return [self.expr(node)]
+
+    @singledispatchmethod
+    def expr(self, node: ast.Expr) -> SSAValue:
+        raise self.error(node, f"unsupported expression {type(node).__name__}")
+
+    @expr.register
+    def int_literal(self, node: ast.IntLit) -> SSAValue:
+        return self.const_int(node.value)
+
+    @expr.register
+    def float_literal(self, node: ast.FloatLit) -> SSAValue:
+        return self.const_float(node.value)
+
+    @expr.register
+    def name(self, node: ast.Name) -> SSAValue:
+        if node.id == "inf":
+            return self.const_float(math.inf)
+        binding = self.scope.names.get(node.id)
+        if binding is None:
+            raise self.error(node, f"unknown name {node.id!r}")
+        if binding.ssa is not None:
+            return binding.ssa
+        if isinstance(binding.constant, int):
+            return self.const_int(binding.constant)
+        assert binding.constant is not None, f"{node.id!r} is bound to nothing"
+        try:  # a float of the key, e.g. a norm's eps
+            return self.const_float(float(binding.constant))
+        except (TypeError, ValueError):
+            raise self.error(node, f"{node.id!r} is {binding.constant!r}, not a number") from None
+
+    @expr.register
+    def negation(self, node: ast.Neg) -> SSAValue:
+        value = self.expr(node.operand)
+        if value.type == f32:
+            return self.add(arith.NegfOp(value))
+        return self.binary(node, "-", self.const_int(0), value)
+
+    @expr.register
+    def logical_not(self, node: ast.Not) -> SSAValue:
+        value = self.condition(node.operand)
+        return self.add(arith.XOrIOp(value, self.add(arith.ConstantOp(IntegerAttr(1, i1)))))
+
+    @expr.register
+    def conjunction(self, node: ast.And) -> SSAValue:
+        result = self.condition(node.operands[0])
+        for operand in node.operands[1:]:
+            result = self.add(arith.AndIOp(result, self.condition(operand)))
         return result
 
-    def expr_or_expr(self, node: Tree) -> SSAValue:
-        result = self.condition(node.children[0])
-        for child in node.children[1:]:
-            result = self.add(arith.OrIOp(result, self.condition(child)))
+    @expr.register
+    def disjunction(self, node: ast.Or) -> SSAValue:
+        result = self.condition(node.operands[0])
+        for operand in node.operands[1:]:
+            result = self.add(arith.OrIOp(result, self.condition(operand)))
         return result
 
-    def expr_sum_expr(self, node: Tree) -> SSAValue:
-        return self.arithmetic(node)
-
-    def expr_product(self, node: Tree) -> SSAValue:
-        return self.arithmetic(node)
-
-    def arithmetic(self, node: Tree) -> SSAValue:
-        value = self.expr(node.children[0])
-        for op, rhs_node in zip(node.children[1::2], node.children[2::2], strict=True):
+    @expr.register
+    def arithmetic(self, node: ast.Infix) -> SSAValue:
+        value = self.expr(node.first)
+        for op, rhs_node in node.rest:
             rhs = self.expr(rhs_node)
-            value = self.binary(node, str(op), value, rhs)
+            value = self.binary(node, op, value, rhs)
         return value
 
-    def binary(self, node: Tree, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+    def binary(self, node: ast.Expr, op: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         lhs, rhs = self.promoted(lhs, rhs)
         if lhs.type != rhs.type:
             raise self.error(
@@ -651,21 +642,21 @@ class Lowering:
             raise self.error(node, f"operator {op} is not defined on {_type_name(lhs.type)}")
         return self.add(table[op](lhs, rhs))
 
-    def expr_cmp_expr(self, node: Tree) -> SSAValue:
-        lhs_node, op, rhs_node = node.children
-        symbolic = self.symbolic_comparison(lhs_node, rhs_node)
+    @expr.register
+    def comparison(self, node: ast.Compare) -> SSAValue:
+        symbolic = self.symbolic_comparison(node.lhs, node.rhs)
         if symbolic is not None:
             lhs, rhs = symbolic
         else:
-            lhs, rhs = self.expr(lhs_node), self.expr(rhs_node)
+            lhs, rhs = self.expr(node.lhs), self.expr(node.rhs)
         lhs, rhs = self.promoted(lhs, rhs)
         if lhs.type != rhs.type:
             raise self.error(
                 node, f"cannot compare {_type_name(lhs.type)} with {_type_name(rhs.type)}"
             )
         if lhs.type == f32:
-            return self.add(arith.CmpfOp(lhs, rhs, FLOAT_COMPARE[str(op)]))
-        return self.add(arith.CmpiOp(lhs, rhs, INT_COMPARE[str(op)]))
+            return self.add(arith.CmpfOp(lhs, rhs, FLOAT_COMPARE[node.op]))
+        return self.add(arith.CmpiOp(lhs, rhs, INT_COMPARE[node.op]))
 
     def promoted(self, lhs: SSAValue, rhs: SSAValue) -> tuple[SSAValue, SSAValue]:
         """In a 64-bit kernel, an i32 (an i32 tensor's element) meeting an index-type integer
@@ -674,25 +665,27 @@ class Lowering:
             return lhs, rhs
         return self.widened(lhs), self.widened(rhs)
 
-    def symbolic_comparison(self, lhs: Tree, rhs: Tree) -> tuple[SSAValue, SSAValue] | None:
+    def symbolic_comparison(self, lhs: ast.Expr, rhs: ast.Expr) -> tuple[SSAValue, SSAValue] | None:
         """`algo == online`: a symbolic fork against one of its options, by index."""
-        if lhs.data != "name" or rhs.data != "name":
+        if not isinstance(lhs, ast.Name) or not isinstance(rhs, ast.Name):
             return None
-        decl_fork = self.decl.fork(str(lhs.children[0]))
+        decl_fork = self.decl.fork(lhs.id)
         if decl_fork is None or not decl_fork.is_symbolic:
             return None
-        option = str(rhs.children[0])
+        option = rhs.id
         if option not in decl_fork.options:
             raise self.error(rhs, f"{option!r} is not an option of fork {decl_fork.name}")
         knob = self.bound(decl_fork.name)
         return knob, self.const_int(decl_fork.options.index(option))
 
-    def expr_index(self, node: Tree) -> SSAValue:
-        name, args = node.children
-        ptr, offset = self.address(node, str(name), args.children)
+    @expr.register
+    def element(self, node: ast.Index) -> SSAValue:
+        ptr, offset = self.address(node, node.tensor, node.indices)
         return self.add(kernel.LoadOp(ptr, offset))
 
-    def address(self, node: Tree, name: str, indices: list[Tree]) -> tuple[SSAValue, SSAValue]:
+    def address(
+        self, node: ast.Node, name: str, indices: tuple[ast.Expr, ...]
+    ) -> tuple[SSAValue, SSAValue]:
         if name not in self.params:
             raise self.error(node, f"{name!r} is not a tensor parameter")
         dims = self.params[name]
@@ -716,19 +709,23 @@ class Lowering:
         last = self.int_expr(indices[-1])
         return ptr, (last if prefix is None else self.add(arith.AddiOp(prefix, last)))
 
-    def hoist_target(self, indices: list[Tree]) -> Block | None:
+    def hoist_target(self, indices: tuple[ast.Expr, ...]) -> Block | None:
         if not self.hoist_stack:
             return None
         outer_block, loop_index, defined = self.hoist_stack[-1]
         last = indices[-1]
-        if last.data != "name" or str(last.children[0]) != loop_index:
+        if not isinstance(last, ast.Name) or last.id != loop_index:
             return None
-        if any(_names_in(i) & defined for i in indices[:-1]):
+        if any(names_read(i) & defined for i in indices[:-1]):
             return None
         return outer_block
 
     def linear_offset(
-        self, node: Tree, dims: tuple[str, ...], indices: list[Tree], trailing: str | None = None
+        self,
+        node: ast.Node,
+        dims: tuple[str, ...],
+        indices: tuple[ast.Expr, ...],
+        trailing: str | None = None,
     ) -> SSAValue:
         """Row-major offset of `indices` over `dims`, times the size of a trailing dim."""
         offset: SSAValue | None = None
@@ -745,15 +742,15 @@ class Lowering:
             offset = self.add(arith.MuliOp(offset, self.dim_value(node, trailing)))
         return offset
 
-    def dim_value(self, node: Tree, dim: str) -> SSAValue:
+    def dim_value(self, node: ast.Node, dim: str) -> SSAValue:
         value = int(dim) if dim.isdigit() else self.key.get(dim)
         if not isinstance(value, int):
             raise self.error(node, f"dimension {dim!r} is not an integer of the key")
         return self.const_int(value)
 
-    def expr_call(self, node: Tree) -> SSAValue:
-        fname = str(node.children[0])
-        arg_nodes = node.children[1].children if node.children[1] is not None else []
+    @expr.register
+    def call(self, node: ast.Call) -> SSAValue:
+        fname, arg_nodes = node.function, node.args
         if fname == "group_reduce":
             results = self.group_reduce(node)
             if len(results) != 1:
@@ -772,7 +769,7 @@ class Lowering:
         args = [self.expr(a) for a in arg_nodes]
         return self.builtin(node, fname, args)
 
-    def builtin(self, node: Tree, fname: str, args: list[SSAValue]) -> SSAValue:
+    def builtin(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
         def arity(n: int) -> None:
             if len(args) != n:
                 raise self.error(node, f"{fname}() takes {n} argument(s), got {len(args)}")
@@ -847,33 +844,35 @@ class Lowering:
             return self.add(arith.TruncIOp(args[0], self.index))
         raise self.error(node, f"unknown function {fname}()")
 
-    def sizeof(self, node: Tree, arg_nodes: list[Tree]) -> int:
-        if len(arg_nodes) != 1 or arg_nodes[0].data != "name":
+    def sizeof(self, node: ast.Call, arg_nodes: tuple[ast.Expr, ...]) -> int:
+        if len(arg_nodes) != 1 or not isinstance(arg_nodes[0], ast.Name):
             raise self.error(node, "sizeof() takes a dtype name")
-        dtype = self.key.get(str(arg_nodes[0].children[0]))
+        dtype = self.key.get(arg_nodes[0].id)
         if not dtypes.is_storage(dtype):
-            raise self.error(node, f"sizeof({arg_nodes[0].children[0]!s}): not a dtype")
+            raise self.error(node, f"sizeof({arg_nodes[0].id}): not a dtype")
         return dtypes.lookup(dtype).bytes
 
-    def group_reduce(self, node: Tree) -> list[SSAValue]:
-        arg_nodes = node.children[1].children if node.children[1] is not None else []
-        if len(arg_nodes) < 4 or arg_nodes[0].data != "name" or arg_nodes[-1].data != "name":
-            raise self.error(node, "group_reduce(kind, value..., group, strategy)")
-        kind = str(arg_nodes[0].children[0])
+    def group_reduce(self, node: ast.Call) -> list[SSAValue]:
+        arg_nodes = node.args
+        match arg_nodes:
+            case (ast.Name() as kind_node, _, _, *_, ast.Name() as strategy_node):
+                kind = kind_node.id
+            case _:
+                raise self.error(node, "group_reduce(kind, value..., group, strategy)")
         arity = kernel.REDUCE_KINDS.get(kind)
         if arity is None:
             raise self.error(
-                arg_nodes[0],
+                kind_node,
                 f"unknown reduction {kind!r}; one of {sorted(map(str, kernel.REDUCE_KINDS))}",
             )
         if len(arg_nodes) != arity + 3:
             raise self.error(node, f"reduction {kind} takes {arity} value(s)")
-        strategy_fork = self.decl.fork(str(arg_nodes[-1].children[0]))
+        strategy_fork = self.decl.fork(strategy_node.id)
         if strategy_fork is None or not strategy_fork.is_symbolic:
-            raise self.error(arg_nodes[-1], "the reduction strategy must be a symbolic fork")
+            raise self.error(strategy_node, "the reduction strategy must be a symbolic fork")
         unknown = set(map(str, strategy_fork.options)) - set(kernel.GroupReduceOp.KNOWN_STRATEGIES)
         if unknown:
-            raise self.error(arg_nodes[-1], f"unknown reduction strategy {sorted(unknown)[0]!r}")
+            raise self.error(strategy_node, f"unknown reduction strategy {sorted(unknown)[0]!r}")
         values = [self.expr(n) for n in arg_nodes[1:-2]]
         if any(v.type != f32 for v in values):
             raise self.error(node, "group_reduce reduces floats")
@@ -889,7 +888,7 @@ class Lowering:
         self.emit(op)
         return list(op.results)
 
-    def elementwise_chain(self, node: Tree, arg_nodes: list[Tree]) -> SSAValue:
+    def elementwise_chain(self, node: ast.Call, arg_nodes: tuple[ast.Expr, ...]) -> SSAValue:
         """`fn(i)`: the key's chain `fn` over its inputs at element i. `fn(i, v, cols)`: the
         key's `epilogue` chain applied to v (called `acc` in the chain), its inputs read at
         element i of rows `cols` long (a fused epilogue of a kernel that computes v)."""
@@ -942,6 +941,11 @@ class Lowering:
         return self.add(arith.CmpiOp(value, zero, "ne"))
 
 
+def instantiate(decl: KernelDecl, key: Mapping[str, KeyValue], site_name: str) -> fork.SiteOp:
+    """The site of `decl` for one problem key, with all its forks unresolved."""
+    return Lowering(decl, key, site_name).site()
+
+
 def _gelu(lowering: Lowering, x: SSAValue) -> SSAValue:
     add = lowering.add
     half = lowering.const_float(0.5)
@@ -984,49 +988,6 @@ ACTIVATIONS: dict[str, Callable[[Lowering, SSAValue], SSAValue]] = {
     "silu": _silu,
     "relu": _relu,
 }
-
-_STATEMENTS = {
-    "let_stmt",
-    "var_stmt",
-    "assign_stmt",
-    "store_stmt",
-    "for_stmt",
-    "match_stmt",
-    "if_stmt",
-    "sync_stmt",
-    "shared_stmt",
-    "local_stmt",
-    "call_stmt",
-}
-
-
-def _assigned_names(stmts: list[Tree]) -> set[str]:
-    names: set[str] = set()
-    for stmt in stmts:
-        if not isinstance(stmt, Tree):
-            continue
-        if stmt.data == "assign_stmt":
-            names.add(str(stmt.children[0]))
-        names |= _assigned_names(
-            [
-                c
-                for c in stmt.children
-                if isinstance(c, Tree) and c.data in _STATEMENTS | {"match_arm"}
-            ]
-        )
-    return names
-
-
-def _names_in(node: Tree | Token) -> set[str]:
-    if isinstance(node, Token):
-        return set()
-    if node.data == "name":
-        return {str(node.children[0])}
-    return (
-        set().union(*(_names_in(c) for c in node.children if c is not None))
-        if node.children
-        else set()
-    )
 
 
 def _element(ptr: SSAValue) -> Attribute:

@@ -1,0 +1,3 @@
+"""A kernel declaration as a site of the IR: its lowering for one problem key (`lower.py`,
+`lower_chain.py` for the elementwise chains of its key) and its fork space, the configs a
+site allows (`fork_space.py`)."""
