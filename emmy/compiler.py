@@ -37,6 +37,7 @@ from emmy.base.compile_options import CompileOptions, Pins
 from emmy.base.dtypes import dtype_name
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, arch_of
+from emmy.base.problem_key import SiteRef
 from emmy.dialects import fork, graph
 from emmy.dsl.library import declaration
 from emmy.passes.pipeline import COMPILE_PIPELINE, compile_pipeline
@@ -46,7 +47,6 @@ from emmy.passes.specialize_forks import SpecializeForks
 from emmy.passes.verify import InvalidIR, verify_dominance, verify_module
 from emmy.program import (
     Choice,
-    HostCallSite,
     PathCall,
     PathTensor,
     Program,
@@ -97,8 +97,7 @@ def _tensor(typ: TensorType) -> PathTensor:
 def _path_call(call: fork.PathCallAttr) -> PathCall:
     # a path's config sorted, as the report has always listed it
     return PathCall(
-        call.family.data,
-        call.key.data,
+        call.site,
         dict(sorted(call.config.as_dict().items())),
         tuple(_tensor(t) for t in call.inputs),
         tuple(_tensor(t) for t in call.outputs),
@@ -115,18 +114,17 @@ def _choices(module: ModuleOp) -> dict[str, Choice]:
         assert site.config is not None, "a choice is specialised before its paths are taken"
         paths = site.paths.as_dict()
         result[site.sym_name.data] = Choice(
-            site.family.data,
-            str(site.key.data),
+            site.ref,
             site.config.as_dict(),
             {name: tuple(_path_call(c) for c in paths[name]) for name in sorted(paths)},
         )
     return result
 
 
-def _host_calls(module: ModuleOp) -> dict[str, HostCallSite]:
+def _host_calls(module: ModuleOp) -> dict[str, SiteRef]:
     """Per site the device runs as a host call: its family and key."""
     return {
-        site.sym_name.data: HostCallSite(family=site.family.data, key=str(site.key.data))
+        site.sym_name.data: site.ref
         for site in _sites(module)
         if site.site_kind == fork.SiteKind.HOST_CALL
     }

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from emmy.base.device_records import (
     nbytes,
 )
 from emmy.base.errors import EmmyError, KernelLaunchError
-from emmy.base.problem_key import parse_key
+from emmy.base.problem_key import SiteRef
 from emmy.recall.query import Config
 
 
@@ -51,14 +51,31 @@ class KernelInfo:
     """What the host needs to launch one emitted kernel."""
 
     name: str
-    family: str
-    key: str
+    site: SiteRef
     config: Config
     arg_names: tuple[str, ...]
     arg_dtypes: tuple[str, ...]
     grid: int
     block: int
     smem: int
+
+    def to_json(self) -> dict[str, object]:
+        """As a report lists it, the site's family and key as text."""
+        return {
+            "name": self.name,
+            **site_json(self.site),
+            "config": self.config,
+            "arg_names": self.arg_names,
+            "arg_dtypes": self.arg_dtypes,
+            "grid": self.grid,
+            "block": self.block,
+            "smem": self.smem,
+        }
+
+
+def site_json(site: SiteRef) -> dict[str, str]:
+    """A site as a report or a campaign file writes it: its family and key as text."""
+    return {"family": site.family, "key": str(site.key)}
 
 
 #: what an oracle recorded of a decision, as it recorded it: JSON-like values by name, of
@@ -94,11 +111,10 @@ PathTensor = tuple[tuple[int, ...], str]
 
 @dataclass(frozen=True)
 class PathCall:
-    """One kernel call of an option of a host-level choice: its site's family, key and
-    config, and its tensors, as a bench runs it alone."""
+    """One kernel call of an option of a host-level choice: its site and config, and its
+    tensors, as a bench runs it alone."""
 
-    family: str
-    key: str
+    site: SiteRef
     config: Config
     inputs: tuple[PathTensor, ...]
     outputs: tuple[PathTensor, ...]
@@ -107,9 +123,9 @@ class PathCall:
         # keys in sorted order, as the report and a campaign file's `paths` have always had them
         return {
             "config": self.config,
-            "family": self.family,
+            "family": self.site.family,
             "inputs": [[list(shape), dtype] for shape, dtype in self.inputs],
-            "key": self.key,
+            "key": str(self.site.key),
             "outputs": [[list(shape), dtype] for shape, dtype in self.outputs],
         }
 
@@ -119,8 +135,7 @@ class PathCall:
             return tuple((tuple(shape), dtype) for shape, dtype in record[kind])
 
         return cls(
-            record["family"],
-            record["key"],
+            SiteRef.parse(record["family"], record["key"]),
             dict(record["config"]),
             tensors("inputs"),
             tensors("outputs"),
@@ -129,11 +144,10 @@ class PathCall:
 
 @dataclass(frozen=True)
 class Choice:
-    """A host-level choice (attention's fused or unfused path): its family, key and chosen
-    config, and the kernel calls of every option."""
+    """A host-level choice (attention's fused or unfused path): its site, its chosen config,
+    and the kernel calls of every option."""
 
-    family: str
-    key: str
+    site: SiteRef
     config: Config
     paths: dict[str, tuple[PathCall, ...]]
 
@@ -141,19 +155,7 @@ class Choice:
         return {option: [c.to_json() for c in calls] for option, calls in self.paths.items()}
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "family": self.family,
-            "key": self.key,
-            "config": self.config,
-            "paths": self.paths_json(),
-        }
-
-
-class HostCallSite(TypedDict):
-    """A site the device runs as a host call (the vendor library's matmul)."""
-
-    family: str
-    key: str
+        return {**site_json(self.site), "config": self.config, "paths": self.paths_json()}
 
 
 @dataclass
@@ -170,8 +172,8 @@ class Program:
     provenance: dict[str, SiteProvenance]
     #: host-level choices, by site
     choices: dict[str, Choice] = field(default_factory=dict)
-    #: sites the device runs as host calls, by site
-    host_calls: dict[str, HostCallSite] = field(default_factory=dict)
+    #: sites the device runs as host calls (the vendor library's matmul), by site name
+    host_calls: dict[str, SiteRef] = field(default_factory=dict)
     #: the ops torch runs, emmy having no kernel for them, by call name
     fallbacks: dict[str, FallbackEntry] = field(default_factory=dict)
     #: where the graph's ops run (emmy.frontend.torch_fallback.Coverage's counts; the ops counted
@@ -215,9 +217,8 @@ class Program:
 
     def host_call(self, call: Call) -> HostCall:
         """The vendor library's operation of the call's site, at the shapes of its key."""
-        site = self.host_calls[call.kernel]
         args = tuple(self.buffer_arg(b) for b in call.buffers)
-        return host_call_of(site["family"], site["key"], args)
+        return host_call_of(self.host_calls[call.kernel], args)
 
     def fallback_call(self, call: Call) -> TorchFallback:
         """A torch op on the call's buffers: its inputs, then its outputs."""
@@ -292,7 +293,7 @@ class Program:
         """A device's failure message with the family and key of each kernel it names
         (`kernel 'gather_3'`, as the emulator names the kernel that crashed)."""
         named = [
-            f"{name} is {info.family} at {info.key}"
+            f"{name} is {info.site}"
             for name, info in self.kernels.items()
             if f"'{name}'" in message
         ]
@@ -316,7 +317,7 @@ class Program:
     def report(self) -> dict:
         kernels = []
         for name, info in self.kernels.items():
-            entry = asdict(info)
+            entry = info.to_json()
             provenance = self.provenance.get(name)
             entry["provenance"] = provenance.to_json() if provenance is not None else {}
             entry["resources"] = self.resources.get(name)
@@ -330,7 +331,7 @@ class Program:
             "constants": len(self.constants),
             "calls": [asdict(c) for c in self.calls],
             "choices": {name: choice.to_json() for name, choice in self.choices.items()},
-            "host_calls": self.host_calls,
+            "host_calls": {name: site_json(site) for name, site in self.host_calls.items()},
             "fallbacks": self.fallbacks,
             "mutated_inputs": self.mutated_inputs,
             "coverage": self.coverage,
@@ -393,17 +394,17 @@ def per_element_line(program: Program) -> str:
     return f"FLOPs one per output element (no formula): {ops}"
 
 
-def host_call_of(family_name: str, key_text: str, args: tuple[BufferArg, ...]) -> HostCall:
+def host_call_of(site: SiteRef, args: tuple[BufferArg, ...]) -> HostCall:
     """The host call a site of a host-call family runs on `args`: its registry entry's."""
     # the registry loads xDSL and the kernel language (lark), which a program-cache hit,
     # running no host call, does not need
     from emmy.families.family import HostCallFamily
     from emmy.families.registry import FAMILIES
 
-    entry = FAMILIES.get(family_name)
+    entry = FAMILIES.get(site.family)
     if not isinstance(entry, HostCallFamily):
-        raise EmmyError(f"no host call runs family {family_name!r} (HostCallFamily.host_call)")
-    return entry.host_call(parse_key(key_text), args)
+        raise EmmyError(f"no host call runs family {site.family!r} (HostCallFamily.host_call)")
+    return entry.host_call(site.values, args)
 
 
 def fallback_value(value: object) -> FallbackValue:

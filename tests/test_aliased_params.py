@@ -48,7 +48,7 @@ def compiled(text: str, constants: list[str] | None = None, golden: str = "") ->
 
 
 def families(program: Program) -> dict[str, str]:
-    return {name: info.family for name, info in program.kernels.items()}
+    return {name: info.site.family for name, info in program.kernels.items()}
 
 
 def test_a_kernel_writing_over_its_input_drops_restrict_on_that_pair_only() -> None:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import emmy
+from emmy.base.problem_key import SiteRef
 from emmy.cli import explain_lines
 from emmy.families import attention_decode_path
 from emmy.frontend.ops import cached_attention
@@ -116,6 +117,6 @@ def test_a_bench_draws_the_length_within_the_cache():
     shapes = [(1, 2, 3, 4), (1, 1, 9, 4), (1, 1, 9, 4), (1,)]
     specs = [TensorSpec(f"in{i}", s, "i64" if i == 3 else "f32") for i, s in enumerate(shapes)]
     out = [TensorSpec("out0", (1, 2, 3, 4), "f32")]
-    work = SiteWork("attention_decode_0", "attention_decode", key, {}, specs, out)
+    work = SiteWork("attention_decode_0", SiteRef.parse("attention_decode", key), {}, specs, out)
     lengths = {int(_fresh_inputs(work, host=False)[1][3]) for _ in range(40)}
     assert lengths <= set(range(3, 10)) and len(lengths) > 1

@@ -147,7 +147,7 @@ def test_a_plan_names_each_site_once_with_every_device_kind_it_was_found_on(tmp_
     campaign.write()
     again = load_campaign(tmp_path / "c.json")
     assert again.to_json() == campaign.to_json()
-    by_family = {item.family: item for item in again.items}
+    by_family = {item.site.family: item for item in again.items}
     assert set(by_family) == {"attention", "attention_path"}
     # the same kernel site and choice on both kinds (no target default in a plan's compile)
     assert by_family["attention"].devices == ("emu", "nvidia-h200-sm90")
@@ -169,7 +169,7 @@ def test_each_group_of_the_key_grid_plans_sites_of_the_family_declaring_it(tmp_p
         campaign = plan(
             tmp_path / f"{group}.json", first, ["nvidia-h200-sm90"], progress=lambda _: None
         )
-        assert name in {item.family for item in campaign.items}, f"{group}: {first[0][-1]}"
+        assert name in {item.site.family for item in campaign.items}, f"{group}: {first[0][-1]}"
 
 
 def test_status_says_what_is_left(tmp_path, capsys) -> None:

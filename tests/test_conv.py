@@ -50,7 +50,7 @@ def model_and_input() -> tuple[nn.Module, torch.Tensor]:
 
 
 def conv_kernels(program: Program) -> list[str]:
-    return [k.family for k in program.kernels.values() if k.family.startswith("conv")]
+    return [k.site.family for k in program.kernels.values() if k.site.family.startswith("conv")]
 
 
 def test_emmy_compile_runs_every_convolution_in_its_kernels() -> None:
@@ -62,7 +62,7 @@ def test_emmy_compile_runs_every_convolution_in_its_kernels() -> None:
     # five convolutions, five kernels: the batch norm folded into the stem's weights, the
     # activations and the residual fused as epilogues
     assert len(conv_kernels(program)) == 5, program.kernels
-    assert all(k.family.startswith("conv") for k in program.kernels.values()), program.kernels
+    assert all(k.site.family.startswith("conv") for k in program.kernels.values()), program.kernels
 
 
 def test_torch_compile_folds_the_frozen_batch_norm() -> None:

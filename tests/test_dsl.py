@@ -4,8 +4,10 @@ import pytest
 
 from emmy.base.errors import EmmyError
 from emmy.base.problem_key import ProblemKey, format_key, parse_key
+from emmy.dsl import ast
 from emmy.dsl.library import declaration, declarations
 from emmy.dsl.parser import DslError, parse_source
+from emmy.dsl.unparse import unparse
 from emmy.sites.fork_space import ForkSpace
 from emmy.sites.lower import instantiate
 
@@ -118,6 +120,31 @@ def test_semantic_errors_name_the_line(body: str, message: str) -> None:
         lower_body(body)
     assert str(error.value).startswith("k.emmy:")
     assert message in str(error.value)
+
+
+def test_a_declaration_is_a_typed_syntax_tree() -> None:
+    """The parser's nodes are typed, equal by what they say (not where), each with its
+    line and column for errors."""
+    (decl,) = parse_source(GOOD, "k.emmy")
+    (threads,) = decl.forks
+    assert threads == ast.ForkDecl("threads", 64, (32, 64), None)
+    assert threads.at == (4, 8)
+    assert decl.launch["block"] == ast.Name("threads")
+    assert decl.params[0] == ast.Param("x", ast.Direction.IN, "T", ("n",), False)
+    let, store = decl.body
+    thread = ast.Sum(
+        ast.Product(ast.Call("block_id"), ((ast.Operator.MUL, ast.Name("threads")),)),
+        ((ast.Operator.ADD, ast.Call("thread_id")),),
+    )
+    last = ast.Sum(ast.Name("n"), ((ast.Operator.SUB, ast.IntLit(1)),))
+    assert let == ast.Let((ast.Name("i"),), ast.Call("min", (thread, last)))
+    assert (let.at, let.value.at, let.targets[0].at) == ((6, 3), (6, 11), (6, 7))
+    index = (ast.Name("i"),)
+    assert store == ast.Store(ast.Name("y"), index, ast.Index("x", index))
+    assert unparse(let.value) == "min(block_id() * threads + thread_id(), n - 1)"
+    assert (
+        unparse(let.value, grouped=True) == "min(((block_id() * threads) + thread_id()), (n - 1))"
+    )
 
 
 def test_a_good_kernel_lowers_and_verifies() -> None:

@@ -61,7 +61,7 @@ def test_a_conv_net_runs_with_its_convolutions_through_torch():
     assert 0 < coverage["native_ops"] < coverage["ops"]
     assert 0 < coverage["native_flops"] < coverage["flops"]
     assert program.report()["fallbacks"] == program.fallbacks
-    families = {info.family for info in program.kernels.values()}
+    families = {info.site.family for info in program.kernels.values()}
     assert "matmul" in families or "matmul_tc" in families
 
 

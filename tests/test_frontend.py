@@ -223,7 +223,7 @@ def test_attention_written_as_matmuls_becomes_one_fused_kernel():
     q, k, v = torch.randn(2, 3, 9, 16), torch.randn(2, 3, 11, 16), torch.randn(2, 3, 11, 16)
     program = check(WrittenOutAttention(), q, k, v).program
     assert families(program) == ["attention"]
-    assert "scale=0.25" in program.kernels[program.calls[0].kernel].key
+    assert "scale=0.25" in str(program.kernels[program.calls[0].kernel].site.key)
 
 
 def test_sdpa_causal_full_and_grouped_query():
@@ -257,11 +257,11 @@ def test_sdpa_unfused_path_matches_eager(dtype):
     assert "attention" not in families(program)
     assert families(program).count("softmax") == 3
     called = [program.kernels[call.kernel] for call in program.calls]
-    softmax_keys = [info.key for info in called if info.family == "softmax"]
+    softmax_keys = [str(info.site.key) for info in called if info.site.family == "softmax"]
     assert sum("causal=8" in key for key in softmax_keys) == 2  # causal, grouped
     # in bf16 both products run on tensor cores, q · kᵀ reading k in place
     expected = ["matmul" if dtype == torch.float32 else "matmul_tc"] * 6
-    assert sorted(info.family for info in called if "matmul" in info.family) == expected
+    assert sorted(info.site.family for info in called if "matmul" in info.site.family) == expected
     copies = families(program).count("permute")  # `full`'s k and v slices
     assert copies == 2, families(program)
     choices = program.choices.values()
@@ -299,7 +299,7 @@ def test_sdpa_with_padding_per_query_and_per_head_masks():
     compiled = compile_emu(PaddedAttention(), *inputs)
     torch.testing.assert_close(compiled(*inputs), PaddedAttention()(*inputs), **F32)
     kernels = [compiled.program.kernels[c.kernel] for c in compiled.program.calls]
-    keys = [info.key for info in kernels if info.family == "attention"]
+    keys = [str(info.site.key) for info in kernels if info.site.family == "attention"]
     assert len(keys) == 4 and all("masked=yes" in key for key in keys)
     assert sum("batch=2,mask_rows=5" in key for key in keys) == 1
     assert sum("batch=8,mask_rows=5" in key for key in keys) == 1  # a mask per head
@@ -324,7 +324,7 @@ def test_the_library_path_runs_every_attention_through_torch_sdpa():
         program = compiled.program
         attentions = [f for f in families(program) if "attention" in f]
         assert set(attentions) == {"vendor_attention"}, families(program)
-        assert {h["family"] for h in program.host_calls.values()} == {"vendor_attention"}
+        assert {h.family for h in program.host_calls.values()} == {"vendor_attention"}
         assert all(c.config == {"path": "sdpa"} for c in program.choices.values())
 
 
@@ -409,7 +409,10 @@ def test_norms_fuse_the_residual_add_before_and_the_chain_after():
     inputs = (torch.randn(2, 5, 16), torch.randn(2, 5, 16), torch.randn(16))
     program = check(ResidualNorms(), *inputs).program
     assert families(program) == ["layer_norm", "rms_norm", "softmax"]
-    keys = {program.kernels[c.kernel].family: program.kernels[c.kernel].key for c in program.calls}
+    keys = {
+        program.kernels[c.kernel].site.family: str(program.kernels[c.kernel].site.key)
+        for c in program.calls
+    }
     assert "fn=(in0 + in1),store=yes" in keys["layer_norm"]
     assert "fn=(in0 + gelu((in1 * 2.0))),epilogue=(acc + in2),store=yes" in keys["rms_norm"]
     assert "fn=((in0 * 0.5) + in1),epilogue=(acc * in2)" in keys["softmax"]

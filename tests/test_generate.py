@@ -68,7 +68,7 @@ def test_the_new_value_of_a_mutated_input_goes_into_its_buffer() -> None:
     for name in program.mutated_inputs:
         writers = [c for c in program.calls if c.buffers[-1] == name]
         assert len(writers) == 1  # the index_copy writes the cache itself: no copy after it
-        assert program.kernels[writers[0].kernel].family == "index_copy"
+        assert program.kernels[writers[0].kernel].site.family == "index_copy"
     assert not {spec.name for spec in program.outputs} & set(program.mutated_inputs)
 
 

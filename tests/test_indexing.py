@@ -68,7 +68,7 @@ def test_indexing_ops_of_floats_match_eager() -> None:
     compiled, got, want = run(Floats(), x, ids, neg, gidx, m)
     for i, (actual, expected) in enumerate(zip(got, want, strict=True)):
         assert torch.equal(actual, expected), f"output {i}"
-    kernels = {k.family for k in compiled.program.kernels.values()}
+    kernels = {k.site.family for k in compiled.program.kernels.values()}
     assert {"gather", "cat", "permute", "index_copy"} <= kernels
 
 
@@ -125,7 +125,7 @@ def test_returned_inputs_weights_and_their_views_are_views_with_no_kernel() -> N
         assert actual.stride() == expected.stride()
         assert actual.data_ptr() == expected.data_ptr()  # the input's or weight's own memory
     assert torch.equal(got[5], want[5])
-    assert [k.family for k in compiled.program.kernels.values()] == ["elementwise"]
+    assert [k.site.family for k in compiled.program.kernels.values()] == ["elementwise"]
     # a non-contiguous input: the same values (read as the program reads it, contiguous)
     strided = torch.randn(3, 4).t()
     for actual, expected in zip(
@@ -149,7 +149,7 @@ def test_a_crashing_kernel_is_reported_with_its_site_family_and_key() -> None:
     with pytest.raises(KernelLaunchError) as caught:
         broken.run(EmuDevice(), [torch.randn(4, 8).numpy()])
     message = str(caught.value)
-    assert "SIGSEGV" in message and f"{name} is {info.family} at {info.key}" in message
+    assert "SIGSEGV" in message and f"{name} is {info.site.family} at {info.site.key}" in message
 
 
 class Refused(nn.Module):
@@ -204,7 +204,7 @@ def test_creation_ops_fold_to_constants_at_each_shape() -> None:
             assert actual.dtype == expected.dtype
             assert torch.equal(actual, expected)
     # the masks and the constant parts of the sum are folded: no kernel computes them
-    kernels = sorted(k.family for k in compiled.program.kernels.values())
+    kernels = sorted(k.site.family for k in compiled.program.kernels.values())
     assert kernels == ["cat", "elementwise", "gather"]
 
 

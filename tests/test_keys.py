@@ -15,6 +15,7 @@ from emmy.base.problem_key import (
     Chain,
     InputKind,
     ProblemKey,
+    SiteRef,
     format_key,
     parse_input_kinds,
     parse_key,
@@ -89,6 +90,20 @@ def test_a_typed_key_prints_as_its_plain_values_do() -> None:
     flags = {"rows": 2, "cols": 8, "T": "f32", "eps": "1e-05", "store": False}
     assert canonical_key(norm, flags) == "rows=2,cols=8,T=f32,eps=1e-05"
     assert canonical_key(norm, flags | {"store": True}).endswith(",store=yes")
+
+
+def test_a_site_is_named_by_its_family_and_typed_key() -> None:
+    """A record names a site by one typed reference; its text is read only at a store's
+    edge (`SiteRef.parse`), and the kernel language reads its plain values."""
+    decl = declaration("layer_norm")
+    flags = {"rows": 2, "cols": 8, "T": "f32", "eps": "1e-05", "store": True}
+    site = SiteRef("layer_norm", problem_key(decl, flags))
+    assert site == SiteRef.parse("layer_norm", "rows=2,cols=8,T=f32,eps=1e-05,store=yes")
+    assert site.values == {"rows": 2, "cols": 8, "T": "f32", "eps": "1e-05", "store": "yes"}
+    assert str(site) == "layer_norm at rows=2,cols=8,T=f32,eps=1e-05,store=yes"
+    assert len({site, SiteRef.parse("layer_norm", str(site.key))}) == 1  # one site, one entry
+    with pytest.raises(EmmyError, match=r"'oops' is not name=value"):
+        SiteRef.parse("layer_norm", "rows=2,oops")
 
 
 def test_a_chain_renumbers_its_inputs() -> None:

@@ -68,7 +68,7 @@ def test_every_option_compiles_with_nvrtc_without_spills(family_name: str, arch:
     compiled = compile_cuda(program.source, arch)
     assert set(compiled.resources) == set(program.kernels)
     spilling = {
-        f"{name} [{program.kernels[name].key}] {program.kernels[name].config}": used
+        f"{name} [{program.kernels[name].site.key}] {program.kernels[name].config}": used
         for name, used in compiled.resources.items()
         if used.spill_stores or used.spill_loads
     }

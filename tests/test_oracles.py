@@ -210,7 +210,7 @@ class Fixed:
         self.asked: list[str] = []
 
     def decide(self, query: SiteQuery) -> Decision:
-        self.asked.append(str(query.key))
+        self.asked.append(str(query.site.key))
         return Decision(dict(self.config), "fixed", {"why": "handed in"})
 
 
@@ -253,7 +253,11 @@ def path_decision(target: str, db_path, **options) -> dict:
     options = CompileOptions.parse(target=target, db=db_path, **options)
     program = compile_graph(matmul_module(64, 96, 128), options, compile_kernels=False)
     ((name, choice),) = program.choices.items()
-    return {**program.provenance[name].to_json(), "config": choice.config, "key": choice.key}
+    return {
+        **program.provenance[name].to_json(),
+        "config": choice.config,
+        "key": str(choice.site.key),
+    }
 
 
 def test_a_gpu_site_with_no_evidence_takes_the_vendor_library(db_path) -> None:

@@ -259,8 +259,8 @@ def test_a_chain_of_table_ops_and_dtypes_is_one_kernel() -> None:
     inputs = (torch.randn(4, 16), torch.randint(0, 5, (16,)), torch.rand(4, 16) > 0.5)
     compiled = _check(MixedChain(), inputs, 1e-2, 1e-2)
     (kernel,) = compiled.program.kernels.values()
-    assert kernel.family == "elementwise"
-    assert "T=bf16" in kernel.key and "dtypes=i8/i64/f32" in kernel.key
+    assert kernel.site.family == "elementwise"
+    assert "T=bf16" in str(kernel.site.key) and "dtypes=i8/i64/f32" in str(kernel.site.key)
 
 
 class SizeArithmetic(nn.Module):

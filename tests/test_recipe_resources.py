@@ -87,7 +87,7 @@ def program(arch: str) -> CudaProgram:
 
 def describe(info: KernelInfo, arch: str) -> str:
     config = " ".join(f"{k}={v}" for k, v in info.config.items())
-    return f"{info.family} [{info.key}] {config} at {arch}"
+    return f"{info.site.family} [{info.site.key}] {config} at {arch}"
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -40,13 +40,12 @@ def site_keys(recipe: str, config: str | None, target: str) -> list[list[str]]:
     """The sorted (family, key text) of the compile's sites: its kernels, its host calls,
     and its host-level choices with every option's kernels."""
     program = recipe_program(recipe, config, 0, target)
-    sites = {(k.family, k.key) for k in program.kernels.values()}
-    sites |= {(call["family"], call["key"]) for call in program.host_calls.values()}
+    sites = {k.site for k in program.kernels.values()} | set(program.host_calls.values())
     for choice in program.choices.values():
-        sites.add((choice.family, choice.key))
+        sites.add(choice.site)
         for option in choice.paths.values():
-            sites |= {(step.family, step.key) for step in option}
-    return [list(site) for site in sorted(sites)]
+            sites |= {step.site for step in option}
+    return sorted([site.family, str(site.key)] for site in sites)
 
 
 def dumps(pinned: dict[str, list[list[str]]]) -> str:

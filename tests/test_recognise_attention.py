@@ -42,7 +42,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) 
 
 
 def families(program) -> list[str]:
-    return sorted(program.kernels[call.kernel].family for call in program.calls)
+    return sorted(program.kernels[call.kernel].site.family for call in program.calls)
 
 
 def test_a_causal_softmax_between_matmuls_runs_as_a_causal_attention() -> None:
@@ -56,7 +56,7 @@ def test_a_causal_softmax_between_matmuls_runs_as_a_causal_attention() -> None:
         CompileOptions(target=EMU, db=None, pins=Pins({"path": "fused"})),
     )
     assert families(fused) == ["attention"]
-    assert "causal=yes" in fused.kernels[fused.calls[0].kernel].key
+    assert "causal=yes" in str(fused.kernels[fused.calls[0].kernel].site.key)
     as_written = compile_graph(
         parse_graph(written_out_attention(True), "<causal, probabilities returned>"),
         CompileOptions(target=EMU, db=None),

@@ -8,9 +8,11 @@ from __future__ import annotations
 import pytest
 
 from emmy.backend.nvrtc import compile_cuda
+from emmy.base.problem_key import SiteRef
 from emmy.check import case_configs, case_variants
 from emmy.compiler import compile_sites
-from emmy.dsl.library import canonical_key, declaration
+from emmy.dsl.keys import problem_key
+from emmy.dsl.library import declaration
 from emmy.families.registry import registered
 from emmy.families.rows import ROW_SHAPES
 from emmy.recall.oracles import DefaultOracle, site_query
@@ -21,7 +23,7 @@ EPS = {"softmax": {}, "layer_norm": {"eps": "1e-05"}, "rms_norm": {"eps": "1e-06
 
 def default_of(family_name: str, rows: int, cols: int, dtype: str) -> dict:
     key = {"rows": rows, "cols": cols, "T": dtype, **EPS[family_name]}
-    query = site_query(family_name, canonical_key(declaration(family_name), key))
+    query = site_query(SiteRef(family_name, problem_key(declaration(family_name), key)))
     decision = DefaultOracle(None).decide(query)
     assert decision is not None
     return decision.config

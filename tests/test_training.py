@@ -516,7 +516,7 @@ def test_sdpas_gradients_run_in_flash_attention_kernels_or_the_librarys(
         ran = {call.kernel.rsplit("_", 1)[0] for p in programs for call in p.calls}
         assert families <= ran, ran
     else:
-        ran = {h["family"] for p in programs for h in p.host_calls.values()}
+        ran = {h.family for p in programs for h in p.host_calls.values()}
         assert ran == families, ran
 
 

@@ -134,8 +134,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
         _check_shared_memory(func, launch)
         program.kernels[func.sym_name.data] = KernelInfo(
             name=func.sym_name.data,
-            family=site.family.data,
-            key=str(site.key.data),
+            site=site.ref,
             config=site.config.as_dict() if site.config is not None else {},
             arg_names=tuple(n.data for n in func.arg_names),
             arg_dtypes=tuple(dtypes.dtype_name(pointee(a)) for a in func.body.block.args),

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 from emmy.base.compile_options import option_value
 from emmy.base.errors import EmmyError
@@ -196,3 +197,28 @@ class ProblemKey(Mapping[str, KeyValue]):
 
     def __len__(self) -> int:
         return len(self.fields)
+
+
+@dataclass(frozen=True)
+class SiteRef:
+    """A site as every record names it: its family and its typed problem key.
+
+    The text of a reference (`family`, `str(key)`) is written only where a store keys rows
+    by it (the tuning database, golden files, the dataset, a campaign file, a report) and
+    in printed IR; `parse` reads it back there."""
+
+    family: str
+    key: ProblemKey
+
+    @classmethod
+    def parse(cls, family: str, key: str) -> SiteRef:
+        """The reference a store's row holds as text; EmmyError where the key is malformed."""
+        return cls(family, ProblemKey.parse(key))
+
+    @cached_property
+    def values(self) -> dict[str, int | str]:
+        """The key's values as the kernel language reads them (emmy.dsl), read once."""
+        return plain_values(self.key)
+
+    def __str__(self) -> str:
+        return f"{self.family} at {self.key}"

@@ -88,7 +88,7 @@ def bench_task(task: Task) -> Result:
             choice = task.item.choice()
             (fork_name,) = choice.config
             options = [config[fork_name] for config in task.configs]
-            bench.bench_choice(task.item.family, choice, options)
+            bench.bench_choice(task.item.site.family, choice, options)
         else:
             bench.bench_site(task.item.work(), list(task.configs))
     measured = sum(row.bench == bench.bench_id for row in bench.rows)

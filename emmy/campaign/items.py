@@ -33,7 +33,7 @@ from emmy.base import dtypes
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, is_well_formed
 from emmy.base.paths import write_atomic
-from emmy.base.problem_key import parse_key
+from emmy.base.problem_key import SiteRef
 from emmy.base.regime import regime_for
 from emmy.campaign import DEFAULT_MAX_ROWS
 from emmy.compiler import TensorSpec
@@ -43,7 +43,7 @@ from emmy.dsl.library import declaration, declarations
 from emmy.families.family import ChoiceFamily, HostCallFamily
 from emmy.families.registry import FAMILIES, registered_as
 from emmy.measure.bench import BenchOptions, SiteWork, requested_configs
-from emmy.program import Choice, PathCall
+from emmy.program import Choice, PathCall, site_json
 from emmy.recall.tuning_db import canonical_config
 from emmy.sites.fork_space import ForkSpace
 
@@ -63,8 +63,7 @@ _CALL_FIELDS = {"family", "key", "config", "inputs", "outputs"}
 class Item:
     """One site of a campaign and what to measure there."""
 
-    family: str
-    key: str
+    site: SiteRef
     configs: Any  # "default" | "all" | {"sample": N} | {"sweep": [...]} | [config, ...]
     devices: tuple[str, ...]
     inputs: tuple[TensorSpec, ...] = ()
@@ -78,34 +77,29 @@ class Item:
     def is_choice(self) -> bool:
         return self.paths is not None
 
-    @cached_property
-    def values(self) -> dict[str, int | str]:
-        """The key's values, parsed once (the campaign file holds its text)."""
-        return parse_key(self.key)
-
     def describe(self) -> str:
-        return f"{self.family} {self.key}"
+        return f"{self.site.family} {self.site.key}"
 
     def work(self) -> SiteWork:
         """The site as the bench measures it; its pick, the declared default (moved by the
         constraints) with the pins."""
-        decl = declarations().get(self.family)
-        default = None if decl is None else ForkSpace.of(decl).default_config(self.values)
+        decl = declarations().get(self.site.family)
+        default = None if decl is None else ForkSpace.of(decl).default_config(self.site.values)
         pick = {**(default or {}), **self.pinned}
         return SiteWork(
-            self.family, self.family, self.key, pick, list(self.inputs), list(self.outputs),
+            self.site.family, self.site, pick, list(self.inputs), list(self.outputs),
             frozenset(self.pinned),
         )  # fmt: skip
 
     def choice(self) -> Choice:
         """The item as a program's host-level choice (Bench.bench_choice reads it)."""
         assert self.paths is not None
-        ((fork_name, options),) = registered_as(self.family, ChoiceFamily).forks.items()
+        ((fork_name, options),) = registered_as(self.site.family, ChoiceFamily).forks.items()
         # the declared default: the first of the family's options this site has
         declared = next((o for o in options if o in self.paths), next(iter(self.paths)))
         default = self.pinned.get(fork_name, declared)
         paths = {o: tuple(PathCall.from_json(c) for c in calls) for o, calls in self.paths.items()}
-        return Choice(self.family, self.key, {fork_name: default}, paths)
+        return Choice(self.site, {fork_name: default}, paths)
 
     def wanted_configs(self) -> list[dict[str, int | str]]:
         """The configs this item measures on every device kind, in the bench's order."""
@@ -128,7 +122,7 @@ class Item:
         return tuple(requested_configs(self.work(), options))
 
     def to_json(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"family": self.family, "key": self.key, "configs": self.configs}
+        record: dict[str, Any] = {**site_json(self.site), "configs": self.configs}
         record["devices"] = list(self.devices)
         if self.inputs or self.outputs:
             record["inputs"] = [[list(s.shape), s.dtype] for s in self.inputs]
@@ -180,7 +174,10 @@ class Campaign:
     def cells(self, item: Item, device: str) -> list[tuple[Cell, dict]]:
         """The cells of an item on a device kind, with their configs."""
         regime = regime_for(device, self.flags).id
-        return [(cell(device, regime, item.family, item.key, c), c) for c in item.wanted_configs()]
+        site = item.site
+        return [
+            (cell(device, regime, site.family, str(site.key), c), c) for c in item.wanted_configs()
+        ]
 
     def iter_cells(self, devices: Sequence[str]) -> Iterator[tuple[int, str, list]]:
         """(item index, device, its cells) of every item on each of `devices` it wants."""
@@ -280,7 +277,7 @@ def _item(where: str, record: object, devices: tuple[str, ...]) -> Item:
         kinds = "a kernel family or a host-level choice"
         raise EmmyError(f"{where}: unknown family {name!r} (want {kinds}, e.g. softmax)")
     try:
-        parse_key(key)
+        site = SiteRef.parse(name, key)
     except EmmyError as error:
         raise EmmyError(f"{where}: {error}") from None
     max_rows = record.get("max_rows", DEFAULT_MAX_ROWS)
@@ -293,8 +290,7 @@ def _item(where: str, record: object, devices: tuple[str, ...]) -> Item:
     if source is not None and not isinstance(source, str):
         raise EmmyError(f"{where}: from must be a string")
     item = Item(
-        family=name,
-        key=key,
+        site=site,
         configs=_configs_spec(where, record["configs"]),
         devices=_devices(f"{where}: devices", record.get("devices", list(devices))),
         pinned=pinned,
@@ -360,7 +356,7 @@ def _with_buffers(where: str, item: Item, record: dict) -> Item:
         inputs = _specs(f"{where}: inputs", record["inputs"])
         outputs = _specs(f"{where}: outputs", record["outputs"])
     else:
-        inputs, outputs = _declared_specs(where, item.family, item.values)
+        inputs, outputs = _declared_specs(where, item.site.family, item.site.values)
     return replace(item, inputs=inputs, outputs=outputs)
 
 
@@ -404,13 +400,13 @@ def _with_paths(where: str, item: Item, paths: object) -> Item:
 def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
     """Every listed config is valid at the item's key, and every swept fork is a fork."""
     if item.is_choice:
-        (fork_name,) = registered_as(item.family, ChoiceFamily).forks
+        (fork_name,) = registered_as(item.site.family, ChoiceFamily).forks
         for config in item.configs if isinstance(item.configs, list) else configs:
             if set(config) != {fork_name} or config[fork_name] not in (item.paths or {}):
                 options = ", ".join(item.paths or {})
                 raise EmmyError(f"{where}: {config} is not one of the paths ({options})")
         return
-    space = ForkSpace.of(declaration(item.family))
+    space = ForkSpace.of(declaration(item.site.family))
     forks = set(space.names)
     if isinstance(item.configs, dict) and "sweep" in item.configs:
         unknown = sorted(set(item.configs["sweep"]) - forks)
@@ -419,7 +415,7 @@ def _check_listed(where: str, item: Item, configs: list[dict]) -> None:
                 f"{where}: no fork named {unknown[0]!r} (forks: {', '.join(sorted(forks))})"
             )
     if isinstance(item.configs, list):
-        valid = {canonical_config(c) for c in space.configs(item.values)}
+        valid = {canonical_config(c) for c in space.configs(item.site.values)}
         for config in configs:
             if canonical_config(config) not in valid:
                 raise EmmyError(f"{where}: {canonical_config(config)} is not a valid config here")

@@ -75,9 +75,8 @@ def program_items(
     for work in program_sites(program):
         items.append(
             Item(
-                family=work.family,
-                key=work.key,
-                configs=_configs_for(work.family, configs),
+                site=work.site,
+                configs=_configs_for(work.site.family, configs),
                 devices=(device,),
                 inputs=tuple(work.inputs),
                 outputs=tuple(work.outputs),
@@ -92,9 +91,8 @@ def program_items(
         pinned = {n: v for n, v in choice.config.items() if forks.get(n) == "pin"}
         items.append(
             Item(
-                family=choice.family,
-                key=choice.key,
-                configs=_configs_for(choice.family, configs),
+                site=choice.site,
+                configs=_configs_for(choice.site.family, configs),
                 devices=(device,),
                 pinned=pinned,
                 paths=choice.paths_json(),

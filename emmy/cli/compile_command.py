@@ -87,7 +87,9 @@ def _compile(args: argparse.Namespace) -> int:
         usage = ""
         if resources:
             usage = f", {resources['registers']} registers, {resources['spill_stores']} B spilled"
-        print(f"{name}: {info.family} [{info.key}] grid {info.grid} block {info.block}{usage}")
+        print(
+            f"{name}: {info.site.family} [{info.site.key}] grid {info.grid} block {info.block}{usage}"
+        )
     if args.output:
         for path in program.write(args.output):
             print(f"wrote {path}")
@@ -118,20 +120,27 @@ def explain_lines(program) -> list[str]:
     from emmy.families.registry import registered_as
 
     rows = [("site", "family", "key", "config", "source", "evidence")]
-    sites = [(name, c.family, c.key, c.config) for name, c in program.choices.items()]
-    sites += [(name, i.family, i.key, i.config) for name, i in program.kernels.items()]
-    for name, family_name, key, site_config in sites:
+    sites = [(name, c.site, c.config) for name, c in program.choices.items()]
+    sites += [(name, i.site, i.config) for name, i in program.kernels.items()]
+    for name, site, site_config in sites:
         provenance = program.provenance.get(name, SiteProvenance({}))
         forks = provenance.forks
         config = " ".join(
             f"{k}={v}{'(pin)' if forks.get(k) == 'pin' else ''}" for k, v in site_config.items()
         )
         rows.append(
-            (name, family_name, key, config, provenance.oracle or "?", _evidence(provenance))
+            (
+                name,
+                site.family,
+                str(site.key),
+                config,
+                provenance.oracle or "?",
+                _evidence(provenance),
+            )
         )
-    for name, call in program.host_calls.items():
-        runs_by = registered_as(call["family"], HostCallFamily).runs_by
-        rows.append((name, call["family"], call["key"], "-", "host call", runs_by))
+    for name, site in program.host_calls.items():
+        runs_by = registered_as(site.family, HostCallFamily).runs_by
+        rows.append((name, site.family, str(site.key), "-", "host call", runs_by))
     for name, call in program.fallbacks.items():
         where = f" at {call['source']}" if call["source"] else ""
         rows.append((name, "torch", call["target"], "-", "fallback", f"{call['reason']}{where}"))

@@ -67,7 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum  # what EnumAttribute takes
 
 from emmy.base.errors import EmmyError
-from emmy.base.problem_key import ProblemKey
+from emmy.base.problem_key import ProblemKey, SiteRef
 from emmy.dialects.records import EvidenceAttr, PlainValue, RecordedAttr
 from emmy.dsl.ast import Expr
 from emmy.dsl.parser import parse_expression
@@ -382,10 +382,32 @@ class PathCallAttr(ParametrizedAttribute):
 
     name = "fork.path_call"
     family: StringAttr
-    key: StringAttr
+    key: ProblemKeyAttr
     config: ConfigAttr
     inputs: ArrayAttr[TensorType[Attribute]]
     outputs: ArrayAttr[TensorType[Attribute]]
+
+    @property
+    def site(self) -> SiteRef:
+        return SiteRef(self.family.data, self.key.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            family = StringAttr(parser.parse_str_literal())
+            parser.parse_punctuation(",")
+            key = ProblemKeyAttr(parse_problem_key(parser))
+            rest = []
+            for _ in range(3):  # the config, the inputs, the outputs
+                parser.parse_punctuation(",")
+                rest.append(parser.parse_attribute())
+        return [family, key, *rest]
+
+    def print_parameters(self, printer: Printer) -> None:
+        # the key as its text alone, as a site shows it
+        printer.print_string(f'<"{self.family.data}", "{self.key.data}", ')
+        printer.print_list((self.config, self.inputs, self.outputs), printer.print_attribute)
+        printer.print_string(">")
 
 
 @irdl_attr_definition
@@ -498,6 +520,11 @@ class SiteOp(IRDLOperation):
             },
             regions=[body or Region(Block())],
         )
+
+    @property
+    def ref(self) -> SiteRef:
+        """What records name this site by: its family and typed key."""
+        return SiteRef(self.family.data, self.key.data)
 
     @property
     def site_kind(self) -> SiteKind:

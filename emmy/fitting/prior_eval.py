@@ -35,6 +35,7 @@ import numpy as np
 
 from emmy.base.errors import EmmyError
 from emmy.base.paths import METADATA, RECIPES_DIR, WEIGHTS, prior_dir
+from emmy.base.problem_key import SiteRef
 from emmy.families.registry import choice_forks
 from emmy.recall import golden
 from emmy.recall.oracles import default_pick, site_query
@@ -252,7 +253,7 @@ class _HeldOutScores:
     def add(self, i: int) -> None:
         """Scores every picker on the pool's key `i`."""
         key, times = self.pool.keys[i], self.pool.median_s[i]
-        query = site_query(self.pool.family, key, self.configs)
+        query = site_query(SiteRef.parse(self.pool.family, key), self.configs)
         self._add_prior(i, key, times)
         # the declared default, moved by the constraints
         self.scores["default"].append(score_key(key, times, self._col(default_pick(query))))

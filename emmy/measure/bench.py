@@ -27,14 +27,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 
 import numpy as np
 import torch
 
 from emmy.base import dtypes
 from emmy.base.errors import EmmyError, KernelCompileError, KernelLaunchError
-from emmy.base.problem_key import parse_key
+from emmy.base.problem_key import SiteRef
 from emmy.base.regime import Regime
 from emmy.compiler import Program, TensorSpec, compile_variants, poisoned
 from emmy.dsl.library import active_params, complete_key, declaration
@@ -108,19 +107,15 @@ CompileResult = Compiled | CompileFailed
 
 @dataclass
 class SiteWork:
-    site: str
-    family: str
-    #: the key's text, as the stores key rows by it
-    key: str
+    """A site a bench measures: its name in the program, what it is, the compile's pick,
+    its buffers and the forks the compile had pinned."""
+
+    name: str
+    site: SiteRef
     pick: dict[str, int | str]
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     pinned: frozenset[str] = frozenset()
-
-    @cached_property
-    def values(self) -> dict[str, int | str]:
-        """The key's values, parsed once."""
-        return parse_key(self.key)
 
 
 def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, int | str]]:
@@ -130,8 +125,8 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
     user's single-valued pins), not around the pick: the pick moves as rows are recorded,
     and the same bench run twice must ask for the same rows. `--sample N` adds N valid
     configs drawn at random with a seed of the site (a dataset's unbiased columns)."""
-    space = ForkSpace.of(declaration(work.family))
-    key = work.values
+    space = ForkSpace.of(declaration(work.site.family))
+    key = work.site.values
     valid = list(space.configs(key))
     forks = set(space.names)
     # the default a compile takes: the declared one, or the valid config nearest to it
@@ -156,7 +151,8 @@ def requested_configs(work: SiteWork, options: BenchOptions) -> list[dict[str, i
             wanted += [c for c in valid if all(c[n] == base[n] for n in forks - {name})]
     if options.sample:
         # seeded by the site, so the same bench asks for the same rows on every machine
-        seed = int(hashlib.sha256(f"{work.family}\0{work.key}".encode()).hexdigest()[:8], 16)
+        text = f"{work.site.family}\0{work.site.key}"
+        seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
         wanted += random.Random(seed).sample(valid, min(options.sample, len(valid)))
     unique: dict[str, dict] = {}
     for config in wanted:
@@ -202,20 +198,18 @@ def program_sites(program: Program) -> list[SiteWork]:
         if call.kernel not in program.kernels:
             continue  # an op torch runs, or a host call: no emitted kernel to measure
         info = program.kernels[call.kernel]
-        if (info.family, info.key) in seen:
+        if info.site in seen:
             continue  # one site measured once, however often the program calls it
-        seen.add((info.family, info.key))
-        decl = declaration(info.family)
-        params = active_params(decl, parse_key(info.key))
+        seen.add(info.site)
+        decl = declaration(info.site.family)
+        params = active_params(decl, info.site.values)
         count = sum(p.direction == "out" for p in params)
         buffers = [specs[b] for b in call.buffers]
         inputs, outputs = buffers[:-count], buffers[-count:]
         provenance = program.provenance.get(call.kernel)
         forks = provenance.forks if provenance is not None else {}
         pinned = frozenset(name for name, source in forks.items() if source == "pin")
-        work.append(
-            SiteWork(call.kernel, info.family, info.key, info.config, inputs, outputs, pinned)
-        )
+        work.append(SiteWork(call.kernel, info.site, info.config, inputs, outputs, pinned))
     return work
 
 
@@ -243,7 +237,7 @@ class Bench:
 
     def run(self, program: Program) -> list[Outcome]:
         sites = program_sites(program)
-        forks = {f.name for work in sites for f in declaration(work.family).forks}
+        forks = {f.name for work in sites for f in declaration(work.site.family).forks}
         forks |= {name for choice in program.choices.values() for name in choice.config}
         for name in set(self.options.sweep) - {"all"} - forks:
             raise EmmyError(
@@ -282,13 +276,15 @@ class Bench:
         of its kernels' times, each kernel measured (or recalled) as a row of its own site.
         `options`: those to measure (default: `choice_options`)."""
         (fork_name,) = choice.config
-        work = SiteWork(name, choice.family, choice.key, choice.config, [], [])
+        work = SiteWork(name, choice.site, choice.config, [], [])
         for option in self.choice_options(choice) if options is None else options:
             config: dict[str, int | str] = {fork_name: option}
             origin = "pick" if config == choice.config else "forced"
             if self.recall(work, config):
                 continue
-            self.progress(f"{name} ({work.family}, {work.key}): measuring {_short(config)}")
+            self.progress(
+                f"{name} ({choice.site.family}, {choice.site.key}): measuring {_short(config)}"
+            )
             calls = choice.paths[option]
             parts = [self.kernel_row(f"{name}.{option}", call) for call in calls]
             row = self.store(self.sum_row(work, config, origin, parts))
@@ -299,15 +295,15 @@ class Bench:
         """The row of one kernel of a choice's option at its config: recalled, or measured
         and recorded under its own family and key."""
         config = call.config
-        known = self.known(call.family, call.key, config)
+        known = self.known(call.site, config)
         if known is not None:
             return known
         inputs, outputs = (
             [TensorSpec(f"{kind}{i}", shape, dtype) for i, (shape, dtype) in enumerate(tensors)]
             for kind, tensors in (("inputs", call.inputs), ("outputs", call.outputs))
         )
-        work = SiteWork(site, call.family, call.key, config, inputs, outputs)
-        if work.family in of_kind(HostCallFamily):  # no kernel to compile: the device runs it
+        work = SiteWork(site, call.site, config, inputs, outputs)
+        if call.site.family in of_kind(HostCallFamily):  # no kernel to compile: the device runs it
             return self.record(work, config, "forced", Compiled("", None))
         return self.record(
             work, config, "forced", self.compile(work, [config])[canonical_config(config)]
@@ -349,23 +345,24 @@ class Bench:
             message=f"sum of the medians of rows {rows}",
         )
 
-    def known(self, family_name: str, key: str, config: dict) -> Row | None:
+    def known(self, site: SiteRef, config: dict) -> Row | None:
         """The row already measured for this config on this device and regime (none with
         --force)."""
         if self.options.force:
             return None
-        row = self.db.find(self.device.identity, self.regime.id, family_name, key, config)
+        identity, regime = self.device.identity, self.regime.id
+        row = self.db.find(identity, regime, site.family, str(site.key), config)
         if row is not None:
             self.rows.append(row)
         return row
 
     def recall(self, work: SiteWork, config: dict) -> bool:
         """Takes the known row of a config as its outcome, if there is one."""
-        known = self.known(work.family, work.key, config)
+        known = self.known(work.site, config)
         if known is None:
             return False
-        self.outcomes.append(Outcome(work.site, config, known, recalled=True))
-        self.progress(f"  {work.site} {_short(config)}: recalled row {known.id}")
+        self.outcomes.append(Outcome(work.name, config, known, recalled=True))
+        self.progress(f"  {work.name} {_short(config)}: recalled row {known.id}")
         return True
 
     def bench_site(self, work: SiteWork, configs: Sequence[dict] | None = None) -> None:
@@ -378,17 +375,18 @@ class Bench:
                 fresh.append((config, "pick" if config == work.pick else "forced"))
         if not fresh:
             return
-        self.progress(f"{work.site} ({work.family}, {work.key}): measuring {len(fresh)} config(s)")
+        site = work.site
+        self.progress(f"{work.name} ({site.family}, {site.key}): measuring {len(fresh)} config(s)")
         sources = self.compile(work, [c for c, _ in fresh])
         for index, (config, origin) in enumerate(fresh, 1):
             row = self.record(work, config, origin, sources[canonical_config(config)])
-            self.outcomes.append(Outcome(work.site, config, row, recalled=False))
+            self.outcomes.append(Outcome(work.name, config, row, recalled=False))
             self.progress(f"  [{index}/{len(fresh)}] {_short(config)}: {_shown(row)}")
 
     def compile(self, work: SiteWork, configs: list[dict]) -> dict[str, CompileResult]:
         """All configs of a site in one source; on a compile error, one by one, so each
         failing config gets its own message."""
-        program = compile_variants(work.family, work.values, configs, prefix="bench_")
+        program = compile_variants(work.site.family, work.site.values, configs, prefix="bench_")
         try:
             self.prepare(program.source)
             return {
@@ -399,7 +397,7 @@ class Bench:
             pass
         result: dict[str, CompileResult] = {}
         for config in configs:
-            single = compile_variants(work.family, work.values, [config], prefix="bench_")
+            single = compile_variants(work.site.family, work.site.values, [config], prefix="bench_")
             try:
                 self.prepare(single.source)
                 result[canonical_config(config)] = Compiled(
@@ -504,8 +502,8 @@ class Bench:
             regime=self.regime.id,
             regime_words=self.regime.words,
             compiler=self.compiler,
-            family=work.family,
-            key=work.key,
+            family=work.site.family,
+            key=str(work.site.key),
             config=dict(config),
             origin=origin,
             status=status,
@@ -517,18 +515,19 @@ class Bench:
 def _fresh_inputs(work: SiteWork, host: bool) -> tuple[dict, list[torch.Tensor]]:
     """The key its reference reads and fresh random inputs (never zeros) of a site, in
     the shapes its family declares (a host call: the vendor product's)."""
-    key = dict(work.values)
+    key = dict(work.site.values)
+    family = work.site.family
     if host:  # the vendor library's operation: no kernel declares its shapes
-        shapes: list = list(host_call_of(work.family, work.key, ()).shapes[: len(work.inputs)])
+        shapes: list = list(host_call_of(work.site, ()).shapes[: len(work.inputs)])
     else:
-        shapes = declared_input_shapes(work.family, key, len(work.inputs))
+        shapes = declared_input_shapes(family, key, len(work.inputs))
         # the canonical text leaves out keys at their defaults; references read them all
-        key = complete_key(declaration(work.family), key)
+        key = complete_key(declaration(family), key)
     tensors = [
         random_input(spec) if shape is None else random_input(spec).reshape(shape)
         for spec, shape in zip(work.inputs, shapes, strict=True)
     ]
-    entry = FAMILIES.get(work.family)
+    entry = FAMILIES.get(family)
     if not isinstance(entry, MeasuredFamily):
         return key, tensors
     for index, (lo, hi) in entry.input_ranges(key).items():
@@ -553,7 +552,7 @@ def _buffers(
 def _launch(work: SiteWork, info, args: tuple[BufferArg, ...]) -> Step:
     """The step that runs a config: its kernel's launch, or the host call (`info` None)."""
     if info is None:
-        return host_call_of(work.family, work.key, args)
+        return host_call_of(work.site, args)
     return Launch(info.name, (info.grid, 1, 1), (info.block, 1, 1), info.smem, args)
 
 
@@ -566,10 +565,10 @@ def _wrong_result(
     dtype: torch.dtype,
 ) -> str | None:
     """How the outputs of a run differ from the family's reference, or None if they agree."""
-    wants = as_outputs(reference(work.family)(key, tensors))
+    wants = as_outputs(reference(work.site.family)(key, tensors))
     for name, want in zip(outputs, wants, strict=True):
         actual = from_storage(buffers[name], dtype).reshape(want.shape)
-        check = compare(actual, want.to(dtype), tolerance(work.family, key, dtype))
+        check = compare(actual, want.to(dtype), tolerance(work.site.family, key, dtype))
         if not check.ok:
             where = f"output {name}: " if len(outputs) > 1 else ""
             return where + check.summary

@@ -22,7 +22,7 @@ from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, TensorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -50,7 +50,7 @@ def path_call(call: kernel.CallOp, sites: Sites) -> fork.PathCallAttr:
     outputs = cast(Sequence[TensorType], call.outputs.types)
     return fork.PathCallAttr(
         site.family,
-        StringAttr(str(site.key.data)),
+        site.key,
         site.config or fork.ConfigAttr({}),
         ArrayAttr(inputs),
         ArrayAttr(outputs),

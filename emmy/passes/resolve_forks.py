@@ -87,9 +87,8 @@ def site_query(site: fork.SiteOp, pins: dict[str, fork.Option]) -> SiteQuery:
     key = site.key.data
     options = {name: list(values) for name, values in space.options.items()}
     return SiteQuery(
-        site=site.sym_name.data,
-        family=site.family.data,
-        key=key,
+        name=site.sym_name.data,
+        site=site.ref,
         default=dict(space.declared),
         pins=site_pins(site, options, pins),
         is_valid=lambda config: space.is_valid(key, config),

@@ -34,7 +34,7 @@ from typing import Protocol
 from emmy.base.compile_options import DEFAULT_ORACLES, ORACLE_ENTRY_POINTS, CompileOptions
 from emmy.base.errors import EmmyError
 from emmy.base.identity import device_class
-from emmy.base.problem_key import ProblemKey
+from emmy.base.problem_key import SiteRef
 from emmy.base.regime import Regime, regime_for
 from emmy.dialects import evidence
 from emmy.dsl.library import declarations
@@ -136,7 +136,7 @@ class GoldenOracle:
 
     def decide(self, query: SiteQuery) -> Decision | None:
         for golden in self.context.golden:
-            entry = golden.entry(query.family, str(query.key))
+            entry = golden.entry(query.site.family, str(query.site.key))
             if entry is None:
                 continue
             if not query.allows(entry.config):
@@ -159,7 +159,7 @@ class DatabaseOracle:
         if db is None:
             return None
         device, regime = self.context.device, self.context.regime.id
-        rows = db.best(device, regime, query.family, str(query.key))
+        rows = db.best(device, regime, query.site.family, str(query.site.key))
         # fastest first: the first two allowed rows are the pick and its runner-up
         allowed = list(itertools.islice((row for row in rows if query.allows(row.config)), 2))
         if not allowed:
@@ -207,7 +207,7 @@ class TargetDefaultOracle:
         self.device_class = device_class(context.device)
 
     def decide(self, query: SiteQuery) -> Decision | None:
-        entry = FAMILIES.get(query.family)
+        entry = FAMILIES.get(query.site.family)
         target = (
             entry.target_defaults.get(self.device_class)
             if isinstance(entry, ChoiceFamily)
@@ -298,7 +298,7 @@ class OracleStack:
                 return decision
         pinned = ", ".join(f"{n}={v}" for n, v in query.pins.items())
         raise EmmyError(
-            f"no oracle decided site {query.site} ({query.family}, {query.key})"
+            f"no oracle decided site {query.name} ({query.site.family}, {query.site.key})"
             + (f": no valid config with {pinned}" if pinned else "")
         )
 
@@ -313,17 +313,16 @@ def oracle_stack(options: CompileOptions) -> OracleStack:
     return OracleStack(context, options.oracles)
 
 
-def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
-    """The SiteQuery a compile would make for (family, key) with no pins, from the library;
-    for a family the library does not know, a query over `fallback` configs."""
-    decl = declarations().get(family)
-    values = ProblemKey.parse(key)
+def site_query(site: SiteRef, fallback: Sequence[dict] = ()) -> SiteQuery:
+    """The SiteQuery a compile would make for a site with no pins, from the library; for a
+    family the library does not know, a query over `fallback` configs."""
+    decl = declarations().get(site.family)
+    values = site.key
     if decl is None:
         listed = [dict(c) for c in fallback]
         return SiteQuery(
-            site=f"{family}_0",
-            family=family,
-            key=values,
+            name=f"{site.family}_0",
+            site=site,
             default=dict(listed[0]) if listed else {},
             pins={},
             is_valid=lambda c: c in listed,
@@ -331,9 +330,8 @@ def site_query(family: str, key: str, fallback: Sequence[dict] = ()):
         )
     space = ForkSpace.of(decl)
     return SiteQuery(
-        site=f"{family}_0",
-        family=family,
-        key=values,
+        name=f"{site.family}_0",
+        site=site,
         default=dict(space.declared),
         pins={},
         is_valid=lambda c: space.is_valid(values, c),

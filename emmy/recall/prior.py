@@ -27,7 +27,6 @@ import numpy as np
 
 from emmy.base.errors import EmmyError
 from emmy.base.paths import METADATA, WEIGHTS, prior_dir, write_atomic
-from emmy.base.problem_key import plain_values
 from emmy.dialects import evidence
 from emmy.recall.prior_features import FeatureSpec
 from emmy.recall.query import Decision, SiteQuery
@@ -104,10 +103,10 @@ class FittedPrior:
         self.dataset = metadata.get("dataset", {}).get("sha256", "")
 
     def decide(self, query: SiteQuery) -> Decision | None:
-        model = self.models.get(query.family)
+        model = self.models.get(query.site.family)
         if model is None or self.device not in model.spec.devices:
             return None
-        key = plain_values(query.key)
+        key = query.site.values
         candidates = query.allowed
         if not candidates or not model.spec.accepts(key, candidates[0]):
             return None

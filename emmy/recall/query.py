@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
-from emmy.base.problem_key import ProblemKey
+from emmy.base.problem_key import SiteRef
 
 if TYPE_CHECKING:
     from emmy.dialects.records import EvidenceAttr, PlainValue
@@ -24,10 +24,10 @@ Config = dict[str, int | str]
 class SiteQuery:
     """One site to decide: what it is, which configs are allowed, and the user's pins."""
 
-    site: str
-    family: str
-    #: the site's problem key, typed (its text is what the stores are keyed by)
-    key: ProblemKey
+    #: the site's name in the IR
+    name: str
+    #: its family and typed problem key (whose text is what the stores are keyed by)
+    site: SiteRef
     default: Config
     pins: Config
     is_valid: Callable[[Config], bool]

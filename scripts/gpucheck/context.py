@@ -18,9 +18,10 @@ import torch
 
 import emmy.api
 from emmy.base import dtypes
+from emmy.base.problem_key import SiteRef
 from emmy.compiler import compile_variants
-from emmy.dsl.keys import complete_key
-from emmy.dsl.library import canonical_key, declaration
+from emmy.dsl.keys import complete_key, problem_key
+from emmy.dsl.library import declaration
 from emmy.families.family import KernelFamily
 from emmy.families.registry import registered
 from emmy.measure.bench_worker import ends_worker
@@ -273,7 +274,7 @@ def site_pick(ctx: Context, family_name: str, key: dict) -> dict:
     from emmy.base.compile_options import CompileOptions
     from emmy.recall.oracles import oracle_stack, site_query
 
-    query = site_query(family_name, canonical_key(declaration(family_name), key))
+    query = site_query(SiteRef(family_name, problem_key(declaration(family_name), key)))
     return dict(oracle_stack(CompileOptions(target=ctx.device.identity)).decide(query).config)
 
 
@@ -398,7 +399,7 @@ def describe_pick(program) -> str:
     names = []
     for call in program.calls:
         info = program.kernels.get(call.kernel)
-        names.append(info.family if info is not None else call.kernel.rstrip("0123456789_"))
+        names.append(info.site.family if info is not None else call.kernel.rstrip("0123456789_"))
     return " + ".join(names)
 
 
