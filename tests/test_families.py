@@ -19,6 +19,7 @@ from emmy import compiler
 from emmy.base.compile_options import CompileOptions
 from emmy.base.device_records import BufferArg, VendorAttention, VendorConv, VendorConvWeight
 from emmy.base.errors import EmmyError
+from emmy.base.problem_key import SiteRef
 from emmy.cli import main
 from emmy.dialects import graph
 from emmy.dsl.library import declaration, declarations
@@ -138,7 +139,8 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
     mask broadcast over the heads of its group); a convolution keeps its geometry."""
     q, k, v, mask, o = (BufferArg(name) for name in ("q", "k", "v", "mask", "o"))
     key = "bh=8,kv_bh=4,q_len=5,kv_len=7,d=16,causal=yes,scale=0.25,masked=yes,batch=2,"
-    attention = host_call_of("vendor_attention", key + "mask_rows=5,T=bf16", (q, k, v, mask, o))
+    site = SiteRef.parse("vendor_attention", key + "mask_rows=5,T=bf16")
+    attention = host_call_of(site, (q, k, v, mask, o))
     assert attention == VendorAttention(
         (q, k, v, mask, o),
         ((2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16), (2, 1, 5, 7), (2, 4, 5, 16)),
@@ -147,9 +149,8 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
         scale=0.25,
     )
     grad, dq, dk, dv = (BufferArg(name) for name in ("do", "dq", "dk", "dv"))
-    backward = host_call_of(
-        "vendor_attention_backward", key + "mask_rows=5,T=bf16", (q, k, v, grad, mask, dq, dk, dv)
-    )
+    site = SiteRef.parse("vendor_attention_backward", key + "mask_rows=5,T=bf16")
+    backward = host_call_of(site, (q, k, v, grad, mask, dq, dk, dv))
     assert backward.shapes == (
         (2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16), (2, 4, 5, 16), (2, 1, 5, 7),
         (2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16),
@@ -183,7 +184,7 @@ def test_a_host_call_family_says_what_torch_runs_and_how_it_views_each_buffer() 
         groups=2,
     )
     with pytest.raises(EmmyError, match="no host call runs family 'softmax'"):
-        host_call_of("softmax", "rows=1,cols=1,T=f32", ())
+        host_call_of(SiteRef.parse("softmax", "rows=1,cols=1,T=f32"), ())
 
 
 def test_lowering_and_the_registry_import_without_torch() -> None:

@@ -313,8 +313,8 @@ def test_a_batch_norms_statistics_and_gradients_read_each_channel_in_place() -> 
         torch.testing.assert_close(buffer, theirs)  # the running statistics
     for program in programs:
         kernels = {call.kernel: program.kernels[call.kernel] for call in program.calls}
-        assert sum(k.family == "batch_norm_stats" for k in kernels.values()) == 2, kernels
-        copies = [k.key for k in kernels.values() if k.family == "permute"]
+        assert sum(k.site.family == "batch_norm_stats" for k in kernels.values()) == 2, kernels
+        copies = [str(k.site.key) for k in kernels.values() if k.site.family == "permute"]
         activation = 3 * 4 * 6 * 6  # the BatchNorm2d's
         assert all(_copied(key) < activation for key in copies), copies
 

@@ -457,8 +457,8 @@ class KernelPrinter:
     @emit.register
     def group_reduce(self, op: kernel.GroupReduceOp) -> None:
         group = fold_int(op.group, "the reduction group")
-        strategy = op.strategies.data[fold_int(op.strategy, "the reduction strategy")].data
-        params = f"<{group}, emmy::Reduce::{strategy}>"
+        strategy = op.chosen_strategy(fold_int(op.strategy, "the reduction strategy"))
+        params = f"<{group}, emmy::Reduce::{strategy.value}>"
         if op.kind.data == kernel.GroupReduction.ONLINE_SOFTMAX:
             m, s = (self.fresh("r") for _ in range(2))
             self.line(f"float {m} = {self.value(op.values[0])}, {s} = {self.value(op.values[1])};")

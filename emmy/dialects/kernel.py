@@ -12,7 +12,7 @@ kernel to tensors on the host.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, cast
+from typing import cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -793,6 +793,23 @@ class GroupReductionAttr(EnumAttribute[GroupReduction], SpacedOpaqueSyntaxAttrib
     name = "kernel.reduction"
 
 
+class ReduceStrategy(StrEnum):
+    """How kernel.group_reduce moves values between a group's threads (emmy::Reduce)."""
+
+    #: warp shuffles, then shared memory between a group's warps
+    SHUFFLE = "shuffle"
+    #: shared memory alone
+    SMEM = "smem"
+
+
+@irdl_attr_definition
+class ReduceStrategyAttr(EnumAttribute[ReduceStrategy], SpacedOpaqueSyntaxAttribute):
+    """`#kernel<reduce_strategy smem>`; kernel.group_reduce lists them as strings:
+    `["shuffle", "smem"]`."""
+
+    name = "kernel.reduce_strategy"
+
+
 #: the values per thread each kind of kernel.group_reduce combines, by the kind's name
 REDUCE_KINDS: dict[str, int] = {
     GroupReduction.SUM: 1,
@@ -810,20 +827,19 @@ class GroupReduceOp(IRDLOperation):
         %m = kernel.group_reduce "max" (%v) group %g strategy %s ["shuffle", "smem"]
 
     Every thread of the block must reach it (it uses barriers and the block's shared memory
-    as scratch); every thread gets its group's result. `strategy` selects one of
-    `strategies` by index; kind `online_softmax` combines (max, sum) pairs.
+    as scratch); every thread gets its group's result. `strategy` (a symbolic fork's
+    knob) selects one of `strategies` by index (`chosen_strategy` once it is a constant);
+    kind `online_softmax` combines (max, sum) pairs.
     """
 
     name = "kernel.group_reduce"
     kind = prop_def(GroupReductionAttr)
-    strategies = prop_def(ArrayAttr[StringAttr])
+    strategies = prop_def(ArrayAttr[ReduceStrategyAttr])
     values = var_operand_def()
     group = operand_def(i32)
     strategy = operand_def(i32)
     reduced = var_result_def()
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    KNOWN_STRATEGIES: ClassVar[tuple[str, ...]] = ("shuffle", "smem")
 
     def __init__(
         self,
@@ -831,14 +847,16 @@ class GroupReduceOp(IRDLOperation):
         values: Sequence[SSAValue],
         group: SSAValue,
         strategy: SSAValue,
-        strategies: Sequence[str],
+        strategies: Sequence[ReduceStrategy | str],
     ):
         super().__init__(
             operands=[values, group, strategy],
             result_types=[[v.type for v in values]],
             properties={
                 "kind": GroupReductionAttr(GroupReduction(kind)),
-                "strategies": ArrayAttr([StringAttr(s) for s in strategies]),
+                "strategies": ArrayAttr(
+                    [ReduceStrategyAttr(ReduceStrategy(s)) for s in strategies]
+                ),
             },
         )
 
@@ -851,8 +869,13 @@ class GroupReduceOp(IRDLOperation):
         printer.print_ssa_value(self.group)
         printer.print_string(" strategy ")
         printer.print_ssa_value(self.strategy)
-        printer.print_string(" ")
-        printer.print_attribute(self.strategies)
+        printer.print_string(" [")
+        printer.print_list(self.strategies, lambda s: printer.print_string_literal(s.data))
+        printer.print_string("]")
+
+    def chosen_strategy(self, index: int) -> ReduceStrategy:
+        """The strategy the knob's value (`index`) selects."""
+        return self.strategies.data[index].data
 
     @classmethod
     def parse(cls, parser: Parser) -> GroupReduceOp:
@@ -865,10 +888,10 @@ class GroupReduceOp(IRDLOperation):
         group = parser.parse_operand()
         parser.parse_keyword("strategy")
         strategy = parser.parse_operand()
-        strategies = parser.parse_attribute()
-        if not isinstance(strategies, ArrayAttr):
-            parser.raise_error("expected the list of strategy names")
-        return cls(kind, values, group, strategy, [s.data for s in strategies])
+        strategies = parser.parse_comma_separated_list(
+            Parser.Delimiter.SQUARE, lambda: _parse_strategy(parser)
+        )
+        return cls(kind, values, group, strategy, strategies)
 
     def verify_(self) -> None:
         arity = REDUCE_KINDS[self.kind.data]
@@ -876,9 +899,16 @@ class GroupReduceOp(IRDLOperation):
             raise VerifyException(f"reduction {self.kind.data.value!r} takes {arity} value(s)")
         if any(v.type != Float32Type() for v in self.values):
             raise VerifyException("kernel.group_reduce reduces f32 values")
-        unknown = [s.data for s in self.strategies if s.data not in self.KNOWN_STRATEGIES]
-        if unknown:
-            raise VerifyException(f"unknown reduction strategy {unknown[0]!r}")
+
+
+def _parse_strategy(parser: Parser) -> ReduceStrategy:
+    start = parser.pos
+    name = parser.parse_str_literal()
+    known = [strategy.value for strategy in ReduceStrategy]
+    if name not in known:
+        message = f"unknown reduction strategy {name!r} (one of {', '.join(known)})"
+        parser.raise_error(message, start, parser.pos)
+    return ReduceStrategy(name)
 
 
 class LaunchesItsSitesKernel(SymbolUserOpInterface):
@@ -980,5 +1010,5 @@ Kernel = Dialect(
         LaunchOp,
         CallOp,
     ],
-    [PtrType, DimensionAttr, StorageTypeAttr, GroupReductionAttr],
+    [PtrType, DimensionAttr, StorageTypeAttr, GroupReductionAttr, ReduceStrategyAttr],
 )

@@ -10,6 +10,9 @@ results of `fork.knob` ops, widened where the index type is i64; symbolic forks 
 Tensor indexing linearises over the key's dims; inside a `width` loop, an access whose
 last index is the loop index and whose other indices do not change in the loop is
 computed before the loop, so the emitter can make it one vector access.
+
+Lowering walks the declaration's syntax tree (emmy.dsl.ast): `statement` and `expr`
+dispatch on the node's type, one method per kind of node.
 """
 
 from __future__ import annotations
@@ -870,7 +873,7 @@ class Lowering:
         strategy_fork = self.decl.fork(strategy_node.id)
         if strategy_fork is None or not strategy_fork.is_symbolic:
             raise self.error(strategy_node, "the reduction strategy must be a symbolic fork")
-        unknown = set(map(str, strategy_fork.options)) - set(kernel.GroupReduceOp.KNOWN_STRATEGIES)
+        unknown = set(map(str, strategy_fork.options)) - {s.value for s in kernel.ReduceStrategy}
         if unknown:
             raise self.error(strategy_node, f"unknown reduction strategy {sorted(unknown)[0]!r}")
         values = [self.expr(n) for n in arg_nodes[1:-2]]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from emmy.base.problem_key import ProblemKey, SiteRef
 from emmy.runtime.device import BufferArg
 from gpucheck.context import (
     Context,
@@ -100,12 +101,13 @@ def matmul_shape(ctx: Context, label: str, shape: tuple, carried, until: float) 
     if picked is not None:
         ctx.emit((*path, "pick_tflops"), flops / picked[0] / 1e12)
         ctx.emit((*path, "pick"), picked[1])
-    vendor_key = f"batch=1,m={m},n={n},k={k},b_batch=1,layout=kn,T=bf16"
+    sizes = {"batch": 1, "m": m, "n": n, "k": k, "b_batch": 1, "layout": "kn", "T": "bf16"}
+    vendor_site = SiteRef("vendor_matmul", ProblemKey.of(sizes.items()))
     args = (BufferArg("in0"), BufferArg("in1"), BufferArg("out"))
     buffers = {"in0": arrays[0], "in1": arrays[1], "out": np.empty((1, m, n), np.uint16)}
     vendor = ctx.attempt(
         f"{label} vendor option", checked_timing, ctx, "",
-        [host_call_of("vendor_matmul", vendor_key, args)], buffers, checked,
+        [host_call_of(vendor_site, args)], buffers, checked,
     )  # fmt: skip
     if vendor is not None:
         ctx.emit((*path, "vendor_tflops"), flops / vendor / 1e12)

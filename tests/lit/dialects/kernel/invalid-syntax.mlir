@@ -26,3 +26,14 @@ kernel.func @k(%x : !kernel.ptr<f32> "x") {
   kernel.return
 }
 // CHECK: Expected `f32`, `f16`, `bf16`, `i8`, `i32`, `i64`, `c64`, or `c128`.
+
+// -----
+
+// A reduction's strategies are a closed set.
+kernel.func @k(%x : !kernel.ptr<f32> "x") {
+  %c = arith.constant 0 : i32
+  %f = arith.constant 0.0 : f32
+  %r = kernel.group_reduce "sum" (%f) group %c strategy %c ["shuffle", "atomics"]
+  kernel.return
+}
+// CHECK: unknown reduction strategy 'atomics' (one of shuffle, smem)

@@ -22,16 +22,6 @@ kernel.func @k(%x : !kernel.ptr<f16> "x") {
 kernel.func @k(%x : !kernel.ptr<f32> "x") {
   %c = arith.constant 0 : i32
   %f = arith.constant 0.0 : f32
-  %r = kernel.group_reduce "sum" (%f) group %c strategy %c ["atomics"]
-  kernel.return
-}
-// CHECK: unknown reduction strategy 'atomics'
-
-// -----
-
-kernel.func @k(%x : !kernel.ptr<f32> "x") {
-  %c = arith.constant 0 : i32
-  %f = arith.constant 0.0 : f32
   %r, %s = kernel.group_reduce "max" (%f, %f) group %c strategy %c ["smem"]
   kernel.return
 }
@@ -60,7 +50,7 @@ kernel.func @k(%x : !kernel.ptr<i1> "x") {
 
 kernel.func @k(%x : !kernel.ptr<f32> "x", %y : !kernel.ptr<f32> "y") {
   %c = arith.constant 0 : i32
-  %r = "kernel.group_reduce"(%c, %c, %c) <{kind = #kernel<reduction sum>, strategies = ["smem"], operandSegmentSizes = array<i32: 1, 1, 1>}> : (i32, i32, i32) -> i32
+  %r = "kernel.group_reduce"(%c, %c, %c) <{kind = #kernel<reduction sum>, strategies = [#kernel<reduce_strategy smem>], operandSegmentSizes = array<i32: 1, 1, 1>}> : (i32, i32, i32) -> i32
   kernel.return
 }
 // CHECK: kernel.group_reduce reduces f32 values
