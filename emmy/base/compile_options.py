@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import cast
 
 from emmy.base.errors import EmmyError
 from emmy.base.identity import EMU, arch_of
@@ -71,7 +72,11 @@ class Pins(Mapping[str, Value]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Pins):
             return list(self._pins.items()) == list(other._pins.items())
-        return isinstance(other, Mapping) and self._pins == dict(other.items())
+        if not isinstance(other, Mapping):
+            return False
+        return self._pins == {
+            name: values for name, values in cast(Mapping[str, object], other).items()
+        }
 
     def __hash__(self) -> int:
         return hash(tuple(self._pins.items()))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypedDict, Unpack
 
 from emmy.base import dtypes
 
@@ -139,12 +140,23 @@ def _one(name: str, *args: str) -> Aten:
     return Aten((name,), args or ("self",))
 
 
-def _unary(name: str, promotion: Promotion, domain: Domain, **extra) -> PointwiseOp:
+class _Options(TypedDict, total=False):
+    """The fields of a PointwiseOp its constructors leave at their defaults."""
+
+    gives: Gives
+    symbol: str | None
+    inline: bool
+    partial: tuple[tuple[int, str], ...]
+
+
+def _unary(
+    name: str, promotion: Promotion, domain: Domain, **extra: Unpack[_Options]
+) -> PointwiseOp:
     return PointwiseOp(name, "v", promotion, domain, aten=(_one(f"aten.{name}.default"),), **extra)
 
 
 def _binary(
-    name: str, promotion: Promotion, domain: Domain, dunder: str = "", **extra
+    name: str, promotion: Promotion, domain: Domain, dunder: str = "", **extra: Unpack[_Options]
 ) -> PointwiseOp:
     """A binary op of a Tensor and a Scalar overload (also as Python's `__and__` where
     `dunder` names it: `x & y` is captured so)."""

@@ -64,7 +64,7 @@ def parse_input_kinds(text: str) -> tuple[InputKind, ...]:
     """`full/row` as (FULL, ROW); the empty text (a chain with no inputs) as ()."""
     if not text:
         return ()
-    kinds = []
+    kinds: list[InputKind] = []
     for word in text.split("/"):
         try:
             kinds.append(InputKind(word))
@@ -127,7 +127,8 @@ def _joined(items: Iterable[tuple[str, KeyValue]]) -> str:
 
 def _items(text: str) -> Iterator[tuple[str, str]]:
     """The key's (name, value text) pairs, splitting at the commas outside parentheses."""
-    items, depth, current = [], 0, ""
+    items: list[str] = []
+    depth, current = 0, ""
     for char in text:
         if char == "," and depth == 0:
             items.append(current)

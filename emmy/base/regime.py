@@ -277,7 +277,7 @@ def host_compiler_flags(regime: Regime) -> tuple[str, ...]:
     """The g++ flags that give the emulator the regime's meaning where one exists:
     NVVM's optimisation level becomes g++'s, macros stay macros; any other flag is refused,
     because the emulator could not honour it and its rows would lie about their regime."""
-    out = []
+    out: list[str] = []
     for flag in regime.flags:
         level = re.fullmatch(r"-Xnvvm=-opt=(\d)", flag)
         if level:

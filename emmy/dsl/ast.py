@@ -153,6 +153,8 @@ def children(expr: Expr) -> Iterator[Expr]:
             yield from args
         case Index(_, indices):
             yield from indices
+        case _:
+            return  # a literal or a name holds no expression
 
 
 def walk(expr: Expr) -> Iterator[Expr]:
@@ -187,7 +189,8 @@ def renamed(expr: Expr, names: Mapping[str, str]) -> Expr:
             return Call(function, tuple(renamed(a, names) for a in args), at=expr.at)
         case Index(tensor, indices):
             return Index(tensor, tuple(renamed(i, names) for i in indices), at=expr.at)
-    return expr
+        case _:
+            return expr  # a literal
 
 
 # -- statements ----------------------------------------------------------------------------
@@ -306,6 +309,8 @@ def assigned_names(body: tuple[Stmt, ...]) -> set[str]:
             case Match(arms=arms):
                 for arm in arms:
                     names |= assigned_names(arm.body)
+            case _:
+                pass  # a statement that holds none
     return names
 
 

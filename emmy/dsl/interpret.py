@@ -107,6 +107,8 @@ def evaluate(expr: Expr, env: Mapping[str, Value], symbols: frozenset[str] = fro
                 return function(*values)
             except (TypeError, ValueError) as error:
                 raise EvaluationError(expr.at, f"{function_name}(): {error}") from None
+        case _:
+            pass
     assert isinstance(expr, Index), f"{type(expr).__name__} is not an expression"
     raise EvaluationError(expr.at, "indexing cannot be used here")
 
@@ -130,7 +132,7 @@ class Condition:
     def __init__(self, expr: Expr):
         self.expr = expr
         self.names = tuple(sorted(names_read(expr)))
-        self._known: dict[tuple, bool] = {}
+        self._known: dict[tuple[object, ...], bool] = {}
 
     @staticmethod
     def of(expr: Expr) -> Condition:

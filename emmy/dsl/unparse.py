@@ -44,6 +44,8 @@ def unparse(expr: Expr, parent: int = 0, *, grouped: bool = False) -> str:
             return f"{function}({', '.join(unparse(a, grouped=grouped) for a in args)})"
         case Index(tensor, indices):
             return f"{tensor}[{', '.join(unparse(i, grouped=grouped) for i in indices)}]"
+        case _:
+            pass  # an operation: printed below, in the parentheses its precedence needs
     level = _PRECEDENCE[type(expr)]
     match expr:
         case And(operands) | Or(operands):

@@ -905,8 +905,9 @@ class Lowering:
         if not isinstance(text, str):
             raise self.error(node, f"fn() needs a key `{key_name}` with the chain of operations")
         chain = chain_tree(text, f"<{key_name} of the key>")
+        # an epilogue's value (its `acc`), read before its row length, as the kernel wrote them
+        accumulated = self.expr(arg_nodes[1]) if len(arg_nodes) == 3 else None
         if len(arg_nodes) == 3:
-            accumulated = self.expr(arg_nodes[1])
             cols = self.int_expr(arg_nodes[2])
         else:
             cols = self.const_int(int(self.key.get("cols", 1)))
@@ -929,7 +930,7 @@ class Lowering:
             else:
                 offset = self.const_int(0)
             names[f"in{i}"] = self.chain_input(ptr, offset)
-        if len(arg_nodes) == 3:
+        if accumulated is not None:
             names["acc"] = accumulated
             return ChainLowering(self, names).value(chain)
         stored = kernel.loaded_type(dtypes.xdsl_type(str(self.key["T"])))
