@@ -322,15 +322,20 @@ class ProblemKeyAttr(Data[ProblemKey]):
             raise VerifyException(f"#fork.key holds a ProblemKey, not {self.data!r}")
 
 
-def parse_problem_key(parser: AttrParser) -> ProblemKey:
-    """A problem key written as its text (a string literal); a malformed one is a parse
-    error, its one line."""
+def parse_written(parser: AttrParser, read: Callable[[str], T]) -> T:
+    """A value written as its text (a string literal); text `read` refuses (an EmmyError)
+    is a parse error at the literal, its one line."""
     start = parser.pos
     text = parser.parse_str_literal()
     try:
-        return ProblemKey.parse(text)
+        return read(text)
     except EmmyError as error:
         parser.raise_error(str(error), start, parser.pos)
+
+
+def parse_problem_key(parser: AttrParser) -> ProblemKey:
+    """A problem key written as its text; a malformed one is a parse error."""
+    return parse_written(parser, ProblemKey.parse)
 
 
 @irdl_attr_definition
@@ -361,14 +366,8 @@ class ConstraintAttr(Data[Expr]):
 
 
 def parse_constraint(parser: AttrParser) -> Expr:
-    """A constraint written as its text (a string literal); a malformed one is a parse
-    error, its one line."""
-    start = parser.pos
-    text = parser.parse_str_literal()
-    try:
-        return parse_expression(text, "<fork constraint>")
-    except EmmyError as error:
-        parser.raise_error(str(error), start, parser.pos)
+    """A constraint written as its text; a malformed one is a parse error."""
+    return parse_written(parser, lambda text: parse_expression(text, "<fork constraint>"))
 
 
 @irdl_attr_definition

@@ -111,13 +111,20 @@ class Compare(Expr):
 
 
 @dataclass(frozen=True)
-class And(Expr):
+class Logical(Expr):
+    """Conditions joined by one connective, evaluated from the left."""
+
     operands: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
-class Or(Expr):
-    operands: tuple[Expr, ...]
+class And(Logical):
+    """`a && b && c`"""
+
+
+@dataclass(frozen=True)
+class Or(Logical):
+    """`a || b`"""
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,7 @@ def children(expr: Expr) -> Iterator[Expr]:
         case Compare(lhs, _, rhs):
             yield lhs
             yield rhs
-        case And(operands) | Or(operands):
+        case Logical(operands):
             yield from operands
         case Call(_, args):
             yield from args
@@ -183,7 +190,7 @@ def renamed(expr: Expr, names: Mapping[str, str]) -> Expr:
             return type(expr)(renamed(first, names), moved, at=expr.at)
         case Compare(lhs, op, rhs):
             return Compare(renamed(lhs, names), op, renamed(rhs, names), at=expr.at)
-        case And(operands) | Or(operands):
+        case Logical(operands):
             return type(expr)(tuple(renamed(o, names) for o in operands), at=expr.at)
         case Call(function, args):
             return Call(function, tuple(renamed(a, names) for a in args), at=expr.at)
@@ -272,8 +279,8 @@ class Sync(Stmt):
 
 
 @dataclass(frozen=True)
-class SharedArray(Stmt):
-    """`shared tile: f32[n];`"""
+class ArrayDecl(Stmt):
+    """An array of `count` elements of `dtype` (a storage type, or a key name's)."""
 
     name: Name
     dtype: Name
@@ -281,12 +288,13 @@ class SharedArray(Stmt):
 
 
 @dataclass(frozen=True)
-class LocalArray(Stmt):
-    """`local acc: f32[n];`"""
+class SharedArray(ArrayDecl):
+    """`shared tile: f32[n];`: in the block's shared memory"""
 
-    name: Name
-    dtype: Name
-    count: Expr
+
+@dataclass(frozen=True)
+class LocalArray(ArrayDecl):
+    """`local acc: f32[n];`: a thread's own"""
 
 
 @dataclass(frozen=True)

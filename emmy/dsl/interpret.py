@@ -13,22 +13,8 @@ from typing import Any
 
 from emmy.base import dtypes
 from emmy.base.errors import EvaluationError
-from emmy.dsl.ast import (
-    And,
-    Call,
-    Compare,
-    Expr,
-    FloatLit,
-    Index,
-    Infix,
-    IntLit,
-    Name,
-    Neg,
-    Not,
-    Operator,
-    Or,
-    names_read,
-)
+from emmy.dsl import ast
+from emmy.dsl.ast import names_read
 
 Value = int | float | str | bool
 
@@ -72,33 +58,35 @@ def _negative(value: Any) -> Value:
     return -value
 
 
-def evaluate(expr: Expr, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()) -> Value:
+def evaluate(
+    expr: ast.Expr, env: Mapping[str, Value], symbols: frozenset[str] = frozenset()
+) -> Value:
     """The value of an expression; names not in `env` but in `symbols` stand for themselves."""
     match expr:
-        case IntLit(value) | FloatLit(value=value):
+        case ast.IntLit(value) | ast.FloatLit(value=value):
             return value
-        case Name(name):
+        case ast.Name(name):
             if name in env:
                 return env[name]
             if name in symbols or dtypes.is_storage(name):  # a symbolic option, or a dtype
                 return name
             raise EvaluationError(expr.at, f"unknown name {name!r}")
-        case Neg(operand):
+        case ast.Neg(operand):
             return _negative(evaluate(operand, env, symbols))
-        case Not(operand):
+        case ast.Not(operand):
             return not evaluate(operand, env, symbols)
-        case And(operands):
+        case ast.And(operands):
             return all(evaluate(o, env, symbols) for o in operands)
-        case Or(operands):
+        case ast.Or(operands):
             return any(evaluate(o, env, symbols) for o in operands)
-        case Compare(lhs, op, rhs):
+        case ast.Compare(lhs, op, rhs):
             return _apply(expr, evaluate(lhs, env, symbols), op, evaluate(rhs, env, symbols))
-        case Infix(first, rest):
+        case ast.Infix(first, rest):
             value = evaluate(first, env, symbols)
             for op, rhs in rest:
                 value = _apply(expr, value, op, evaluate(rhs, env, symbols))
             return value
-        case Call(function_name, args):
+        case ast.Call(function_name, args):
             function = FUNCTIONS.get(function_name)
             if function is None:
                 raise EvaluationError(expr.at, f"{function_name}() cannot be used here")
@@ -109,11 +97,11 @@ def evaluate(expr: Expr, env: Mapping[str, Value], symbols: frozenset[str] = fro
                 raise EvaluationError(expr.at, f"{function_name}(): {error}") from None
         case _:
             pass
-    assert isinstance(expr, Index), f"{type(expr).__name__} is not an expression"
+    assert isinstance(expr, ast.Index), f"{type(expr).__name__} is not an expression"
     raise EvaluationError(expr.at, "indexing cannot be used here")
 
 
-def _apply(expr: Expr, lhs: Value, op: Operator, rhs: Value) -> Value:
+def _apply(expr: ast.Expr, lhs: Value, op: ast.Operator, rhs: Value) -> Value:
     try:
         return BINARY[op](lhs, rhs)
     except (ZeroDivisionError, TypeError) as error:
@@ -129,13 +117,13 @@ class Condition:
     #: combinations of values remembered per condition, before it starts afresh
     REMEMBERED = 65536
 
-    def __init__(self, expr: Expr):
+    def __init__(self, expr: ast.Expr):
         self.expr = expr
         self.names = tuple(sorted(names_read(expr)))
         self._known: dict[tuple[object, ...], bool] = {}
 
     @staticmethod
-    def of(expr: Expr) -> Condition:
+    def of(expr: ast.Expr) -> Condition:
         """The condition of an expression, one per expression (equal ones share it)."""
         return _condition(expr)
 
@@ -156,5 +144,5 @@ _MISSING = object()
 
 
 @cache
-def _condition(expr: Expr) -> Condition:
+def _condition(expr: ast.Expr) -> Condition:
     return Condition(expr)

@@ -613,17 +613,11 @@ class Lowering:
         return self.add(arith.XOrIOp(value, self.add(arith.ConstantOp(IntegerAttr(1, i1)))))
 
     @expr.register
-    def conjunction(self, node: ast.And) -> SSAValue:
+    def logical(self, node: ast.Logical) -> SSAValue:
+        combine = arith.AndIOp if isinstance(node, ast.And) else arith.OrIOp
         result = self.condition(node.operands[0])
         for operand in node.operands[1:]:
-            result = self.add(arith.AndIOp(result, self.condition(operand)))
-        return result
-
-    @expr.register
-    def disjunction(self, node: ast.Or) -> SSAValue:
-        result = self.condition(node.operands[0])
-        for operand in node.operands[1:]:
-            result = self.add(arith.OrIOp(result, self.condition(operand)))
+            result = self.add(combine(result, self.condition(operand)))
         return result
 
     @expr.register
