@@ -767,79 +767,75 @@ class Lowering:
         return self.builtin(node, fname, args)
 
     def builtin(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
-        def arity(n: int) -> None:
-            if len(args) != n:
-                raise self.error(node, f"{fname}() takes {n} argument(s), got {len(args)}")
+        """A function of the kernel language on its lowered arguments (`BUILTINS`)."""
+        entry = BUILTINS.get(fname)
+        if entry is None:
+            raise self.error(node, f"unknown function {fname}()")
+        arity, lower = entry
+        if len(args) != arity:
+            raise self.error(node, f"{fname}() takes {arity} argument(s), got {len(args)}")
+        return lower(self, node, fname, args)
 
-        def floats() -> None:
-            if any(a.type != f32 for a in args):
-                raise self.error(node, f"{fname}() takes floats")
-
-        if fname in FLOAT_UNARY:
-            arity(1)
-            floats()
-            return self.add(FLOAT_UNARY[fname](args[0]))
+    def float_function(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        (x,) = args
+        if x.type != f32:
+            raise self.error(node, f"{fname}() takes floats")
         if fname in ACTIVATIONS:
-            arity(1)
-            floats()
-            return ACTIVATIONS[fname](self, args[0])
-        if fname in ("min", "max"):
-            arity(2)
-            lhs, rhs = self.promoted(*args)
-            if lhs.type != rhs.type:
-                raise self.error(
-                    node, f"{fname}() of {_type_name(lhs.type)} and {_type_name(rhs.type)}"
-                )
-            if lhs.type == f32:
-                return self.add(
-                    (arith.MinimumfOp if fname == "min" else arith.MaximumfOp)(lhs, rhs)
-                )
-            return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(lhs, rhs))
-        if fname == "ceil_div":
-            arity(2)
-            a, b = (self.widened(v) if v.type == i32 else v for v in args)
-            if a.type != self.index or b.type != self.index:
-                raise self.error(node, "ceil_div() takes integers")
-            one = self.const_int(1)
-            return self.add(
-                arith.DivSIOp(self.add(arith.SubiOp(self.add(arith.AddiOp(a, b)), one)), b)
+            return ACTIVATIONS[fname](self, x)
+        return self.add(FLOAT_UNARY[fname](x))
+
+    def extremum(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        lhs, rhs = self.promoted(*args)
+        if lhs.type != rhs.type:
+            raise self.error(
+                node, f"{fname}() of {_type_name(lhs.type)} and {_type_name(rhs.type)}"
             )
-        if fname == "select":
-            arity(3)
-            cond, (a, b) = args[0], self.promoted(*args[1:])
-            if cond.type != i1 or a.type != b.type:
-                raise self.error(
-                    node, "select(condition, a, b) needs a condition and two values of one type"
-                )
-            return self.add(arith.SelectOp(cond, a, b))
-        if fname == "float":
-            arity(1)
-            if _integer_width(args[0].type) not in (8, 32, 64):
-                raise self.error(node, "float() converts an integer")
-            return self.add(arith.SIToFPOp(args[0], f32))
-        if fname == "long":
-            arity(1)
-            width = _integer_width(args[0].type)
-            if width not in (8, 32, 64):
-                raise self.error(node, "long() widens an integer to 64 bits")
-            return args[0] if width == 64 else self.add(arith.ExtSIOp(args[0], i64))
-        if fname == "int":
-            arity(1)
-            if args[0].type == self.index:
-                return args[0]
-            if args[0].type == f32:
-                return self.add(arith.FPToSIOp(args[0], self.index))  # toward zero, as C casts
-            width = args[0].type.width.data if isinstance(args[0].type, IntegerType) else 0
-            if width not in (8, 32, 64):
-                raise self.error(
-                    node,
-                    "int() converts a float, or an 8-bit or 64-bit integer (a mask's or an "
-                    "index tensor's element)",
-                )
-            if width < self.index.width.data:
-                return self.add(arith.ExtSIOp(args[0], self.index))
-            return self.add(arith.TruncIOp(args[0], self.index))
-        raise self.error(node, f"unknown function {fname}()")
+        if lhs.type == f32:
+            return self.add((arith.MinimumfOp if fname == "min" else arith.MaximumfOp)(lhs, rhs))
+        return self.add((arith.MinSIOp if fname == "min" else arith.MaxSIOp)(lhs, rhs))
+
+    def ceil_div(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        a, b = (self.widened(v) if v.type == i32 else v for v in args)
+        if a.type != self.index or b.type != self.index:
+            raise self.error(node, "ceil_div() takes integers")
+        one = self.const_int(1)
+        return self.add(arith.DivSIOp(self.add(arith.SubiOp(self.add(arith.AddiOp(a, b)), one)), b))
+
+    def select(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        cond, (a, b) = args[0], self.promoted(*args[1:])
+        if cond.type != i1 or a.type != b.type:
+            raise self.error(
+                node, "select(condition, a, b) needs a condition and two values of one type"
+            )
+        return self.add(arith.SelectOp(cond, a, b))
+
+    def to_float(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        if _integer_width(args[0].type) not in (8, 32, 64):
+            raise self.error(node, "float() converts an integer")
+        return self.add(arith.SIToFPOp(args[0], f32))
+
+    def to_long(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        width = _integer_width(args[0].type)
+        if width not in (8, 32, 64):
+            raise self.error(node, "long() widens an integer to 64 bits")
+        return args[0] if width == 64 else self.add(arith.ExtSIOp(args[0], i64))
+
+    def to_int(self, node: ast.Expr, fname: str, args: list[SSAValue]) -> SSAValue:
+        (x,) = args
+        if x.type == self.index:
+            return x
+        if x.type == f32:
+            return self.add(arith.FPToSIOp(x, self.index))  # toward zero, as C casts
+        width = _integer_width(x.type)
+        if width not in (8, 32, 64):
+            raise self.error(
+                node,
+                "int() converts a float, or an 8-bit or 64-bit integer (a mask's or an "
+                "index tensor's element)",
+            )
+        if width < self.index.width.data:
+            return self.add(arith.ExtSIOp(x, self.index))
+        return self.add(arith.TruncIOp(x, self.index))
 
     def sizeof(self, node: ast.Call, arg_nodes: tuple[ast.Expr, ...]) -> int:
         if len(arg_nodes) != 1 or not isinstance(arg_nodes[0], ast.Name):
@@ -985,6 +981,19 @@ ACTIVATIONS: dict[str, Callable[[Lowering, SSAValue], SSAValue]] = {
     "sigmoid": _sigmoid,
     "silu": _silu,
     "relu": _relu,
+}
+
+#: the kernel language's functions of lowered values: each one's arity and lowering (the
+#: functions of its syntax, `group_reduce`, `fn`, `sizeof` and the coordinates, are `call`'s)
+BUILTINS: dict[str, tuple[int, Callable[[Lowering, ast.Expr, str, list[SSAValue]], SSAValue]]] = {
+    **{name: (1, Lowering.float_function) for name in (*FLOAT_UNARY, *ACTIVATIONS)},
+    "min": (2, Lowering.extremum),
+    "max": (2, Lowering.extremum),
+    "ceil_div": (2, Lowering.ceil_div),
+    "select": (3, Lowering.select),
+    "float": (1, Lowering.to_float),
+    "long": (1, Lowering.to_long),
+    "int": (1, Lowering.to_int),
 }
 
 
