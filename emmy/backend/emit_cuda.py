@@ -36,12 +36,6 @@ def storage_type(element: Attribute) -> str:
     return dtypes.lookup(dtypes.dtype_name(element)).c_type
 
 
-def pointee(value: SSAValue) -> Attribute:
-    """The element type of a pointer: a kernel's parameter, a load's or a store's operand."""
-    assert isinstance(value.type, kernel.PtrType), "a kernel's buffers are pointers"
-    return value.type.element
-
-
 #: binary ops printed as `a <operator> b`
 INFIX = {
     arith.AddiOp: "+",
@@ -137,7 +131,7 @@ def emit_module(module: ModuleOp) -> CudaProgram:
             site=site.ref,
             config=site.config.as_dict() if site.config is not None else {},
             arg_names=tuple(n.data for n in func.arg_names),
-            arg_dtypes=tuple(dtypes.dtype_name(pointee(a)) for a in func.body.block.args),
+            arg_dtypes=tuple(dtypes.dtype_name(kernel.pointee(a)) for a in func.body.block.args),
             grid=fold_int(launch.grid, "the grid size"),
             block=block,
             smem=fold_int(launch.smem, "the shared memory size"),
@@ -259,7 +253,7 @@ class KernelPrinter:
         aliased = self.func.aliased_names()
         args = zip(self.func.body.block.args, self.func.arg_names, strict=True)
         for i, (arg, arg_name) in enumerate(args):
-            element = storage_type(pointee(arg))
+            element = storage_type(kernel.pointee(arg))
             name = f"p_{arg_name.data}"
             self.names[arg] = name
             const = "" if i in written else "const "
@@ -531,7 +525,7 @@ class KernelPrinter:
         for inner in op.body.block.ops:
             if not isinstance(inner, kernel.LoadOp | kernel.StoreOp):
                 continue
-            if not dtypes.is_float_type(pointee(inner.ptr)):
+            if not dtypes.is_float_type(kernel.pointee(inner.ptr)):
                 continue  # index tensors are read element by element
             base = self.invariant_base(inner.index, index, op)
             if base is None:

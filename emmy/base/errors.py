@@ -38,6 +38,11 @@ class EvaluationError(Exception):
         self.at = at
 
 
+class NarrowIndexError(EmmyError):
+    """A kernel asked for 64-bit indices that one of its statements cannot take (a 32-bit
+    intrinsic): the compile keeps the op in torch."""
+
+
 class EmitError(EmmyError):
     """The IR cannot be printed as CUDA (unresolved forks, unsupported ops)."""
 

@@ -163,6 +163,13 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
             raise VerifyException(f"kernel.ptr cannot point to {self.element}")
 
 
+def pointee(value: SSAValue) -> Attribute:
+    """The storage type a pointer's elements have: a kernel's parameter, an array, a load's
+    or a store's operand."""
+    assert isinstance(value.type, PtrType), f"{value.type} is not a pointer"
+    return value.type.element
+
+
 def loaded_type(element: Attribute) -> Attribute:
     """Floats of any storage type are loaded as f32; integers as themselves."""
     if dtypes.is_float_type(element):

@@ -39,7 +39,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from emmy.base.errors import EmmyError
+from emmy.base.errors import EmmyError, NarrowIndexError
 from emmy.base.problem_key import INDEX_NAME, NARROW_INDEX_LIMIT, WIDE_INDEX
 from emmy.dialects import fork, graph, kernel
 from emmy.dsl.keys import problem_key
@@ -49,7 +49,7 @@ from emmy.families.family import Fusion, HostCallFamily, Site
 from emmy.families.registry import FAMILIES, implementing
 from emmy.passes.fuse_graph import FuseGraph, erase_unused_constants, rewrite_bottom_up
 from emmy.passes.site_table import SiteTable
-from emmy.sites.lower import NarrowIndexError, instantiate
+from emmy.sites.lower import instantiate
 
 # emmy.passes.pipeline reads these here
 __all__ = ["LowerGraph", "LowerSites"]

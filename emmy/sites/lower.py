@@ -58,6 +58,7 @@ from emmy.dsl.keys import (
     problem_key,
 )
 from emmy.sites.lower_chain import ChainLowering
+from emmy.sites.lower_intrinsics import lower_intrinsic
 
 INT_BINARY = {
     "+": arith.AddiOp,
@@ -87,10 +88,6 @@ COORDINATES = {
     "block_dim": kernel.BlockDimOp,
     "grid_dim": kernel.GridDimOp,
 }
-
-
-class NarrowIndexError(EmmyError):
-    """A kernel asked for 64-bit indices that one of its statements cannot take."""
 
 
 @dataclass
@@ -301,7 +298,7 @@ class Lowering:
     def store(self, stmt: ast.Store) -> None:
         ptr, offset = self.address(stmt, stmt.tensor.id, stmt.indices)
         value = self.expr(stmt.value)
-        target = kernel.loaded_type(_element(ptr))
+        target = kernel.loaded_type(kernel.pointee(ptr))
         if value.type != target:
             value = self.stored_integer(stmt.value, value, target)
         self.emit(kernel.StoreOp(value, ptr, offset))
@@ -453,97 +450,8 @@ class Lowering:
 
     @statement.register
     def intrinsic(self, stmt: ast.CallStmt) -> None:
-        """Tensor-core and asynchronous-copy intrinsics, as statements:
-
-        ldmatrix(frag, frag_offset, tile, offset, count) and ldmatrix_trans(...);
-        mma(acc, offset, a_frag, a_offset, b_frag, b_offset): acc[offset:+4] += A·B;
-        pack_half2(frag, offset, lo, hi): frag[offset] = lo and hi as two T (f16/bf16);
-        cp_async(tile, offset, tensor, index..., valid_elements): 16 bytes, zero-filled;
-        cp_async_wait(pending): commit this thread's copies, wait for all but `pending`."""
-        name = stmt.function.id
-        handler = {
-            "ldmatrix": self.call_ldmatrix,
-            "ldmatrix_trans": self.call_ldmatrix,
-            "mma": self.call_mma,
-            "pack_half2": self.call_pack_half2,
-            "cp_async": self.call_cp_async,
-            "cp_async_wait": self.call_cp_async_wait,
-        }.get(name)
-        if handler is None:
-            raise self.error(stmt.function, f"{name}(...) is not a statement")
-        handler(stmt, name, stmt.args)
-
-    def array(self, node: ast.Expr) -> SSAValue:
-        if not isinstance(node, ast.Name) or node.id not in self.params:
-            raise self.error(node, "expected the name of an array")
-        return self.bound(node.id)
-
-    def literal(self, node: ast.Expr, what: str) -> int:
-        if not isinstance(node, ast.IntLit):
-            raise self.error(node, f"{what} must be an integer literal")
-        return node.value
-
-    def call_ldmatrix(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
-        if len(args) != 5:
-            raise self.error(node, f"{name}(frag, frag_offset, tile, offset, count)")
-        count = self.literal(args[4], "the number of matrices")
-        self.emit(
-            kernel.LdmatrixOp(
-                self.array(args[0]),
-                self.narrow_expr(args[1]),
-                self.array(args[2]),
-                self.narrow_expr(args[3]),
-                count,
-                name.endswith("_trans"),
-            )
-        )
-
-    def half_dtype(self, node: ast.Node, what: str) -> str:
-        """The key's T, which a tensor-core statement needs to be f16 or bf16."""
-        dtype = str(self.key.get("T"))
-        if not dtypes.is_half(dtype):
-            raise self.error(node, f"{what} f16 or bf16, and T is {dtype}")
-        return dtype
-
-    def call_mma(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
-        if len(args) != 6:
-            raise self.error(node, "mma(acc, offset, a_frag, a_offset, b_frag, b_offset)")
-        dtype = self.half_dtype(node, "mma multiplies")
-        acc, a, b = (self.array(args[i]) for i in (0, 2, 4))
-        offsets = [self.narrow_expr(args[i]) for i in (1, 3, 5)]
-        self.emit(kernel.MmaOp(acc, offsets[0], a, offsets[1], b, offsets[2], dtype))
-
-    def call_pack_half2(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
-        if len(args) != 4:
-            raise self.error(node, "pack_half2(frag, offset, lo, hi)")
-        dtype = self.half_dtype(node, "pack_half2 packs")
-        lo, hi = (self.float_expr(args[i]) for i in (2, 3))
-        self.emit(kernel.PackHalf2Op(self.array(args[0]), self.narrow_expr(args[1]), lo, hi, dtype))
-
-    def call_cp_async(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
-        if len(args) < 5:
-            raise self.error(node, "cp_async(tile, offset, tensor, index..., valid_elements)")
-        if self.index != i32:
-            # the intrinsic's global offset is 32-bit (kernel.cp_async)
-            raise NarrowIndexError(
-                f"{self.decl.name} reads global memory with cp_async, whose offsets are 32-bit"
-            )
-        tile, tensor = self.array(args[0]), self.array(args[2])
-        assert isinstance(args[2], ast.Name)  # as `array` checked
-        tensor_name = args[2].id
-        dims = self.params[tensor_name]
-        indices = args[3:-1]
-        if len(indices) != len(dims):
-            raise self.error(node, f"{tensor_name} has {len(dims)} dimension(s)")
-        source = self.linear_offset(node, dims, indices)
-        element_bytes = dtypes.lookup(dtypes.dtype_name(_element(tensor))).bytes
-        valid = self.add(arith.MuliOp(self.int_expr(args[-1]), self.const_int(element_bytes)))
-        self.emit(kernel.CopyAsyncOp(tile, self.narrow_expr(args[1]), tensor, source, valid))
-
-    def call_cp_async_wait(self, node: ast.CallStmt, name: str, args: tuple[ast.Expr, ...]) -> None:
-        if len(args) != 1:
-            raise self.error(node, "cp_async_wait(pending)")
-        self.emit(kernel.CopyAsyncWaitOp(self.int_expr(args[0])))
+        """A tensor-core or asynchronous-copy statement (emmy.sites.lower_intrinsics)."""
+        lower_intrinsic(self, stmt)
 
     # -- expressions --------------------------------------------------------------------
     def int_expr(self, node: ast.Expr) -> SSAValue:
@@ -929,7 +837,7 @@ class Lowering:
     def chain_input(self, ptr: SSAValue, offset: SSAValue) -> SSAValue:
         """An input of a chain at `offset`: a bool (stored as a byte) is read as i1."""
         value = self.add(kernel.LoadOp(ptr, offset))
-        if _element(ptr) != i8:
+        if kernel.pointee(ptr) != i8:
             return value
         zero = self.add(arith.ConstantOp(IntegerAttr(0, i8)))
         return self.add(arith.CmpiOp(value, zero, "ne"))
@@ -995,12 +903,6 @@ BUILTINS: dict[str, tuple[int, Callable[[Lowering, ast.Expr, str, list[SSAValue]
     "long": (1, Lowering.to_long),
     "int": (1, Lowering.to_int),
 }
-
-
-def _element(ptr: SSAValue) -> Attribute:
-    """The storage type of a tensor parameter's or an array's elements."""
-    assert isinstance(ptr.type, kernel.PtrType), f"{ptr.type} is not a pointer"
-    return ptr.type.element
 
 
 def _integer_width(typ: Attribute) -> int:
