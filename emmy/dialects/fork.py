@@ -355,9 +355,11 @@ class ConstraintAttr(Data[Expr]):
             return parse_constraint(parser)
 
     def print_parameter(self, printer: Printer) -> None:
-        printer.print_string(f'<"{self}">')
+        printer.print_string(f'<"{self.text}">')
 
-    def __str__(self) -> str:
+    @property
+    def text(self) -> str:
+        """The expression as the kernel language writes it."""
         return unparse(self.data)
 
     def verify(self) -> None:
@@ -672,7 +674,7 @@ class KnobOp(IRDLOperation):
         printer.print_string("] default ")
         _print_option(printer, option_value(self.default))
         if self.constraint is not None:
-            printer.print_string(f' where "{self.constraint}"')
+            printer.print_string(f' where "{self.constraint.text}"')
         if self.value is not None:
             printer.print_string(" = ")
             _print_option(printer, option_value(self.value))

@@ -95,10 +95,8 @@ def evaluate(
                 return function(*values)
             except (TypeError, ValueError) as error:
                 raise EvaluationError(expr.at, f"{function_name}(): {error}") from None
-        case _:
-            pass
-    assert isinstance(expr, ast.Index), f"{type(expr).__name__} is not an expression"
-    raise EvaluationError(expr.at, "indexing cannot be used here")
+        case _:  # an Index: a constraint reads no tensor
+            raise EvaluationError(expr.at, "indexing cannot be used here")
 
 
 def _apply(expr: ast.Expr, lhs: Value, op: ast.Operator, rhs: Value) -> Value:
